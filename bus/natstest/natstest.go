@@ -1,0 +1,77 @@
+// Package natstest starts real nats-servers for tests, in the style of
+// nats-server's own test helpers: JetStream on, a random port, data in
+// t.TempDir(), shut down by t.Cleanup. Every integration test in Jetway uses
+// it; nothing in Jetway mocks NATS.
+package natstest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// RunServer starts a nats-server with JetStream on a random loopback port.
+func RunServer(t testing.TB) *server.Server {
+	t.Helper()
+	return RunServerWithOptions(t, DefaultOptions(t))
+}
+
+// DefaultOptions are the options RunServer uses; tweak and pass them to
+// RunServerWithOptions.
+func DefaultOptions(t testing.TB) *server.Options {
+	return &server.Options{
+		Host:       "127.0.0.1",
+		Port:       server.RANDOM_PORT,
+		JetStream:  true,
+		StoreDir:   t.TempDir(),
+		MaxPayload: 8 << 20,
+		NoLog:      true,
+		NoSigs:     true,
+	}
+}
+
+// RunServerWithOptions starts a server with the given options.
+func RunServerWithOptions(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("creating nats server: %v", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatalf("nats server not ready")
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s
+}
+
+// Connect returns a client connection to s, closed by t.Cleanup.
+func Connect(t testing.TB, s *server.Server, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), opts...)
+	if err != nil {
+		t.Fatalf("connecting to nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// CheckFor calls f every sleep until it returns nil or wait has passed, then
+// fails the test with f's last error. Use it instead of fixed sleeps.
+func CheckFor(t testing.TB, wait, sleep time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(sleep)
+	}
+	t.Fatalf("condition not met after %v: %v", wait, err)
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+const apiUsage = `Usage: jetway api <command> [flags] [args]
+
+Commands:
+  put FILE|-               validate an API entry (JSON or YAML) and publish it
+  get NAME                 print an API's current entry
+  list                     list the published APIs
+  delete NAME              unpublish an API (its history stays for rollback)
+  history NAME             list the kept revisions of an API
+  rollback NAME REVISION   publish the entry an API had at REVISION again
+
+An entry that fails validation is not written: every problem is listed with
+its field path and the command exits 1.
+
+Flags:
+`
+
+func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("jetway api", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	natsURL := fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long the command may take")
+	replicas := fs.Int("replicas", 1, "replicas if the bucket has to be created")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, apiUsage)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: jetway api needs a command", errUsage)
+	}
+	want := map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2}
+	n, ok := want[pos[0]]
+	if !ok {
+		return fmt.Errorf("%w: unknown api command %q (put, get, list, delete, history, rollback)", errUsage, pos[0])
+	}
+	if len(pos)-1 != n {
+		return fmt.Errorf("%w: jetway api %s takes %d argument(s), got %d", errUsage, pos[0], n, len(pos)-1)
+	}
+	// Read and validate before touching NATS: a bad file fails the same
+	// way whether or not NATS is up.
+	var doc []byte
+	if pos[0] == "put" {
+		if doc, err = readDoc(pos[1], stdin); err != nil {
+			return err
+		}
+		if _, err := registry.ParseAPI("", doc); err != nil {
+			return describeInvalid(err, stderr)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	nc, err := bus.Connect(ctx, *natsURL, bus.ConnectOptions{Name: "jetway-cli"})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{Replicas: *replicas})
+	if err != nil {
+		return err
+	}
+
+	switch pos[0] {
+	case "put":
+		a, err := c.Put(ctx, doc)
+		if err != nil {
+			return describeInvalid(err, stderr)
+		}
+		fmt.Fprintf(stdout, "published %s (%s %s -> pool %s) at revision %d\n", a.Name, a.Route.Method, a.Route.Path, a.Pool, a.Revision)
+	case "get":
+		e, err := c.Get(ctx, pos[1])
+		if err != nil {
+			return err
+		}
+		printJSON(stdout, e.Value)
+	case "list":
+		es, err := c.List(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tPOOL\tROUTE\tBACKEND\tREVISION")
+		for _, e := range es {
+			a, err := registry.ParseAPI(e.Name, e.Value)
+			if err != nil {
+				fmt.Fprintf(tw, "%s\t-\t(invalid entry: not served)\t-\t%d\n", e.Name, e.Revision)
+				continue
+			}
+			target := a.Backend.Type
+			if a.Backend.URL != "" {
+				target += " " + a.Backend.URL
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%d\n", a.Name, a.Pool, a.Route.Method, a.Route.Path, target, e.Revision)
+		}
+		return tw.Flush()
+	case "delete":
+		if err := c.Delete(ctx, pos[1]); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "deleted %s\n", pos[1])
+	case "history":
+		hs, err := c.History(ctx, pos[1])
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "REVISION\tOP\tCREATED\tVALID\tVALUE")
+		for _, h := range hs {
+			valid := "-"
+			if h.Op == "PUT" {
+				valid = "yes"
+				if _, err := registry.ParseAPI(h.Name, h.Value); err != nil {
+					valid = "no"
+				}
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.Revision, h.Op, h.Created, valid, compactJSON(h.Value, 80))
+		}
+		return tw.Flush()
+	case "rollback":
+		rev, err := strconv.ParseUint(pos[2], 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: revision must be a number, got %q", errUsage, pos[2])
+		}
+		a, err := c.Rollback(ctx, pos[1], rev)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "rolled %s back to revision %d; now at revision %d\n", a.Name, rev, a.Revision)
+	}
+	return nil
+}
+
+func readDoc(path string, stdin io.Reader) ([]byte, error) {
+	if path == "-" {
+		b, err := io.ReadAll(io.LimitReader(stdin, 1<<20))
+		if err != nil {
+			return nil, fmt.Errorf("reading stdin: %w", err)
+		}
+		return b, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading entry: %w", err)
+	}
+	return b, nil
+}
+
+// describeInvalid prints every validation problem, one per line.
+func describeInvalid(err error, stderr io.Writer) error {
+	var ve *registry.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	fmt.Fprintln(stderr, "invalid API entry; nothing was written:")
+	for _, p := range ve.Problems {
+		fmt.Fprintln(stderr, "  "+p.String())
+	}
+	return fmt.Errorf("%d problem(s) in entry", len(ve.Problems))
+}
+
+func printJSON(w io.Writer, b []byte) {
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") != nil {
+		w.Write(b)
+		fmt.Fprintln(w)
+		return
+	}
+	out.WriteByte('\n')
+	w.Write(out.Bytes())
+}
+
+func compactJSON(b []byte, max int) string {
+	var out bytes.Buffer
+	if json.Compact(&out, b) != nil {
+		out.Reset()
+		out.Write(b)
+	}
+	s := out.String()
+	if len(s) > max {
+		s = s[:max-3] + "..."
+	}
+	return s
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// startDemo runs a small demo backend on a free loopback port and publishes
+// the demo.* APIs that point at it, so the quick start can be tried with
+// curl at once. The entries are rewritten at every start (the port changes).
+func startDemo(ctx context.Context, nc *nats.Conn, w *registry.Watcher, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("demo backend: %w", err)
+	}
+	srv := &http.Server{Handler: demoBackend(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	stop = func() { _ = srv.Close() }
+	base := "http://" + ln.Addr().String()
+
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := w.WaitLive(wctx); err != nil {
+		stop()
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	c, err := registry.NewClient(wctx, nc, registry.BucketOptions{})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	for _, doc := range demoAPIs(base) {
+		a, err := c.Put(wctx, []byte(doc))
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("publishing demo api: %w", err)
+		}
+		log.Info("demo api published", "api", a.Name, "route", a.Route.Method+" "+a.Route.Path)
+	}
+	log.Info("demo ready: try curl http://127.0.0.1:8080/v1/hello/world", "backend", base)
+	return stop, nil
+}
+
+// demoAPIs are the demo entries, pointing at the demo backend at base.
+func demoAPIs(base string) []string {
+	return []string{
+		`{"name":"demo.hello","pool":"demo","description":"Greets by name (http backend, path parameter).",
+		  "route":{"method":"GET","path":"/v1/hello/{name}"},
+		  "backend":{"type":"http","url":"` + base + `/hello/{name}"},"timeout":"2s","concurrency":64}`,
+		`{"name":"demo.echo","pool":"demo","description":"Echoes the request body (POST, 64KiB limit).",
+		  "route":{"method":"POST","path":"/v1/echo"},
+		  "backend":{"type":"http","url":"` + base + `/echo"},"timeout":"2s","max_body":"64KiB"}`,
+		`{"name":"demo.status","pool":"demo","description":"Answers with the given status: backend errors pass through untouched.",
+		  "route":{"method":"GET","path":"/v1/status/{code}"},
+		  "backend":{"type":"http","url":"` + base + `/status/{code}"},"timeout":"2s"}`,
+		`{"name":"demo.slow","pool":"demo-slow","description":"A backend slower than the API's timeout: 504 GATEWAY_TIMEOUT.",
+		  "route":{"method":"GET","path":"/v1/slow"},
+		  "backend":{"type":"http","url":"` + base + `/slow?ms=2000"},"timeout":"300ms","concurrency":8}`,
+		`{"name":"demo.mock","pool":"demo","description":"A fixed response from the entry (mock backend).",
+		  "route":{"method":"GET","path":"/v1/mock"},
+		  "backend":{"type":"mock","status":200,"json":{"ok":true,"source":"mock"}}}`,
+	}
+}
+
+// demoBackend is the HTTP service behind the demo APIs.
+func demoBackend() http.Handler {
+	mux := http.NewServeMux()
+	writeJSON := func(w http.ResponseWriter, status int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	mux.HandleFunc("GET /hello/{name}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]string{"hello": r.PathValue("name"), "request_id": r.Header.Get("X-Request-Id")})
+	})
+	mux.HandleFunc("POST /echo", func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header.Get("Content-Type"); ct != "" {
+			w.Header().Set("Content-Type", ct)
+		}
+		_, _ = io.Copy(w, r.Body)
+	})
+	mux.HandleFunc("GET /status/{code}", func(w http.ResponseWriter, r *http.Request) {
+		code, err := strconv.Atoi(r.PathValue("code"))
+		if err != nil || code < 200 || code > 599 {
+			code = 400
+		}
+		writeJSON(w, code, map[string]any{"status": code, "from": "demo backend"})
+	})
+	mux.HandleFunc("GET /slow", func(w http.ResponseWriter, r *http.Request) {
+		ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+			writeJSON(w, 200, map[string]int{"slept_ms": ms})
+		case <-r.Context().Done():
+		}
+	})
+	return mux
+}

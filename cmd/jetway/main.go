@@ -1,0 +1,138 @@
+// Command jetway is the one binary of the Jetway API gateway: it runs an
+// all-in-one node with embedded NATS (serve), edge nodes (edge), worker pools
+// (worker), and manages the registry (api).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+const usage = `jetway — a serverless-style API gateway on NATS
+
+Usage:
+  jetway <command> [flags] [args]
+
+Nodes:
+  serve     everything in one process: embedded NATS with JetStream, an edge,
+            workers for every pool and the admin listener (--demo for a demo)
+  edge      an HTTP edge node; run any number
+  worker    a worker serving one or more pools; run any number
+
+Registry:
+  api       publish, inspect, delete and roll back APIs (put|get|list|delete|history|rollback)
+
+Other:
+  version   print the version
+
+Every command takes --help. Commands that reach NATS use --nats URL, or
+JETWAY_NATS_URL, or nats://127.0.0.1:4222.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// errUsage marks errors that should print usage and exit 2.
+var errUsage = errors.New("usage")
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = cmdNode(roleServe, args[1:], stderr)
+	case "edge":
+		err = cmdNode(roleEdge, args[1:], stderr)
+	case "worker":
+		err = cmdNode(roleWorker, args[1:], stderr)
+	case "api":
+		err = cmdAPI(args[1:], stdin, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "jetway", version)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "jetway: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "jetway:", strings.TrimPrefix(err.Error(), "usage: "))
+		return 2
+	default:
+		fmt.Fprintln(stderr, "jetway:", err)
+		return 1
+	}
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// positional arguments (`jetway api put file.yaml --nats URL`).
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// stringList is a repeatable flag (--pool a --pool b); commas also split.
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*s = append(*s, p)
+		}
+	}
+	return nil
+}
+
+// newLogger builds the process logger from --log-format and --log-level.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level %q: use debug, info, warn or error", errUsage, level)
+	}
+	o := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, fmt.Errorf("%w: --log-format %q: use text or json", errUsage, format)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/workers"
+)
+
+type role string
+
+const (
+	roleServe  role = "serve"
+	roleEdge   role = "edge"
+	roleWorker role = "worker"
+)
+
+var roleHelp = map[role]string{
+	roleServe: `Usage: jetway serve [flags]
+
+Runs everything in one process: an embedded nats-server with JetStream (data
+in --data), an edge on --listen, workers for every pool, and the admin
+listener. Other jetway processes and the nats CLI can join through
+--nats-listen. With --nats URL, an existing NATS is used instead of
+embedding one. With --demo, a demo backend starts and demo APIs are
+published, so that curl http://127.0.0.1:8080/v1/hello/world works at once.
+
+Flags:
+`,
+	roleEdge: `Usage: jetway edge --nats URL [flags]
+
+Runs an HTTP edge node: it routes requests from its copy of the registry and
+sends each as a NATS request to the API's worker pool. Run any number.
+
+Flags:
+`,
+	roleWorker: `Usage: jetway worker --nats URL --pool NAME [--pool NAME ...] [flags]
+
+Runs a worker for the given pools: it takes the requests of every API of
+those pools off NATS (queue group per pool) and calls their backends. Run
+more processes of a pool for more capacity.
+
+Flags:
+`,
+}
+
+type nodeFlags struct {
+	natsURL    string
+	natsListen string
+	dataDir    string
+	listen     string
+	admin      string
+	pools      stringList
+	demo       bool
+	replicas   int
+	drain      time.Duration
+	logFormat  string
+	logLevel   string
+}
+
+func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
+	f := &nodeFlags{}
+	fs := flag.NewFlagSet("jetway "+string(r), flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, roleHelp[r])
+		fs.PrintDefaults()
+	}
+	natsDefault := envOr("JETWAY_NATS_URL", bus.DefaultURL)
+	if r == roleServe {
+		natsDefault = os.Getenv("JETWAY_NATS_URL")
+		fs.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server (port 0 picks a free one)")
+		fs.BoolVar(&f.demo, "demo", false, "start a demo backend and publish demo APIs (demo.*)")
+		fs.StringVar(&f.natsURL, "nats", natsDefault, "use this NATS instead of embedding one (env JETWAY_NATS_URL)")
+	} else {
+		fs.StringVar(&f.natsURL, "nats", natsDefault, "NATS server URL(s), comma-separated (env JETWAY_NATS_URL)")
+	}
+	fs.StringVar(&f.dataDir, "data", "./jetway-data", "folder for JetStream data (serve) and the local registry snapshot")
+	if r != roleWorker {
+		fs.StringVar(&f.listen, "listen", ":8080", "edge HTTP address")
+	}
+	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz); empty disables it")
+	if r == roleWorker {
+		fs.Var(&f.pools, "pool", "pool to serve; repeat or comma-separate for several (required)")
+	}
+	fs.IntVar(&f.replicas, "replicas", 1, "replicas of registry buckets this node creates (3 on a NATS cluster)")
+	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return fs, f
+}
+
+// cmdNode runs serve, edge or worker until SIGINT/SIGTERM.
+func cmdNode(r role, args []string, stderr io.Writer) error {
+	fs, f := r.flags(stderr)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	if r == roleWorker && len(f.pools) == 0 {
+		return fmt.Errorf("%w: jetway worker needs at least one --pool", errUsage)
+	}
+	log, err := newLogger(stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	log = log.With("role", string(r))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	n := &node{role: r, f: f, log: log}
+	return n.run(ctx)
+}
+
+// node is one running jetway process and what it owns.
+type node struct {
+	role role
+	f    *nodeFlags
+	log  *slog.Logger
+
+	conns   []*nats.Conn
+	watcher *registry.Watcher
+	edge    *edge.Edge
+	worker  *workers.Worker
+}
+
+func (n *node) connect(ctx context.Context, url, name string) (*nats.Conn, error) {
+	nc, err := bus.Connect(ctx, url, bus.ConnectOptions{Name: name, Wait: true, Logger: n.log})
+	if err != nil {
+		return nil, err
+	}
+	n.conns = append(n.conns, nc)
+	return nc, nil
+}
+
+func (n *node) run(ctx context.Context) error {
+	f := n.f
+	defer func() {
+		for _, nc := range n.conns {
+			nc.Close()
+		}
+	}()
+
+	natsURL := f.natsURL
+	if n.role == roleServe && natsURL == "" {
+		ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Listen: f.natsListen, DataDir: f.dataDir})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}()
+		natsURL = ns.ClientURL()
+		n.log.Info("embedded nats started", "url", natsURL, "data", filepath.Join(f.dataDir, "nats"))
+	}
+
+	ctl, err := n.connect(ctx, natsURL, "jetway-"+string(n.role)+"-registry")
+	if err != nil {
+		return err
+	}
+	n.watcher = registry.NewWatcher(registry.WatcherOptions{
+		Conn:         ctl,
+		SnapshotFile: filepath.Join(f.dataDir, "registry-"+string(n.role)+".json"),
+		Bucket:       registry.BucketOptions{Replicas: f.replicas},
+		Logger:       n.log,
+	})
+
+	if n.role != roleWorker {
+		nc, err := n.connect(ctx, natsURL, "jetway-edge")
+		if err != nil {
+			return err
+		}
+		if n.edge, err = edge.New(edge.Options{Conn: nc, Logger: n.log}); err != nil {
+			return err
+		}
+		n.watcher.OnChange(n.edge.Apply)
+	}
+	if n.role != roleEdge {
+		nc, err := n.connect(ctx, natsURL, "jetway-worker")
+		if err != nil {
+			return err
+		}
+		if n.worker, err = workers.New(workers.Options{Conn: nc, Pools: f.pools, Logger: n.log}); err != nil {
+			return err
+		}
+		n.watcher.OnChange(n.worker.Apply)
+	}
+	wctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	go func() { _ = n.watcher.Run(wctx) }()
+
+	var edgeSrv, adminSrv *http.Server
+	errc := make(chan error, 2)
+	if n.edge != nil {
+		edgeSrv = &http.Server{
+			Handler:           n.edge,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       60 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
+		}
+		ln, err := net.Listen("tcp", f.listen)
+		if err != nil {
+			return fmt.Errorf("edge listener: %w", err)
+		}
+		n.log.Info("edge listening", "addr", ln.Addr().String())
+		go func() { errc <- edgeSrv.Serve(ln) }()
+	}
+	if f.admin != "" {
+		adminSrv = &http.Server{Handler: n.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		ln, err := net.Listen("tcp", f.admin)
+		if err != nil {
+			return fmt.Errorf("admin listener: %w", err)
+		}
+		n.log.Info("admin listening", "addr", ln.Addr().String())
+		go func() { errc <- adminSrv.Serve(ln) }()
+	}
+	if f.demo {
+		stopDemo, err := startDemo(ctx, ctl, n.watcher, n.log)
+		if err != nil {
+			return err
+		}
+		defer stopDemo()
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	return n.shutdown(edgeSrv, adminSrv)
+}
+
+// shutdown drains in order: the edge stops accepting and lets its calls
+// finish, then workers drain their subscriptions and finish theirs, then the
+// connections are drained.
+func (n *node) shutdown(edgeSrv, adminSrv *http.Server) error {
+	n.log.Info("shutting down", "drain_timeout", n.f.drain)
+	ctx, cancel := context.WithTimeout(context.Background(), n.f.drain)
+	defer cancel()
+	var errs []error
+	if edgeSrv != nil {
+		if err := edgeSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("draining edge: %w", err))
+		}
+	}
+	if n.worker != nil {
+		if err := n.worker.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, nc := range n.conns {
+		_ = nc.Drain()
+	}
+	if adminSrv != nil {
+		_ = adminSrv.Close()
+	}
+	n.log.Info("stopped")
+	return errors.Join(errs...)
+}

@@ -1,0 +1,317 @@
+// Package edge is Jetway's HTTP front: it matches a request to an API from
+// its in-memory copy of the registry, applies the edge policies, and turns
+// the request into one NATS request on the API's subject. The edge never
+// calls a backend itself.
+package edge
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// Options configure an Edge.
+type Options struct {
+	// Conn carries requests to the workers. Required.
+	Conn *nats.Conn
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Edge is an http.Handler. Feed it registry snapshots with Apply; each one
+// is compiled into an immutable router that requests load atomically, so a
+// request never waits for a registry update.
+type Edge struct {
+	o      Options
+	log    *slog.Logger
+	router atomic.Pointer[router]
+}
+
+// router is the compiled form of one registry snapshot.
+type router struct {
+	mux      *chi.Mux
+	revision uint64
+	routes   int
+}
+
+// route is what a request of one API needs; built once per snapshot.
+type route struct {
+	api      *registry.API
+	subject  string
+	revision string
+	timeout  time.Duration
+	maxBody  int64
+	params   bool
+}
+
+// headerRoom is what a request leaves of the NATS max payload for headers.
+const headerRoom = 64 << 10
+
+// New returns an edge that answers 404 to everything until the first Apply.
+func New(o Options) (*Edge, error) {
+	if o.Conn == nil {
+		return nil, errors.New("edge: Options.Conn is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	e := &Edge{o: o, log: o.Logger}
+	e.Apply(&registry.Snapshot{})
+	return e, nil
+}
+
+// Apply compiles a snapshot into a router and swaps it in. Two APIs with the
+// same method and path: the older revision keeps the route and the other is
+// skipped with a log line.
+func (e *Edge) Apply(s *registry.Snapshot) {
+	apis := s.Sorted()
+	// Older revisions first, so they win conflicts.
+	slices.SortStableFunc(apis, func(a, b *registry.API) int { return cmp.Compare(a.Revision, b.Revision) })
+	maxPayload := e.o.Conn.MaxPayload()
+	mux := chi.NewMux()
+	mux.NotFound(notFound)
+	mux.MethodNotAllowed(methodNotAllowed)
+	taken := map[string]string{}
+	n := 0
+	for _, a := range apis {
+		key := a.Route.Method + " " + paramShape(a.Route.Path)
+		if other, ok := taken[key]; ok {
+			e.log.Warn("route conflict; api not routed", "api", a.Name, "route", key, "held_by", other)
+			continue
+		}
+		rt := &route{
+			api:      a,
+			subject:  a.Subject(),
+			revision: strconv.FormatUint(a.Revision, 10),
+			timeout:  a.TimeoutOrDefault(),
+			maxBody:  int64(a.MaxBody),
+			params:   strings.ContainsAny(a.Route.Path, "{*"),
+		}
+		if rt.maxBody <= 0 {
+			rt.maxBody = int64(registry.DefaultMaxBody)
+		}
+		if maxPayload > 0 && rt.maxBody > maxPayload-headerRoom {
+			rt.maxBody = maxPayload - headerRoom
+		}
+		if err := addRoute(mux, a.Route.Method, a.Route.Path, e.handler(rt)); err != nil {
+			e.log.Warn("route rejected; api not routed", "api", a.Name, "err", err)
+			continue
+		}
+		taken[key] = a.Name
+		n++
+	}
+	e.router.Store(&router{mux: mux, revision: s.Revision, routes: n})
+}
+
+// Routes is the number of routes in force.
+func (e *Edge) Routes() int { return e.router.Load().routes }
+
+// addRoute adds one route, turning a chi setup panic into an error.
+func addRoute(mux *chi.Mux, method, path string, h http.HandlerFunc) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	if method == "*" {
+		mux.Handle(path, h)
+	} else {
+		mux.Method(method, path, h)
+	}
+	return nil
+}
+
+// paramShape erases parameter names: /a/{id} and /a/{x} are one route.
+func paramShape(p string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(p, '{')
+		if i < 0 {
+			b.WriteString(p)
+			return b.String()
+		}
+		j := strings.IndexByte(p[i:], '}')
+		if j < 0 {
+			b.WriteString(p)
+			return b.String()
+		}
+		b.WriteString(p[:i])
+		b.WriteString("{}")
+		p = p[i+j+1:]
+	}
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, bus.CodeRouteNotFound, "no api is published at "+r.Method+" "+r.URL.EscapedPath(), w.Header().Get("X-Request-Id"))
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	writeError(w, bus.CodeMethodNotAllowed, "method "+r.Method+" is not published for this path", w.Header().Get("X-Request-Id"))
+}
+
+// ServeHTTP gives the request an id, checks its path is canonical, and
+// routes it with the router in force.
+func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("X-Request-Id")
+	if !validRequestID(id) {
+		id = newRequestID()
+	}
+	w.Header()["X-Request-Id"] = []string{id}
+	// Route on the escaped path, always: the parameters forwarded to the
+	// backend are then exactly the bytes the caller sent.
+	r.URL.RawPath = r.URL.EscapedPath()
+	if !checkPath(r.URL.RawPath) {
+		writeError(w, bus.CodeBadRequest, "request path is not in canonical form (dot segments, empty segments, encoded slashes or control characters)", id)
+		return
+	}
+	e.router.Load().mux.ServeHTTP(w, r)
+}
+
+// bodyPool holds request body buffers. A buffer goes back once the NATS
+// request has been written out (nats.go copies the payload).
+var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// handler turns an HTTP request for rt's API into a NATS request and the
+// reply into the HTTP response.
+func (e *Edge) handler(rt *route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := w.Header().Get("X-Request-Id")
+		if r.ContentLength > rt.maxBody {
+			writeError(w, bus.CodePayloadTooLarge, fmt.Sprintf("request body of %d bytes exceeds the %d byte limit of api %s", r.ContentLength, rt.maxBody, rt.api.Name), id)
+			return
+		}
+		buf := bodyPool.Get().(*bytes.Buffer)
+		buf.Reset()
+		defer bodyPool.Put(buf)
+		if r.ContentLength > 0 {
+			buf.Grow(int(r.ContentLength))
+		}
+		n, err := buf.ReadFrom(io.LimitReader(r.Body, rt.maxBody+1))
+		if err != nil {
+			writeError(w, bus.CodeBadRequest, "reading request body: "+err.Error(), id)
+			return
+		}
+		if n > rt.maxBody {
+			writeError(w, bus.CodePayloadTooLarge, fmt.Sprintf("request body exceeds the %d byte limit of api %s", rt.maxBody, rt.api.Name), id)
+			return
+		}
+
+		deadline := time.Now().Add(rt.timeout)
+		h := nats.Header(r.Header)
+		bus.CleanHeaders(h)
+		delete(h, "Content-Length")
+		clientIP := peerIP(r.RemoteAddr)
+		h["X-Forwarded-For"] = []string{clientIP}
+		h["X-Forwarded-Host"] = []string{r.Host}
+		if r.TLS != nil {
+			h["X-Forwarded-Proto"] = []string{"https"}
+		} else {
+			h["X-Forwarded-Proto"] = []string{"http"}
+		}
+		h[bus.HdrMethod] = []string{r.Method}
+		h[bus.HdrPath] = []string{r.URL.RawPath}
+		if r.URL.RawQuery != "" {
+			h[bus.HdrQuery] = []string{r.URL.RawQuery}
+		}
+		if rt.params {
+			if p := encodeParams(r); p != "" {
+				h[bus.HdrParams] = []string{p}
+			}
+		}
+		h[bus.HdrRequestID] = []string{id}
+		h[bus.HdrClientIP] = []string{clientIP}
+		h[bus.HdrRevision] = []string{rt.revision}
+		h[bus.HdrDeadline] = []string{strconv.FormatInt(deadline.UnixNano(), 10)}
+
+		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		reply, err := e.o.Conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: rt.subject, Header: h, Data: buf.Bytes()})
+		cancel()
+		if err != nil {
+			e.requestError(w, r, rt, id, err)
+			return
+		}
+		writeReply(w, reply, id)
+	}
+}
+
+// encodeParams writes the route parameters as a URL query string.
+func encodeParams(r *http.Request) string {
+	rctx := chi.RouteContext(r.Context())
+	if rctx == nil {
+		return ""
+	}
+	var b strings.Builder
+	for i, k := range rctx.URLParams.Keys {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(url.QueryEscape(k))
+		b.WriteByte('=')
+		b.WriteString(url.QueryEscape(rctx.URLParams.Values[i]))
+	}
+	return b.String()
+}
+
+// requestError maps a failed NATS request to the caller's error.
+func (e *Edge) requestError(w http.ResponseWriter, r *http.Request, rt *route, id string, err error) {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		writeError(w, bus.CodeNoWorkers, "no worker of pool "+rt.api.Pool+" is serving api "+rt.api.Name, id)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		writeError(w, bus.CodeGatewayTimeout, fmt.Sprintf("api %s did not answer within %v", rt.api.Name, rt.timeout), id)
+	case r.Context().Err() != nil:
+		// The caller went away; nobody reads this, but log it.
+		e.log.Debug("caller cancelled", "api", rt.api.Name, "request_id", id)
+		w.WriteHeader(499)
+	case errors.Is(err, nats.ErrMaxPayload):
+		writeError(w, bus.CodePayloadTooLarge, "request exceeds the bus max payload", id)
+	default:
+		e.log.Warn("nats request failed", "api", rt.api.Name, "request_id", id, "err", err)
+		writeError(w, bus.CodeBusUnavailable, "the message bus is not reachable from this edge", id)
+	}
+}
+
+// writeReply turns a worker's reply into the HTTP response.
+func writeReply(w http.ResponseWriter, m *nats.Msg, id string) {
+	status, err := strconv.Atoi(m.Header.Get(bus.HdrStatus))
+	if err != nil || status < 100 || status > 999 {
+		writeError(w, bus.CodeBadGateway, "malformed reply from worker", id)
+		return
+	}
+	dst := w.Header()
+	for k, vs := range m.Header {
+		if !bus.IsReserved(k) {
+			dst[k] = vs
+		}
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(m.Data)
+}
+
+// peerIP is the IP of the socket peer (never a forwarding header).
+func peerIP(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		return remoteAddr
+	}
+	return host
+}

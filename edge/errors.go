@@ -1,0 +1,17 @@
+package edge
+
+import (
+	"net/http"
+
+	"github.com/jetway-gw/jetway/bus"
+)
+
+// writeError answers with a gateway-made error: JSON with a stable code, a
+// message and the request id.
+func writeError(w http.ResponseWriter, code bus.Code, msg, requestID string) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Cache-Control"] = []string{"no-store"}
+	w.WriteHeader(code.Status())
+	_, _ = w.Write(bus.ErrorJSON(code, msg, requestID))
+}

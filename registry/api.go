@@ -1,0 +1,457 @@
+// Package registry holds Jetway's registry: typed entries stored in
+// JetStream KV buckets, their validation, and the watcher that turns the
+// bucket into immutable snapshots that the hot path reads without locks.
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/schemas"
+)
+
+// Defaults applied to fields an entry leaves out.
+const (
+	DefaultTimeout     = 10 * time.Second
+	MaxTimeout         = 5 * time.Minute
+	DefaultConcurrency = 64
+	DefaultMaxBody     = Size(1 << 20)
+	// MaxMaxBody is the ceiling on max_body: the embedded server's max
+	// payload. At run time the edge also caps it by the connected server's
+	// max payload, minus room for headers.
+	MaxMaxBody = Size(bus.EmbeddedMaxPayload)
+)
+
+// Backend types.
+const (
+	BackendHTTP = "http"
+	BackendMock = "mock"
+)
+
+// API is one published API: the value of its key in the jetway_apis bucket.
+// The JSON form is the contract described by schemas/api.schema.json.
+//
+// An API is immutable once it is in a Snapshot: the hot path shares it
+// between goroutines without locks.
+type API struct {
+	Name        string   `json:"name"`
+	Pool        string   `json:"pool"`
+	Description string   `json:"description,omitempty"`
+	Route       Route    `json:"route"`
+	Backend     Backend  `json:"backend"`
+	Timeout     Duration `json:"timeout,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"`
+	MaxBody     Size     `json:"max_body,omitempty"`
+
+	// Revision is the KV revision this entry was read at (0 if it was not
+	// read from KV). Not part of the stored JSON.
+	Revision uint64 `json:"-"`
+}
+
+// Route says which HTTP requests belong to the API.
+type Route struct {
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path"`
+}
+
+// Backend says what serves the API. Type selects the adapter; the other
+// fields belong to one type each. Later backend kinds (gRPC, NATS services)
+// and several channels per API extend this without changing the wire.
+type Backend struct {
+	Type string `json:"type"`
+
+	// http
+	URL string `json:"url,omitempty"`
+
+	// mock
+	Status  int               `json:"status,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    *string           `json:"body,omitempty"`
+	JSON    json.RawMessage   `json:"json,omitempty"`
+}
+
+// Subject is the NATS subject the API's requests travel on.
+func (a *API) Subject() string { return bus.APISubject(a.Name) }
+
+// TimeoutOrDefault is the API's deadline.
+func (a *API) TimeoutOrDefault() time.Duration {
+	if a.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return time.Duration(a.Timeout)
+}
+
+// ValidationError lists every problem found in an entry.
+type ValidationError struct {
+	Key      string // the KV key or file the entry came from, if known
+	Problems []schemas.Problem
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	if e.Key != "" {
+		b.WriteString("invalid entry ")
+		b.WriteString(e.Key)
+	} else {
+		b.WriteString("invalid entry")
+	}
+	for i, p := range e.Problems {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// ErrEmpty is returned for an empty document.
+var ErrEmpty = errors.New("empty document")
+
+// ToJSON converts a JSON or YAML document to JSON. JSON passes unchanged.
+func ToJSON(doc []byte) ([]byte, error) {
+	trimmed := bytes.TrimSpace(doc)
+	if len(trimmed) == 0 {
+		return nil, ErrEmpty
+	}
+	if trimmed[0] == '{' || trimmed[0] == '[' {
+		return trimmed, nil
+	}
+	var v any
+	if err := yaml.Unmarshal(trimmed, &v); err != nil {
+		return nil, fmt.Errorf("parsing yaml: %w", err)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("converting yaml to json: %w", err)
+	}
+	return out, nil
+}
+
+// ParseAPI decodes, validates and defaults one API entry given as JSON or
+// YAML. On failure it returns a *ValidationError listing every problem with
+// its field path. key, when not empty, is the KV key the entry is stored
+// under and must equal the entry's name.
+func ParseAPI(key string, doc []byte) (*API, error) {
+	js, err := ToJSON(doc)
+	if err != nil {
+		return nil, &ValidationError{Key: key, Problems: []schemas.Problem{{Message: err.Error()}}}
+	}
+	var a API
+	decodeProblems, failed := a.decodeFields(js)
+	var semantic []schemas.Problem
+	for _, p := range a.check(key) {
+		if !failed[p.Path] {
+			semantic = append(semantic, p)
+		}
+	}
+	problems := mergeProblems(append(semantic, decodeProblems...), schemas.ValidateAPI(js))
+	if len(problems) > 0 {
+		return nil, &ValidationError{Key: key, Problems: problems}
+	}
+	a.applyDefaults()
+	return &a, nil
+}
+
+// decodeFields decodes each top-level field on its own, so one bad field
+// does not hide the others. It returns the problems of fields whose own
+// decoder explains them (durations, sizes); plain JSON type mismatches are
+// left to the schema, which names them better.
+func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]bool) {
+	failed = map[string]bool{}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(js, &raw); err != nil {
+		return nil, failed // the schema reports a document that is not an object
+	}
+	fields := map[string]any{
+		"name": &a.Name, "pool": &a.Pool, "description": &a.Description,
+		"route": &a.Route, "backend": &a.Backend, "timeout": &a.Timeout,
+		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
+	}
+	for k, v := range raw {
+		dst, ok := fields[k]
+		if !ok {
+			continue // the schema reports unknown fields
+		}
+		err := json.Unmarshal(v, dst)
+		if err != nil {
+			failed[k] = true
+		}
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		if err != nil && !errors.As(err, &te) && !errors.As(err, &se) {
+			ps = append(ps, schemas.Problem{Path: k, Message: err.Error()})
+		}
+	}
+	return ps, failed
+}
+
+// mergeProblems keeps every semantic problem and the schema problems at
+// paths the semantic checks did not already explain (their messages are
+// friendlier than a schema pattern).
+func mergeProblems(semantic, schema []schemas.Problem) []schemas.Problem {
+	explained := map[string]bool{}
+	for _, p := range semantic {
+		explained[p.Path] = true
+	}
+	out := semantic
+	for _, p := range schema {
+		if !explained[p.Path] {
+			out = append(out, p)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+func (a *API) applyDefaults() {
+	if a.Route.Method == "" {
+		a.Route.Method = http.MethodGet
+	}
+	if a.Timeout == 0 {
+		a.Timeout = Duration(DefaultTimeout)
+	}
+	if a.Concurrency == 0 {
+		a.Concurrency = DefaultConcurrency
+	}
+	if a.MaxBody == 0 {
+		a.MaxBody = DefaultMaxBody
+	}
+	if a.Backend.Type == BackendMock && a.Backend.Status == 0 {
+		a.Backend.Status = http.StatusOK
+	}
+}
+
+// check returns the semantic problems the schema cannot express.
+func (a *API) check(key string) []schemas.Problem {
+	var ps []schemas.Problem
+	add := func(path, format string, args ...any) {
+		ps = append(ps, schemas.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	if err := bus.ValidName(a.Name); err != nil {
+		add("name", "%v", err)
+	} else if key != "" && key != a.Name {
+		add("name", "must equal the key it is stored under (%q)", key)
+	}
+	if err := bus.ValidName(a.Pool); err != nil {
+		add("pool", "%v", err)
+	}
+	params, catchAll, err := parseRoutePath(a.Route.Path)
+	if err != nil {
+		add("route.path", "%v", err)
+	}
+	if a.Timeout < 0 || time.Duration(a.Timeout) > MaxTimeout {
+		add("timeout", "must be between 1ms and %v", MaxTimeout)
+	} else if a.Timeout != 0 && time.Duration(a.Timeout) < time.Millisecond {
+		add("timeout", "must be at least 1ms")
+	}
+	if a.MaxBody > MaxMaxBody {
+		add("max_body", "must be at most %v (the NATS max payload)", MaxMaxBody)
+	}
+	switch a.Backend.Type {
+	case BackendHTTP:
+		if a.Backend.URL == "" {
+			add("backend.url", "is required for http backends")
+		} else if err := checkBackendURL(a.Backend.URL, params, catchAll); err != nil {
+			add("backend.url", "%v", err)
+		}
+	case BackendMock:
+		if a.Backend.Body != nil && a.Backend.JSON != nil {
+			add("backend", "give body or json, not both")
+		}
+		if a.Backend.JSON != nil && !json.Valid(a.Backend.JSON) {
+			add("backend.json", "must be a JSON value")
+		}
+		for k, v := range a.Backend.Headers {
+			if !validHeaderName(k) || strings.ContainsAny(v, "\r\n\x00") {
+				add("backend.headers."+k, "is not a valid HTTP header")
+			}
+		}
+	case "":
+		add("backend.type", "is required (http or mock)")
+	default:
+		add("backend.type", "must be http or mock (got %q)", a.Backend.Type)
+	}
+	return ps
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// parseRoutePath checks a route path pattern and returns its parameter
+// names and whether it ends in a catch-all ("/*").
+//
+// A pattern is "/" followed by segments separated by "/": literal segments
+// of URL path characters, whole-segment parameters "{name}", and an optional
+// final "*". Dot segments and empty segments (other than one trailing slash)
+// are refused so that one request path can only ever match one way.
+func parseRoutePath(p string) (params []string, catchAll bool, err error) {
+	if !strings.HasPrefix(p, "/") {
+		return nil, false, fmt.Errorf(`must start with "/"`)
+	}
+	if p == "/" {
+		return nil, false, nil
+	}
+	segs := strings.Split(p[1:], "/")
+	seen := map[string]bool{}
+	for i, s := range segs {
+		last := i == len(segs)-1
+		switch {
+		case s == "" && last:
+			// trailing slash: a distinct literal route
+		case s == "":
+			return nil, false, fmt.Errorf("must not contain empty segments (%q)", p)
+		case s == "*":
+			if !last {
+				return nil, false, fmt.Errorf(`"*" is only allowed as the last segment`)
+			}
+			catchAll = true
+		case s[0] == '{':
+			name := strings.TrimSuffix(s[1:], "}")
+			if !strings.HasSuffix(s, "}") || !validParamName(name) {
+				return nil, false, fmt.Errorf("parameter segment %q must be {name} with name of letters, digits and '_'", s)
+			}
+			if seen[name] {
+				return nil, false, fmt.Errorf("parameter {%s} appears twice", name)
+			}
+			seen[name] = true
+			params = append(params, name)
+		case s == "." || s == "..":
+			return nil, false, fmt.Errorf("must not contain dot segments")
+		default:
+			for j := 0; j < len(s); j++ {
+				if !pathChar(s[j]) {
+					return nil, false, fmt.Errorf("segment %q has a character not allowed in a path (%q)", s, s[j])
+				}
+			}
+		}
+	}
+	return params, catchAll, nil
+}
+
+func validParamName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// pathChar reports RFC 3986 pchar characters, without '%' (literal route
+// segments are matched against the decoded path, so they are written
+// unescaped) and without '{', '}' and '*', which have meaning in patterns.
+func pathChar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~!$&'()+,;=:@", c) >= 0
+}
+
+// checkBackendURL checks an http backend URL template: absolute http(s),
+// and every placeholder a parameter of the route.
+func checkBackendURL(raw string, params []string, catchAll bool) error {
+	names, err := templateNames(raw)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if n == "*" {
+			if !catchAll {
+				return fmt.Errorf(`uses {*} but the route path has no "/*"`)
+			}
+			continue
+		}
+		found := false
+		for _, p := range params {
+			found = found || p == n
+		}
+		if !found {
+			return fmt.Errorf("uses {%s}, which is not a parameter of the route path", n)
+		}
+	}
+	// Check the URL with placeholders replaced by a harmless token.
+	probe := raw
+	for _, n := range names {
+		probe = strings.ReplaceAll(probe, "{"+n+"}", "x")
+	}
+	u, err := url.Parse(probe)
+	if err != nil {
+		return fmt.Errorf("is not a valid URL: %v", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("must be an http:// or https:// URL")
+	}
+	if u.Host == "" {
+		return fmt.Errorf("must name a host")
+	}
+	if u.User != nil {
+		return fmt.Errorf("must not carry credentials")
+	}
+	if u.Fragment != "" {
+		return fmt.Errorf("must not have a fragment")
+	}
+	if strings.Contains(u.Host, "{") || strings.Contains(u.RawQuery, "{") {
+		return fmt.Errorf("placeholders are only allowed in the path")
+	}
+	return nil
+}
+
+// templateNames lists the {name} placeholders of a template, in order.
+func templateNames(t string) ([]string, error) {
+	var names []string
+	for {
+		i := strings.IndexByte(t, '{')
+		if i < 0 {
+			if strings.IndexByte(t, '}') >= 0 {
+				return nil, fmt.Errorf("has an unmatched '}'")
+			}
+			return names, nil
+		}
+		if strings.IndexByte(t[:i], '}') >= 0 {
+			return nil, fmt.Errorf("has an unmatched '}'")
+		}
+		j := strings.IndexByte(t[i:], '}')
+		if j < 0 {
+			return nil, fmt.Errorf("has an unclosed '{'")
+		}
+		n := t[i+1 : i+j]
+		if n != "*" && !validParamName(n) {
+			return nil, fmt.Errorf("placeholder {%s} is not a valid name", n)
+		}
+		names = append(names, n)
+		t = t[i+j+1:]
+	}
+}
+
+// Marshal returns the canonical JSON of an entry (defaults filled in).
+func (a *API) Marshal() []byte {
+	b, _ := json.Marshal(a)
+	return b
+}

@@ -1,0 +1,207 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Bucket names.
+const (
+	BucketAPIs = "jetway_apis"
+)
+
+// HistoryDepth is how many revisions of each key the buckets keep (the KV
+// maximum), so that `jetway api rollback` can go back that far.
+const HistoryDepth = 64
+
+// BucketOptions set how missing buckets are created.
+type BucketOptions struct {
+	// Replicas for the bucket's stream: 1 for a single server, 3 for a
+	// production cluster. 0 means 1.
+	Replicas int
+}
+
+// OpenAPIs opens the jetway_apis bucket, creating it when it is missing.
+// A bucket that exists is used as it is (its replica count is not changed).
+func OpenAPIs(ctx context.Context, js jetstream.JetStream, o BucketOptions) (jetstream.KeyValue, error) {
+	return openBucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      BucketAPIs,
+		Description: "Jetway API definitions (key = API name, value = JSON per schemas/api.schema.json)",
+		History:     HistoryDepth,
+		Replicas:    max(o.Replicas, 1),
+	})
+}
+
+func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("opening bucket %s: %w", cfg.Bucket, err)
+	}
+	kv, err = js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = js.KeyValue(ctx, cfg.Bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating bucket %s: %w", cfg.Bucket, err)
+	}
+	return kv, nil
+}
+
+// Client reads and writes API entries; the CLI and tests use it. Writes are
+// validated first: an invalid entry is never written.
+type Client struct {
+	kv jetstream.KeyValue
+}
+
+// NewClient opens (creating if needed) the API bucket over nc.
+func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("opening jetstream: %w", err)
+	}
+	kv, err := OpenAPIs(ctx, js, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{kv: kv}, nil
+}
+
+// ErrNotFound is returned for an API or revision that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Put validates doc (JSON or YAML) and stores it under its name. It returns
+// the parsed entry with its new revision, or a *ValidationError.
+func (c *Client) Put(ctx context.Context, doc []byte) (*API, error) {
+	a, err := ParseAPI("", doc)
+	if err != nil {
+		return nil, err
+	}
+	js, err := ToJSON(doc)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := c.kv.Put(ctx, a.Name, js)
+	if err != nil {
+		return nil, fmt.Errorf("writing %s: %w", a.Name, err)
+	}
+	a.Revision = rev
+	return a, nil
+}
+
+// Entry is a stored value with its revision, as the CLI shows it.
+type Entry struct {
+	Name     string
+	Revision uint64
+	Op       string // PUT, DEL or PURGE
+	Value    []byte
+	Created  string
+}
+
+func toEntry(e jetstream.KeyValueEntry) Entry {
+	op := "PUT"
+	switch e.Operation() {
+	case jetstream.KeyValueDelete:
+		op = "DEL"
+	case jetstream.KeyValuePurge:
+		op = "PURGE"
+	}
+	return Entry{Name: e.Key(), Revision: e.Revision(), Op: op, Value: e.Value(), Created: e.Created().UTC().Format("2006-01-02T15:04:05.000Z")}
+}
+
+// Get returns the current value of an API's entry.
+func (c *Client) Get(ctx context.Context, name string) (Entry, error) {
+	e, err := c.kv.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Entry{}, fmt.Errorf("api %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("reading %s: %w", name, err)
+	}
+	return toEntry(e), nil
+}
+
+// List returns the current entries, sorted by name.
+func (c *Client) List(ctx context.Context) ([]Entry, error) {
+	lister, err := c.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing apis: %w", err)
+	}
+	var names []string
+	for k := range lister.Keys() {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]Entry, 0, len(names))
+	for _, n := range names {
+		e, err := c.Get(ctx, n)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Delete removes an API (its history stays for rollback).
+func (c *Client) Delete(ctx context.Context, name string) error {
+	if _, err := c.Get(ctx, name); err != nil {
+		return err
+	}
+	if err := c.kv.Delete(ctx, name); err != nil {
+		return fmt.Errorf("deleting %s: %w", name, err)
+	}
+	return nil
+}
+
+// History returns every kept revision of an API, oldest first.
+func (c *Client) History(ctx context.Context, name string) ([]Entry, error) {
+	hs, err := c.kv.History(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("api %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading history of %s: %w", name, err)
+	}
+	out := make([]Entry, len(hs))
+	for i, h := range hs {
+		out[i] = toEntry(h)
+	}
+	return out, nil
+}
+
+// Rollback writes the value an API had at revision as its newest value.
+// The old value is validated again; rolling back to a deletion or to an
+// entry that no longer validates is refused.
+func (c *Client) Rollback(ctx context.Context, name string, revision uint64) (*API, error) {
+	e, err := c.kv.GetRevision(ctx, name, revision)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("api %s revision %d: %w", name, revision, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s revision %d: %w", name, revision, err)
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		return nil, fmt.Errorf("revision %d of %s is a deletion, not a value", revision, name)
+	}
+	a, err := ParseAPI(name, e.Value())
+	if err != nil {
+		return nil, fmt.Errorf("revision %d no longer validates: %w", revision, err)
+	}
+	rev, err := c.kv.Put(ctx, name, e.Value())
+	if err != nil {
+		return nil, fmt.Errorf("writing %s: %w", name, err)
+	}
+	a.Revision = rev
+	return a, nil
+}

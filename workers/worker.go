@@ -1,0 +1,315 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// Options configure a Worker.
+type Options struct {
+	// Conn carries the API requests. Required.
+	Conn *nats.Conn
+	// Pools the worker serves; empty means every pool (as `jetway serve`).
+	Pools []string
+	// Transport for HTTP backends; nil means NewTransport().
+	Transport http.RoundTripper
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Worker serves the APIs of its pools. Feed it registry snapshots with
+// Apply (register it with registry.Watcher.OnChange); it subscribes to each
+// API of its pools in the pool's queue group and keeps one pipeline per API.
+type Worker struct {
+	o       Options
+	log     *slog.Logger
+	client  *http.Client
+	maxResp int64
+
+	mu      sync.Mutex // guards subs and closing; never taken by a request
+	subs    map[string]*apiSub
+	closing bool
+
+	inflight atomic.Int64 // calls in flight across all APIs
+	dropped  atomic.Int64 // requests dropped because their deadline had passed
+}
+
+// apiSub is one API's subscription and its hot-path state.
+type apiSub struct {
+	pool     string
+	sub      *nats.Subscription
+	state    atomic.Pointer[apiState]
+	inflight atomic.Int64
+}
+
+// apiState is everything a request of the API needs, built once per
+// registry change and swapped atomically.
+type apiState struct {
+	api     *registry.API
+	backend Backend
+	limit   int64
+	timeout time.Duration
+}
+
+// headerRoom is what a reply leaves of the max payload for headers.
+const headerRoom = 64 << 10
+
+// New returns a worker. It serves nothing until the first Apply.
+func New(o Options) (*Worker, error) {
+	if o.Conn == nil {
+		return nil, fmt.Errorf("workers: Options.Conn is required")
+	}
+	for _, p := range o.Pools {
+		if err := bus.ValidName(p); err != nil {
+			return nil, fmt.Errorf("pool %q: %w", p, err)
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Transport == nil {
+		o.Transport = NewTransport()
+	}
+	maxResp := int64(bus.EmbeddedMaxPayload) - headerRoom
+	if mp := o.Conn.MaxPayload(); mp > 0 {
+		maxResp = mp - headerRoom
+	}
+	return &Worker{
+		o:       o,
+		log:     o.Logger,
+		client:  &http.Client{Transport: o.Transport, CheckRedirect: noRedirects},
+		maxResp: maxResp,
+		subs:    map[string]*apiSub{},
+	}, nil
+}
+
+// noRedirects hands a backend's redirect to the caller instead of following it.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// serves reports whether the worker serves pool.
+func (w *Worker) serves(pool string) bool {
+	return len(w.o.Pools) == 0 || slices.Contains(w.o.Pools, pool)
+}
+
+// Apply brings subscriptions and pipelines in line with a snapshot: new APIs
+// of the worker's pools are subscribed, removed ones drained, changed ones
+// get a new pipeline without losing a request.
+func (w *Worker) Apply(s *registry.Snapshot) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closing {
+		return
+	}
+	for name, as := range w.subs {
+		a, ok := s.APIs[name]
+		if !ok || !w.serves(a.Pool) || a.Pool != as.pool {
+			if err := as.sub.Drain(); err != nil {
+				w.log.Warn("draining subscription", "api", name, "err", err)
+			}
+			delete(w.subs, name)
+		}
+	}
+	for name, a := range s.APIs {
+		if !w.serves(a.Pool) {
+			continue
+		}
+		st := w.build(a)
+		if as, ok := w.subs[name]; ok {
+			as.state.Store(st)
+			continue
+		}
+		as := &apiSub{pool: a.Pool}
+		as.state.Store(st)
+		sub, err := w.o.Conn.QueueSubscribe(a.Subject(), bus.QueueGroup(a.Pool), func(m *nats.Msg) { w.dispatch(as, m) })
+		if err != nil {
+			w.log.Error("subscribing api", "api", name, "pool", a.Pool, "err", err)
+			continue
+		}
+		as.sub = sub
+		w.subs[name] = as
+	}
+}
+
+// build makes an API's pipeline from its definition.
+func (w *Worker) build(a *registry.API) *apiState {
+	var b Backend
+	switch a.Backend.Type {
+	case registry.BackendMock:
+		b = newMockBackend(a.Backend)
+	default: // registry.BackendHTTP; the registry admits no other type
+		b = newHTTPBackend(w.client, a.Backend, w.maxResp, w.log)
+	}
+	return &apiState{api: a, backend: b, limit: int64(a.Concurrency), timeout: a.TimeoutOrDefault()}
+}
+
+// dispatch runs in the subscription's callback goroutine. It must never
+// block: it admits the call (or refuses it at once) and hands it to its own
+// goroutine, so one slow backend call never holds up the next message. The
+// per-API concurrency limit bounds those goroutines.
+func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
+	st := as.state.Load()
+	if m.Reply == "" {
+		return // nobody waits for an answer
+	}
+	now := time.Now()
+	deadline := now.Add(st.timeout)
+	if v := m.Header.Get(bus.HdrDeadline); v != "" {
+		if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
+			// Never beyond the API's own timeout from now, whatever the
+			// sender's clock says.
+			if d := time.Unix(0, ns); d.Before(deadline) {
+				deadline = d
+			}
+		}
+	}
+	if !deadline.After(now) {
+		w.dropped.Add(1)
+		return // the caller has given up already
+	}
+	if as.inflight.Add(1) > st.limit {
+		as.inflight.Add(-1)
+		w.replyError(m, bus.CodeOverloaded, fmt.Sprintf("api %s has %d calls in flight on this worker", st.api.Name, st.limit))
+		return
+	}
+	w.inflight.Add(1)
+	go w.serve(as, st, m, deadline)
+}
+
+func (w *Worker) serve(as *apiSub, st *apiState, m *nats.Msg, deadline time.Time) {
+	defer func() {
+		as.inflight.Add(-1)
+		w.inflight.Add(-1)
+		if p := recover(); p != nil {
+			w.log.Error("panic serving request", "api", st.api.Name, "panic", p)
+			w.replyError(m, bus.CodeInternal, "internal error in worker")
+		}
+	}()
+	req := decodeRequest(st.api, m)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	resp, err := st.backend(ctx, req)
+	if err != nil {
+		code, msg := bus.CodeBadGateway, err.Error()
+		if ge, ok := err.(*bus.Error); ok {
+			code, msg = ge.Code, ge.Message
+		}
+		w.replyError(m, code, msg)
+		return
+	}
+	w.reply(m, resp)
+	if resp.Release != nil {
+		resp.Release()
+	}
+}
+
+// decodeRequest takes the wire metadata out of the message headers; what is
+// left are the HTTP request headers for the backend.
+func decodeRequest(a *registry.API, m *nats.Msg) *Request {
+	h := m.Header
+	req := &Request{
+		API:       a,
+		Method:    h.Get(bus.HdrMethod),
+		Path:      h.Get(bus.HdrPath),
+		RawQuery:  h.Get(bus.HdrQuery),
+		RawParams: h.Get(bus.HdrParams),
+		RequestID: h.Get(bus.HdrRequestID),
+		ClientIP:  h.Get(bus.HdrClientIP),
+		Body:      m.Data,
+	}
+	if req.Method == "" {
+		req.Method = http.MethodGet
+	}
+	hh := http.Header(h)
+	bus.CleanHeaders(hh)
+	req.Header = hh
+	return req
+}
+
+// reply sends a backend's response: status and headers as NATS headers,
+// the body as it is.
+func (w *Worker) reply(m *nats.Msg, resp *Response) {
+	h := nats.Header{}
+	for k, vs := range resp.Header {
+		h[k] = vs
+	}
+	bus.CleanHeaders(h)
+	h[bus.HdrStatus] = []string{strconv.Itoa(resp.Status)}
+	if err := m.RespondMsg(&nats.Msg{Header: h, Data: resp.Body}); err != nil {
+		w.log.Warn("sending reply", "subject", m.Subject, "err", err)
+	}
+}
+
+// replyError sends a gateway-made error.
+func (w *Worker) replyError(m *nats.Msg, code bus.Code, msg string) {
+	h := nats.Header{
+		bus.HdrStatus:  []string{strconv.Itoa(code.Status())},
+		bus.HdrError:   []string{string(code)},
+		"Content-Type": []string{"application/json"},
+	}
+	body := bus.ErrorJSON(code, msg, m.Header.Get(bus.HdrRequestID))
+	if err := m.RespondMsg(&nats.Msg{Header: h, Data: body}); err != nil {
+		w.log.Warn("sending error reply", "subject", m.Subject, "err", err)
+	}
+}
+
+// InFlight is the number of calls being served.
+func (w *Worker) InFlight() int64 { return w.inflight.Load() }
+
+// Dropped is the number of requests dropped because they arrived after
+// their deadline.
+func (w *Worker) Dropped() int64 { return w.dropped.Load() }
+
+// Subscribed lists the APIs the worker currently serves.
+func (w *Worker) Subscribed() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names := make([]string, 0, len(w.subs))
+	for n := range w.subs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Shutdown stops taking new requests (draining every subscription, so
+// messages already delivered are still served) and waits until the calls in
+// flight finish or ctx ends.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	w.mu.Lock()
+	w.closing = true
+	subs := make([]*nats.Subscription, 0, len(w.subs))
+	for _, as := range w.subs {
+		subs = append(subs, as.sub)
+		_ = as.sub.Drain()
+	}
+	w.subs = map[string]*apiSub{}
+	w.mu.Unlock()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		busy := w.inflight.Load() > 0
+		for _, s := range subs {
+			busy = busy || s.IsValid()
+		}
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("worker shutdown: %d calls still in flight: %w", w.inflight.Load(), ctx.Err())
+		case <-t.C:
+		}
+	}
+}
