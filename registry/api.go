@@ -148,6 +148,9 @@ func ParseAPI(key string, doc []byte) (*API, error) {
 	if err != nil {
 		return nil, &ValidationError{Key: key, Problems: []schemas.Problem{{Message: err.Error()}}}
 	}
+	if !json.Valid(js) {
+		return nil, &ValidationError{Key: key, Problems: schemas.ValidateAPI(js)}
+	}
 	var a API
 	decodeProblems, failed := a.decodeFields(js)
 	var semantic []schemas.Problem
@@ -178,6 +181,18 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 		"name": &a.Name, "pool": &a.Pool, "description": &a.Description,
 		"route": &a.Route, "backend": &a.Backend, "timeout": &a.Timeout,
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
+	}
+	// Absent fields are reported once, by the schema ("missing property").
+	for k := range fields {
+		if _, ok := raw[k]; !ok {
+			failed[k] = true
+		}
+	}
+	for _, sub := range [][2]string{{"route", "path"}, {"backend", "type"}, {"backend", "url"}} {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw[sub[0]], &m) != nil || m[sub[1]] == nil {
+			failed[sub[0]+"."+sub[1]] = true
+		}
 	}
 	for k, v := range raw {
 		dst, ok := fields[k]
