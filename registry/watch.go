@@ -164,11 +164,23 @@ func (w *Watcher) Run(ctx context.Context) error {
 		}
 		go w.saver(ctx)
 	}
-	backoff := 100 * time.Millisecond
+	const minBackoff = 100 * time.Millisecond
+	backoff := minBackoff
 	for ctx.Err() == nil {
-		err := w.watchOnce(ctx)
+		wentLive, err := w.watchOnce(ctx)
 		if ctx.Err() != nil {
 			break
+		}
+		if errors.Is(err, errReconnected) {
+			// Re-watch at once: the server may have restarted, and an
+			// ordered consumer would otherwise take seconds of missed
+			// heartbeats to notice.
+			w.log.Info("nats reconnected; re-watching registry")
+			backoff = minBackoff
+			continue
+		}
+		if wentLive {
+			backoff = minBackoff
 		}
 		w.setErr(err)
 		w.log.Warn("registry watch interrupted; retrying", "err", err, "in", backoff)
@@ -187,30 +199,36 @@ func (w *Watcher) setErr(err error) {
 	w.mu.Unlock()
 }
 
+var errReconnected = errors.New("nats reconnected")
+
 // watchOnce opens the bucket, replays it and follows changes until the watch
-// fails or ctx ends.
-func (w *Watcher) watchOnce(ctx context.Context) error {
-	if w.o.Conn == nil {
-		return errors.New("no nats connection")
+// fails, the connection reconnects, or ctx ends. wentLive reports whether
+// the replay completed.
+func (w *Watcher) watchOnce(ctx context.Context) (wentLive bool, err error) {
+	nc := w.o.Conn
+	if nc == nil {
+		return false, errors.New("no nats connection")
 	}
-	if !w.o.Conn.IsConnected() {
-		return bus.ErrNotConnected
+	if !nc.IsConnected() {
+		return false, bus.ErrNotConnected
 	}
-	js, err := jetstream.New(w.o.Conn)
+	reconnected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(reconnected)
+	js, err := jetstream.New(nc)
 	if err != nil {
-		return err
+		return false, err
 	}
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	kv, err := OpenAPIs(octx, js, w.o.Bucket)
 	cancel()
 	if err != nil {
-		return err
+		return false, err
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	watcher, err := kv.WatchAll(wctx)
 	if err != nil {
-		return fmt.Errorf("watching %s: %w", BucketAPIs, err)
+		return false, fmt.Errorf("watching %s: %w", BucketAPIs, err)
 	}
 	defer watcher.Stop()
 
@@ -222,11 +240,13 @@ func (w *Watcher) watchOnce(ctx context.Context) error {
 		var ok bool
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return !initial, ctx.Err()
+		case <-reconnected:
+			return !initial, errReconnected
 		case e, ok = <-watcher.Updates():
 		}
 		if !ok {
-			return errors.New("watch closed")
+			return !initial, errors.New("watch closed")
 		}
 		if initial {
 			if e == nil { // replay done
@@ -258,7 +278,7 @@ func (w *Watcher) watchOnce(ctx context.Context) error {
 			case e2, ok := <-watcher.Updates():
 				if !ok {
 					w.publish(SourceLive)
-					return errors.New("watch closed")
+					return true, errors.New("watch closed")
 				}
 				if e2 != nil {
 					w.apply(w.good, e2)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -232,4 +233,44 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// A NATS restart while the watch runs: changes made after it still arrive.
+func TestWatcherSurvivesNATSRestart(t *testing.T) {
+	port, storeDir := freePort(t), t.TempDir()
+	run := func() *server.Server {
+		opts := natstest.DefaultOptions(t)
+		opts.Port, opts.StoreDir = port, storeDir
+		return natstest.RunServerWithOptions(t, opts)
+	}
+	s := run()
+	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	w := startWatcher(t, nc, "")
+	if err := w.WaitLive(ctxTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+	s = run()
+	cnc := natstest.Connect(t, s)
+	c, err := registry.NewClient(context.Background(), cnc, registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(context.Background(), entry("after", "/after")); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		if bodyOf(w, "after") != "/after" {
+			return errors.New("change after restart not seen")
+		}
+		if ok, reason := w.Ready(); !ok {
+			return errors.New(reason)
+		}
+		return nil
+	})
 }
