@@ -1,0 +1,44 @@
+// Package otel is Jetway's OpenTelemetry glue. HeaderCarrier lets the
+// standard W3C propagators read and write trace context in NATS message
+// headers, so one trace can span edge → NATS → worker → backend.
+package otel
+
+import (
+	"net/textproto"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/propagation"
+)
+
+// HeaderCarrier adapts nats.Header to propagation.TextMapCarrier. NATS
+// headers are case-sensitive; Jetway writes header names in their canonical
+// HTTP form (Traceparent), and Get also finds the lower-case form that other
+// NATS clients write.
+type HeaderCarrier nats.Header
+
+var _ propagation.TextMapCarrier = HeaderCarrier(nil)
+
+// Get returns the first value of key.
+func (c HeaderCarrier) Get(key string) string {
+	if v := c[textproto.CanonicalMIMEHeaderKey(key)]; len(v) > 0 {
+		return v[0]
+	}
+	if v := c[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Set sets key to value, under its canonical name.
+func (c HeaderCarrier) Set(key, value string) {
+	c[textproto.CanonicalMIMEHeaderKey(key)] = []string{value}
+}
+
+// Keys lists the header names.
+func (c HeaderCarrier) Keys() []string {
+	out := make([]string, 0, len(c))
+	for k := range c {
+		out = append(out, k)
+	}
+	return out
+}
