@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
+)
+
+// TestInvalidKVEntryKeepsLastGood writes invalid entries straight into the
+// jetway_apis bucket (as `nats kv put` would) for an API that already has a
+// good version: every node logs the key and the reason, the last good
+// version keeps serving, other APIs are untouched, and the next valid entry
+// is applied. An edge that starts while the newest value is invalid falls
+// back to the last good revision from the key's history.
+func TestInvalidKVEntryKeepsLastGood(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	edge := c.startEdge(t, "edge")
+	worker := c.startWorker(t, "worker", "kv")
+
+	putAPI(t, c.url, entry("kv.target", "kv", "GET", "/v1/kv/target", mockBackend("good-1"), nil))
+	putAPI(t, c.url, entry("kv.other", "kv", "GET", "/v1/kv/other", mockBackend("other"), nil))
+	waitBody(t, edge.edge+"/v1/kv/target", "good-1")
+	waitBody(t, edge.edge+"/v1/kv/other", "other")
+
+	kv := kvBucket(t, c.url)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	bad := []struct {
+		what, value, reason string
+	}{
+		{"bad JSON", `{"name":"kv.target","pool":`, "JSON"},
+		{"schema violation", `{"name":"kv.target","pool":"kv","route":{"method":"GET","path":"v1/kv/target"},"backend":{"type":"ftp"}}`, "route.path"},
+		// A valid entry under another API's key must not take it over.
+		{"name differs from key", entry("kv.other", "kv", "GET", "/v1/kv/target", mockBackend("hijack"), nil), "name"},
+	}
+	for _, b := range bad {
+		edgeMark, workerMark := edge.mark(), worker.mark()
+		rev, err := kv.Put(ctx, "kv.target", []byte(b.value))
+		if err != nil {
+			t.Fatalf("kv put (%s): %v", b.what, err)
+		}
+		for _, n := range []*node{edge, worker} {
+			from := edgeMark
+			if n == worker {
+				from = workerMark
+			}
+			l := n.waitLogFrom(t, from, applyTimeout, "a warning about key kv.target ("+b.what+")", func(l logLine) bool {
+				return l.str("level") == "WARN" && l.str("key") == "kv.target" && l.str("revision") == fmt.Sprint(rev)
+			})
+			if !strings.Contains(l.str("reason"), b.reason) {
+				t.Errorf("%s: warning for %s has reason %q, want it to mention %q", n.name, b.what, l.str("reason"), b.reason)
+			}
+			if !strings.Contains(l.str("msg"), "invalid") {
+				t.Errorf("%s: warning for %s says %q", n.name, b.what, l.str("msg"))
+			}
+		}
+		// The node has processed the entry: the last good version serves.
+		if r := get(t, edge.edge+"/v1/kv/target"); r.status != http.StatusOK || string(r.body) != "good-1" {
+			t.Errorf("after %s: GET /v1/kv/target = %v, want the last good version", b.what, r)
+		}
+		if r := get(t, edge.edge+"/v1/kv/other"); r.status != http.StatusOK || string(r.body) != "other" {
+			t.Errorf("after %s: GET /v1/kv/other = %v", b.what, r)
+		}
+	}
+
+	// A node that starts now only finds an invalid newest value.
+	late := c.startEdge(t, "late-edge")
+	waitBody(t, late.edge+"/v1/kv/target", "good-1")
+
+	// A valid entry written straight into KV is applied like `api put`.
+	if _, err := kv.Put(ctx, "kv.target", []byte(entry("kv.target", "kv", "GET", "/v1/kv/target", mockBackend("good-2"), nil))); err != nil {
+		t.Fatal(err)
+	}
+	waitBody(t, edge.edge+"/v1/kv/target", "good-2")
+	waitBody(t, late.edge+"/v1/kv/target", "good-2")
+	waitBody(t, edge.edge+"/v1/kv/other", "other")
+}
+
+// TestNATSUnreachableAtStart checks the local snapshot: an edge and a worker
+// that ran once keep the last good registry in --data; started again while
+// NATS is down they come up from it (healthz 200, readyz 503 saying so),
+// and once NATS is back on the same address they reconnect, turn ready and
+// serve.
+func TestNATSUnreachableAtStart(t *testing.T) {
+	t.Parallel()
+	be := newBackend(t, func(_ *backend, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "item %s", strings.TrimPrefix(r.URL.Path, "/items/"))
+	})
+
+	opts := natstest.DefaultOptions(t)
+	opts.Port = freePort(t)
+	ns := natstest.RunServerWithOptions(t, opts)
+	url := ns.ClientURL()
+	edgeData, workerData := t.TempDir(), t.TempDir()
+
+	edge := startNode(t, "edge-1", "edge", edgeData, "--nats", url)
+	worker := startNode(t, "worker-1", "worker", workerData, "--nats", url, "--pool", "snap")
+	edge.waitReady(t)
+	worker.waitReady(t)
+	putAPI(t, url, entry("snap.items", "snap", "GET", "/v1/snap/{id}", httpBackend(be.URL+"/items/{id}"), map[string]any{"timeout": "2s"}))
+	waitBody(t, edge.edge+"/v1/snap/42", "item 42")
+
+	for _, f := range []string{filepath.Join(edgeData, "registry-edge.json"), filepath.Join(workerData, "registry-worker.json")} {
+		natstest.CheckFor(t, applyTimeout, pollEvery, func() error {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			var snap struct {
+				APIs map[string]json.RawMessage `json:"apis"`
+			}
+			if err := json.Unmarshal(b, &snap); err != nil {
+				return fmt.Errorf("%s: %v", f, err)
+			}
+			if _, ok := snap.APIs["snap.items"]; !ok {
+				return fmt.Errorf("%s has no snap.items yet", f)
+			}
+			return nil
+		})
+	}
+
+	for _, n := range []*node{edge, worker} {
+		n.signal(t, syscall.SIGTERM)
+		if code := n.waitExit(t, exitTimeout); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM", n.name, code)
+		}
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+
+	// NATS is down: both nodes start from their snapshot.
+	edge = startNode(t, "edge-2", "edge", edgeData, "--nats", url)
+	worker = startNode(t, "worker-2", "worker", workerData, "--nats", url, "--pool", "snap")
+	for _, n := range []*node{edge, worker} {
+		if r := get(t, n.admin+"/healthz"); r.status != http.StatusOK {
+			t.Errorf("%s /healthz with NATS down: %v", n.name, r)
+		}
+		natstest.CheckFor(t, startTimeout, pollEvery, func() error {
+			st, rz, err := n.readyz()
+			if err != nil {
+				return err
+			}
+			if st != http.StatusServiceUnavailable || !strings.Contains(rz.Reason, "local snapshot") || rz.Registry.Source != "file" || rz.Registry.APIs != 1 {
+				return fmt.Errorf("%s /readyz with NATS down: %d %+v", n.name, st, rz)
+			}
+			return nil
+		})
+	}
+	if _, rz, _ := edge.readyz(); rz.Routes != 1 {
+		t.Errorf("edge routes from the snapshot: %d, want 1", rz.Routes)
+	}
+	if _, rz, _ := worker.readyz(); !contains(rz.Serving, "snap.items") {
+		t.Errorf("worker serves %v from the snapshot, want snap.items", rz.Serving)
+	}
+	// The route is known from the snapshot; the call fails fast as a
+	// gateway error (the bus is down), never as an unknown route.
+	if r := get(t, edge.edge+"/v1/snap/1"); r.status != http.StatusServiceUnavailable || r.gwErr().Code != "BUS_UNAVAILABLE" || r.took > time.Second {
+		t.Errorf("call with NATS down: %v, want 503 BUS_UNAVAILABLE at once", r)
+	}
+
+	// NATS returns on the same address with the same store.
+	opts2 := natstest.DefaultOptions(t)
+	opts2.Port, opts2.StoreDir = opts.Port, opts.StoreDir
+	natstest.RunServerWithOptions(t, opts2)
+	back := time.Now()
+	edge.waitReady(t)
+	worker.waitReady(t)
+	waitBody(t, edge.edge+"/v1/snap/7", "item 7")
+	t.Logf("edge and worker ready and serving %v after NATS came back", time.Since(back).Round(time.Millisecond))
+
+	// They follow the registry live again.
+	putAPI(t, url, entry("snap.items", "snap", "GET", "/v1/snap/v2/{id}", httpBackend(be.URL+"/items/{id}"), map[string]any{"timeout": "2s"}))
+	waitBody(t, edge.edge+"/v1/snap/v2/8", "item 8")
+	waitStatus(t, edge.edge+"/v1/snap/8", http.StatusNotFound)
+}
+
+// TestRegistryCatchesUpAfterNATSRestart restarts NATS (same address, same
+// store) under a running edge and worker: once they have reconnected and
+// say they are ready, a registry change must be applied as promptly as
+// before the outage.
+//
+// Known bug, skipped unless JETWAY_E2E_KNOWN_BUGS=1: the registry watcher
+// keeps its KV watch (an ordered consumer) across the reconnect, and that
+// consumer only notices it is gone after its missed heartbeats, so changes
+// are applied ~15-20s late while /readyz already answers 200.
+func TestRegistryCatchesUpAfterNATSRestart(t *testing.T) {
+	skipKnownBug(t, "after a NATS restart the registry watch stays stale for ~15-20s while /readyz says ready (registry/watch.go watchOnce keeps the old KV watch)")
+	t.Parallel()
+	opts := natstest.DefaultOptions(t)
+	opts.Port = freePort(t)
+	ns := natstest.RunServerWithOptions(t, opts)
+	c := &cluster{ns: ns, url: ns.ClientURL()}
+	edge := c.startEdge(t, "edge")
+	worker := c.startWorker(t, "worker", "restart")
+	putAPI(t, c.url, entry("restart.a", "restart", "GET", "/v1/restart/a", mockBackend("a1"), nil))
+	waitBody(t, edge.edge+"/v1/restart/a", "a1")
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	for _, n := range []*node{edge, worker} {
+		natstest.CheckFor(t, startTimeout, pollEvery, func() error {
+			if st, rz, err := n.readyz(); err != nil || st != http.StatusServiceUnavailable {
+				return fmt.Errorf("%s /readyz with NATS down: %d %+v %v", n.name, st, rz, err)
+			}
+			return nil
+		})
+	}
+
+	opts2 := natstest.DefaultOptions(t)
+	opts2.Port, opts2.StoreDir = opts.Port, opts.StoreDir
+	natstest.RunServerWithOptions(t, opts2)
+	edge.waitReady(t)
+	worker.waitReady(t)
+	ready := time.Now()
+	putAPI(t, c.url, entry("restart.a", "restart", "GET", "/v1/restart/a", mockBackend("a2"), nil))
+	putAPI(t, c.url, entry("restart.b", "restart", "GET", "/v1/restart/b", mockBackend("b1"), nil))
+	waitBody(t, edge.edge+"/v1/restart/a", "a2")
+	waitBody(t, edge.edge+"/v1/restart/b", "b1")
+	t.Logf("changes live %v after the nodes said ready", time.Since(ready).Round(time.Millisecond))
+}

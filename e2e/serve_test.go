@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
+)
+
+// TestServeDemoAndCLI runs the quick start (`jetway serve --demo`) and drives
+// the registry only through the `jetway api` CLI: put from a file and from
+// stdin, a refused invalid entry, list, get, history, rollback and delete,
+// each checked on the edge.
+func TestServeDemoAndCLI(t *testing.T) {
+	t.Parallel()
+	srv := startNode(t, "serve", "serve", "", "--demo")
+	srv.waitLog(t, startTimeout, `"demo ready"`, func(l logLine) bool { return strings.HasPrefix(l.str("msg"), "demo ready") })
+	srv.waitReady(t)
+	edge, url := srv.edge, srv.natsURL
+
+	t.Run("demo APIs answer", func(t *testing.T) {
+		r := waitStatus(t, edge+"/v1/hello/world", http.StatusOK)
+		var hello map[string]string
+		if err := json.Unmarshal(r.body, &hello); err != nil || hello["hello"] != "world" {
+			t.Errorf("GET /v1/hello/world: %v, want {\"hello\":\"world\"}", r)
+		}
+		if hello["request_id"] == "" || hello["request_id"] != r.header.Get("X-Request-Id") {
+			t.Errorf("backend saw request id %q, caller got %q", hello["request_id"], r.header.Get("X-Request-Id"))
+		}
+
+		r = get(t, edge+"/v1/mock")
+		if r.status != http.StatusOK || string(r.body) != `{"ok":true,"source":"mock"}` {
+			t.Errorf("GET /v1/mock: %v", r)
+		}
+
+		r, err := do(http.MethodPost, edge+"/v1/echo", strings.NewReader("ping pong"), http.Header{"Content-Type": {"text/x-e2e"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.status != http.StatusOK || string(r.body) != "ping pong" || r.header.Get("Content-Type") != "text/x-e2e" {
+			t.Errorf("POST /v1/echo: %v, Content-Type %q", r, r.header.Get("Content-Type"))
+		}
+
+		// A backend's own error passes through, not as a gateway error.
+		r = get(t, edge+"/v1/status/418")
+		if r.status != 418 || r.gwErr().Code != "" {
+			t.Errorf("GET /v1/status/418: %v, want the backend's own 418", r)
+		}
+	})
+
+	t.Run("put from a file", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "e2e-file.json")
+		doc := entry("e2e.file", "e2e", "GET", "/v1/e2e/file", mockBackend("from-file"), nil)
+		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res := jetway(t, "", "api", "put", file, "--nats", url)
+		if res.code != 0 || !strings.Contains(res.stdout, "published e2e.file") {
+			t.Fatalf("api put %s: exit %d\n%s%s", file, res.code, res.stdout, res.stderr)
+		}
+		waitBody(t, edge+"/v1/e2e/file", "from-file")
+	})
+
+	t.Run("put YAML from stdin", func(t *testing.T) {
+		doc := `
+name: e2e.stdin
+pool: e2e-other
+route:
+  method: GET
+  path: /v1/e2e/stdin/{id}
+backend:
+  type: mock
+  status: 201
+  json: {via: stdin}
+timeout: 2s
+`
+		putAPI(t, url, doc)
+		r := waitStatus(t, edge+"/v1/e2e/stdin/7", http.StatusCreated)
+		if string(r.body) != `{"via":"stdin"}` || r.header.Get("Content-Type") != "application/json" {
+			t.Errorf("GET /v1/e2e/stdin/7: %v, Content-Type %q", r, r.header.Get("Content-Type"))
+		}
+	})
+
+	t.Run("invalid entry is refused and not written", func(t *testing.T) {
+		doc := `
+name: e2e.bad
+pool: e2e
+route:
+  method: GET
+  path: v1/e2e/bad
+backend:
+  type: http
+  url: ftp://127.0.0.1/bad
+timeout: 10m
+concurrency: 0
+`
+		res := jetway(t, doc, "api", "put", "-", "--nats", url)
+		if res.code == 0 {
+			t.Fatalf("api put of an invalid entry exited 0:\n%s%s", res.stdout, res.stderr)
+		}
+		for _, want := range []string{
+			"nothing was written",
+			`route.path: must start with "/"`,
+			"backend.url: must be an http:// or https:// URL",
+			"timeout: must be between",
+			"concurrency:",
+		} {
+			if !strings.Contains(res.stderr, want) {
+				t.Errorf("api put stderr lacks %q:\n%s", want, res.stderr)
+			}
+		}
+		kv := kvBucket(t, url)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if e, err := kv.Get(ctx, "e2e.bad"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Errorf("key e2e.bad after a refused put: entry %v, err %v; want ErrKeyNotFound", e, err)
+		}
+		if res := jetway(t, "", "api", "get", "e2e.bad", "--nats", url); res.code == 0 || !strings.Contains(res.stderr, "not found") {
+			t.Errorf("api get e2e.bad: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+	})
+
+	t.Run("list get history rollback delete", func(t *testing.T) {
+		route := edge + "/v1/e2e/rev"
+		rev1 := putAPI(t, url, entry("e2e.rev", "e2e", "GET", "/v1/e2e/rev", mockBackend("one"), nil))
+		waitBody(t, route, "one")
+		rev2 := putAPI(t, url, entry("e2e.rev", "e2e", "GET", "/v1/e2e/rev", mockBackend("two"), nil))
+		if rev2 <= rev1 {
+			t.Fatalf("second put at revision %d, first at %d", rev2, rev1)
+		}
+		waitBody(t, route, "two")
+
+		res := jetway(t, "", "api", "list", "--nats", url)
+		if res.code != 0 {
+			t.Fatalf("api list: exit %d\n%s", res.code, res.stderr)
+		}
+		for _, name := range []string{"demo.hello", "demo.mock", "e2e.rev", "e2e.stdin"} {
+			if !strings.Contains(res.stdout, name) {
+				t.Errorf("api list lacks %s:\n%s", name, res.stdout)
+			}
+		}
+		if strings.Contains(res.stdout, "e2e.bad") {
+			t.Errorf("api list shows the refused entry:\n%s", res.stdout)
+		}
+
+		res = jetway(t, "", "api", "get", "e2e.rev", "--nats", url)
+		var got struct {
+			Name    string `json:"name"`
+			Backend struct {
+				Body string `json:"body"`
+			} `json:"backend"`
+		}
+		if res.code != 0 || json.Unmarshal([]byte(res.stdout), &got) != nil || got.Name != "e2e.rev" || got.Backend.Body != "two" {
+			t.Errorf("api get e2e.rev: exit %d, %q, want the second entry as JSON", res.code, res.stdout)
+		}
+
+		res = jetway(t, "", "api", "history", "e2e.rev", "--nats", url)
+		if res.code != 0 {
+			t.Fatalf("api history: exit %d\n%s", res.code, res.stderr)
+		}
+		revs := map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n")[1:] {
+			if f := strings.Fields(line); len(f) > 1 {
+				revs[f[0]] = true
+			}
+		}
+		for _, rev := range []uint64{rev1, rev2} {
+			if !revs[strconv.FormatUint(rev, 10)] {
+				t.Errorf("api history lacks revision %d:\n%s", rev, res.stdout)
+			}
+		}
+
+		res = jetway(t, "", "api", "rollback", "e2e.rev", strconv.FormatUint(rev1, 10), "--nats", url)
+		if res.code != 0 {
+			t.Fatalf("api rollback: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		waitBody(t, route, "one")
+
+		res = jetway(t, "", "api", "delete", "e2e.rev", "--nats", url)
+		if res.code != 0 {
+			t.Fatalf("api delete: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		deleted := time.Now()
+		// Contract: live on every edge within 100ms at p99; allow 1s here.
+		var last response
+		natstest.CheckFor(t, time.Second, pollEvery, func() error {
+			last = get(t, route)
+			if last.status != http.StatusNotFound {
+				return fmt.Errorf("GET %s after delete: %v", route, last)
+			}
+			return nil
+		})
+		t.Logf("delete live on the edge %v after the CLI returned", time.Since(deleted).Round(time.Millisecond))
+		wantError(t, last, http.StatusNotFound, "ROUTE_NOT_FOUND")
+		if res := jetway(t, "", "api", "get", "e2e.rev", "--nats", url); res.code == 0 {
+			t.Errorf("api get after delete exited 0: %s", res.stdout)
+		}
+	})
+
+	t.Run("SIGTERM stops serve cleanly", func(t *testing.T) {
+		srv.signal(t, syscall.SIGTERM)
+		if code := srv.waitExit(t, exitTimeout); code != 0 {
+			t.Errorf("serve exited %d after SIGTERM, want 0", code)
+		}
+	})
+}
