@@ -189,14 +189,9 @@ func TestNATSUnreachableAtStart(t *testing.T) {
 // TestRegistryCatchesUpAfterNATSRestart restarts NATS (same address, same
 // store) under a running edge and worker: once they have reconnected and
 // say they are ready, a registry change must be applied as promptly as
-// before the outage.
-//
-// Known bug, skipped unless JETWAY_E2E_KNOWN_BUGS=1: the registry watcher
-// keeps its KV watch (an ordered consumer) across the reconnect, and that
-// consumer only notices it is gone after its missed heartbeats, so changes
-// are applied ~15-20s late while /readyz already answers 200.
+// before the outage (the watcher re-watches on reconnect instead of waiting
+// for its ordered consumer's missed heartbeats, which took ~15-20 s).
 func TestRegistryCatchesUpAfterNATSRestart(t *testing.T) {
-	skipKnownBug(t, "after a NATS restart the registry watch stays stale for ~15-20s while /readyz says ready (registry/watch.go watchOnce keeps the old KV watch)")
 	t.Parallel()
 	opts := natstest.DefaultOptions(t)
 	opts.Port = freePort(t)

@@ -180,7 +180,7 @@ func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
 	}
 	if as.inflight.Add(1) > st.limit {
 		as.inflight.Add(-1)
-		w.replyError(m, bus.CodeOverloaded, fmt.Sprintf("api %s has %d calls in flight on this worker", st.api.Name, st.limit))
+		w.replyError(m, m.Header.Get(bus.HdrRequestID), bus.CodeOverloaded, fmt.Sprintf("api %s has %d calls in flight on this worker", st.api.Name, st.limit))
 		return
 	}
 	w.inflight.Add(1)
@@ -188,15 +188,15 @@ func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
 }
 
 func (w *Worker) serve(as *apiSub, st *apiState, m *nats.Msg, deadline time.Time) {
+	req := decodeRequest(st.api, m)
 	defer func() {
 		as.inflight.Add(-1)
 		w.inflight.Add(-1)
 		if p := recover(); p != nil {
 			w.log.Error("panic serving request", "api", st.api.Name, "panic", p)
-			w.replyError(m, bus.CodeInternal, "internal error in worker")
+			w.replyError(m, req.RequestID, bus.CodeInternal, "internal error in worker")
 		}
 	}()
-	req := decodeRequest(st.api, m)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	resp, err := st.backend(ctx, req)
@@ -205,7 +205,7 @@ func (w *Worker) serve(as *apiSub, st *apiState, m *nats.Msg, deadline time.Time
 		if ge, ok := err.(*bus.Error); ok {
 			code, msg = ge.Code, ge.Message
 		}
-		w.replyError(m, code, msg)
+		w.replyError(m, req.RequestID, code, msg)
 		return
 	}
 	w.reply(m, resp)
@@ -251,14 +251,15 @@ func (w *Worker) reply(m *nats.Msg, resp *Response) {
 	}
 }
 
-// replyError sends a gateway-made error.
-func (w *Worker) replyError(m *nats.Msg, code bus.Code, msg string) {
+// replyError sends a gateway-made error. requestID is passed in because
+// decodeRequest strips the wire headers from m.
+func (w *Worker) replyError(m *nats.Msg, requestID string, code bus.Code, msg string) {
 	h := nats.Header{
 		bus.HdrStatus:  []string{strconv.Itoa(code.Status())},
 		bus.HdrError:   []string{string(code)},
 		"Content-Type": []string{"application/json"},
 	}
-	body := bus.ErrorJSON(code, msg, m.Header.Get(bus.HdrRequestID))
+	body := bus.ErrorJSON(code, msg, requestID)
 	if err := m.RespondMsg(&nats.Msg{Header: h, Data: body}); err != nil {
 		w.log.Warn("sending error reply", "subject", m.Subject, "err", err)
 	}
