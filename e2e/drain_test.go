@@ -109,6 +109,17 @@ func TestGracefulDrainWorker(t *testing.T) {
 	be.waitArrivals(t, "/work/1", 1, 5*time.Second)
 	worker.signal(t, syscall.SIGTERM)
 
+	// While it drains, the worker says it is not ready, and why.
+	natstest.CheckFor(t, 5*time.Second, pollEvery, func() error {
+		r, err := do(http.MethodGet, worker.admin+"/readyz", nil, nil)
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "draining") {
+			return fmt.Errorf("readyz during drain: %v", r)
+		}
+		return nil
+	})
 	wantDone(t, call, "done 1")
 	if code := worker.waitExit(t, exitTimeout); code != 0 {
 		t.Errorf("worker exited %d after SIGTERM, want 0", code)

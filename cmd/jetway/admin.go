@@ -7,7 +7,7 @@ import (
 
 // adminHandler serves the admin listener: /healthz answers while the
 // process runs; /readyz answers 200 only when connected to NATS with the
-// registry loaded, and 503 with the reason otherwise.
+// registry loaded and not draining, and 503 with the reason otherwise.
 func (n *node) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -16,6 +16,9 @@ func (n *node) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		ready, reason := n.watcher.Ready()
+		if n.draining.Load() {
+			ready, reason = false, "draining: shutting down"
+		}
 		s := n.watcher.Current()
 		body := map[string]any{
 			"ready":    ready,

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -136,10 +137,11 @@ type node struct {
 	f    *nodeFlags
 	log  *slog.Logger
 
-	conns   []*nats.Conn
-	watcher *registry.Watcher
-	edge    *edge.Edge
-	worker  *workers.Worker
+	conns    []*nats.Conn
+	draining atomic.Bool
+	watcher  *registry.Watcher
+	edge     *edge.Edge
+	worker   *workers.Worker
 }
 
 func (n *node) connect(ctx context.Context, url, name string) (*nats.Conn, error) {
@@ -257,6 +259,7 @@ func (n *node) run(ctx context.Context) error {
 // finish, then workers drain their subscriptions and finish theirs, then the
 // connections are drained.
 func (n *node) shutdown(edgeSrv, adminSrv *http.Server) error {
+	n.draining.Store(true)
 	n.log.Info("shutting down", "drain_timeout", n.f.drain)
 	ctx, cancel := context.WithTimeout(context.Background(), n.f.drain)
 	defer cancel()
