@@ -39,6 +39,14 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
+	} else {
+		// nats-server only notices a taken port inside its accept loop and
+		// then never becomes ready; find out now, with a clear error.
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats cannot listen on %s: %w", cfg.Listen, err)
+		}
+		ln.Close()
 	}
 	name := cfg.ServerName
 	if name == "" {
