@@ -303,6 +303,9 @@ func writeReply(w http.ResponseWriter, m *nats.Msg, id string) {
 			dst[k] = vs
 		}
 	}
+	if _, ok := dst["Content-Type"]; !ok {
+		dst["Content-Type"] = nil // no sniffing: send what the backend sent
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(m.Data)
 }

@@ -366,3 +366,74 @@ func TestCatchAll(t *testing.T) {
 		t.Fatalf("got %d %q", r.status, r.body)
 	}
 }
+
+// Response framing is the edge's business: a chunked backend response
+// arrives whole, and nothing is added that the backend did not send.
+func TestResponseFraming(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = nil // no sniffing: the backend sends none
+		w.Header().Set("X-Mixed-Case", "kept")
+		io.WriteString(w, "part one, ")
+		w.(http.Flusher).Flush()
+		io.WriteString(w, "part two")
+	}))
+	defer backend.Close()
+	g := newGateway(t)
+	g.publish(`{"name":"chunky","pool":"p","route":{"path":"/chunky"},"backend":{"type":"http","url":"` + backend.URL + `"}}`)
+	r := g.do("GET", "/chunky", nil)
+	if r.status != 200 || r.body != "part one, part two" {
+		t.Fatalf("got %d %q", r.status, r.body)
+	}
+	if ct, ok := r.header["Content-Type"]; ok {
+		t.Errorf("Content-Type %q appeared", ct)
+	}
+	if r.header.Get("X-Mixed-Case") != "kept" || r.header.Get("Server") != "" {
+		t.Errorf("headers %v", r.header)
+	}
+	// HEAD: the backend's Content-Length comes back, no body.
+	backend2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1234")
+	}))
+	defer backend2.Close()
+	g.publish(`{"name":"head","pool":"p","route":{"method":"HEAD","path":"/head"},"backend":{"type":"http","url":"` + backend2.URL + `"}}`)
+	r = g.do("HEAD", "/head", nil)
+	if r.status != 200 || r.header.Get("Content-Length") != "1234" || r.body != "" {
+		t.Fatalf("HEAD: %d %v %q", r.status, r.header, r.body)
+	}
+}
+
+// The backend receives the caller's headers as sent: nothing defaulted in.
+func TestRequestHeadersAsSent(t *testing.T) {
+	type seenReq struct {
+		ct      []string
+		ua      string
+		host    string
+		body    string
+		method  string
+		cl      int64
+		xheader string
+	}
+	seen := make(chan seenReq, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seen <- seenReq{r.Header["Content-Type"], r.UserAgent(), r.Host, string(b), r.Method, r.ContentLength, r.Header.Get("X-Thing")}
+	}))
+	defer backend.Close()
+	g := newGateway(t)
+	g.publish(`{"name":"hdr","pool":"p","route":{"method":"*","path":"/hdr"},"backend":{"type":"http","url":"` + backend.URL + `/in"}}`)
+	req, _ := http.NewRequest("POST", g.url+"/hdr", strings.NewReader("raw"))
+	req.Header.Set("User-Agent", "partner-app/1.0")
+	req.Header.Set("X-Thing", "v")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s := <-seen
+	if s.ct != nil || s.ua != "partner-app/1.0" || s.body != "raw" || s.method != "POST" || s.cl != 3 || s.xheader != "v" {
+		t.Errorf("backend saw %+v", s)
+	}
+	if want := strings.TrimPrefix(backend.URL, "http://"); s.host != want {
+		t.Errorf("Host %q, want the backend's %q", s.host, want)
+	}
+}

@@ -1,43 +1,111 @@
 package workers
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
 
-// NewTransport returns the HTTP transport workers use for backends, tuned
-// for a gateway: many idle keep-alive connections per backend host (the
-// default of 2 makes every burst dial anew), no transparent compression (the
-// backend's encoding passes through untouched), no proxy from the
-// environment, and bounded dial and TLS handshake times.
-func NewTransport() *http.Transport {
-	return &http.Transport{
-		Proxy: nil,
-		DialContext: (&net.Dialer{
-			Timeout:   3 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		MaxIdleConns:          8192,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   3 * time.Second,
-		ExpectContinueTimeout: 0,
-		DisableCompression:    true,
-		ReadBufferSize:        32 << 10,
-		WriteBufferSize:       32 << 10,
+// newHTTPClient returns the client workers use for HTTP backends.
+//
+// It is fasthttp's client rather than net/http's: it does each call's I/O
+// in the calling goroutine, where net/http hands every request to a write
+// goroutine and every response from a read goroutine. On the measured path
+// that cut the worker's backend call from ~70 to ~20 µs per request
+// (BenchmarkJetway 164 → 115 µs/op, see bench/README.md).
+//
+// Tuned for a gateway: many keep-alive connections per backend host, no
+// normalizing of header names or paths (what the caller sent is what the
+// backend gets), no default User-Agent or Content-Type, responses bounded
+// by the bus's max payload, and no retries here: a retry policy belongs to
+// the API's pipeline, within its deadline and budget.
+func newHTTPClient(maxResp int) *fasthttp.Client {
+	return &fasthttp.Client{
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true,
+		MaxConnsPerHost:               4096,
+		MaxIdleConnDuration:           90 * time.Second,
+		MaxConnWaitTimeout:            time.Second,
+		MaxResponseBodySize:           maxResp,
+		ReadBufferSize:                16 << 10,
+		WriteBufferSize:               16 << 10,
+		MaxIdemponentCallAttempts:     1,
 	}
+}
+
+// httpBackend calls an HTTP backend. The dial, the write and the read all
+// end at the request's deadline.
+type httpBackend struct {
+	client *fasthttp.Client
+	tmpl   urlTemplate
+	log    *slog.Logger
+}
+
+func newHTTPBackend(client *fasthttp.Client, b registry.Backend, log *slog.Logger) Backend {
+	h := &httpBackend{client: client, tmpl: compileURL(b.URL), log: log}
+	return h.call
+}
+
+func (h *httpBackend) call(ctx context.Context, req *Request) (*Response, error) {
+	deadline, _ := ctx.Deadline()
+	freq := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(freq)
+	freq.Header.SetNoDefaultContentType(true) // send only what the caller sent
+	freq.SetRequestURI(h.tmpl.expand(req))
+	freq.Header.SetMethod(req.Method)
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			freq.Header.Add(k, v)
+		}
+	}
+	if req.RequestID != "" {
+		freq.Header.Set("X-Request-Id", req.RequestID)
+	}
+	if len(req.Body) > 0 {
+		freq.SetBodyRaw(req.Body)
+	}
+	fresp := fasthttp.AcquireResponse()
+	fresp.Header.SetNoDefaultContentType(true) // pass on only what the backend sent
+	if err := h.client.DoDeadline(freq, fresp, deadline); err != nil {
+		fasthttp.ReleaseResponse(fresp)
+		switch {
+		case errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, fasthttp.ErrDialTimeout) || isTimeout(err):
+			return nil, bus.Errorf(bus.CodeGatewayTimeout, "backend did not answer within the deadline")
+		case errors.Is(err, fasthttp.ErrNoFreeConns):
+			return nil, bus.Errorf(bus.CodeOverloaded, "no free connection to the backend")
+		case errors.Is(err, fasthttp.ErrBodyTooLarge):
+			return nil, bus.Errorf(bus.CodeBadGateway, fmt.Sprintf("backend response exceeds the %d byte limit", h.client.MaxResponseBodySize))
+		}
+		h.log.Warn("backend call failed", "api", req.API.Name, "request_id", req.RequestID, "err", err)
+		return nil, bus.Errorf(bus.CodeBadGateway, "backend unreachable or closed the connection")
+	}
+	hdr := make(http.Header, fresp.Header.Len())
+	for k, v := range fresp.Header.All() {
+		key := string(k)
+		hdr[key] = append(hdr[key], string(v))
+	}
+	return &Response{
+		Status:  fresp.StatusCode(),
+		Header:  hdr,
+		Body:    fresp.Body(),
+		Release: func() { fasthttp.ReleaseResponse(fresp) },
+	}, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // urlTemplate is a backend URL with {param} placeholders, split once.
@@ -95,78 +163,4 @@ func (t *urlTemplate) expand(req *Request) string {
 		b.WriteString(req.RawQuery)
 	}
 	return b.String()
-}
-
-// bufPool holds response body buffers.
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// httpBackend calls an HTTP backend.
-type httpBackend struct {
-	client  *http.Client
-	tmpl    urlTemplate
-	maxResp int64
-	log     *slog.Logger
-}
-
-func newHTTPBackend(client *http.Client, b registry.Backend, maxResp int64, log *slog.Logger) Backend {
-	h := &httpBackend{client: client, tmpl: compileURL(b.URL), maxResp: maxResp, log: log}
-	return h.call
-}
-
-func (h *httpBackend) call(ctx context.Context, req *Request) (*Response, error) {
-	var body io.Reader = http.NoBody
-	if len(req.Body) > 0 {
-		body = bytes.NewReader(req.Body)
-	}
-	out, err := http.NewRequestWithContext(ctx, req.Method, h.tmpl.expand(req), body)
-	if err != nil {
-		return nil, bus.Errorf(bus.CodeBadRequest, "request cannot be sent to the backend")
-	}
-	out.ContentLength = int64(len(req.Body))
-	out.Header = req.Header
-	if out.Header == nil {
-		out.Header = http.Header{}
-	}
-	if req.RequestID != "" {
-		out.Header.Set("X-Request-Id", req.RequestID)
-	}
-	resp, err := h.client.Do(out)
-	if err != nil {
-		return nil, h.callError(ctx, req, err)
-	}
-	defer resp.Body.Close()
-	if resp.ContentLength > h.maxResp {
-		return nil, bus.Errorf(bus.CodeBadGateway, fmt.Sprintf("backend response of %d bytes exceeds the %d byte limit", resp.ContentLength, h.maxResp))
-	}
-	buf := bufPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	if resp.ContentLength > 0 {
-		buf.Grow(int(resp.ContentLength))
-	}
-	n, err := buf.ReadFrom(io.LimitReader(resp.Body, h.maxResp+1))
-	if err != nil {
-		bufPool.Put(buf)
-		return nil, h.callError(ctx, req, err)
-	}
-	if n > h.maxResp {
-		bufPool.Put(buf)
-		return nil, bus.Errorf(bus.CodeBadGateway, fmt.Sprintf("backend response exceeds the %d byte limit", h.maxResp))
-	}
-	return &Response{
-		Status:  resp.StatusCode,
-		Header:  resp.Header,
-		Body:    buf.Bytes(),
-		Release: func() { bufPool.Put(buf) },
-	}, nil
-}
-
-// callError turns a failed backend call into a gateway error. The caller
-// learns what kind of failure it was; the backend's address stays in the
-// log.
-func (h *httpBackend) callError(ctx context.Context, req *Request, err error) error {
-	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
-		return bus.Errorf(bus.CodeGatewayTimeout, "backend did not answer within the deadline")
-	}
-	h.log.Warn("backend call failed", "api", req.API.Name, "request_id", req.RequestID, "err", err)
-	return bus.Errorf(bus.CodeBadGateway, "backend unreachable or closed the connection")
 }

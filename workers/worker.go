@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/valyala/fasthttp"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
@@ -23,8 +24,6 @@ type Options struct {
 	Conn *nats.Conn
 	// Pools the worker serves; empty means every pool (as `jetway serve`).
 	Pools []string
-	// Transport for HTTP backends; nil means NewTransport().
-	Transport http.RoundTripper
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -35,7 +34,7 @@ type Options struct {
 type Worker struct {
 	o       Options
 	log     *slog.Logger
-	client  *http.Client
+	client  *fasthttp.Client
 	maxResp int64
 
 	mu      sync.Mutex // guards subs and closing; never taken by a request
@@ -79,9 +78,6 @@ func New(o Options) (*Worker, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Transport == nil {
-		o.Transport = NewTransport()
-	}
 	maxResp := int64(bus.EmbeddedMaxPayload) - headerRoom
 	if mp := o.Conn.MaxPayload(); mp > 0 {
 		maxResp = mp - headerRoom
@@ -89,14 +85,11 @@ func New(o Options) (*Worker, error) {
 	return &Worker{
 		o:       o,
 		log:     o.Logger,
-		client:  &http.Client{Transport: o.Transport, CheckRedirect: noRedirects},
+		client:  newHTTPClient(int(maxResp)),
 		maxResp: maxResp,
 		subs:    map[string]*apiSub{},
 	}, nil
 }
-
-// noRedirects hands a backend's redirect to the caller instead of following it.
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // serves reports whether the worker serves pool.
 func (w *Worker) serves(pool string) bool {
@@ -149,7 +142,7 @@ func (w *Worker) build(a *registry.API) *apiState {
 	case registry.BackendMock:
 		b = newMockBackend(a.Backend)
 	default: // registry.BackendHTTP; the registry admits no other type
-		b = newHTTPBackend(w.client, a.Backend, w.maxResp, w.log)
+		b = newHTTPBackend(w.client, a.Backend, w.log)
 	}
 	return &apiState{api: a, backend: b, limit: int64(a.Concurrency), timeout: a.TimeoutOrDefault()}
 }
