@@ -69,6 +69,8 @@ type nodeFlags struct {
 	admin      string
 	pools      stringList
 	demo       bool
+	inProcess  bool
+	pprof      bool
 	replicas   int
 	drain      time.Duration
 	logFormat  string
@@ -88,6 +90,7 @@ func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
 		natsDefault = os.Getenv("JETWAY_NATS_URL")
 		fs.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server (port 0 picks a free one)")
 		fs.BoolVar(&f.demo, "demo", false, "start a demo backend and publish demo APIs (demo.*)")
+		fs.BoolVar(&f.inProcess, "in-process", true, "connect this process's edge, workers and registry to the embedded NATS in memory instead of over TCP (about half the added latency)")
 		fs.StringVar(&f.natsURL, "nats", natsDefault, "use this NATS instead of embedding one (env JETWAY_NATS_URL)")
 	} else {
 		fs.StringVar(&f.natsURL, "nats", natsDefault, "NATS server URL(s), comma-separated (env JETWAY_NATS_URL)")
@@ -100,6 +103,7 @@ func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
 	if r == roleWorker {
 		fs.Var(&f.pools, "pool", "pool to serve; repeat or comma-separate for several (required)")
 	}
+	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the admin listener")
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of registry buckets this node creates (3 on a NATS cluster)")
 	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
@@ -138,6 +142,7 @@ type node struct {
 	log  *slog.Logger
 
 	conns    []*nats.Conn
+	inproc   nats.InProcessConnProvider // the embedded server, when connecting in memory
 	draining atomic.Bool
 	watcher  *registry.Watcher
 	edge     *edge.Edge
@@ -145,7 +150,11 @@ type node struct {
 }
 
 func (n *node) connect(ctx context.Context, url, name string) (*nats.Conn, error) {
-	nc, err := bus.Connect(ctx, url, bus.ConnectOptions{Name: name, Wait: true, Logger: n.log})
+	var extra []nats.Option
+	if n.inproc != nil {
+		extra = append(extra, nats.InProcessServer(n.inproc))
+	}
+	nc, err := bus.Connect(ctx, url, bus.ConnectOptions{Name: name, Wait: true, Logger: n.log, Extra: extra})
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +181,9 @@ func (n *node) run(ctx context.Context) error {
 			ns.WaitForShutdown()
 		}()
 		natsURL = ns.ClientURL()
+		if f.inProcess {
+			n.inproc = ns
+		}
 		n.log.Info("embedded nats started", "url", natsURL, "data", filepath.Join(f.dataDir, "nats"))
 	}
 
