@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
 )
 
 // itemsBackend answers /items/{id} with "item {id}", except /items/block,
@@ -206,7 +208,7 @@ func TestWorkerMadeErrorsCarryRequestID(t *testing.T) {
 	c := newCluster(t)
 	edge := c.startEdge(t, "edge")
 	c.startWorker(t, "worker", "gone")
-	dead := fmt.Sprintf("http://127.0.0.1:%d/x", freePort(t)) // nothing listens
+	dead := fmt.Sprintf("http://127.0.0.1:%d/x", natstest.FreePort(t)) // nothing listens
 	putAPI(t, c.url, entry("gone.backend", "gone", "GET", "/v1/gone", httpBackend(dead), map[string]any{"timeout": "5s"}))
 	r := waitStatus(t, edge.edge+"/v1/gone", http.StatusBadGateway)
 	wantError(t, r, http.StatusBadGateway, "BAD_GATEWAY")

@@ -100,7 +100,7 @@ func TestNATSUnreachableAtStart(t *testing.T) {
 	})
 
 	opts := natstest.DefaultOptions(t)
-	opts.Port = freePort(t)
+	opts.Port = natstest.FreePort(t)
 	ns := natstest.RunServerWithOptions(t, opts)
 	url := ns.ClientURL()
 	edgeData, workerData := t.TempDir(), t.TempDir()
@@ -194,7 +194,7 @@ func TestNATSUnreachableAtStart(t *testing.T) {
 func TestRegistryCatchesUpAfterNATSRestart(t *testing.T) {
 	t.Parallel()
 	opts := natstest.DefaultOptions(t)
-	opts.Port = freePort(t)
+	opts.Port = natstest.FreePort(t)
 	ns := natstest.RunServerWithOptions(t, opts)
 	c := &cluster{ns: ns, url: ns.ClientURL()}
 	edge := c.startEdge(t, "edge")

@@ -170,7 +170,7 @@ func TestWatcherKeepsLastGood(t *testing.T) {
 // The local snapshot file lets a node serve when NATS is unreachable at
 // start; it catches up once NATS is there.
 func TestWatcherSnapshotFile(t *testing.T) {
-	port, storeDir := freePort(t), t.TempDir()
+	port, storeDir := natstest.FreePort(t), t.TempDir()
 	opts := natstest.DefaultOptions(t)
 	opts.Port, opts.StoreDir = port, storeDir
 	s := natstest.RunServerWithOptions(t, opts)
@@ -237,7 +237,7 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 
 // A NATS restart while the watch runs: changes made after it still arrive.
 func TestWatcherSurvivesNATSRestart(t *testing.T) {
-	port, storeDir := freePort(t), t.TempDir()
+	port, storeDir := natstest.FreePort(t), t.TempDir()
 	run := func() *server.Server {
 		opts := natstest.DefaultOptions(t)
 		opts.Port, opts.StoreDir = port, storeDir

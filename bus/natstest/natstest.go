@@ -5,6 +5,7 @@
 package natstest
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -74,4 +75,16 @@ func CheckFor(t testing.TB, wait, sleep time.Duration, f func() error) {
 		time.Sleep(sleep)
 	}
 	t.Fatalf("condition not met after %v: %v", wait, err)
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago, for a
+// server that must come back on the same address after a restart.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
