@@ -20,7 +20,6 @@ const (
 	HdrRequestID = "Jetway-Request-Id" // request id, also sent to backends as X-Request-Id
 	HdrDeadline  = "Jetway-Deadline"   // absolute deadline, Unix nanoseconds
 	HdrApp       = "Jetway-App"        // authenticated app id, if any
-	HdrRevision  = "Jetway-Revision"   // registry revision of the API the edge routed with
 	HdrClientIP  = "Jetway-Client-Ip"  // client address as the edge saw it
 
 	// Reply metadata, set by the worker.

@@ -48,19 +48,17 @@ type Edge struct {
 
 // router is the compiled form of one registry snapshot.
 type router struct {
-	mux      *chi.Mux
-	revision uint64
-	routes   int
+	mux    *chi.Mux
+	routes int
 }
 
 // route is what a request of one API needs; built once per snapshot.
 type route struct {
-	api      *registry.API
-	subject  string
-	revision string
-	timeout  time.Duration
-	maxBody  int64
-	params   bool
+	api     *registry.API
+	subject string
+	timeout time.Duration
+	maxBody int64
+	params  bool
 }
 
 // headerRoom is what a request leaves of the NATS max payload for headers.
@@ -99,12 +97,11 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			continue
 		}
 		rt := &route{
-			api:      a,
-			subject:  a.Subject(),
-			revision: strconv.FormatUint(a.Revision, 10),
-			timeout:  a.TimeoutOrDefault(),
-			maxBody:  int64(a.MaxBody),
-			params:   strings.ContainsAny(a.Route.Path, "{*"),
+			api:     a,
+			subject: a.Subject(),
+			timeout: a.TimeoutOrDefault(),
+			maxBody: int64(a.MaxBody),
+			params:  strings.ContainsAny(a.Route.Path, "{*"),
 		}
 		if rt.maxBody <= 0 {
 			rt.maxBody = int64(registry.DefaultMaxBody)
@@ -119,7 +116,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		taken[key] = a.Name
 		n++
 	}
-	e.router.Store(&router{mux: mux, revision: s.Revision, routes: n})
+	e.router.Store(&router{mux: mux, routes: n})
 }
 
 // Routes is the number of routes in force.
@@ -239,7 +236,6 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 		}
 		h[bus.HdrRequestID] = []string{id}
 		h[bus.HdrClientIP] = []string{clientIP}
-		h[bus.HdrRevision] = []string{rt.revision}
 		h[bus.HdrDeadline] = []string{strconv.FormatInt(deadline.UnixNano(), 10)}
 
 		ctx, cancel := context.WithDeadline(r.Context(), deadline)

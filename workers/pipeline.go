@@ -26,7 +26,7 @@ type Request struct {
 	Header    http.Header
 	Body      []byte
 	RequestID string
-	ClientIP  string
+	ClientIP  string // the caller's address as the edge saw it, for policies and logs
 }
 
 // Params decodes the route parameters.
