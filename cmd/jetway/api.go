@@ -59,9 +59,15 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(pos)-1 != n {
 		return fmt.Errorf("%w: jetway api %s takes %d argument(s), got %d", errUsage, pos[0], n, len(pos)-1)
 	}
-	// Read and validate before touching NATS: a bad file fails the same
-	// way whether or not NATS is up.
+	// Read and validate before touching NATS: a bad file or argument fails
+	// the same way whether or not NATS is up.
 	var doc []byte
+	var rev uint64
+	if pos[0] == "rollback" {
+		if rev, err = strconv.ParseUint(pos[2], 10, 64); err != nil || rev == 0 {
+			return fmt.Errorf("%w: revision must be a positive number, got %q", errUsage, pos[2])
+		}
+	}
 	if pos[0] == "put" {
 		if doc, err = readDoc(pos[1], stdin); err != nil {
 			return err
@@ -140,10 +146,6 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		return tw.Flush()
 	case "rollback":
-		rev, err := strconv.ParseUint(pos[2], 10, 64)
-		if err != nil {
-			return fmt.Errorf("%w: revision must be a number, got %q", errUsage, pos[2])
-		}
 		a, err := c.Rollback(ctx, pos[1], rev)
 		if err != nil {
 			return err

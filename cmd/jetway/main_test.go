@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseInterspersed(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	nats := fs.String("nats", "", "")
+	var pools stringList
+	fs.Var(&pools, "pool", "")
+	pos, err := parseInterspersed(fs, []string{"put", "file.yaml", "--nats", "nats://x", "--pool", "a,b", "-pool=c", "--", "--literal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(pos, []string{"put", "file.yaml", "--literal"}) || *nats != "nats://x" || !reflect.DeepEqual([]string(pools), []string{"a", "b", "c"}) {
+		t.Fatalf("pos %q nats %q pools %q", pos, *nats, pools)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{nil, 2, "Usage:"},
+		{[]string{"bogus"}, 2, `unknown command "bogus"`},
+		{[]string{"worker", "--nats", "nats://127.0.0.1:1"}, 2, "needs at least one --pool"},
+		{[]string{"api"}, 2, "needs a command"},
+		{[]string{"api", "get"}, 2, "takes 1 argument(s), got 0"},
+		{[]string{"api", "rollback", "a", "x", "--nats", "nats://127.0.0.1:1"}, 2, "revision must be a positive number"},
+		{[]string{"api", "list", "--nats", "nats://127.0.0.1:1", "--timeout", "200ms"}, 1, "connecting to nats"},
+		{[]string{"serve", "--log-level", "loud"}, 2, "--log-level"},
+		{[]string{"version"}, 0, ""},
+		{[]string{"serve", "--help"}, 0, "Usage: jetway serve"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, strings.NewReader(""), &stdout, &stderr)
+		out := stdout.String() + stderr.String()
+		if code != tc.code || !strings.Contains(out, tc.out) {
+			t.Errorf("jetway %q: exit %d, output %q; want exit %d containing %q", tc.args, code, out, tc.code, tc.out)
+		}
+	}
+}
+
+// An invalid entry is refused before NATS is even contacted.
+func TestAPIPutInvalidNeedsNoNATS(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"api", "put", "-", "--nats", "nats://127.0.0.1:1"}, strings.NewReader("name: x\npool: p\nroute: {path: nope}\nbackend: {type: mock}\n"), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), `route.path: must start with "/"`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
