@@ -209,6 +209,34 @@ concurrency: 0
 		}
 	})
 
+	t.Run("degrade on and off", func(t *testing.T) {
+		start := time.Now()
+		res := jetway(t, "", "degrade", "on", "demo.hello", "--reason", "e2e drill", "--nats", url)
+		if res.code != 0 || !strings.Contains(res.stdout, "degraded demo.hello") {
+			t.Fatalf("degrade on: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		r := waitStatus(t, edge+"/v1/hello/world", http.StatusServiceUnavailable)
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("degrade took %v to reach the edge, want under 1s", took)
+		}
+		wantError(t, r, http.StatusServiceUnavailable, "DEGRADED")
+		if !strings.Contains(string(r.body), "e2e drill") {
+			t.Errorf("degraded answer %s does not give the reason", r.body)
+		}
+		res = jetway(t, "", "degrade", "list", "--nats", url)
+		if res.code != 0 || !strings.Contains(res.stdout, "demo.hello") || !strings.Contains(res.stdout, "on") {
+			t.Errorf("degrade list: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		res = jetway(t, "", "degrade", "on", "demo.mock", "--status", "42", "--nats", url)
+		if res.code == 0 || !strings.Contains(res.stderr, "status") {
+			t.Errorf("degrade on with status 42: exit %d\n%s", res.code, res.stderr)
+		}
+		if res := jetway(t, "", "degrade", "off", "demo.hello", "--nats", url); res.code != 0 {
+			t.Fatalf("degrade off: exit %d\n%s", res.code, res.stderr)
+		}
+		waitStatus(t, edge+"/v1/hello/world", http.StatusOK)
+	})
+
 	t.Run("SIGTERM stops serve cleanly", func(t *testing.T) {
 		srv.signal(t, syscall.SIGTERM)
 		if code := srv.waitExit(t, exitTimeout); code != 0 {

@@ -59,6 +59,40 @@ type route struct {
 	timeout time.Duration
 	maxBody int64
 	params  bool
+	degrade *degraded // non-nil while the API's degrade switch is on
+}
+
+// degraded is a degrade switch's answer, compiled once per snapshot.
+type degraded struct {
+	sw     *registry.Degrade
+	status int
+	header http.Header
+	body   []byte // nil: the default {"code":"DEGRADED",...} answer
+}
+
+func compileDegrade(d *registry.Degrade) *degraded {
+	if d == nil {
+		return nil
+	}
+	status, h, body := d.Response()
+	if !d.HasBody() {
+		body = nil
+	}
+	return &degraded{sw: d, status: status, header: h, body: body}
+}
+
+// serve answers a request of a degraded API from the switch.
+func (d *degraded) serve(w http.ResponseWriter, id string) {
+	dst := w.Header()
+	for k, v := range d.header {
+		dst[k] = v
+	}
+	if d.body == nil {
+		writeErrorStatus(w, d.status, bus.CodeDegraded, d.sw.Message(), id)
+		return
+	}
+	w.WriteHeader(d.status)
+	_, _ = w.Write(d.body)
 }
 
 // headerRoom is what a request leaves of the NATS max payload for headers.
@@ -102,6 +136,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			timeout: a.TimeoutOrDefault(),
 			maxBody: int64(a.MaxBody),
 			params:  strings.ContainsAny(a.Route.Path, "{*"),
+			degrade: compileDegrade(s.Degrade[a.Name]),
 		}
 		if rt.maxBody <= 0 {
 			rt.maxBody = int64(registry.DefaultMaxBody)
@@ -192,6 +227,10 @@ var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func (e *Edge) handler(rt *route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := w.Header().Get("X-Request-Id")
+		if rt.degrade != nil {
+			rt.degrade.serve(w, id)
+			return
+		}
 		if r.ContentLength > rt.maxBody {
 			writeError(w, bus.CodePayloadTooLarge, fmt.Sprintf("request body of %d bytes exceeds the %d byte limit of api %s", r.ContentLength, rt.maxBody, rt.api.Name), id)
 			return

@@ -437,3 +437,60 @@ func TestRequestHeadersAsSent(t *testing.T) {
 		t.Errorf("Host %q, want the backend's %q", s.host, want)
 	}
 }
+
+// A degrade switch makes the edge answer the API itself, without a worker,
+// and turning it off restores the API.
+func TestDegradeSwitch(t *testing.T) {
+	var hits atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "live")
+	}))
+	defer backend.Close()
+	g := newGateway(t, "p")
+	g.publish(`{"name":"d","pool":"p","route":{"path":"/d"},"backend":{"type":"http","url":"` + backend.URL + `"}}`)
+	ctx := context.Background()
+	if _, err := g.client.Put(ctx, []byte(`{"name":"orphan","pool":"nobody","route":{"path":"/orphan"},"backend":{"type":"mock"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	flip := func(api string, d *registry.Degrade) {
+		t.Helper()
+		if d == nil {
+			if err := g.client.ClearDegrade(ctx, api); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := g.client.SetDegrade(ctx, api, d); err != nil {
+			t.Fatal(err)
+		}
+		natstest.CheckFor(t, time.Second, 2*time.Millisecond, func() error {
+			if (g.edgeW.Current().Degrade[api] != nil) != (d != nil && d.On) {
+				return fmt.Errorf("switch of %s not applied", api)
+			}
+			return nil
+		})
+	}
+	flip("d", &registry.Degrade{On: true, Reason: "maintenance"})
+	r := g.do("GET", "/d", nil)
+	if r.status != 503 || r.code != "DEGRADED" || !strings.Contains(r.body, "maintenance") || hits.Load() != 0 {
+		t.Fatalf("default degrade: %d %s (backend hits %d)", r.status, r.body, hits.Load())
+	}
+	body := `{"items":[]}`
+	flip("d", &registry.Degrade{On: true, Static: registry.Static{Status: 200, Headers: map[string]string{"X-Degraded": "1"}, Body: &body}})
+	r = g.do("GET", "/d", nil)
+	if r.status != 200 || r.body != body || r.header.Get("X-Degraded") != "1" || hits.Load() != 0 {
+		t.Fatalf("custom degrade: %d %q %v", r.status, r.body, r.header)
+	}
+	// No worker needed: an API whose pool has none still answers degraded.
+	flip("orphan", &registry.Degrade{On: true})
+	if r := g.do("GET", "/orphan", nil); r.status != 503 || r.code != "DEGRADED" {
+		t.Fatalf("orphan: %d %s", r.status, r.body)
+	}
+	flip("d", &registry.Degrade{On: false})
+	if r := g.do("GET", "/d", nil); r.status != 200 || r.body != "live" {
+		t.Fatalf("switch off: %d %q", r.status, r.body)
+	}
+	flip("orphan", nil)
+	if r := g.do("GET", "/orphan", nil); r.code != "NO_WORKERS" {
+		t.Fatalf("switch deleted: %d %s", r.status, r.body)
+	}
+}

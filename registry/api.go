@@ -74,10 +74,61 @@ type Backend struct {
 	URL string `json:"url,omitempty"`
 
 	// mock
+	Static
+}
+
+// Static is a fixed response written in an entry: a mock backend's answer,
+// or a degrade switch's.
+type Static struct {
 	Status  int               `json:"status,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 	Body    *string           `json:"body,omitempty"`
 	JSON    json.RawMessage   `json:"json,omitempty"`
+}
+
+// Compile returns the response ready to send: status (defaultStatus when
+// none is set), headers, and body (JSON sets Content-Type:
+// application/json unless the headers give one). Call it once, when the
+// registry changes; the results are shared by every request and must not be
+// modified.
+func (s *Static) Compile(defaultStatus int) (int, http.Header, []byte) {
+	status := s.Status
+	if status == 0 {
+		status = defaultStatus
+	}
+	h := http.Header{}
+	for k, v := range s.Headers {
+		h.Set(k, v)
+	}
+	var body []byte
+	switch {
+	case s.Body != nil:
+		body = []byte(*s.Body)
+	case s.JSON != nil:
+		body = []byte(s.JSON)
+		if h.Get("Content-Type") == "" {
+			h.Set("Content-Type", "application/json")
+		}
+	}
+	return status, h, body
+}
+
+// HasBody reports whether the response has a body of its own.
+func (s *Static) HasBody() bool { return s.Body != nil || s.JSON != nil }
+
+// check adds the problems of a static response at path prefix.
+func (s *Static) check(prefix string, add func(path, format string, args ...any)) {
+	if s.Body != nil && s.JSON != nil {
+		add(prefix, "give body or json, not both")
+	}
+	if s.JSON != nil && !json.Valid(s.JSON) {
+		add(prefix+".json", "must be a JSON value")
+	}
+	for k, v := range s.Headers {
+		if !validHeaderName(k) || strings.ContainsAny(v, "\r\n\x00") {
+			add(prefix+".headers."+k, "is not a valid HTTP header")
+		}
+	}
 }
 
 // Subject is the NATS subject the API's requests travel on.
@@ -282,17 +333,7 @@ func (a *API) check(key string) []schemas.Problem {
 			add("backend.url", "%v", err)
 		}
 	case BackendMock:
-		if a.Backend.Body != nil && a.Backend.JSON != nil {
-			add("backend", "give body or json, not both")
-		}
-		if a.Backend.JSON != nil && !json.Valid(a.Backend.JSON) {
-			add("backend.json", "must be a JSON value")
-		}
-		for k, v := range a.Backend.Headers {
-			if !validHeaderName(k) || strings.ContainsAny(v, "\r\n\x00") {
-				add("backend.headers."+k, "is not a valid HTTP header")
-			}
-		}
+		a.Backend.Static.check("backend", add)
 	case "":
 		add("backend.type", "is required (http or mock)")
 	default:

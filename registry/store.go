@@ -58,7 +58,8 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyVa
 // Client reads and writes API entries; the CLI and tests use it. Writes are
 // validated first: an invalid entry is never written.
 type Client struct {
-	kv jetstream.KeyValue
+	kv    jetstream.KeyValue
+	flags jetstream.KeyValue
 }
 
 // NewClient opens (creating if needed) the API bucket over nc.
@@ -71,7 +72,11 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if err != nil {
 		return nil, err
 	}
-	return &Client{kv: kv}, nil
+	flags, err := OpenFlags(ctx, js, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{kv: kv, flags: flags}, nil
 }
 
 // ErrNotFound is returned for an API or revision that does not exist.
@@ -204,4 +209,64 @@ func (c *Client) Rollback(ctx context.Context, name string, revision uint64) (*A
 	}
 	a.Revision = rev
 	return a, nil
+}
+
+// SetDegrade writes an API's degrade switch (on or off). The switch is
+// validated first; the API need not exist (a switch can be set ahead).
+func (c *Client) SetDegrade(ctx context.Context, api string, d *Degrade) (*Degrade, error) {
+	key := DegradeKey(api)
+	doc := d.Marshal()
+	parsed, err := ParseDegrade(key, doc)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := c.flags.Put(ctx, key, doc)
+	if err != nil {
+		return nil, fmt.Errorf("writing %s: %w", key, err)
+	}
+	parsed.Revision = rev
+	return parsed, nil
+}
+
+// ClearDegrade deletes an API's degrade switch, restoring the API.
+func (c *Client) ClearDegrade(ctx context.Context, api string) error {
+	if err := c.flags.Delete(ctx, DegradeKey(api)); err != nil {
+		return fmt.Errorf("deleting %s: %w", DegradeKey(api), err)
+	}
+	return nil
+}
+
+// ListDegrade returns every degrade switch in the bucket (on or off, valid
+// or not: an invalid one is returned with its error), sorted by API name.
+func (c *Client) ListDegrade(ctx context.Context) ([]DegradeEntry, error) {
+	lister, err := c.flags.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing flags: %w", err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []DegradeEntry
+	for _, k := range keys {
+		e, err := c.flags.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", k, err)
+		}
+		d, perr := ParseDegrade(k, e.Value())
+		out = append(out, DegradeEntry{Key: k, Revision: e.Revision(), Switch: d, Err: perr})
+	}
+	return out, nil
+}
+
+// DegradeEntry is one stored switch as ListDegrade returns it.
+type DegradeEntry struct {
+	Key      string
+	Revision uint64
+	Switch   *Degrade // nil when Err is set
+	Err      error
 }

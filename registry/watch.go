@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,10 +47,12 @@ func (s Source) String() string {
 // current one through an atomic pointer; nothing in it is ever modified
 // after it is published.
 type Snapshot struct {
-	// Revision is the newest KV revision among the entries (0 when empty).
+	// Revision is the newest KV revision among the APIs (0 when empty).
 	Revision uint64
 	// APIs by name.
 	APIs map[string]*API
+	// Degrade holds the degrade switches that are on, by API name.
+	Degrade map[string]*Degrade
 	// Source of the entries.
 	Source Source
 }
@@ -57,15 +60,7 @@ type Snapshot struct {
 // Sorted returns the APIs ordered by name.
 func (s *Snapshot) Sorted() []*API {
 	out := slices.Collect(maps.Values(s.APIs))
-	slices.SortFunc(out, func(a, b *API) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *API) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -76,14 +71,15 @@ type WatcherOptions struct {
 	// SnapshotFile, when set, is loaded at start (so the node can serve if
 	// NATS is unreachable) and rewritten after every live change.
 	SnapshotFile string
-	// Bucket options used if the bucket has to be created.
+	// Bucket options used if a bucket has to be created.
 	Bucket BucketOptions
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
 
-// Watcher keeps the current Snapshot of the API bucket. Create it with
-// NewWatcher, register OnChange callbacks, then call Run.
+// Watcher keeps the current Snapshot of the registry buckets (jetway_apis
+// and jetway_flags). Create it with NewWatcher, register OnChange
+// callbacks, then call Run.
 type Watcher struct {
 	o   WatcherOptions
 	log *slog.Logger
@@ -91,13 +87,25 @@ type Watcher struct {
 
 	subs []func(*Snapshot)
 
-	// good is the last good entry per key; only the Run goroutine touches it.
-	good map[string]*API
+	// mu orders publishing between the buckets' watch loops and guards what
+	// they share. Requests never take it: they read cur.
+	mu       sync.Mutex
+	apis     *kvSet[*API]
+	flags    *kvSet[*Degrade]
+	fromFile bool
+	lastErr  error
 
 	saveCh chan struct{}
+}
 
-	mu      sync.Mutex // guards lastErr (read by Ready)
-	lastErr error
+// kvSet is one watched bucket: the last good entry per key.
+type kvSet[T any] struct {
+	open  func(context.Context, jetstream.JetStream, BucketOptions) (jetstream.KeyValue, error)
+	name  string
+	parse func(key string, val []byte, rev uint64) (T, error)
+	// good is written only by the set's own watch loop, under Watcher.mu.
+	good map[string]T
+	live bool
 }
 
 // NewWatcher returns a watcher with an empty snapshot.
@@ -106,14 +114,30 @@ func NewWatcher(o WatcherOptions) *Watcher {
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Watcher{o: o, log: log, good: map[string]*API{}, saveCh: make(chan struct{}, 1)}
-	w.cur.Store(&Snapshot{APIs: map[string]*API{}})
+	w := &Watcher{o: o, log: log, saveCh: make(chan struct{}, 1)}
+	w.apis = &kvSet[*API]{open: OpenAPIs, name: BucketAPIs, good: map[string]*API{},
+		parse: func(key string, val []byte, rev uint64) (*API, error) {
+			a, err := ParseAPI(key, val)
+			if err == nil {
+				a.Revision = rev
+			}
+			return a, err
+		}}
+	w.flags = &kvSet[*Degrade]{open: OpenFlags, name: BucketFlags, good: map[string]*Degrade{},
+		parse: func(key string, val []byte, rev uint64) (*Degrade, error) {
+			d, err := ParseDegrade(key, val)
+			if err == nil {
+				d.Revision = rev
+			}
+			return d, err
+		}}
+	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}})
 	return w
 }
 
-// OnChange registers f to be called with every new snapshot, in order, from
-// the watcher's goroutine. Register before Run. f must not block for long:
-// it delays the next snapshot.
+// OnChange registers f to be called with every new snapshot, in order. It
+// is called from a watcher goroutine; register before Run. f must not
+// block for long: it delays the next snapshot.
 func (w *Watcher) OnChange(f func(*Snapshot)) { w.subs = append(w.subs, f) }
 
 // Current returns the snapshot in force. It never blocks.
@@ -126,7 +150,7 @@ func (w *Watcher) Ready() (bool, string) {
 	connected := w.o.Conn != nil && w.o.Conn.IsConnected()
 	switch {
 	case s.Source == SourceLive && connected:
-		return true, fmt.Sprintf("registry live at revision %d (%d apis)", s.Revision, len(s.APIs))
+		return true, fmt.Sprintf("registry live at revision %d (%d apis, %d degraded)", s.Revision, len(s.APIs), len(s.Degrade))
 	case s.Source == SourceFile:
 		return false, fmt.Sprintf("serving from local snapshot (%d apis): nats not reachable", len(s.APIs))
 	case !connected:
@@ -155,8 +179,8 @@ func (w *Watcher) WaitLive(ctx context.Context) error {
 	return nil
 }
 
-// Run loads the local snapshot file, then watches the bucket until ctx ends,
-// re-establishing the watch after any failure. It returns ctx's error.
+// Run loads the local snapshot file, then watches both buckets until ctx
+// ends, re-establishing a watch after any failure. It returns ctx's error.
 func (w *Watcher) Run(ctx context.Context) error {
 	if w.o.SnapshotFile != "" {
 		if err := w.loadFile(); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -164,18 +188,28 @@ func (w *Watcher) Run(ctx context.Context) error {
 		}
 		go w.saver(ctx)
 	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); runSet(ctx, w, w.apis) }()
+	go func() { defer wg.Done(); runSet(ctx, w, w.flags) }()
+	wg.Wait()
+	return ctx.Err()
+}
+
+// runSet keeps one bucket watched until ctx ends.
+func runSet[T any](ctx context.Context, w *Watcher, s *kvSet[T]) {
 	const minBackoff = 100 * time.Millisecond
 	backoff := minBackoff
 	for ctx.Err() == nil {
-		wentLive, err := w.watchOnce(ctx)
+		wentLive, err := watchSet(ctx, w, s)
 		if ctx.Err() != nil {
-			break
+			return
 		}
 		if errors.Is(err, errReconnected) {
 			// Re-watch at once: the server may have restarted, and an
 			// ordered consumer would otherwise take seconds of missed
 			// heartbeats to notice.
-			w.log.Info("nats reconnected; re-watching registry")
+			w.log.Info("nats reconnected; re-watching registry", "bucket", s.name)
 			backoff = minBackoff
 			continue
 		}
@@ -183,14 +217,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 			backoff = minBackoff
 		}
 		w.setErr(err)
-		w.log.Warn("registry watch interrupted; retrying", "err", err, "in", backoff)
+		w.log.Warn("registry watch interrupted; retrying", "bucket", s.name, "err", err, "in", backoff)
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 3*time.Second)
 	}
-	return ctx.Err()
 }
 
 func (w *Watcher) setErr(err error) {
@@ -201,10 +234,10 @@ func (w *Watcher) setErr(err error) {
 
 var errReconnected = errors.New("nats reconnected")
 
-// watchOnce opens the bucket, replays it and follows changes until the watch
+// watchSet opens a bucket, replays it and follows changes until the watch
 // fails, the connection reconnects, or ctx ends. wentLive reports whether
 // the replay completed.
-func (w *Watcher) watchOnce(ctx context.Context) (wentLive bool, err error) {
+func watchSet[T any](ctx context.Context, w *Watcher, s *kvSet[T]) (wentLive bool, err error) {
 	nc := w.o.Conn
 	if nc == nil {
 		return false, errors.New("no nats connection")
@@ -219,7 +252,7 @@ func (w *Watcher) watchOnce(ctx context.Context) (wentLive bool, err error) {
 		return false, err
 	}
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	kv, err := OpenAPIs(octx, js, w.o.Bucket)
+	kv, err := s.open(octx, js, w.o.Bucket)
 	cancel()
 	if err != nil {
 		return false, err
@@ -228,120 +261,148 @@ func (w *Watcher) watchOnce(ctx context.Context) (wentLive bool, err error) {
 	defer stop()
 	watcher, err := kv.WatchAll(wctx)
 	if err != nil {
-		return false, fmt.Errorf("watching %s: %w", BucketAPIs, err)
+		return false, fmt.Errorf("watching %s: %w", s.name, err)
 	}
-	defer watcher.Stop()
+	// Stopping deletes the server-side consumer with a JetStream API call
+	// that waits up to 5 s when the server is gone; never hold up a
+	// re-watch or a shutdown for it (the consumer is ephemeral anyway).
+	defer func() { go watcher.Stop() }()
 
-	fresh := map[string]*API{}
+	// The replay builds a fresh set; keys absent from it were deleted while
+	// this node was not watching.
+	fresh := map[string]T{}
 	var invalid []string
-	initial := true
 	for {
 		var e jetstream.KeyValueEntry
 		var ok bool
 		select {
 		case <-ctx.Done():
-			return !initial, ctx.Err()
+			return false, ctx.Err()
 		case <-reconnected:
-			return !initial, errReconnected
+			return false, errReconnected
 		case e, ok = <-watcher.Updates():
 		}
 		if !ok {
-			return !initial, errors.New("watch closed")
+			return false, errors.New("watch closed")
 		}
-		if initial {
-			if e == nil { // replay done
-				for _, k := range invalid {
-					if _, found := fresh[k]; !found {
-						if a := w.fallback(ctx, kv, k); a != nil {
-							fresh[k] = a
-						}
-					}
-				}
-				w.good, initial, invalid = fresh, false, nil
-				w.setErr(nil)
-				w.publish(SourceLive)
-				continue
+		if e == nil { // replay done
+			break
+		}
+		if apply(w, s, fresh, e) != nil {
+			invalid = append(invalid, e.Key())
+		}
+	}
+	for _, k := range invalid {
+		if _, found := fresh[k]; !found {
+			if v, ok := fallback(ctx, w, s, kv, k); ok {
+				fresh[k] = v
 			}
-			if w.apply(fresh, e) == errInvalid {
-				invalid = append(invalid, e.Key())
-			}
-			continue
+		}
+	}
+	w.mu.Lock()
+	s.good, s.live, w.lastErr = fresh, true, nil
+	w.publishLocked()
+	w.mu.Unlock()
+
+	for {
+		var e jetstream.KeyValueEntry
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case <-reconnected:
+			return true, errReconnected
+		case e, ok = <-watcher.Updates():
+		}
+		if !ok {
+			return true, errors.New("watch closed")
 		}
 		if e == nil {
 			continue
 		}
-		w.apply(w.good, e)
+		w.mu.Lock()
+		apply(w, s, s.good, e)
 		// Coalesce a burst of changes into one snapshot.
 	drain:
 		for {
 			select {
 			case e2, ok := <-watcher.Updates():
 				if !ok {
-					w.publish(SourceLive)
-					return true, errors.New("watch closed")
+					break drain
 				}
 				if e2 != nil {
-					w.apply(w.good, e2)
+					apply(w, s, s.good, e2)
 				}
 			default:
 				break drain
 			}
 		}
-		w.publish(SourceLive)
+		w.publishLocked()
+		w.mu.Unlock()
 	}
 }
 
-var errInvalid = errors.New("invalid entry")
-
 // apply puts one KV change into m. An invalid value leaves m[key] as it was
 // (the last good version stays in force) and is logged.
-func (w *Watcher) apply(m map[string]*API, e jetstream.KeyValueEntry) error {
+func apply[T any](w *Watcher, s *kvSet[T], m map[string]T, e jetstream.KeyValueEntry) error {
 	key := e.Key()
 	if e.Operation() != jetstream.KeyValuePut {
 		delete(m, key)
 		return nil
 	}
-	a, err := ParseAPI(key, e.Value())
+	v, err := s.parse(key, e.Value(), e.Revision())
 	if err != nil {
-		if prev, ok := w.good[key]; ok {
+		if prev, ok := s.good[key]; ok {
 			m[key] = prev
 		}
 		w.log.Warn("skipping invalid registry entry; last good version stays in force",
-			"bucket", BucketAPIs, "key", key, "revision", e.Revision(), "reason", err)
-		return errInvalid
+			"bucket", s.name, "key", key, "revision", e.Revision(), "reason", err)
+		return err
 	}
-	a.Revision = e.Revision()
-	m[key] = a
+	m[key] = v
 	return nil
 }
 
 // fallback finds the newest valid revision of key in its history, for a key
 // whose newest value is invalid and that this node has no good version of.
-func (w *Watcher) fallback(ctx context.Context, kv jetstream.KeyValue, key string) *API {
+func fallback[T any](ctx context.Context, w *Watcher, s *kvSet[T], kv jetstream.KeyValue, key string) (T, bool) {
+	var zero T
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	hs, err := kv.History(hctx, key)
 	if err != nil {
-		return nil
+		return zero, false
 	}
 	for i := len(hs) - 1; i >= 0; i-- {
 		if hs[i].Operation() != jetstream.KeyValuePut {
-			return nil // deleted before: nothing good to fall back to
+			return zero, false // deleted before: nothing good to fall back to
 		}
-		if a, err := ParseAPI(key, hs[i].Value()); err == nil {
-			a.Revision = hs[i].Revision()
-			w.log.Info("using last good revision of invalid entry", "key", key, "revision", a.Revision)
-			return a
+		if v, err := s.parse(key, hs[i].Value(), hs[i].Revision()); err == nil {
+			w.log.Info("using last good revision of invalid entry", "bucket", s.name, "key", key, "revision", hs[i].Revision())
+			return v, true
 		}
 	}
-	return nil
+	return zero, false
 }
 
-// publish swaps in a snapshot of w.good and tells the subscribers.
-func (w *Watcher) publish(src Source) {
-	s := &Snapshot{APIs: maps.Clone(w.good), Source: src}
+// publishLocked swaps in a snapshot of both sets and tells the
+// subscribers. w.mu must be held.
+func (w *Watcher) publishLocked() {
+	src := SourceNone
+	switch {
+	case w.apis.live && w.flags.live:
+		src = SourceLive
+	case w.fromFile:
+		src = SourceFile
+	}
+	s := &Snapshot{APIs: maps.Clone(w.apis.good), Degrade: make(map[string]*Degrade), Source: src}
 	for _, a := range s.APIs {
 		s.Revision = max(s.Revision, a.Revision)
+	}
+	for _, d := range w.flags.good {
+		if d.On {
+			s.Degrade[d.API] = d
+		}
 	}
 	w.cur.Store(s)
 	for _, f := range w.subs {
@@ -359,6 +420,7 @@ func (w *Watcher) publish(src Source) {
 type snapshotFile struct {
 	SavedAt time.Time                `json:"saved_at"`
 	APIs    map[string]snapshotEntry `json:"apis"`
+	Flags   map[string]snapshotEntry `json:"flags,omitempty"`
 }
 
 type snapshotEntry struct {
@@ -375,21 +437,28 @@ func (w *Watcher) loadFile() error {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return fmt.Errorf("parsing %s: %w", w.o.SnapshotFile, err)
 	}
-	for key, e := range f.APIs {
-		a, err := ParseAPI(key, e.Value)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.apis.live || w.flags.live {
+		return nil // NATS got there first
+	}
+	loadEntries(w, w.apis, f.APIs)
+	loadEntries(w, w.flags, f.Flags)
+	w.fromFile = true
+	w.publishLocked()
+	w.log.Info("serving from local registry snapshot until nats is reached", "file", w.o.SnapshotFile, "apis", len(w.apis.good))
+	return nil
+}
+
+func loadEntries[T any](w *Watcher, s *kvSet[T], entries map[string]snapshotEntry) {
+	for key, e := range entries {
+		v, err := s.parse(key, e.Value, e.Revision)
 		if err != nil {
-			w.log.Warn("skipping invalid entry in local snapshot", "key", key, "reason", err)
+			w.log.Warn("skipping invalid entry in local snapshot", "bucket", s.name, "key", key, "reason", err)
 			continue
 		}
-		a.Revision = e.Revision
-		w.good[key] = a
+		s.good[key] = v
 	}
-	// Only publish the file if NATS has not already given us a live view.
-	if w.Current().Source == SourceNone {
-		w.publish(SourceFile)
-		w.log.Info("serving from local registry snapshot until nats is reached", "file", w.o.SnapshotFile, "apis", len(w.good))
-	}
-	return nil
 }
 
 // saver writes the snapshot file after changes, at most a few times a second.
@@ -400,7 +469,7 @@ func (w *Watcher) saver(ctx context.Context) {
 			return
 		case <-w.saveCh:
 		}
-		if err := w.saveFile(w.Current()); err != nil {
+		if err := w.saveFile(); err != nil {
 			w.log.Warn("writing local registry snapshot", "file", w.o.SnapshotFile, "err", err)
 		}
 		select {
@@ -411,10 +480,14 @@ func (w *Watcher) saver(ctx context.Context) {
 	}
 }
 
-func (w *Watcher) saveFile(s *Snapshot) error {
-	f := snapshotFile{SavedAt: time.Now().UTC(), APIs: make(map[string]snapshotEntry, len(s.APIs))}
+func (w *Watcher) saveFile() error {
+	s := w.Current()
+	f := snapshotFile{SavedAt: time.Now().UTC(), APIs: make(map[string]snapshotEntry, len(s.APIs)), Flags: map[string]snapshotEntry{}}
 	for k, a := range s.APIs {
 		f.APIs[k] = snapshotEntry{Revision: a.Revision, Value: a.Marshal()}
+	}
+	for _, d := range s.Degrade {
+		f.Flags[DegradeKey(d.API)] = snapshotEntry{Revision: d.Revision, Value: d.Marshal()}
 	}
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {

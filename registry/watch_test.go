@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -273,4 +274,79 @@ func TestWatcherSurvivesNATSRestart(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Degrade switches in jetway_flags are part of the snapshot; an invalid one
+// is skipped, the last good one stays, and the local file carries them.
+func TestWatcherDegradeSwitches(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	ctx := context.Background()
+	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "registry.json")
+	w := startWatcher(t, natstest.Connect(t, s), file)
+	if err := w.WaitLive(ctxTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetDegrade(ctx, "orders.get", &registry.Degrade{On: true, Reason: "migration"}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if d := w.Current().Degrade["orders.get"]; d == nil || d.Reason != "migration" || d.API != "orders.get" {
+			return fmt.Errorf("switch not applied: %v", w.Current().Degrade)
+		}
+		return nil
+	})
+	// Invalid values written straight into KV keep the last good switch.
+	js, _ := jetstream.New(nc)
+	flags, err := registry.OpenFlags(ctx, js, registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, val := range map[string]string{
+		"degrade.orders.get": `{"on":"yes"}`,
+		"nonsense.key":       `{"on":true}`,
+	} {
+		if _, err := flags.Put(ctx, key, []byte(val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.SetDegrade(ctx, "other", &registry.Degrade{On: false}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if len(w.Current().Degrade) != 1 || w.Current().Degrade["orders.get"] == nil {
+			return fmt.Errorf("switches %v", w.Current().Degrade)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil || !strings.Contains(string(b), `"degrade.orders.get"`) {
+			return fmt.Errorf("snapshot file not written yet: %v", err)
+		}
+		return nil
+	})
+	// The file carries the switch to a node that starts without NATS.
+	w2 := startWatcher(t, nil, file)
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if w2.Current().Source != registry.SourceFile || w2.Current().Degrade["orders.get"] == nil {
+			return fmt.Errorf("file snapshot: %v %v", w2.Current().Source, w2.Current().Degrade)
+		}
+		return nil
+	})
+	// Off: deleting the switch restores the API.
+	if err := c.ClearDegrade(ctx, "orders.get"); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if len(w.Current().Degrade) != 0 {
+			return fmt.Errorf("switches %v", w.Current().Degrade)
+		}
+		return nil
+	})
+	es, err := c.ListDegrade(ctx)
+	if err != nil || len(es) != 2 { // "other" (off) and the invalid "nonsense.key"
+		t.Fatalf("list %+v %v", es, err)
+	}
 }

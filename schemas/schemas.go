@@ -22,6 +22,11 @@ import (
 //go:embed api.schema.json
 var APISchemaJSON []byte
 
+// DegradeSchemaJSON is the JSON Schema of a degrade switch.
+//
+//go:embed degrade.schema.json
+var DegradeSchemaJSON []byte
+
 // Problem is one reason a document does not conform: the dotted field path
 // ("route.path", "" for the document itself) and a message.
 type Problem struct {
@@ -38,34 +43,49 @@ func (p Problem) String() string {
 
 var printer = message.NewPrinter(language.English)
 
-var (
-	apiOnce   sync.Once
-	apiSchema *jsonschema.Schema
-	apiErr    error
-)
+// schema is one embedded schema, compiled on first use.
+type schema struct {
+	name string
+	doc  []byte
+	once sync.Once
+	sch  *jsonschema.Schema
+	err  error
+}
 
-func compiledAPI() (*jsonschema.Schema, error) {
-	apiOnce.Do(func() {
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(APISchemaJSON))
+func (s *schema) compiled() (*jsonschema.Schema, error) {
+	s.once.Do(func() {
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(s.doc))
 		if err != nil {
-			apiErr = fmt.Errorf("parsing embedded api schema: %w", err)
+			s.err = fmt.Errorf("parsing embedded schema %s: %w", s.name, err)
 			return
 		}
 		c := jsonschema.NewCompiler()
-		if err := c.AddResource("api.schema.json", doc); err != nil {
-			apiErr = fmt.Errorf("adding api schema: %w", err)
+		if err := c.AddResource(s.name, doc); err != nil {
+			s.err = fmt.Errorf("adding schema %s: %w", s.name, err)
 			return
 		}
-		apiSchema, apiErr = c.Compile("api.schema.json")
+		s.sch, s.err = c.Compile(s.name)
 	})
-	return apiSchema, apiErr
+	return s.sch, s.err
 }
 
-// ValidateAPI checks a JSON document (raw bytes) against the API schema and
-// returns every problem found, sorted by path; none means it conforms.
-// A document that is not JSON at all yields one problem at path "".
-func ValidateAPI(doc []byte) []Problem {
-	sch, err := compiledAPI()
+var (
+	apiSchema     = &schema{name: "api.schema.json", doc: APISchemaJSON}
+	degradeSchema = &schema{name: "degrade.schema.json", doc: DegradeSchemaJSON}
+)
+
+// ValidateAPI checks a JSON document (raw bytes) against the API schema.
+// See validate.
+func ValidateAPI(doc []byte) []Problem { return validate(apiSchema, doc) }
+
+// ValidateDegrade checks a JSON document against the degrade switch schema.
+func ValidateDegrade(doc []byte) []Problem { return validate(degradeSchema, doc) }
+
+// validate checks a JSON document (raw bytes) against a schema and returns
+// every problem found, sorted by path; none means it conforms. A document
+// that is not JSON at all yields one problem at path "".
+func validate(s *schema, doc []byte) []Problem {
+	sch, err := s.compiled()
 	if err != nil {
 		return []Problem{{Message: err.Error()}}
 	}

@@ -6,12 +6,14 @@ import (
 )
 
 func TestSchemaIsValidJSON(t *testing.T) {
-	var v map[string]any
-	if err := json.Unmarshal(APISchemaJSON, &v); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := compiledAPI(); err != nil {
-		t.Fatal(err)
+	for _, s := range []*schema{apiSchema, degradeSchema} {
+		var v map[string]any
+		if err := json.Unmarshal(s.doc, &v); err != nil {
+			t.Fatal(s.name, err)
+		}
+		if _, err := s.compiled(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -39,5 +41,14 @@ func TestValidateAPI(t *testing.T) {
 				t.Errorf("%s: problem %d = %q, want %q", tc.doc, i, got[i], tc.want[i])
 			}
 		}
+	}
+}
+
+func TestValidateDegrade(t *testing.T) {
+	if ps := ValidateDegrade([]byte(`{"on":true,"status":503,"json":{"x":1},"reason":"db migration"}`)); ps != nil {
+		t.Errorf("valid switch: %v", ps)
+	}
+	if ps := ValidateDegrade([]byte(`{"status":"x","extra":1}`)); len(ps) != 3 {
+		t.Errorf("got %v", ps)
 	}
 }

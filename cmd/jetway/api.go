@@ -73,7 +73,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 		if _, err := registry.ParseAPI("", doc); err != nil {
-			return describeInvalid(err, stderr)
+			return describeInvalid(err, stderr, "API entry")
 		}
 	}
 
@@ -93,7 +93,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	case "put":
 		a, err := c.Put(ctx, doc)
 		if err != nil {
-			return describeInvalid(err, stderr)
+			return describeInvalid(err, stderr, "API entry")
 		}
 		fmt.Fprintf(stdout, "published %s (%s %s -> pool %s) at revision %d\n", a.Name, a.Route.Method, a.Route.Path, a.Pool, a.Revision)
 	case "get":
@@ -171,16 +171,16 @@ func readDoc(path string, stdin io.Reader) ([]byte, error) {
 }
 
 // describeInvalid prints every validation problem, one per line.
-func describeInvalid(err error, stderr io.Writer) error {
+func describeInvalid(err error, stderr io.Writer, what string) error {
 	var ve *registry.ValidationError
 	if !errors.As(err, &ve) {
 		return err
 	}
-	fmt.Fprintln(stderr, "invalid API entry; nothing was written:")
+	fmt.Fprintf(stderr, "invalid %s; nothing was written:\n", what)
 	for _, p := range ve.Problems {
 		fmt.Fprintln(stderr, "  "+p.String())
 	}
-	return fmt.Errorf("%d problem(s) in entry", len(ve.Problems))
+	return fmt.Errorf("%d problem(s) in %s", len(ve.Problems), what)
 }
 
 func printJSON(w io.Writer, b []byte) {

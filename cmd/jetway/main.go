@@ -29,6 +29,7 @@ Nodes:
 
 Registry:
   api       publish, inspect, delete and roll back APIs (put|get|list|delete|history|rollback)
+  degrade   turn an API's degrade switch on or off, live on every edge (on|off|list)
 
 Other:
   version   print the version
@@ -59,6 +60,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdNode(roleWorker, args[1:], stderr)
 	case "api":
 		err = cmdAPI(args[1:], stdin, stdout, stderr)
+	case "degrade":
+		err = cmdDegrade(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "jetway", version)
 	case "help", "-h", "--help":

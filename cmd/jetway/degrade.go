@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+const degradeUsage = `Usage: jetway degrade <command> [flags] [args]
+
+Commands:
+  on NAME     turn the API's degrade switch on: every edge answers it itself,
+              without touching a worker, within a second
+  off NAME    turn it off (deletes the switch): the API is served again
+  list        list the switches
+
+The switch lives in the JetStream KV bucket jetway_flags under key
+degrade.NAME; writing it with any KV client works the same. Edges keep
+applying it from their local snapshot when NATS is down.
+
+Flags of "on":
+  --status N        HTTP status of the answer (default 503)
+  --body BODY       the answer's body: JSON if it parses as JSON (sent as
+                    application/json), text otherwise. Without it callers get
+                    {"code":"DEGRADED","message":...,"request_id":...}
+  --header K:V      a response header; repeat for several
+  --reason TEXT     why, for operators and the default message
+
+Flags:
+`
+
+func cmdDegrade(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("jetway degrade", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	natsURL := fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long the command may take")
+	status := fs.Int("status", 0, "HTTP status of the answer (default 503)")
+	body := fs.String("body", "", "the answer's body (JSON or text)")
+	reason := fs.String("reason", "", "why the API is degraded")
+	var headers stringList
+	fs.Func("header", "response header K:V; repeat for several", func(v string) error {
+		headers = append(headers, v)
+		return nil
+	})
+	fs.Usage = func() {
+		fmt.Fprint(stderr, degradeUsage)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: jetway degrade needs a command", errUsage)
+	}
+	want := map[string]int{"on": 1, "off": 1, "list": 0}
+	n, ok := want[pos[0]]
+	if !ok {
+		return fmt.Errorf("%w: unknown degrade command %q (on, off, list)", errUsage, pos[0])
+	}
+	if len(pos)-1 != n {
+		return fmt.Errorf("%w: jetway degrade %s takes %d argument(s), got %d", errUsage, pos[0], n, len(pos)-1)
+	}
+	var sw *registry.Degrade
+	if pos[0] == "on" {
+		sw = &registry.Degrade{On: true, Reason: *reason}
+		sw.Status = *status
+		if *body != "" {
+			if json.Valid([]byte(*body)) {
+				sw.JSON = json.RawMessage(*body)
+			} else {
+				sw.Body = body
+			}
+		}
+		for _, h := range headers {
+			k, v, ok := strings.Cut(h, ":")
+			if !ok {
+				return fmt.Errorf("%w: --header %q: want Name:value", errUsage, h)
+			}
+			if sw.Headers == nil {
+				sw.Headers = map[string]string{}
+			}
+			sw.Headers[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+		// Validate before dialing: a bad switch fails the same way
+		// whether or not NATS is up.
+		if _, err := registry.ParseDegrade(registry.DegradeKey(pos[1]), sw.Marshal()); err != nil {
+			return describeInvalid(err, stderr, "degrade switch")
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	nc, err := bus.Connect(ctx, *natsURL, bus.ConnectOptions{Name: "jetway-cli"})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
+	if err != nil {
+		return err
+	}
+	switch pos[0] {
+	case "on":
+		d, err := c.SetDegrade(ctx, pos[1], sw)
+		if err != nil {
+			return describeInvalid(err, stderr, "degrade switch")
+		}
+		fmt.Fprintf(stdout, "degraded %s (status %d) at revision %d\n", pos[1], statusOr(d.Status), d.Revision)
+	case "off":
+		if err := c.ClearDegrade(ctx, pos[1]); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s is served again\n", pos[1])
+	case "list":
+		es, err := c.ListDegrade(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "API\tSTATE\tSTATUS\tREASON\tREVISION")
+		for _, e := range es {
+			if e.Err != nil {
+				fmt.Fprintf(tw, "%s\tinvalid\t-\t%v\t%d\n", e.Key, e.Err, e.Revision)
+				continue
+			}
+			state := "off"
+			if e.Switch.On {
+				state = "on"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\n", e.Switch.API, state, statusOr(e.Switch.Status), e.Switch.Reason, e.Revision)
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+func statusOr(s int) int {
+	if s == 0 {
+		return 503
+	}
+	return s
+}

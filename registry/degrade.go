@@ -1,0 +1,101 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/schemas"
+)
+
+// BucketFlags holds live switches: key degrade.<api> turns an API's degrade
+// switch on or off (schemas/degrade.schema.json).
+const BucketFlags = "jetway_flags"
+
+// DegradePrefix starts the key of an API's degrade switch.
+const DegradePrefix = "degrade."
+
+// DegradeKey is the jetway_flags key of an API's degrade switch.
+func DegradeKey(api string) string { return DegradePrefix + api }
+
+// Degrade is an API's degrade switch. While On, every edge answers the API
+// itself with the switch's response, without touching a worker.
+type Degrade struct {
+	On     bool   `json:"on"`
+	Reason string `json:"reason,omitempty"`
+	Static
+
+	// API is the API the switch belongs to (from its key); Revision the KV
+	// revision it was read at. Neither is part of the stored JSON.
+	API      string `json:"-"`
+	Revision uint64 `json:"-"`
+}
+
+// Marshal returns the switch's JSON.
+func (d *Degrade) Marshal() []byte {
+	b, _ := json.Marshal(d)
+	return b
+}
+
+// Response returns what callers get while the switch is on: the switch's
+// own response, or by default 503 with {"code":"DEGRADED",...} (the
+// request id is filled in per request by the caller of DefaultBody).
+func (d *Degrade) Response() (status int, h http.Header, body []byte) {
+	return d.Static.Compile(http.StatusServiceUnavailable)
+}
+
+// Message is the human message of the default DEGRADED answer.
+func (d *Degrade) Message() string {
+	if d.Reason != "" {
+		return "api " + d.API + " is degraded: " + d.Reason
+	}
+	return "api " + d.API + " is temporarily degraded"
+}
+
+// ParseDegrade decodes and validates the value of a jetway_flags key of the
+// form degrade.<api>. It returns a *ValidationError listing every problem.
+func ParseDegrade(key string, doc []byte) (*Degrade, error) {
+	var problems []schemas.Problem
+	add := func(path, format string, args ...any) {
+		problems = append(problems, schemas.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	api, ok := strings.CutPrefix(key, DegradePrefix)
+	if !ok {
+		add("", "unknown flag key %q (flags are degrade.<api name>)", key)
+	} else if err := bus.ValidName(api); err != nil {
+		add("", "key %q: api name %v", key, err)
+	}
+	js, err := ToJSON(doc)
+	if err != nil {
+		add("", "%v", err)
+		return nil, &ValidationError{Key: key, Problems: problems}
+	}
+	problems = append(problems, schemas.ValidateDegrade(js)...)
+	var d Degrade
+	if len(problems) == 0 {
+		if err := json.Unmarshal(js, &d); err != nil {
+			add("", "%v", err)
+		}
+		d.Static.check("", add)
+	}
+	if len(problems) > 0 {
+		return nil, &ValidationError{Key: key, Problems: problems}
+	}
+	d.API = api
+	return &d, nil
+}
+
+// OpenFlags opens the jetway_flags bucket, creating it when it is missing.
+func OpenFlags(ctx context.Context, js jetstream.JetStream, o BucketOptions) (jetstream.KeyValue, error) {
+	return openBucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      BucketFlags,
+		Description: "Jetway live switches (degrade.<api>, per schemas/degrade.schema.json)",
+		History:     HistoryDepth,
+		Replicas:    max(o.Replicas, 1),
+	})
+}
