@@ -53,6 +53,13 @@ type API struct {
 	Concurrency int      `json:"concurrency,omitempty"`
 	MaxBody     Size     `json:"max_body,omitempty"`
 
+	// Traffic governance (policy.go).
+	RateLimits      []RateLimit `json:"rate_limits,omitempty"`
+	EdgeConcurrency int         `json:"edge_concurrency,omitempty"`
+	Breaker         *Breaker    `json:"breaker,omitempty"`
+	Retry           *Retry      `json:"retry,omitempty"`
+	Fallback        *Fallback   `json:"fallback,omitempty"`
+
 	// Revision is the KV revision this entry was read at (0 if it was not
 	// read from KV). Not part of the stored JSON.
 	Revision uint64 `json:"-"`
@@ -232,6 +239,8 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 		"name": &a.Name, "pool": &a.Pool, "description": &a.Description,
 		"route": &a.Route, "backend": &a.Backend, "timeout": &a.Timeout,
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
+		"rate_limits": &a.RateLimits, "edge_concurrency": &a.EdgeConcurrency,
+		"breaker": &a.Breaker, "retry": &a.Retry, "fallback": &a.Fallback,
 	}
 	// Absent fields are reported once, by the schema ("missing property").
 	for k := range fields {
@@ -339,6 +348,7 @@ func (a *API) check(key string) []schemas.Problem {
 	default:
 		add("backend.type", "must be http or mock (got %q)", a.Backend.Type)
 	}
+	a.checkPolicies(params, add)
 	return ps
 }
 
