@@ -35,15 +35,24 @@ type Options struct {
 	Conn *nats.Conn
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// MaxInFlight caps the requests this edge serves at once, across all
+	// APIs; past it a request is refused at once with 503 OVERLOADED.
+	// 0 means no cap.
+	MaxInFlight int64
 }
 
 // Edge is an http.Handler. Feed it registry snapshots with Apply; each one
 // is compiled into an immutable router that requests load atomically, so a
 // request never waits for a registry update.
 type Edge struct {
-	o      Options
-	log    *slog.Logger
-	router atomic.Pointer[router]
+	o        Options
+	log      *slog.Logger
+	router   atomic.Pointer[router]
+	inflight atomic.Int64
+
+	// states is only touched by Apply (one goroutine at a time); requests
+	// reach their API's state through the route.
+	states map[string]*apiState
 }
 
 // router is the compiled form of one registry snapshot.
@@ -54,12 +63,15 @@ type router struct {
 
 // route is what a request of one API needs; built once per snapshot.
 type route struct {
-	api     *registry.API
-	subject string
-	timeout time.Duration
-	maxBody int64
-	params  bool
-	degrade *degraded // non-nil while the API's degrade switch is on
+	api         *registry.API
+	subject     string
+	timeout     time.Duration
+	maxBody     int64
+	params      bool
+	degrade     *degraded // non-nil while the API's degrade switch is on
+	rules       []*limitRule
+	state       *apiState
+	maxInFlight int64 // the API's edge_concurrency; 0: none
 }
 
 // degraded is a degrade switch's answer, compiled once per snapshot.
@@ -106,7 +118,7 @@ func New(o Options) (*Edge, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	e := &Edge{o: o, log: o.Logger}
+	e := &Edge{o: o, log: o.Logger, states: map[string]*apiState{}}
 	e.Apply(&registry.Snapshot{})
 	return e, nil
 }
@@ -124,6 +136,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	mux.MethodNotAllowed(methodNotAllowed)
 	taken := map[string]string{}
 	n := 0
+	states := make(map[string]*apiState, len(apis))
 	for _, a := range apis {
 		key := a.Route.Method + " " + paramShape(a.Route.Path)
 		if other, ok := taken[key]; ok {
@@ -138,6 +151,12 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			params:  strings.ContainsAny(a.Route.Path, "{*"),
 			degrade: compileDegrade(s.Degrade[a.Name]),
 		}
+		st := e.states[a.Name]
+		if st == nil {
+			st = &apiState{}
+		}
+		states[a.Name] = st
+		rt.state, rt.rules, rt.maxInFlight = st, e.compileRules(st, a), int64(a.EdgeConcurrency)
 		if rt.maxBody <= 0 {
 			rt.maxBody = int64(registry.DefaultMaxBody)
 		}
@@ -151,6 +170,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		taken[key] = a.Name
 		n++
 	}
+	e.states = states // state of removed APIs goes with the old routes
 	e.router.Store(&router{mux: mux, routes: n})
 }
 
@@ -208,6 +228,14 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = newRequestID()
 	}
 	w.Header()["X-Request-Id"] = []string{id}
+	if limit := e.o.MaxInFlight; limit > 0 {
+		n := e.inflight.Add(1)
+		defer e.inflight.Add(-1)
+		if n > limit {
+			writeError(w, bus.CodeOverloaded, fmt.Sprintf("this edge is serving %d requests, its limit", limit), id)
+			return
+		}
+	}
 	// Route on the escaped path, always: the parameters forwarded to the
 	// backend are then exactly the bytes the caller sent.
 	r.URL.RawPath = r.URL.EscapedPath()
@@ -227,9 +255,23 @@ var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func (e *Edge) handler(rt *route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := w.Header().Get("X-Request-Id")
+		deadline := time.Now().Add(requestedTimeout(r, rt.timeout))
+		decisions, ok := admit(w, r, rt.rules, deadline, id)
+		if !ok {
+			return
+		}
+		defer release(decisions)
 		if rt.degrade != nil {
 			rt.degrade.serve(w, id)
 			return
+		}
+		if rt.maxInFlight > 0 {
+			n := rt.state.inflight.Add(1)
+			defer rt.state.inflight.Add(-1)
+			if n > rt.maxInFlight {
+				writeError(w, bus.CodeOverloaded, fmt.Sprintf("api %s has %d calls in flight on this edge, its limit", rt.api.Name, rt.maxInFlight), id)
+				return
+			}
 		}
 		if r.ContentLength > rt.maxBody {
 			writeError(w, bus.CodePayloadTooLarge, fmt.Sprintf("request body of %d bytes exceeds the %d byte limit of api %s", r.ContentLength, rt.maxBody, rt.api.Name), id)
@@ -251,7 +293,6 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 			return
 		}
 
-		deadline := time.Now().Add(rt.timeout)
 		h := nats.Header(r.Header)
 		bus.CleanHeaders(h)
 		delete(h, "Content-Length")
@@ -312,7 +353,7 @@ func (e *Edge) requestError(w http.ResponseWriter, r *http.Request, rt *route, i
 	case errors.Is(err, nats.ErrNoResponders):
 		writeError(w, bus.CodeNoWorkers, "no worker of pool "+rt.api.Pool+" is serving api "+rt.api.Name, id)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		writeError(w, bus.CodeGatewayTimeout, fmt.Sprintf("api %s did not answer within %v", rt.api.Name, rt.timeout), id)
+		writeError(w, bus.CodeGatewayTimeout, fmt.Sprintf("api %s did not answer within its deadline", rt.api.Name), id)
 	case r.Context().Err() != nil:
 		// The caller went away; nobody reads this, but log it.
 		e.log.Debug("caller cancelled", "api", rt.api.Name, "request_id", id)

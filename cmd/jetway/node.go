@@ -62,19 +62,20 @@ Flags:
 }
 
 type nodeFlags struct {
-	natsURL    string
-	natsListen string
-	dataDir    string
-	listen     string
-	admin      string
-	pools      stringList
-	demo       bool
-	inProcess  bool
-	pprof      bool
-	replicas   int
-	drain      time.Duration
-	logFormat  string
-	logLevel   string
+	natsURL     string
+	natsListen  string
+	dataDir     string
+	listen      string
+	admin       string
+	pools       stringList
+	demo        bool
+	inProcess   bool
+	pprof       bool
+	maxInFlight int64
+	replicas    int
+	drain       time.Duration
+	logFormat   string
+	logLevel    string
 }
 
 func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
@@ -98,6 +99,7 @@ func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
 	fs.StringVar(&f.dataDir, "data", "./jetway-data", "folder for JetStream data (serve) and the local registry snapshot")
 	if r != roleWorker {
 		fs.StringVar(&f.listen, "listen", ":8080", "edge HTTP address")
+		fs.Int64Var(&f.maxInFlight, "max-inflight", 10000, "requests the edge serves at once across all APIs; past it 503 OVERLOADED (0: no cap)")
 	}
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz); empty disables it")
 	if r == roleWorker {
@@ -203,7 +205,7 @@ func (n *node) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if n.edge, err = edge.New(edge.Options{Conn: nc, Logger: n.log}); err != nil {
+		if n.edge, err = edge.New(edge.Options{Conn: nc, Logger: n.log, MaxInFlight: f.maxInFlight}); err != nil {
 			return err
 		}
 		n.watcher.OnChange(n.edge.Apply)

@@ -1,0 +1,189 @@
+package edge
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/resilience"
+)
+
+// apiState is an API's edge state that outlives registry snapshots: its
+// limiters keep their counts when an unrelated field of the entry (or
+// another API) changes, and its in-flight count is never reset under
+// requests that are still running.
+type apiState struct {
+	inflight atomic.Int64
+	rules    map[string]*limitRule // by the rule's canonical JSON
+}
+
+// limitRule is one compiled rate-limit rule.
+type limitRule struct {
+	name  string
+	parts []keyPart
+	lim   resilience.Limiter // unkeyed rules
+	keyed *resilience.Keyed  // keyed rules
+}
+
+// keyPart says where one part of a rule's key comes from.
+type keyPart struct {
+	kind string // "app", "ip", "header", "query", "param"
+	name string
+}
+
+// compileRules builds (or keeps, when unchanged) the limiters of an API.
+// A rule that fails to build is logged and skipped; the registry validated
+// it, so that only happens across incompatible versions.
+func (e *Edge) compileRules(st *apiState, a *registry.API) []*limitRule {
+	old := st.rules
+	st.rules = make(map[string]*limitRule, len(a.RateLimits))
+	var out []*limitRule
+	for i := range a.RateLimits {
+		r := &a.RateLimits[i]
+		fp, _ := json.Marshal(r)
+		if lr, ok := old[string(fp)]; ok {
+			st.rules[string(fp)] = lr
+			out = append(out, lr)
+			continue
+		}
+		lr := &limitRule{name: r.Name}
+		if lr.name == "" {
+			lr.name = fmt.Sprintf("rule%d", i)
+		}
+		for _, k := range r.Key {
+			if k == "api" {
+				continue
+			}
+			kind, name, _ := strings.Cut(k, ":")
+			if kind == "header" {
+				name = http.CanonicalHeaderKey(name)
+			}
+			lr.parts = append(lr.parts, keyPart{kind: kind, name: name})
+		}
+		var err error
+		if len(lr.parts) > 0 {
+			lr.keyed, err = resilience.NewKeyed(r.Rule())
+		} else {
+			lr.lim, err = resilience.NewLimiter(r.Rule())
+		}
+		if err != nil {
+			e.log.Warn("rate-limit rule not applied", "api", a.Name, "rule", lr.name, "err", err)
+			continue
+		}
+		st.rules[string(fp)] = lr
+		out = append(out, lr)
+	}
+	return out
+}
+
+// key builds the rule's key for a request; parts are joined with a unit
+// separator, which cannot occur in header values or decoded parameters
+// without being part of them.
+func (lr *limitRule) key(r *http.Request, app, ip string, query *url.Values) string {
+	var b strings.Builder
+	for i, p := range lr.parts {
+		if i > 0 {
+			b.WriteByte(0x1f)
+		}
+		switch p.kind {
+		case "app":
+			b.WriteString(app)
+		case "ip":
+			b.WriteString(ip)
+		case "header":
+			b.WriteString(r.Header.Get(p.name))
+		case "query":
+			if *query == nil {
+				*query = r.URL.Query()
+			}
+			b.WriteString(query.Get(p.name))
+		case "param":
+			b.WriteString(chi.URLParam(r, p.name))
+		}
+	}
+	return b.String()
+}
+
+// admit runs the API's rate-limit rules. It returns the decisions to
+// release when the call ends, or false after answering 429 itself. A queue
+// rule's wait is slept here, bounded by the deadline.
+func admit(w http.ResponseWriter, r *http.Request, rules []*limitRule, deadline time.Time, id string) ([]resilience.Decision, bool) {
+	if len(rules) == 0 {
+		return nil, true
+	}
+	now := time.Now()
+	maxWait := deadline.Sub(now)
+	app := r.Header.Get(bus.HdrApp)
+	if app == "" {
+		app = "anonymous"
+	}
+	ip := peerIP(r.RemoteAddr)
+	var query url.Values
+	taken := make([]resilience.Decision, 0, len(rules))
+	var wait time.Duration
+	for _, lr := range rules {
+		var d resilience.Decision
+		if lr.keyed != nil {
+			d = lr.keyed.Take(lr.key(r, app, ip, &query), now, maxWait)
+		} else {
+			d = lr.lim.Take(now, maxWait)
+		}
+		if !d.Allowed {
+			release(taken)
+			secs := int64((d.RetryAfter + time.Second - 1) / time.Second)
+			w.Header()["Retry-After"] = []string{fmt.Sprint(max(secs, 1))}
+			writeError(w, bus.CodeRateLimited, "rate limit "+lr.name+" exceeded", id)
+			return nil, false
+		}
+		taken = append(taken, d)
+		wait = max(wait, d.Wait)
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			release(taken)
+			return nil, false
+		}
+	}
+	return taken, true
+}
+
+func release(ds []resilience.Decision) {
+	for _, d := range ds {
+		d.Release()
+	}
+}
+
+// requestedTimeout reads a caller's X-Request-Timeout ("250ms", "2s" or a
+// number of milliseconds). A caller may shorten its deadline, never extend
+// it past the API's.
+func requestedTimeout(r *http.Request, apiTimeout time.Duration) time.Duration {
+	v := r.Header.Get("X-Request-Timeout")
+	if v == "" {
+		return apiTimeout
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms > int64(apiTimeout/time.Millisecond) {
+			return apiTimeout
+		}
+		d = time.Duration(ms) * time.Millisecond
+	}
+	if d <= 0 || d > apiTimeout {
+		return apiTimeout
+	}
+	return d
+}
