@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,6 +73,9 @@ func (h *httpBackend) call(ctx context.Context, req *Request) (*Response, error)
 	if req.RequestID != "" {
 		freq.Header.Set("X-Request-Id", req.RequestID)
 	}
+	// The backend learns how long the caller still waits, so it can give
+	// up in time too.
+	freq.Header.Set("X-Request-Timeout", strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 1), 10))
 	if len(req.Body) > 0 {
 		freq.SetBodyRaw(req.Body)
 	}

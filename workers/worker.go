@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"github.com/valyala/fasthttp"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/resilience"
 )
 
 // Options configure a Worker.
@@ -41,6 +43,9 @@ type Worker struct {
 	subs    map[string]*apiSub
 	closing bool
 
+	id       string             // this worker's id in breaker events
+	breakers *nats.Subscription // the pool's breaker changes
+
 	inflight atomic.Int64 // calls in flight across all APIs
 	dropped  atomic.Int64 // requests dropped because their deadline had passed
 }
@@ -51,6 +56,7 @@ type apiSub struct {
 	sub      *nats.Subscription
 	state    atomic.Pointer[apiState]
 	inflight atomic.Int64
+	gov      governance // touched only by Apply, under Worker.mu
 }
 
 // apiState is everything a request of the API needs, built once per
@@ -60,6 +66,7 @@ type apiState struct {
 	backend Backend
 	limit   int64
 	timeout time.Duration
+	breaker *resilience.Breaker // nil without a breaker policy
 }
 
 // headerRoom is what a reply leaves of the max payload for headers.
@@ -82,13 +89,20 @@ func New(o Options) (*Worker, error) {
 	if mp := o.Conn.MaxPayload(); mp > 0 {
 		maxResp = mp - headerRoom
 	}
-	return &Worker{
+	w := &Worker{
 		o:       o,
 		log:     o.Logger,
 		client:  newHTTPClient(int(maxResp)),
 		maxResp: maxResp,
 		subs:    map[string]*apiSub{},
-	}, nil
+		id:      nuid.Next(),
+	}
+	sub, err := o.Conn.Subscribe(BreakerSubjectPrefix+">", w.onBreakerEvent)
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to breaker changes: %w", err)
+	}
+	w.breakers = sub
+	return w, nil
 }
 
 // serves reports whether the worker serves pool.
@@ -118,13 +132,12 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 		if !w.serves(a.Pool) {
 			continue
 		}
-		st := w.build(a)
 		if as, ok := w.subs[name]; ok {
-			as.state.Store(st)
+			as.state.Store(w.build(a, &as.gov))
 			continue
 		}
 		as := &apiSub{pool: a.Pool}
-		as.state.Store(st)
+		as.state.Store(w.build(a, &as.gov))
 		sub, err := w.o.Conn.QueueSubscribe(a.Subject(), bus.QueueGroup(a.Pool), func(m *nats.Msg) { w.dispatch(as, m) })
 		if err != nil {
 			w.log.Error("subscribing api", "api", name, "pool", a.Pool, "err", err)
@@ -135,8 +148,10 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 	}
 }
 
-// build makes an API's pipeline from its definition.
-func (w *Worker) build(a *registry.API) *apiState {
+// build makes an API's pipeline from its definition: the backend's
+// adapter wrapped in the API's governance (gov keeps what must outlive the
+// snapshot).
+func (w *Worker) build(a *registry.API, gov *governance) *apiState {
 	var b Backend
 	switch a.Backend.Type {
 	case registry.BackendMock:
@@ -144,7 +159,8 @@ func (w *Worker) build(a *registry.API) *apiState {
 	default: // registry.BackendHTTP; the registry admits no other type
 		b = newHTTPBackend(w.client, a.Backend, w.log)
 	}
-	return &apiState{api: a, backend: b, limit: int64(a.Concurrency), timeout: a.TimeoutOrDefault()}
+	b = w.govern(a, gov, b)
+	return &apiState{api: a, backend: b, limit: int64(a.Concurrency), timeout: a.TimeoutOrDefault(), breaker: gov.breaker}
 }
 
 // dispatch runs in the subscription's callback goroutine. It must never
@@ -283,6 +299,7 @@ func (w *Worker) Subscribed() []string {
 func (w *Worker) Shutdown(ctx context.Context) error {
 	w.mu.Lock()
 	w.closing = true
+	_ = w.breakers.Unsubscribe()
 	subs := make([]*nats.Subscription, 0, len(w.subs))
 	for _, as := range w.subs {
 		subs = append(subs, as.sub)

@@ -1,0 +1,215 @@
+package edge_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/workers"
+)
+
+// flaky is a backend that fails on cue.
+type flaky struct {
+	*httptest.Server
+	hits    atomic.Int64
+	failing atomic.Bool
+	failN   atomic.Int64 // fail this many more calls, then succeed
+}
+
+func newFlaky(t *testing.T) *flaky {
+	f := &flaky{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.hits.Add(1)
+		if f.failing.Load() || f.failN.Add(-1) >= 0 {
+			w.WriteHeader(500)
+			io.WriteString(w, "backend failed")
+			return
+		}
+		io.WriteString(w, "ok "+r.URL.RawQuery+" budget="+r.Header.Get("X-Request-Timeout"))
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func breakerEvents(t *testing.T, g *gateway, api string) <-chan workers.BreakerEvent {
+	ch := make(chan workers.BreakerEvent, 16)
+	sub, err := g.nc.Subscribe(workers.BreakerSubjectPrefix+api, func(m *nats.Msg) {
+		var ev workers.BreakerEvent
+		if json.Unmarshal(m.Data, &ev) == nil {
+			ch <- ev
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	g.nc.Flush()
+	return ch
+}
+
+func nextEvent(t *testing.T, ch <-chan workers.BreakerEvent) workers.BreakerEvent {
+	t.Helper()
+	select {
+	case ev := <-ch:
+		return ev
+	case <-time.After(3 * time.Second):
+		t.Fatal("no breaker event")
+		return workers.BreakerEvent{}
+	}
+}
+
+func TestBreakerOpensAndProbesBack(t *testing.T) {
+	be := newFlaky(t)
+	g := newGateway(t)
+	events := breakerEvents(t, g, "br")
+	g.publish(`{"name":"br","pool":"p","route":{"path":"/br"},"backend":{"type":"http","url":"` + be.URL + `"},
+		"breaker":{"consecutive_failures":3,"open_for":"300ms","half_open_probes":1,"slow_start":"-1s"}}`)
+	be.failing.Store(true)
+	for i := 0; i < 3; i++ {
+		if r := g.do("GET", "/br", nil); r.status != 500 || r.body != "backend failed" {
+			t.Fatalf("call %d: %d %q (a backend's own error passes through)", i, r.status, r.body)
+		}
+	}
+	ev := nextEvent(t, events)
+	if ev.To != "open" || ev.From != "closed" || !strings.Contains(ev.Reason, "3 consecutive failures") {
+		t.Fatalf("open event %+v", ev)
+	}
+	hits := be.hits.Load()
+	start := time.Now()
+	r := g.do("GET", "/br", nil)
+	if r.status != 503 || r.code != "CIRCUIT_OPEN" || be.hits.Load() != hits || time.Since(start) > time.Second {
+		t.Fatalf("while open: %d %s after %v (backend hits %d → %d)", r.status, r.body, time.Since(start), hits, be.hits.Load())
+	}
+	// The backend recovers; after the open period one probe closes it.
+	be.failing.Store(false)
+	natstest.CheckFor(t, 3*time.Second, 20*time.Millisecond, func() error {
+		if r := g.do("GET", "/br", nil); r.status != 200 {
+			return fmt.Errorf("still %d %s", r.status, r.code)
+		}
+		return nil
+	})
+	if ev := nextEvent(t, events); ev.To != "closed" {
+		t.Fatalf("close event %+v", ev)
+	}
+}
+
+// A breaker opened by one worker of the pool opens on the others too.
+func TestBreakerSharedAcrossPool(t *testing.T) {
+	be := newFlaky(t)
+	g := newGateway(t, "p")
+	second := g.addWorker(t.Context(), g.nc.ConnectedUrl(), "p")
+	g.publish(`{"name":"sh","pool":"p","route":{"path":"/sh"},"backend":{"type":"http","url":"` + be.URL + `"},
+		"breaker":{"consecutive_failures":2,"open_for":"1m"}}`)
+	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
+		if len(second.Subscribed()) == 0 {
+			return fmt.Errorf("second worker not serving yet")
+		}
+		return nil
+	})
+	// Fail until one worker's breaker opens, then recover at once: the
+	// other worker has seen at most one failure of its own, too few to
+	// trip, so if it is open too, it learned that from the pool.
+	events := breakerEvents(t, g, "sh")
+	be.failing.Store(true)
+	natstest.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+		g.do("GET", "/sh", nil)
+		select {
+		case ev := <-events:
+			if ev.To != "open" {
+				return fmt.Errorf("event %+v", ev)
+			}
+			return nil
+		case <-time.After(20 * time.Millisecond): // the event is published before the reply; give it time to arrive
+			return fmt.Errorf("no worker tripped yet")
+		}
+	})
+	be.failing.Store(false)
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		for i, w := range []*workers.Worker{g.worker, second} {
+			if st, _ := w.BreakerState("sh"); st != "open" {
+				return fmt.Errorf("worker %d breaker %q", i, st)
+			}
+		}
+		return nil
+	})
+	hits := be.hits.Load()
+	for i := 0; i < 20; i++ {
+		if r := g.do("GET", "/sh", nil); r.code != "CIRCUIT_OPEN" {
+			t.Fatalf("call %d reached a worker whose breaker did not open: %d %s", i, r.status, r.body)
+		}
+	}
+	if be.hits.Load() != hits {
+		t.Fatalf("backend hit %d times while the pool's breaker was open", be.hits.Load()-hits)
+	}
+}
+
+func TestRetryPolicyAndBudget(t *testing.T) {
+	be := newFlaky(t)
+	g := newGateway(t)
+	g.publish(`{"name":"rt","pool":"p","route":{"method":"*","path":"/rt"},"backend":{"type":"http","url":"` + be.URL + `"},
+		"retry":{"attempts":3,"on":["5xx"],"backoff":"1ms","max_backoff":"5ms","budget":{"ratio":0.1,"min_per_second":0.5,"window":"10s"}}}`)
+	be.failN.Store(2)
+	r := g.do("GET", "/rt", nil)
+	if r.status != 200 || be.hits.Load() != 3 {
+		t.Fatalf("GET after 2 failures: %d %q, %d backend hits (want 200 after 3)", r.status, r.body, be.hits.Load())
+	}
+	budget, _ := strconv.Atoi(strings.TrimPrefix(r.body[strings.Index(r.body, "budget="):], "budget="))
+	if budget <= 0 || budget > 10000 {
+		t.Errorf("backend was told %q of remaining budget", r.body)
+	}
+	// POST is not idempotent: no retry, unless it has an Idempotency-Key.
+	be.hits.Store(0)
+	be.failN.Store(1)
+	if r := g.do("POST", "/rt", strings.NewReader("x")); r.status != 500 || be.hits.Load() != 1 {
+		t.Fatalf("POST: %d, %d hits", r.status, be.hits.Load())
+	}
+	be.hits.Store(0)
+	be.failN.Store(1)
+	if r := g.do("POST", "/rt", strings.NewReader("x"), "Idempotency-Key", "k1"); r.status != 200 || be.hits.Load() != 2 {
+		t.Fatalf("POST with Idempotency-Key: %d, %d hits", r.status, be.hits.Load())
+	}
+	// A storm: the backend fails every call. Retries stay within the
+	// budget: 10% of the calls plus 0.5/s × 10s.
+	be.failing.Store(true)
+	be.hits.Store(0)
+	const calls = 100
+	for i := 0; i < calls; i++ {
+		g.do("GET", "/rt", nil)
+	}
+	if retries := be.hits.Load() - calls; retries > calls/10+5+3 {
+		t.Fatalf("%d retries for %d failing calls: the budget did not hold", retries, calls)
+	}
+}
+
+func TestFallbackChain(t *testing.T) {
+	be := newFlaky(t)
+	g := newGateway(t)
+	g.publish(`{"name":"fb.alt","pool":"p","route":{"path":"/alt"},"backend":{"type":"mock","body":"from alt"}}`)
+	g.publish(`{"name":"fb.api","pool":"p","route":{"path":"/fb/api"},"backend":{"type":"http","url":"` + be.URL + `"},
+		"fallback":{"api":"fb.alt"}}`)
+	g.publish(`{"name":"fb.cache","pool":"p","route":{"path":"/fb/cache"},"backend":{"type":"http","url":"` + be.URL + `"},
+		"fallback":{"cached":true,"static":{"status":200,"body":"static"}}}`)
+	if r := g.do("GET", "/fb/cache?q=1", nil); r.status != 200 || !strings.HasPrefix(r.body, "ok q=1") {
+		t.Fatalf("healthy: %d %q", r.status, r.body)
+	}
+	be.failing.Store(true)
+	if r := g.do("GET", "/fb/api", nil); r.status != 200 || r.body != "from alt" || r.header.Get("X-Jetway-Fallback") != "api fb.alt" {
+		t.Errorf("api fallback: %d %q %v", r.status, r.body, r.header)
+	}
+	if r := g.do("GET", "/fb/cache?q=1", nil); r.status != 200 || !strings.HasPrefix(r.body, "ok q=1") || r.header.Get("X-Jetway-Fallback") != "cached" {
+		t.Errorf("cached fallback: %d %q %v", r.status, r.body, r.header)
+	}
+	if r := g.do("GET", "/fb/cache?q=2", nil); r.status != 200 || r.body != "static" || r.header.Get("X-Jetway-Fallback") != "static" {
+		t.Errorf("static fallback (nothing cached for q=2): %d %q %v", r.status, r.body, r.header)
+	}
+}

@@ -1,0 +1,425 @@
+package workers
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/resilience"
+)
+
+// BreakerSubjectPrefix starts the subject a breaker change of an API is
+// published on: jetway.breaker.<api>. Every worker of the pool applies the
+// changes of the others, and anything else (alerts, dashboards) can listen.
+const BreakerSubjectPrefix = "jetway.breaker."
+
+// BreakerEvent is a breaker change as published on NATS.
+type BreakerEvent struct {
+	API       string    `json:"api"`
+	Backend   string    `json:"backend"`
+	Node      string    `json:"node"`
+	From      string    `json:"from"`
+	To        string    `json:"to"`
+	Reason    string    `json:"reason"`
+	At        time.Time `json:"at"`
+	OpenFor   string    `json:"open_for,omitempty"`
+	OpenUntil time.Time `json:"open_until,omitzero"`
+	Gen       uint64    `json:"gen"`
+}
+
+// governance is the per-API state of the policies that must outlive
+// registry snapshots: a breaker keeps its state, a budget its window, a
+// cache its entries, for as long as their configuration is unchanged.
+type governance struct {
+	breakerCfg string
+	breaker    *resilience.Breaker
+	budgetCfg  string
+	budget     *resilience.RetryBudget
+	cacheCfg   string
+	cache      *responseCache
+}
+
+func fingerprint(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// govern wraps an API's backend in its governance middlewares, outermost
+// first: fallback, retry, breaker (each attempt asks the breaker, and an
+// open circuit is never retried but may fall back).
+func (w *Worker) govern(a *registry.API, g *governance, b Backend) Backend {
+	var mws []Middleware
+	if f := a.Fallback; f != nil {
+		if f.Cached {
+			if fp := fingerprint([]any{f.CacheEntries, f.CacheTTL}); g.cache == nil || g.cacheCfg != fp {
+				g.cache, g.cacheCfg = newResponseCache(f.CacheEntries, time.Duration(f.CacheTTL)), fp
+			}
+		} else {
+			g.cache = nil
+		}
+		mws = append(mws, w.fallback(a, f, g.cache))
+	}
+	if r := a.Retry; r != nil {
+		if fp := fingerprint(r.Budget); g.budget == nil || g.budgetCfg != fp {
+			bud, err := resilience.NewRetryBudget(r.BudgetConfig())
+			if err != nil {
+				w.log.Warn("retry budget not applied", "api", a.Name, "err", err)
+			} else {
+				g.budget, g.budgetCfg = bud, fp
+			}
+		}
+		if g.budget != nil {
+			mws = append(mws, retry(a, r, g.budget))
+		}
+	}
+	if bc := a.Breaker; bc != nil {
+		if fp := fingerprint(bc.Config()); g.breaker == nil || g.breakerCfg != fp {
+			br, err := resilience.NewBreaker(bc.Config())
+			if err != nil {
+				w.log.Warn("breaker not applied", "api", a.Name, "err", err)
+			} else {
+				g.breaker, g.breakerCfg = br, fp
+			}
+		}
+		if g.breaker != nil {
+			mws = append(mws, w.breaker(a, g.breaker))
+		}
+	} else {
+		g.breaker = nil
+	}
+	return Chain(b, mws...)
+}
+
+// failure classifies a backend result: "" for success, else the retry or
+// fallback condition it meets.
+func failure(resp *Response, err error) string {
+	if err != nil {
+		var ge *bus.Error
+		if errors.As(err, &ge) {
+			switch ge.Code {
+			case bus.CodeGatewayTimeout:
+				return registry.RetryOnTimeout
+			case bus.CodeCircuitOpen:
+				return registry.FallbackOnCircuitOpen
+			case bus.CodeBadGateway:
+				return registry.RetryOnConnect
+			}
+		}
+		return registry.RetryOnConnect
+	}
+	if resp.Status >= 500 {
+		return registry.RetryOn5xx
+	}
+	return ""
+}
+
+// breaker fails calls fast while the backend's circuit is open, records
+// every outcome, and publishes state changes for the rest of the pool.
+func (w *Worker) breaker(a *registry.API, br *resilience.Breaker) Middleware {
+	name, backend := a.Name, a.Backend.Type+" "+a.Backend.URL
+	shared := a.Breaker.IsShared()
+	return func(next Backend) Backend {
+		return func(ctx context.Context, req *Request) (*Response, error) {
+			tk := br.Allow(time.Now())
+			if !tk.OK {
+				return nil, bus.Errorf(bus.CodeCircuitOpen, fmt.Sprintf("circuit open for the backend of api %s (%s); retry in %v", name, tk.Refusal, tk.RetryAfter.Round(time.Millisecond)))
+			}
+			start := time.Now()
+			resp, err := next(ctx, req)
+			end := time.Now()
+			failed := failure(resp, err) != ""
+			if tr, changed := br.Record(tk, end, end.Sub(start), failed); changed {
+				w.publishBreaker(name, backend, tr, shared)
+			}
+			return resp, err
+		}
+	}
+}
+
+func (w *Worker) publishBreaker(api, backend string, tr resilience.Transition, shared bool) {
+	w.log.Warn("breaker changed", "api", api, "from", tr.From, "to", tr.To, "reason", tr.Reason)
+	ev := BreakerEvent{API: api, Backend: backend, Node: w.id, From: tr.From.String(), To: tr.To.String(),
+		Reason: tr.Reason, At: tr.At, OpenUntil: tr.OpenUntil, Gen: tr.Gen}
+	if tr.OpenFor > 0 {
+		ev.OpenFor = tr.OpenFor.String()
+	}
+	b, _ := json.Marshal(ev)
+	msg := &nats.Msg{Subject: BreakerSubjectPrefix + api, Data: b, Header: nats.Header{}}
+	if !shared {
+		msg.Header.Set("Jetway-Breaker-Local", "1")
+	}
+	if err := w.o.Conn.PublishMsg(msg); err != nil {
+		w.log.Warn("publishing breaker change", "api", api, "err", err)
+	}
+}
+
+// onBreakerEvent applies another worker's breaker change to this worker's
+// breaker of the same API.
+func (w *Worker) onBreakerEvent(m *nats.Msg) {
+	var ev BreakerEvent
+	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Node == w.id || m.Header.Get("Jetway-Breaker-Local") != "" {
+		return
+	}
+	w.mu.Lock()
+	as := w.subs[ev.API]
+	w.mu.Unlock()
+	if as == nil {
+		return
+	}
+	st := as.state.Load()
+	if st.breaker == nil || !st.api.Breaker.IsShared() {
+		return
+	}
+	var to resilience.State
+	if to.UnmarshalText([]byte(ev.To)) != nil {
+		return
+	}
+	openFor, _ := time.ParseDuration(ev.OpenFor)
+	if st.breaker.Apply(resilience.Transition{To: to, Reason: ev.Reason, At: ev.At, OpenFor: openFor, OpenUntil: ev.OpenUntil, Gen: ev.Gen}, time.Now()) {
+		w.log.Info("breaker change from the pool applied", "api", ev.API, "to", ev.To, "from_node", ev.Node, "reason", ev.Reason)
+	}
+}
+
+// idempotent reports whether a request may be sent twice.
+func idempotent(req *Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != ""
+}
+
+// retry retries what the policy allows, within the call's deadline and the
+// API's retry budget, with full-jitter backoff.
+func retry(a *registry.API, r *registry.Retry, budget *resilience.RetryBudget) Middleware {
+	attemptTimeout := time.Duration(r.AttemptTimeout)
+	if attemptTimeout <= 0 {
+		attemptTimeout = a.TimeoutOrDefault()
+	}
+	floor := time.Duration(r.MinAttempt)
+	if floor <= 0 {
+		floor = 10 * time.Millisecond
+	}
+	base, maxBackoff := time.Duration(r.Backoff), time.Duration(r.MaxBackoff)
+	if base <= 0 {
+		base = 25 * time.Millisecond
+	}
+	if maxBackoff <= 0 {
+		maxBackoff = 250 * time.Millisecond
+	}
+	return func(next Backend) Backend {
+		return func(ctx context.Context, req *Request) (*Response, error) {
+			budget.Deposit(time.Now())
+			deadline, _ := ctx.Deadline()
+			for attempt := 1; ; attempt++ {
+				timeout, ok := resilience.AttemptTimeout(time.Until(deadline), attemptTimeout, floor)
+				if !ok {
+					return nil, bus.Errorf(bus.CodeGatewayTimeout, "no time left in the deadline for another attempt")
+				}
+				actx, cancel := context.WithTimeout(ctx, timeout)
+				resp, err := next(actx, req)
+				cancel()
+				cond := failure(resp, err)
+				if cond == "" || cond == registry.FallbackOnCircuitOpen || !r.Retries(cond) ||
+					attempt >= r.Attempts || !idempotent(req) || !budget.TryRetry(time.Now()) {
+					return resp, err
+				}
+				if resp != nil && resp.Release != nil {
+					resp.Release()
+				}
+				pause := resilience.Backoff(attempt, base, maxBackoff, rand.Uint64())
+				if time.Until(deadline) < pause+floor {
+					return resp, err // the last outcome stands: no time to wait and try
+				}
+				t := time.NewTimer(pause)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return nil, bus.Errorf(bus.CodeGatewayTimeout, "deadline passed between attempts")
+				}
+			}
+		}
+	}
+}
+
+// fallback answers a failed call from, in order, another API, the cached
+// last good response, or a static response.
+func (w *Worker) fallback(a *registry.API, f *registry.Fallback, cache *responseCache) Middleware {
+	var static *Response
+	if f.Static != nil {
+		status, h, body := f.Static.Compile(http.StatusOK)
+		h.Set("X-Jetway-Fallback", "static")
+		static = &Response{Status: status, Header: h, Body: body}
+	}
+	return func(next Backend) Backend {
+		return func(ctx context.Context, req *Request) (*Response, error) {
+			resp, err := next(ctx, req)
+			cond := failure(resp, err)
+			if cond == "" {
+				if cache != nil && resp.Status < 300 && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
+					cache.put(cacheKey(req), resp)
+				}
+				return resp, err
+			}
+			if cond == registry.RetryOnConnect {
+				cond = registry.FallbackOn5xx // an unreachable backend is a 5xx for fallbacks
+			}
+			if !f.Falls(cond) {
+				return resp, err
+			}
+			if f.API != "" && ctx.Err() == nil {
+				if fr := w.callAPI(ctx, f.API, req); fr != nil {
+					releaseResp(resp)
+					return fr, nil
+				}
+			}
+			if cache != nil {
+				if cr := cache.get(cacheKey(req)); cr != nil {
+					releaseResp(resp)
+					return cr, nil
+				}
+			}
+			if static != nil {
+				releaseResp(resp)
+				return static, nil
+			}
+			return resp, err
+		}
+	}
+}
+
+func releaseResp(r *Response) {
+	if r != nil && r.Release != nil {
+		r.Release()
+	}
+}
+
+// callAPI sends the request to another API over NATS within ctx's deadline
+// and returns its answer, or nil if it failed too.
+func (w *Worker) callAPI(ctx context.Context, api string, req *Request) *Response {
+	h := nats.Header{}
+	for k, v := range req.Header {
+		h[k] = v
+	}
+	h[bus.HdrMethod] = []string{req.Method}
+	h[bus.HdrPath] = []string{req.Path}
+	if req.RawQuery != "" {
+		h[bus.HdrQuery] = []string{req.RawQuery}
+	}
+	if req.RawParams != "" {
+		h[bus.HdrParams] = []string{req.RawParams}
+	}
+	h[bus.HdrRequestID] = []string{req.RequestID}
+	if dl, ok := ctx.Deadline(); ok {
+		h[bus.HdrDeadline] = []string{strconv.FormatInt(dl.UnixNano(), 10)}
+	}
+	m, err := w.o.Conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: bus.APISubject(api), Header: h, Data: req.Body})
+	if err != nil || m.Header.Get(bus.HdrError) != "" {
+		return nil
+	}
+	status, err := strconv.Atoi(m.Header.Get(bus.HdrStatus))
+	if err != nil || status >= 500 {
+		return nil
+	}
+	rh := http.Header(m.Header)
+	bus.CleanHeaders(rh)
+	rh.Set("X-Jetway-Fallback", "api "+api)
+	return &Response{Status: status, Header: rh, Body: m.Data}
+}
+
+func cacheKey(req *Request) string {
+	return req.Method + " " + req.Path + "?" + req.RawQuery
+}
+
+// responseCache keeps the last good response per request, bounded in
+// entries and age (least recently used evicted first).
+type responseCache struct {
+	mu      sync.Mutex
+	max     int
+	ttl     time.Duration
+	order   *list.List // of *cacheEntry, most recent first
+	entries map[string]*list.Element
+}
+
+type cacheEntry struct {
+	key    string
+	at     time.Time
+	status int
+	header http.Header
+	body   []byte
+}
+
+func newResponseCache(maxEntries int, ttl time.Duration) *responseCache {
+	if maxEntries <= 0 {
+		maxEntries = 1000
+	}
+	if ttl <= 0 {
+		ttl = 10 * time.Minute
+	}
+	return &responseCache{max: maxEntries, ttl: ttl, order: list.New(), entries: map[string]*list.Element{}}
+}
+
+// put stores a copy of resp (its body may be a pooled buffer).
+func (c *responseCache) put(key string, resp *Response) {
+	e := &cacheEntry{key: key, at: time.Now(), status: resp.Status, header: resp.Header.Clone(), body: append([]byte(nil), resp.Body...)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		el.Value = e
+		c.order.MoveToFront(el)
+		return
+	}
+	c.entries[key] = c.order.PushFront(e)
+	for c.order.Len() > c.max {
+		old := c.order.Remove(c.order.Back()).(*cacheEntry)
+		delete(c.entries, old.key)
+	}
+}
+
+// get returns the cached response for key, if it is fresh enough.
+func (c *responseCache) get(key string) *Response {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[key]
+	if !ok {
+		return nil
+	}
+	e := el.Value.(*cacheEntry)
+	if time.Since(e.at) > c.ttl {
+		c.order.Remove(el)
+		delete(c.entries, key)
+		return nil
+	}
+	h := e.header.Clone()
+	h.Set("X-Jetway-Fallback", "cached")
+	h.Set("Age", strconv.Itoa(int(time.Since(e.at)/time.Second)))
+	return &Response{Status: e.status, Header: h, Body: e.body}
+}
+
+// BreakerState reports the state of an API's breaker on this worker ("",
+// false when the worker does not serve the API or the API has none).
+func (w *Worker) BreakerState(api string) (string, bool) {
+	w.mu.Lock()
+	as := w.subs[api]
+	w.mu.Unlock()
+	if as == nil {
+		return "", false
+	}
+	st := as.state.Load()
+	if st.breaker == nil {
+		return "", false
+	}
+	return st.breaker.State(time.Now()).String(), true
+}
