@@ -39,6 +39,9 @@ type Options struct {
 	// APIs; past it a request is refused at once with 503 OVERLOADED.
 	// 0 means no cap.
 	MaxInFlight int64
+	// ClusterInterval is how often edges exchange the reports of
+	// cluster-wide rate limits (Run); 0 means DefaultClusterInterval.
+	ClusterInterval time.Duration
 }
 
 // Edge is an http.Handler. Feed it registry snapshots with Apply; each one
@@ -52,7 +55,8 @@ type Edge struct {
 
 	// states is only touched by Apply (one goroutine at a time); requests
 	// reach their API's state through the route.
-	states map[string]*apiState
+	states  map[string]*apiState
+	cluster *cluster
 }
 
 // router is the compiled form of one registry snapshot.
@@ -118,7 +122,7 @@ func New(o Options) (*Edge, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	e := &Edge{o: o, log: o.Logger, states: map[string]*apiState{}}
+	e := &Edge{o: o, log: o.Logger, states: map[string]*apiState{}, cluster: newCluster(o.ClusterInterval)}
 	e.Apply(&registry.Snapshot{})
 	return e, nil
 }
@@ -171,8 +175,26 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		n++
 	}
 	e.states = states // state of removed APIs goes with the old routes
+	shared := map[string]*limitRule{}
+	for _, st := range states {
+		for _, lr := range st.rules {
+			if lr.cluster != nil {
+				shared[lr.clusterID] = lr
+			}
+		}
+	}
+	e.cluster.setRules(shared)
 	e.router.Store(&router{mux: mux, routes: n})
 }
+
+// Run exchanges cluster-wide rate-limit reports with the other edges over
+// NATS until ctx ends. Without it, cluster-wide rules act as if this edge
+// were alone.
+func (e *Edge) Run(ctx context.Context) error { return e.cluster.run(ctx, e.o.Conn) }
+
+// Edges is the number of live edges this edge has heard from, itself
+// included (cluster-wide limits are shared among them).
+func (e *Edge) Edges() int { return e.cluster.live(time.Now()) }
 
 // Routes is the number of routes in force.
 func (e *Edge) Routes() int { return e.router.Load().routes }

@@ -30,6 +30,7 @@ type gateway struct {
 	client *registry.Client
 	nc     *nats.Conn
 	edgeW  *registry.Watcher
+	edge   *edge.Edge
 	worker *workers.Worker
 }
 
@@ -46,12 +47,14 @@ func newGateway(t *testing.T, pools ...string) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
+	g.edge = e
 	g.edgeW = registry.NewWatcher(registry.WatcherOptions{Conn: natstest.Connect(t, s)})
 	g.edgeW.OnChange(e.Apply)
 	g.worker = g.addWorker(ctx, s.ClientURL(), pools...)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); _ = g.edgeW.Run(ctx) }()
+	go func() { defer wg.Done(); _ = e.Run(ctx) }()
 	srv := httptest.NewServer(e)
 	g.url = srv.URL
 	t.Cleanup(func() { srv.Close(); cancel(); wg.Wait() })

@@ -28,10 +28,12 @@ type apiState struct {
 
 // limitRule is one compiled rate-limit rule.
 type limitRule struct {
-	name  string
-	parts []keyPart
-	lim   resilience.Limiter // unkeyed rules
-	keyed *resilience.Keyed  // keyed rules
+	name      string
+	parts     []keyPart
+	lim       resilience.Limiter         // unkeyed rules
+	keyed     *resilience.Keyed          // keyed rules
+	cluster   *resilience.ClusterLimiter // cluster-wide rules
+	clusterID string
 }
 
 // keyPart says where one part of a rule's key comes from.
@@ -70,9 +72,12 @@ func (e *Edge) compileRules(st *apiState, a *registry.API) []*limitRule {
 			lr.parts = append(lr.parts, keyPart{kind: kind, name: name})
 		}
 		var err error
-		if len(lr.parts) > 0 {
+		switch {
+		case r.Cluster():
+			err = e.cluster.newLimiter(clusterRuleID(a.Name, fp), r, lr)
+		case len(lr.parts) > 0:
 			lr.keyed, err = resilience.NewKeyed(r.Rule())
-		} else {
+		default:
 			lr.lim, err = resilience.NewLimiter(r.Rule())
 		}
 		if err != nil {
@@ -132,9 +137,12 @@ func admit(w http.ResponseWriter, r *http.Request, rules []*limitRule, deadline 
 	var wait time.Duration
 	for _, lr := range rules {
 		var d resilience.Decision
-		if lr.keyed != nil {
+		switch {
+		case lr.keyed != nil:
 			d = lr.keyed.Take(lr.key(r, app, ip, &query), now, maxWait)
-		} else {
+		case lr.cluster != nil:
+			d = lr.cluster.Take(now)
+		default:
 			d = lr.lim.Take(now, maxWait)
 		}
 		if !d.Allowed {

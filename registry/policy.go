@@ -29,7 +29,19 @@ type RateLimit struct {
 	MaxQueue   Duration       `json:"max_queue,omitempty"`
 	MaxKeys    int            `json:"max_keys,omitempty"`
 	Exceptions map[string]int `json:"exceptions,omitempty"`
+	// Scope is "edge" (default: each edge enforces the limit on its own)
+	// or "cluster" (the total across all live edges stays within it).
+	Scope string `json:"scope,omitempty"`
 }
+
+// Rate-limit scopes.
+const (
+	ScopeEdge    = "edge"
+	ScopeCluster = "cluster"
+)
+
+// Cluster reports whether the rule's limit is shared by all edges.
+func (r *RateLimit) Cluster() bool { return r.Scope == ScopeCluster }
 
 // Keyed reports whether the rule limits each key value on its own (any key
 // part other than "api").
@@ -216,6 +228,15 @@ func (a *API) checkPolicies(params []string, add func(path, format string, args 
 		}
 		if !r.Keyed() && (r.MaxKeys != 0 || r.Exceptions != nil) {
 			add(p, "max_keys and exceptions need a key other than \"api\"")
+		}
+		switch r.Scope {
+		case "", ScopeEdge:
+		case ScopeCluster:
+			if r.Keyed() || (r.Behavior != "" && r.Behavior != resilience.BehaviorReject) {
+				add(p+".scope", "a cluster-wide rule must be a reject rule keyed by api only (for now)")
+			}
+		default:
+			add(p+".scope", "must be edge or cluster")
 		}
 		addJoined(p, r.Rule().Validate(), add)
 	}

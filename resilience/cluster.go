@@ -128,7 +128,12 @@ func (l *ClusterLimiter) Tick(now time.Time) ClusterReport {
 		total += p.demand
 		live++
 	}
-	live = max(live, l.nodes) // peers not heard from yet take a share too
+	if unknown := l.nodes - live; unknown > 0 {
+		// Peers not heard from yet may be spending their first
+		// allowance (limit/nodes each), and take a share of the rest.
+		left -= unknown * (l.limit / l.nodes)
+		live = l.nodes
+	}
 	switch {
 	case left <= 0:
 		l.allowance = 0

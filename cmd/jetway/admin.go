@@ -29,6 +29,7 @@ func (n *node) adminHandler() http.Handler {
 		}
 		if n.edge != nil {
 			body["routes"] = n.edge.Routes()
+			body["edges"] = n.edge.Edges()
 		}
 		if n.worker != nil {
 			body["serving"] = n.worker.Subscribed()

@@ -209,6 +209,7 @@ func (n *node) run(ctx context.Context) error {
 			return err
 		}
 		n.watcher.OnChange(n.edge.Apply)
+		go func() { _ = n.edge.Run(ctx) }()
 	}
 	if n.role != roleEdge {
 		nc, err := n.connect(ctx, natsURL, "jetway-worker")

@@ -1,0 +1,98 @@
+package edge_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// addEdge starts one more edge (own connection, own watcher) on the
+// gateway's NATS and returns its URL.
+func (g *gateway) addEdge(t *testing.T) (string, *registry.Watcher, *edge.Edge) {
+	nc, err := nats.Connect(g.nc.ConnectedUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	e, err := edge.New(edge.Options{Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := registry.NewWatcher(registry.WatcherOptions{Conn: nc})
+	w.OnChange(e.Apply)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = w.Run(ctx) }()
+	go func() { defer wg.Done(); _ = e.Run(ctx) }()
+	srv := httptest.NewServer(e)
+	t.Cleanup(func() { srv.Close(); cancel(); wg.Wait() })
+	if err := w.WaitLive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return srv.URL, w, e
+}
+
+// A cluster-wide limit holds for the total across three edges.
+func TestClusterWideRateLimit(t *testing.T) {
+	g := newGateway(t)
+	url2, w2, e2 := g.addEdge(t)
+	url3, w3, e3 := g.addEdge(t)
+	natstest.CheckFor(t, 3*time.Second, 10*time.Millisecond, func() error {
+		for i, e := range []*edge.Edge{g.edge, e2, e3} {
+			if n := e.Edges(); n != 3 {
+				return fmt.Errorf("edge %d knows %d edges", i, n)
+			}
+		}
+		return nil
+	})
+	a := g.publish(`{"name":"cw","pool":"p","route":{"path":"/cw"},"backend":{"type":"mock","body":"ok"},
+		"rate_limits":[{"name":"cluster","limit":100,"window":"10s","scope":"cluster"}]}`)
+	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
+		for _, w := range []*registry.Watcher{w2, w3} {
+			if got := w.Current().APIs["cw"]; got == nil || got.Revision != a.Revision {
+				return fmt.Errorf("an edge lacks the rule")
+			}
+		}
+		return nil
+	})
+	var ok, limited atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(1500 * time.Millisecond)
+	for _, base := range []string{g.url, url2, url3} {
+		for c := 0; c < 4; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(stop) {
+					g2 := *g
+					g2.url = base
+					switch r := g2.do("GET", "/cw", nil); r.status {
+					case 200:
+						ok.Add(1)
+					case 429:
+						limited.Add(1)
+					default:
+						t.Errorf("unexpected %d %s", r.status, r.body)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if n := ok.Load(); n < 95 || n > 105 {
+		t.Fatalf("three edges admitted %d calls (%d limited) against a cluster-wide limit of 100 per 10s", n, limited.Load())
+	}
+	t.Logf("admitted %d, limited %d", ok.Load(), limited.Load())
+}
