@@ -27,6 +27,7 @@ import (
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/resilience"
 )
 
 // Options configure an Edge.
@@ -75,7 +76,8 @@ type route struct {
 	degrade     *degraded // non-nil while the API's degrade switch is on
 	rules       []*limitRule
 	state       *apiState
-	maxInFlight int64 // the API's edge_concurrency; 0: none
+	maxInFlight int64                // the API's edge_concurrency; 0: none
+	cache       *resilience.LastGood // last good responses, for APIs with a cached fallback
 }
 
 // degraded is a degrade switch's answer, compiled once per snapshot.
@@ -83,10 +85,11 @@ type degraded struct {
 	sw     *registry.Degrade
 	status int
 	header http.Header
-	body   []byte // nil: the default {"code":"DEGRADED",...} answer
+	body   []byte               // nil: the default {"code":"DEGRADED",...} answer
+	cache  *resilience.LastGood // the API's last good responses, when the switch wants them
 }
 
-func compileDegrade(d *registry.Degrade) *degraded {
+func compileDegrade(d *registry.Degrade, cache *resilience.LastGood) *degraded {
 	if d == nil {
 		return nil
 	}
@@ -94,11 +97,28 @@ func compileDegrade(d *registry.Degrade) *degraded {
 	if !d.HasBody() {
 		body = nil
 	}
-	return &degraded{sw: d, status: status, header: h, body: body}
+	dg := &degraded{sw: d, status: status, header: h, body: body}
+	if d.Cached {
+		dg.cache = cache
+	}
+	return dg
 }
 
 // serve answers a request of a degraded API from the switch.
-func (d *degraded) serve(w http.ResponseWriter, id string) {
+func (d *degraded) serve(w http.ResponseWriter, r *http.Request, id string) {
+	if d.cache != nil {
+		if c := d.cache.Get(lastGoodKey(r), time.Now()); c != nil {
+			dst := w.Header()
+			for k, v := range c.Header {
+				dst[k] = v
+			}
+			dst["X-Jetway-Degraded"] = []string{"cached"}
+			dst["Age"] = []string{strconv.Itoa(int(time.Since(c.At) / time.Second))}
+			w.WriteHeader(c.Status)
+			_, _ = w.Write(c.Body)
+			return
+		}
+	}
 	dst := w.Header()
 	for k, v := range d.header {
 		dst[k] = v
@@ -153,13 +173,14 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			timeout: a.TimeoutOrDefault(),
 			maxBody: int64(a.MaxBody),
 			params:  strings.ContainsAny(a.Route.Path, "{*"),
-			degrade: compileDegrade(s.Degrade[a.Name]),
 		}
 		st := e.states[a.Name]
 		if st == nil {
 			st = &apiState{}
 		}
 		states[a.Name] = st
+		rt.cache = st.lastGood(a.Fallback)
+		rt.degrade = compileDegrade(s.Degrade[a.Name], rt.cache)
 		rt.state, rt.rules, rt.maxInFlight = st, e.compileRules(st, a), int64(a.EdgeConcurrency)
 		if rt.maxBody <= 0 {
 			rt.maxBody = int64(registry.DefaultMaxBody)
@@ -284,7 +305,7 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 		}
 		defer release(decisions)
 		if rt.degrade != nil {
-			rt.degrade.serve(w, id)
+			rt.degrade.serve(w, r, id)
 			return
 		}
 		if rt.maxInFlight > 0 {
@@ -347,8 +368,18 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 			e.requestError(w, r, rt, id, err)
 			return
 		}
-		writeReply(w, reply, id)
+		status := writeReply(w, reply, id)
+		if rt.cache != nil && status >= 200 && status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && reply.Header.Get("X-Jetway-Fallback") == "" {
+			h := w.Header().Clone()
+			delete(h, "X-Request-Id") // each answer gets its own
+			rt.cache.Put(lastGoodKey(r), time.Now(), status, h, reply.Data)
+		}
 	}
+}
+
+// lastGoodKey identifies "the same request" for the last-good cache.
+func lastGoodKey(r *http.Request) string {
+	return r.Method + " " + r.URL.RawPath + "?" + r.URL.RawQuery
 }
 
 // encodeParams writes the route parameters as a URL query string.
@@ -388,12 +419,13 @@ func (e *Edge) requestError(w http.ResponseWriter, r *http.Request, rt *route, i
 	}
 }
 
-// writeReply turns a worker's reply into the HTTP response.
-func writeReply(w http.ResponseWriter, m *nats.Msg, id string) {
+// writeReply turns a worker's reply into the HTTP response and returns
+// the status sent (0 for a malformed reply).
+func writeReply(w http.ResponseWriter, m *nats.Msg, id string) int {
 	status, err := strconv.Atoi(m.Header.Get(bus.HdrStatus))
 	if err != nil || status < 100 || status > 999 {
 		writeError(w, bus.CodeBadGateway, "malformed reply from worker", id)
-		return
+		return 0
 	}
 	dst := w.Header()
 	for k, vs := range m.Header {
@@ -406,6 +438,10 @@ func writeReply(w http.ResponseWriter, m *nats.Msg, id string) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(m.Data)
+	if m.Header.Get(bus.HdrError) != "" {
+		return 0 // a gateway error is never a good response
+	}
+	return status
 }
 
 // peerIP is the IP of the socket peer (never a forwarding header).

@@ -92,12 +92,10 @@ func (g *gateway) publish(doc string) *registry.API {
 		if got := g.edgeW.Current().APIs[a.Name]; got == nil || got.Revision != a.Revision {
 			return fmt.Errorf("edge has not applied %s@%d", a.Name, a.Revision)
 		}
-		for _, n := range g.worker.Subscribed() {
-			if n == a.Name {
-				return nil
-			}
+		if rev, ok := g.worker.Serving(a.Name); !ok || rev != a.Revision {
+			return fmt.Errorf("worker not serving %s@%d", a.Name, a.Revision)
 		}
-		return fmt.Errorf("worker not subscribed to %s", a.Name)
+		return nil
 	})
 	// The worker's subscription must have reached the server.
 	if err := g.nc.Flush(); err != nil {
@@ -505,5 +503,44 @@ func TestDegradeSwitch(t *testing.T) {
 	flip("orphan", nil)
 	if r := g.do("GET", "/orphan", nil); r.code != "NO_WORKERS" {
 		t.Fatalf("switch deleted: %d %s", r.status, r.body)
+	}
+}
+
+// A degrade switch with "cached" answers from the last good responses the
+// edge saw, without a worker; requests it never saw get the switch's answer.
+func TestDegradeCached(t *testing.T) {
+	var hits atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"q":%q}`, r.URL.RawQuery)
+	}))
+	defer backend.Close()
+	g := newGateway(t)
+	g.publish(`{"name":"dc","pool":"p","route":{"path":"/dc"},"backend":{"type":"http","url":"` + backend.URL + `"},"fallback":{"cached":true}}`)
+	if r := g.do("GET", "/dc?x=1", nil); r.status != 200 || r.body != `{"q":"x=1"}` {
+		t.Fatalf("live: %d %q", r.status, r.body)
+	}
+	set, err := g.client.SetDegrade(context.Background(), "dc", &registry.Degrade{On: true, Cached: true, Reason: "backend down"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, time.Second, 2*time.Millisecond, func() error {
+		if d := g.edgeW.Current().Degrade["dc"]; d == nil || d.Revision != set.Revision {
+			return fmt.Errorf("switch not applied")
+		}
+		return nil
+	})
+	before := hits.Load()
+	r := g.do("GET", "/dc?x=1", nil, "X-Request-Id", "fresh-id")
+	if r.status != 200 || r.body != `{"q":"x=1"}` || r.header.Get("X-Jetway-Degraded") != "cached" ||
+		r.header.Get("Content-Type") != "application/json" || r.header.Get("X-Request-Id") != "fresh-id" {
+		t.Fatalf("cached degrade: %d %q %v", r.status, r.body, r.header)
+	}
+	if r := g.do("GET", "/dc?x=2", nil); r.status != 503 || r.code != "DEGRADED" {
+		t.Fatalf("never seen request: %d %s", r.status, r.body)
+	}
+	if hits.Load() != before {
+		t.Fatal("the backend was called while the API was degraded")
 	}
 }

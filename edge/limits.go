@@ -24,6 +24,22 @@ import (
 type apiState struct {
 	inflight atomic.Int64
 	rules    map[string]*limitRule // by the rule's canonical JSON
+	cacheCfg string
+	cache    *resilience.LastGood
+}
+
+// lastGood returns the API's last-good cache when its fallback keeps one
+// (kept while the cache's settings are unchanged), else nil.
+func (st *apiState) lastGood(f *registry.Fallback) *resilience.LastGood {
+	if f == nil || !f.Cached {
+		st.cache, st.cacheCfg = nil, ""
+		return nil
+	}
+	cfg := fmt.Sprint(f.CacheEntries, time.Duration(f.CacheTTL))
+	if st.cache == nil || st.cacheCfg != cfg {
+		st.cache, st.cacheCfg = resilience.NewLastGood(f.CacheEntries, time.Duration(f.CacheTTL)), cfg
+	}
+	return st.cache
 }
 
 // limitRule is one compiled rate-limit rule.

@@ -28,6 +28,10 @@ func DegradeKey(api string) string { return DegradePrefix + api }
 type Degrade struct {
 	On     bool   `json:"on"`
 	Reason string `json:"reason,omitempty"`
+	// Cached answers with the last good response the edge saw for the same
+	// method, path and query — kept by edges for APIs whose fallback has
+	// "cached": true — and with the switch's own answer when there is none.
+	Cached bool `json:"cached,omitempty"`
 	Static
 
 	// API is the API the switch belongs to (from its key); Revision the KV

@@ -1,7 +1,6 @@
 package workers
 
 import (
-	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,7 +45,7 @@ type governance struct {
 	budgetCfg  string
 	budget     *resilience.RetryBudget
 	cacheCfg   string
-	cache      *responseCache
+	cache      *resilience.LastGood
 }
 
 func fingerprint(v any) string {
@@ -63,7 +61,7 @@ func (w *Worker) govern(a *registry.API, g *governance, b Backend) Backend {
 	if f := a.Fallback; f != nil {
 		if f.Cached {
 			if fp := fingerprint([]any{f.CacheEntries, f.CacheTTL}); g.cache == nil || g.cacheCfg != fp {
-				g.cache, g.cacheCfg = newResponseCache(f.CacheEntries, time.Duration(f.CacheTTL)), fp
+				g.cache, g.cacheCfg = resilience.NewLastGood(f.CacheEntries, time.Duration(f.CacheTTL)), fp
 			}
 		} else {
 			g.cache = nil
@@ -256,7 +254,7 @@ func retry(a *registry.API, r *registry.Retry, budget *resilience.RetryBudget) M
 
 // fallback answers a failed call from, in order, another API, the cached
 // last good response, or a static response.
-func (w *Worker) fallback(a *registry.API, f *registry.Fallback, cache *responseCache) Middleware {
+func (w *Worker) fallback(a *registry.API, f *registry.Fallback, cache *resilience.LastGood) Middleware {
 	var static *Response
 	if f.Static != nil {
 		status, h, body := f.Static.Compile(http.StatusOK)
@@ -269,7 +267,7 @@ func (w *Worker) fallback(a *registry.API, f *registry.Fallback, cache *response
 			cond := failure(resp, err)
 			if cond == "" {
 				if cache != nil && resp.Status < 300 && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
-					cache.put(cacheKey(req), resp)
+					cache.Put(cacheKey(req), time.Now(), resp.Status, resp.Header, resp.Body)
 				}
 				return resp, err
 			}
@@ -286,9 +284,9 @@ func (w *Worker) fallback(a *registry.API, f *registry.Fallback, cache *response
 				}
 			}
 			if cache != nil {
-				if cr := cache.get(cacheKey(req)); cr != nil {
+				if c := cache.Get(cacheKey(req), time.Now()); c != nil {
 					releaseResp(resp)
-					return cr, nil
+					return cachedResponse(c), nil
 				}
 			}
 			if static != nil {
@@ -298,6 +296,14 @@ func (w *Worker) fallback(a *registry.API, f *registry.Fallback, cache *response
 			return resp, err
 		}
 	}
+}
+
+// cachedResponse answers from a cached response, saying so and how old it is.
+func cachedResponse(c *resilience.Cached) *Response {
+	h := c.Header.Clone()
+	h.Set("X-Jetway-Fallback", "cached")
+	h.Set("Age", strconv.Itoa(int(time.Since(c.At)/time.Second)))
+	return &Response{Status: c.Status, Header: h, Body: c.Body}
 }
 
 func releaseResp(r *Response) {
@@ -341,71 +347,6 @@ func (w *Worker) callAPI(ctx context.Context, api string, req *Request) *Respons
 
 func cacheKey(req *Request) string {
 	return req.Method + " " + req.Path + "?" + req.RawQuery
-}
-
-// responseCache keeps the last good response per request, bounded in
-// entries and age (least recently used evicted first).
-type responseCache struct {
-	mu      sync.Mutex
-	max     int
-	ttl     time.Duration
-	order   *list.List // of *cacheEntry, most recent first
-	entries map[string]*list.Element
-}
-
-type cacheEntry struct {
-	key    string
-	at     time.Time
-	status int
-	header http.Header
-	body   []byte
-}
-
-func newResponseCache(maxEntries int, ttl time.Duration) *responseCache {
-	if maxEntries <= 0 {
-		maxEntries = 1000
-	}
-	if ttl <= 0 {
-		ttl = 10 * time.Minute
-	}
-	return &responseCache{max: maxEntries, ttl: ttl, order: list.New(), entries: map[string]*list.Element{}}
-}
-
-// put stores a copy of resp (its body may be a pooled buffer).
-func (c *responseCache) put(key string, resp *Response) {
-	e := &cacheEntry{key: key, at: time.Now(), status: resp.Status, header: resp.Header.Clone(), body: append([]byte(nil), resp.Body...)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[key]; ok {
-		el.Value = e
-		c.order.MoveToFront(el)
-		return
-	}
-	c.entries[key] = c.order.PushFront(e)
-	for c.order.Len() > c.max {
-		old := c.order.Remove(c.order.Back()).(*cacheEntry)
-		delete(c.entries, old.key)
-	}
-}
-
-// get returns the cached response for key, if it is fresh enough.
-func (c *responseCache) get(key string) *Response {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.entries[key]
-	if !ok {
-		return nil
-	}
-	e := el.Value.(*cacheEntry)
-	if time.Since(e.at) > c.ttl {
-		c.order.Remove(el)
-		delete(c.entries, key)
-		return nil
-	}
-	h := e.header.Clone()
-	h.Set("X-Jetway-Fallback", "cached")
-	h.Set("Age", strconv.Itoa(int(time.Since(e.at)/time.Second)))
-	return &Response{Status: e.status, Header: h, Body: e.body}
 }
 
 // BreakerState reports the state of an API's breaker on this worker ("",

@@ -324,3 +324,15 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		}
 	}
 }
+
+// Serving reports the registry revision of the API definition the worker
+// is serving (false when it does not serve the API).
+func (w *Worker) Serving(api string) (revision uint64, ok bool) {
+	w.mu.Lock()
+	as := w.subs[api]
+	w.mu.Unlock()
+	if as == nil {
+		return 0, false
+	}
+	return as.state.Load().api.Revision, true
+}

@@ -33,6 +33,10 @@ Flags of "on":
                     {"code":"DEGRADED","message":...,"request_id":...}
   --header K:V      a response header; repeat for several
   --reason TEXT     why, for operators and the default message
+  --cached          answer with the last good response the edges saw for
+                    the same method, path and query (edges keep them for
+                    APIs whose fallback has "cached": true); --status/--body
+                    answer when there is none
 
 Flags:
 `
@@ -45,6 +49,7 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 	status := fs.Int("status", 0, "HTTP status of the answer (default 503)")
 	body := fs.String("body", "", "the answer's body (JSON or text)")
 	reason := fs.String("reason", "", "why the API is degraded")
+	cached := fs.Bool("cached", false, "answer with the last good response the edge saw for the same request (the API's fallback must have \"cached\": true)")
 	var headers stringList
 	fs.Func("header", "response header K:V; repeat for several", func(v string) error {
 		headers = append(headers, v)
@@ -72,7 +77,7 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 	}
 	var sw *registry.Degrade
 	if pos[0] == "on" {
-		sw = &registry.Degrade{On: true, Reason: *reason}
+		sw = &registry.Degrade{On: true, Reason: *reason, Cached: *cached}
 		sw.Status = *status
 		if *body != "" {
 			if json.Valid([]byte(*body)) {
