@@ -404,10 +404,12 @@ func (w *Watcher) publishLocked() {
 			s.Degrade[d.API] = d
 		}
 	}
-	w.cur.Store(s)
+	// Subscribers first: once Current returns s, every subscriber has
+	// applied it (the edge routes by it, workers serve it).
 	for _, f := range w.subs {
 		f(s)
 	}
+	w.cur.Store(s)
 	if src == SourceLive && w.o.SnapshotFile != "" {
 		select {
 		case w.saveCh <- struct{}{}:

@@ -128,6 +128,7 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 			delete(w.subs, name)
 		}
 	}
+	added := false
 	for name, a := range s.APIs {
 		if !w.serves(a.Pool) {
 			continue
@@ -145,6 +146,15 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 		}
 		as.sub = sub
 		w.subs[name] = as
+		added = true
+	}
+	if added {
+		// Make sure the server has the new subscriptions before the
+		// worker says it serves them, which shortens the moment an edge
+		// that already routes a new API finds no worker for it.
+		if err := w.o.Conn.FlushTimeout(time.Second); err != nil {
+			w.log.Warn("flushing new subscriptions", "err", err)
+		}
 	}
 }
 
