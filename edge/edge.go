@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
 )
@@ -43,6 +44,10 @@ type Options struct {
 	// ClusterInterval is how often edges exchange the reports of
 	// cluster-wide rate limits (Run); 0 means DefaultClusterInterval.
 	ClusterInterval time.Duration
+	// Metrics, when set, get every routed call's outcome and latency.
+	Metrics *otel.Metrics
+	// AccessLog, when set, gets one line per routed call.
+	AccessLog *slog.Logger
 }
 
 // Edge is an http.Handler. Feed it registry snapshots with Apply; each one
@@ -106,6 +111,7 @@ func compileDegrade(d *registry.Degrade, cache *resilience.LastGood) *degraded {
 
 // serve answers a request of a degraded API from the switch.
 func (d *degraded) serve(w http.ResponseWriter, r *http.Request, id string) {
+	markCode(w, bus.CodeDegraded)
 	if d.cache != nil {
 		if c := d.cache.Get(lastGoodKey(r), time.Now()); c != nil {
 			dst := w.Header()
@@ -286,7 +292,13 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, bus.CodeBadRequest, "request path is not in canonical form (dot segments, empty segments, encoded slashes or control characters)", id)
 		return
 	}
-	e.router.Load().mux.ServeHTTP(w, r)
+	rec := recorderPool.Get().(*recorder)
+	*rec = recorder{ResponseWriter: w}
+	start := time.Now()
+	e.router.Load().mux.ServeHTTP(rec, r)
+	e.observe(rec, r, id, start)
+	*rec = recorder{}
+	recorderPool.Put(rec)
 }
 
 // bodyPool holds request body buffers. A buffer goes back once the NATS
@@ -297,6 +309,7 @@ var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // reply into the HTTP response.
 func (e *Edge) handler(rt *route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		markRoute(w, rt)
 		id := w.Header().Get("X-Request-Id")
 		deadline := time.Now().Add(requestedTimeout(r, rt.timeout))
 		decisions, ok := admit(w, r, rt.rules, deadline, id)
@@ -426,6 +439,9 @@ func writeReply(w http.ResponseWriter, m *nats.Msg, id string) int {
 	if err != nil || status < 100 || status > 999 {
 		writeError(w, bus.CodeBadGateway, "malformed reply from worker", id)
 		return 0
+	}
+	if code := m.Header.Get(bus.HdrError); code != "" {
+		markCode(w, bus.Code(code))
 	}
 	dst := w.Header()
 	for k, vs := range m.Header {

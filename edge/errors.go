@@ -15,6 +15,7 @@ func writeError(w http.ResponseWriter, code bus.Code, msg, requestID string) {
 // writeErrorStatus is writeError with a status other than the code's own
 // (a degrade switch may set one).
 func writeErrorStatus(w http.ResponseWriter, status int, code bus.Code, msg, requestID string) {
+	markCode(w, code)
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
 	h["Cache-Control"] = []string{"no-store"}

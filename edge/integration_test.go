@@ -18,6 +18,7 @@ import (
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
 )
@@ -30,8 +31,9 @@ type gateway struct {
 	client *registry.Client
 	nc     *nats.Conn
 	edgeW  *registry.Watcher
-	edge   *edge.Edge
-	worker *workers.Worker
+	edge    *edge.Edge
+	worker  *workers.Worker
+	metrics *otel.Metrics
 }
 
 func newGateway(t *testing.T, pools ...string) *gateway {
@@ -43,7 +45,8 @@ func newGateway(t *testing.T, pools ...string) *gateway {
 	if g.client, err = registry.NewClient(ctx, g.nc, registry.BucketOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e, err := edge.New(edge.Options{Conn: natstest.Connect(t, s)})
+	g.metrics = otel.NewMetrics("test-edge", "edge")
+	e, err := edge.New(edge.Options{Conn: natstest.Connect(t, s), Metrics: g.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

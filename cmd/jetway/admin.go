@@ -2,8 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
+	"time"
 )
 
 // adminHandler serves the admin listener: /healthz answers while the
@@ -41,6 +45,34 @@ func (n *node) adminHandler() http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(body)
 	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		if n.metrics != nil {
+			_ = n.metrics.WritePrometheus(w)
+		}
+	})
+	mux.HandleFunc("GET /metric", func(w http.ResponseWriter, r *http.Request) {
+		if n.metrics == nil {
+			http.Error(w, "this node serves no calls (metrics are kept by edges)", http.StatusNotFound)
+			return
+		}
+		q := r.URL.Query()
+		start, err1 := parseTime(q.Get("start"))
+		end, err2 := parseTime(q.Get("end"))
+		maxLines, err3 := strconv.Atoi(q.Get("max_lines"))
+		if q.Get("max_lines") == "" {
+			maxLines, err3 = 0, nil
+		}
+		if err := errors.Join(err1, err2, err3); err != nil {
+			http.Error(w, "bad query: "+err.Error()+" (start, end: Unix ms or RFC 3339; max_lines: a number)", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "# timestamp_ms|api|pass|block|success|error|avg_ms|p99_ms")
+		for _, rec := range n.metrics.Records(q.Get("api"), start, end, maxLines) {
+			fmt.Fprintln(w, rec.Line())
+		}
+	})
 	if n.f.pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -49,4 +81,15 @@ func (n *node) adminHandler() http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return mux
+}
+
+// parseTime reads Unix milliseconds or RFC 3339; "" is the zero time.
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMilli(ms), nil
+	}
+	return time.Parse(time.RFC3339, s)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,9 +18,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
 )
@@ -71,6 +74,7 @@ type nodeFlags struct {
 	demo        bool
 	inProcess   bool
 	pprof       bool
+	accessLog   bool
 	maxInFlight int64
 	replicas    int
 	drain       time.Duration
@@ -106,6 +110,9 @@ func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
 		fs.Var(&f.pools, "pool", "pool to serve; repeat or comma-separate for several (required)")
 	}
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the admin listener")
+	if r != roleWorker {
+		fs.BoolVar(&f.accessLog, "access-log", true, "log one line per call (at info level: --log-level warn also silences it)")
+	}
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of registry buckets this node creates (3 on a NATS cluster)")
 	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
@@ -133,7 +140,7 @@ func cmdNode(r role, args []string, stderr io.Writer) error {
 	log = log.With("role", string(r))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	n := &node{role: r, f: f, log: log}
+	n := &node{role: r, f: f, log: log, id: nuid.Next()}
 	return n.run(ctx)
 }
 
@@ -144,6 +151,8 @@ type node struct {
 	log  *slog.Logger
 
 	conns    []*nats.Conn
+	id       string
+	metrics  *otel.Metrics
 	inproc   nats.InProcessConnProvider // the embedded server, when connecting in memory
 	draining atomic.Bool
 	watcher  *registry.Watcher
@@ -205,9 +214,21 @@ func (n *node) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if n.edge, err = edge.New(edge.Options{Conn: nc, Logger: n.log, MaxInFlight: f.maxInFlight}); err != nil {
+		n.metrics = otel.NewMetrics(n.id, string(n.role))
+		eo := edge.Options{Conn: nc, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics}
+		if f.accessLog {
+			eo.AccessLog = n.log.With("log", "access")
+		}
+		if n.edge, err = edge.New(eo); err != nil {
 			return err
 		}
+		stopMetrics := make(chan struct{})
+		defer close(stopMetrics)
+		go n.metrics.Run(stopMetrics, func(rs []otel.Record) {
+			if b, err := json.Marshal(rs); err == nil {
+				_ = nc.Publish(otel.MetricsSubjectPrefix+string(n.role)+"."+n.id, b)
+			}
+		})
 		n.watcher.OnChange(n.edge.Apply)
 		go func() { _ = n.edge.Run(ctx) }()
 	}

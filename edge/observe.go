@@ -1,0 +1,100 @@
+package edge
+
+import (
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/otel"
+)
+
+// recorder wraps the ResponseWriter of a routed request to learn how the
+// call ended: the status, the gateway error code if any, the bytes sent.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	code   bus.Code
+	bytes  int
+	rt     *route
+}
+
+var recorderPool = sync.Pool{New: func() any { return new(recorder) }}
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += n
+	return n, err
+}
+
+// markCode notes the gateway error code a response carries.
+func markCode(w http.ResponseWriter, code bus.Code) {
+	if r, ok := w.(*recorder); ok {
+		r.code = code
+	}
+}
+
+// markRoute notes which API a request was routed to.
+func markRoute(w http.ResponseWriter, rt *route) {
+	if r, ok := w.(*recorder); ok {
+		r.rt = rt
+	}
+}
+
+// blocked are the codes of calls the gateway refuses on purpose.
+var blocked = map[bus.Code]bool{
+	bus.CodeRateLimited: true, bus.CodeDegraded: true, bus.CodeCircuitOpen: true, bus.CodeOverloaded: true,
+	bus.CodeUnauthenticated: true, bus.CodeForbidden: true, bus.CodePayloadTooLarge: true, bus.CodeBadRequest: true,
+}
+
+// observe records a finished routed call in the metrics and the access log.
+func (e *Edge) observe(rec *recorder, r *http.Request, id string, start time.Time) {
+	rt := rec.rt
+	if rt == nil || rec.status == 499 {
+		return // unrouted (404/405/400) or the caller went away
+	}
+	latency := time.Since(start)
+	if m := e.o.Metrics; m != nil {
+		o, reason := otel.Succeeded, string(rec.code)
+		switch {
+		case blocked[rec.code]:
+			o = otel.Blocked
+		case rec.code != "" || rec.status >= 500:
+			o = otel.Failed
+		}
+		m.Record(rt.api.Name, rt.api.Pool, o, reason, latency)
+	}
+	if l := e.o.AccessLog; l != nil {
+		attrs := []slog.Attr{
+			slog.String("request_id", id),
+			slog.String("api", rt.api.Name),
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.RawPath),
+			slog.Int("status", rec.status),
+			slog.Int64("latency_us", latency.Microseconds()),
+			slog.Int("bytes", rec.bytes),
+			slog.String("client_ip", peerIP(r.RemoteAddr)),
+		}
+		if app := r.Header.Get(bus.HdrApp); app != "" {
+			attrs = append(attrs, slog.String("app", app))
+		}
+		if tp := r.Header.Get("Traceparent"); len(tp) >= 35 {
+			attrs = append(attrs, slog.String("trace_id", tp[3:35]))
+		}
+		if rec.code != "" {
+			attrs = append(attrs, slog.String("code", string(rec.code)))
+		}
+		l.LogAttrs(r.Context(), slog.LevelInfo, "access", attrs...)
+	}
+}

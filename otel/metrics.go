@@ -1,0 +1,333 @@
+package otel
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MetricsSubjectPrefix starts the subject each node publishes its
+// per-second records on: jetway.metrics.<role>.<node id>, a JSON array of
+// Record.
+const MetricsSubjectPrefix = "jetway.metrics."
+
+// Outcome is how a call ended, as its caller saw it.
+type Outcome uint8
+
+const (
+	// Succeeded: the backend (or a fallback) answered below 500.
+	Succeeded Outcome = iota
+	// Blocked: the gateway refused the call on purpose (rate limit,
+	// degrade switch, open circuit, overload, authentication).
+	Blocked
+	// Failed: the call failed — a gateway error (timeout, unreachable
+	// backend, no workers) or a backend 5xx.
+	Failed
+)
+
+// Reasons and codes counted by name; any other counts as "other".
+var (
+	blockReasons = []string{"RATE_LIMITED", "DEGRADED", "CIRCUIT_OPEN", "OVERLOADED", "UNAUTHENTICATED", "FORBIDDEN", "PAYLOAD_TOO_LARGE", "BAD_REQUEST", "other"}
+	failCodes    = []string{"GATEWAY_TIMEOUT", "BAD_GATEWAY", "NO_WORKERS", "BUS_UNAVAILABLE", "INTERNAL", "BACKEND_5XX", "other"}
+)
+
+// Metrics are a node's per-API call metrics: counters, latency histograms
+// with ~1 % precision, and per-second records kept for an hour. Record is
+// lock-free for an API seen before.
+type Metrics struct {
+	node, role string
+	started    time.Time
+
+	mu   sync.Mutex // guards adding APIs (copy-on-write) and the ring
+	apis atomic.Pointer[map[string]*apiMetrics]
+	ring secondRing
+}
+
+type apiMetrics struct {
+	name, pool string
+	requests   atomic.Int64
+	succeeded  atomic.Int64
+	blocked    map[string]*atomic.Int64
+	failed     map[string]*atomic.Int64
+	hist       *histogram
+	// the current second, swapped by Tick
+	sec   atomic.Pointer[secAcc]
+	spare *secAcc
+}
+
+type secAcc struct {
+	pass, block, success, fail atomic.Int64
+	hist                       *histogram
+}
+
+func newSecAcc() *secAcc { return &secAcc{hist: newHistogram()} }
+
+// NewMetrics returns empty metrics for a node.
+func NewMetrics(node, role string) *Metrics {
+	m := &Metrics{node: node, role: role, started: time.Now()}
+	empty := map[string]*apiMetrics{}
+	m.apis.Store(&empty)
+	m.ring.init(3600, 1_000_000)
+	return m
+}
+
+func (m *Metrics) api(name, pool string) *apiMetrics {
+	if a := (*m.apis.Load())[name]; a != nil {
+		return a
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := *m.apis.Load()
+	if a := cur[name]; a != nil {
+		return a
+	}
+	a := &apiMetrics{name: name, pool: pool, hist: newHistogram(), spare: newSecAcc(),
+		blocked: map[string]*atomic.Int64{}, failed: map[string]*atomic.Int64{}}
+	for _, r := range blockReasons {
+		a.blocked[r] = new(atomic.Int64)
+	}
+	for _, c := range failCodes {
+		a.failed[c] = new(atomic.Int64)
+	}
+	a.sec.Store(newSecAcc())
+	next := maps.Clone(cur)
+	next[name] = a
+	m.apis.Store(&next)
+	return a
+}
+
+// Record counts one call of an API. reason is the gateway error code for
+// blocked and failed calls ("" for a backend's own 5xx).
+func (m *Metrics) Record(api, pool string, o Outcome, reason string, latency time.Duration) {
+	a := m.api(api, pool)
+	a.requests.Add(1)
+	a.hist.record(latency)
+	s := a.sec.Load()
+	s.hist.record(latency)
+	switch o {
+	case Succeeded:
+		a.succeeded.Add(1)
+		s.pass.Add(1)
+		s.success.Add(1)
+	case Blocked:
+		counter(a.blocked, reason).Add(1)
+		s.block.Add(1)
+	case Failed:
+		if reason == "" {
+			reason = "BACKEND_5XX"
+		}
+		counter(a.failed, reason).Add(1)
+		s.pass.Add(1)
+		s.fail.Add(1)
+	}
+}
+
+func counter(m map[string]*atomic.Int64, k string) *atomic.Int64 {
+	if c := m[k]; c != nil {
+		return c
+	}
+	return m["other"]
+}
+
+// Record is one API's second, in the style of Sentinel's metric log.
+type Record struct {
+	At      time.Time     `json:"ts"`
+	API     string        `json:"api"`
+	Node    string        `json:"node,omitempty"`
+	Pass    int64         `json:"pass"`
+	Block   int64         `json:"block"`
+	Success int64         `json:"success"`
+	Error   int64         `json:"error"`
+	Avg     time.Duration `json:"avg_ns"`
+	P99     time.Duration `json:"p99_ns"`
+}
+
+// Line formats r as "ts_ms|api|pass|block|success|error|avg_ms|p99_ms".
+func (r Record) Line() string {
+	return fmt.Sprintf("%d|%s|%d|%d|%d|%d|%.3f|%.3f", r.At.UnixMilli(), r.API, r.Pass, r.Block, r.Success, r.Error,
+		float64(r.Avg)/1e6, float64(r.P99)/1e6)
+}
+
+// Tick closes the second that ends at now: each API's counts of the
+// second become a Record in the ring. Call it once a second; it returns the
+// records of the second (to publish them).
+func (m *Metrics) Tick(now time.Time) []Record {
+	var out []Record
+	for _, a := range *m.apis.Load() {
+		fresh := a.spare
+		old := a.sec.Swap(fresh)
+		hs := old.hist.snapshot()
+		r := Record{At: now.Truncate(time.Second).Add(-time.Second), API: a.name, Node: m.node,
+			Pass: old.pass.Load(), Block: old.block.Load(), Success: old.success.Load(), Error: old.fail.Load(),
+			Avg: hs.mean(), P99: hs.quantile(0.99)}
+		old.pass.Store(0)
+		old.block.Store(0)
+		old.success.Store(0)
+		old.fail.Store(0)
+		old.hist.reset()
+		a.spare = old
+		if r.Pass+r.Block > 0 {
+			out = append(out, r)
+		}
+	}
+	m.mu.Lock()
+	m.ring.add(now, out)
+	m.mu.Unlock()
+	return out
+}
+
+// Run calls Tick every second until stop is closed; publish, if not nil,
+// gets each second's records.
+func (m *Metrics) Run(stop <-chan struct{}, publish func([]Record)) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			if rs := m.Tick(now); publish != nil && len(rs) > 0 {
+				publish(rs)
+			}
+		}
+	}
+}
+
+// Records returns the kept records of an API ("" for all) between start
+// and end (zero: unbounded), oldest first, at most max (0: all).
+func (m *Metrics) Records(api string, start, end time.Time, max int) []Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ring.find(api, start, end, max)
+}
+
+// WritePrometheus writes every metric in the Prometheus text format.
+func (m *Metrics) WritePrometheus(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	apis := slices.SortedFunc(maps.Values(*m.apis.Load()), func(a, b *apiMetrics) int { return strings.Compare(a.name, b.name) })
+	lbl := func(a *apiMetrics) string {
+		return fmt.Sprintf(`api=%q,pool=%q,node=%q,role=%q`, a.name, a.pool, m.node, m.role)
+	}
+	fmt.Fprintln(bw, "# HELP jetway_requests_total Calls received per API.")
+	fmt.Fprintln(bw, "# TYPE jetway_requests_total counter")
+	for _, a := range apis {
+		fmt.Fprintf(bw, "jetway_requests_total{%s} %d\n", lbl(a), a.requests.Load())
+	}
+	fmt.Fprintln(bw, "# HELP jetway_requests_succeeded_total Calls answered below 500 by the backend or a fallback.")
+	fmt.Fprintln(bw, "# TYPE jetway_requests_succeeded_total counter")
+	for _, a := range apis {
+		fmt.Fprintf(bw, "jetway_requests_succeeded_total{%s} %d\n", lbl(a), a.succeeded.Load())
+	}
+	fmt.Fprintln(bw, "# HELP jetway_requests_blocked_total Calls the gateway refused on purpose, by reason.")
+	fmt.Fprintln(bw, "# TYPE jetway_requests_blocked_total counter")
+	for _, a := range apis {
+		for _, r := range blockReasons {
+			if n := a.blocked[r].Load(); n > 0 {
+				fmt.Fprintf(bw, "jetway_requests_blocked_total{%s,reason=%q} %d\n", lbl(a), r, n)
+			}
+		}
+	}
+	fmt.Fprintln(bw, "# HELP jetway_requests_failed_total Calls that failed, by error code (BACKEND_5XX: the backend's own).")
+	fmt.Fprintln(bw, "# TYPE jetway_requests_failed_total counter")
+	for _, a := range apis {
+		for _, c := range failCodes {
+			if n := a.failed[c].Load(); n > 0 {
+				fmt.Fprintf(bw, "jetway_requests_failed_total{%s,code=%q} %d\n", lbl(a), c, n)
+			}
+		}
+	}
+	fmt.Fprintln(bw, "# HELP jetway_availability Share of passed calls (not blocked) that did not fail, since start.")
+	fmt.Fprintln(bw, "# TYPE jetway_availability gauge")
+	for _, a := range apis {
+		var failed, blocked int64
+		for _, c := range a.failed {
+			failed += c.Load()
+		}
+		for _, c := range a.blocked {
+			blocked += c.Load()
+		}
+		avail := 1.0
+		if passed := a.requests.Load() - blocked; passed > 0 {
+			avail = 1 - float64(failed)/float64(passed)
+		}
+		fmt.Fprintf(bw, "jetway_availability{%s} %s\n", lbl(a), strconv.FormatFloat(avail, 'g', 6, 64))
+	}
+	fmt.Fprintln(bw, "# HELP jetway_request_duration_seconds Latency of calls as the caller saw it.")
+	fmt.Fprintln(bw, "# TYPE jetway_request_duration_seconds histogram")
+	les := []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond,
+		50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2500 * time.Millisecond,
+		5 * time.Second, 10 * time.Second}
+	snaps := make([]histSnapshot, len(apis))
+	for i, a := range apis {
+		s := a.hist.snapshot()
+		snaps[i] = s
+		for _, le := range les {
+			fmt.Fprintf(bw, "jetway_request_duration_seconds_bucket{%s,le=%q} %d\n", lbl(a), strconv.FormatFloat(le.Seconds(), 'g', -1, 64), s.below(le))
+		}
+		fmt.Fprintf(bw, "jetway_request_duration_seconds_bucket{%s,le=\"+Inf\"} %d\n", lbl(a), s.total)
+		fmt.Fprintf(bw, "jetway_request_duration_seconds_sum{%s} %s\n", lbl(a), strconv.FormatFloat(s.sum.Seconds(), 'g', -1, 64))
+		fmt.Fprintf(bw, "jetway_request_duration_seconds_count{%s} %d\n", lbl(a), s.total)
+	}
+	fmt.Fprintln(bw, "# HELP jetway_request_duration_quantile_seconds Latency quantiles since start, within ~1 %.")
+	fmt.Fprintln(bw, "# TYPE jetway_request_duration_quantile_seconds gauge")
+	for i, a := range apis {
+		for _, q := range []string{"0.5", "0.9", "0.99", "0.999"} {
+			qf, _ := strconv.ParseFloat(q, 64)
+			fmt.Fprintf(bw, "jetway_request_duration_quantile_seconds{%s,quantile=%q} %s\n", lbl(a), q,
+				strconv.FormatFloat(snaps[i].quantile(qf).Seconds(), 'g', 6, 64))
+		}
+	}
+	fmt.Fprintln(bw, "# HELP jetway_uptime_seconds Seconds since the node started.")
+	fmt.Fprintln(bw, "# TYPE jetway_uptime_seconds gauge")
+	fmt.Fprintf(bw, "jetway_uptime_seconds{node=%q,role=%q} %d\n", m.node, m.role, int64(time.Since(m.started).Seconds()))
+	return bw.Flush()
+}
+
+// secondRing keeps per-second records for a bounded number of seconds and
+// of records in all.
+type secondRing struct {
+	seconds    [][]Record
+	at         []time.Time
+	next       int
+	maxRecords int
+	records    int
+}
+
+func (r *secondRing) init(seconds, maxRecords int) {
+	r.seconds, r.at, r.maxRecords = make([][]Record, seconds), make([]time.Time, seconds), maxRecords
+}
+
+func (r *secondRing) add(now time.Time, recs []Record) {
+	r.records -= len(r.seconds[r.next])
+	r.seconds[r.next], r.at[r.next] = recs, now
+	r.records += len(recs)
+	r.next = (r.next + 1) % len(r.seconds)
+	// Over the record budget: drop the oldest seconds.
+	for i := r.next; r.records > r.maxRecords; i = (i + 1) % len(r.seconds) {
+		r.records -= len(r.seconds[i])
+		r.seconds[i] = nil
+	}
+}
+
+func (r *secondRing) find(api string, start, end time.Time, max int) []Record {
+	var out []Record
+	for k := 0; k < len(r.seconds); k++ {
+		i := (r.next + k) % len(r.seconds)
+		for _, rec := range r.seconds[i] {
+			if (api == "" || rec.API == api) && (start.IsZero() || !rec.At.Before(start)) && (end.IsZero() || !rec.At.After(end)) {
+				out = append(out, rec)
+			}
+		}
+	}
+	if max > 0 && len(out) > max {
+		out = out[len(out)-max:]
+	}
+	return out
+}
