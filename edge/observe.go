@@ -75,7 +75,7 @@ func (e *Edge) observe(rec *recorder, r *http.Request, id string, start time.Tim
 		}
 		m.Record(rt.api.Name, rt.api.Pool, o, reason, latency)
 	}
-	if l := e.o.AccessLog; l != nil {
+	if l := e.o.AccessLog; l != nil && l.Enabled(r.Context(), slog.LevelInfo) {
 		attrs := []slog.Attr{
 			slog.String("request_id", id),
 			slog.String("api", rt.api.Name),
