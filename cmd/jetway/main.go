@@ -32,6 +32,7 @@ Registry:
   degrade   turn an API's degrade switch on or off, live on every edge (on|off|list)
 
 Other:
+  nodes     list the live nodes of the cluster from their heartbeats
   version   print the version
 
 Every command takes --help. Commands that reach NATS use --nats URL, or
@@ -62,6 +63,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdAPI(args[1:], stdin, stdout, stderr)
 	case "degrade":
 		err = cmdDegrade(args[1:], stdout, stderr)
+	case "nodes":
+		err = cmdNodes(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "jetway", version)
 	case "help", "-h", "--help":
