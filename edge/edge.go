@@ -223,6 +223,9 @@ func (e *Edge) Run(ctx context.Context) error { return e.cluster.run(ctx, e.o.Co
 // included (cluster-wide limits are shared among them).
 func (e *Edge) Edges() int { return e.cluster.live(time.Now()) }
 
+// InFlight is the number of requests the edge is serving.
+func (e *Edge) InFlight() int64 { return e.inflight.Load() }
+
 // Routes is the number of routes in force.
 func (e *Edge) Routes() int { return e.router.Load().routes }
 
@@ -277,9 +280,9 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = newRequestID()
 	}
 	w.Header()["X-Request-Id"] = []string{id}
+	n := e.inflight.Add(1)
+	defer e.inflight.Add(-1)
 	if limit := e.o.MaxInFlight; limit > 0 {
-		n := e.inflight.Add(1)
-		defer e.inflight.Add(-1)
 		if n > limit {
 			writeError(w, bus.CodeOverloaded, fmt.Sprintf("this edge is serving %d requests, its limit", limit), id)
 			return

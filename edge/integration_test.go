@@ -26,11 +26,11 @@ import (
 // gateway is an edge and a worker over a real nats-server, as in
 // `jetway serve`, with the edge behind a real HTTP server.
 type gateway struct {
-	t      *testing.T
-	url    string
-	client *registry.Client
-	nc     *nats.Conn
-	edgeW  *registry.Watcher
+	t       *testing.T
+	url     string
+	client  *registry.Client
+	nc      *nats.Conn
+	edgeW   *registry.Watcher
 	edge    *edge.Edge
 	worker  *workers.Worker
 	metrics *otel.Metrics

@@ -45,6 +45,7 @@ func (n *node) adminHandler() http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(body)
 	})
+	mux.Handle("GET /nodes", n.tracker)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		if n.metrics != nil {

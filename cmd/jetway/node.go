@@ -151,6 +151,8 @@ type node struct {
 	log  *slog.Logger
 
 	conns    []*nats.Conn
+	beatDone chan struct{}
+	tracker  *bus.Tracker
 	id       string
 	metrics  *otel.Metrics
 	inproc   nats.InProcessConnProvider // the embedded server, when connecting in memory
@@ -246,6 +248,29 @@ func (n *node) run(ctx context.Context) error {
 	defer stopWatch()
 	go func() { _ = n.watcher.Run(wctx) }()
 
+	// Heartbeats: this node's, and the live set of all nodes for /nodes.
+	beater, err := bus.NewHeartbeat(ctl, bus.Heartbeat{ID: n.id, Role: string(n.role), Pools: f.pools, Version: version, Admin: f.admin},
+		bus.DefaultHeartbeatPeriod, func() (int64, int) {
+			var inflight int64
+			if n.worker != nil {
+				inflight += n.worker.InFlight()
+			}
+			if n.edge != nil {
+				inflight += n.edge.InFlight()
+			}
+			return inflight, len(n.watcher.Current().APIs)
+		})
+	if err != nil {
+		return err
+	}
+	n.beatDone = make(chan struct{})
+	go func() { defer close(n.beatDone); _ = beater.Run(ctx) }()
+	n.tracker = bus.NewTracker(ctl, bus.DefaultHeartbeatPeriod)
+	if err := n.tracker.Start(); err != nil {
+		return err
+	}
+	defer n.tracker.Stop()
+
 	var edgeSrv, adminSrv *http.Server
 	errc := make(chan error, 2)
 	if n.edge != nil {
@@ -309,6 +334,10 @@ func (n *node) shutdown(edgeSrv, adminSrv *http.Server) error {
 		if err := n.worker.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	select { // the last, "stopping" beat goes out before the connections close
+	case <-n.beatDone:
+	case <-ctx.Done():
 	}
 	for _, nc := range n.conns {
 		_ = nc.Drain()
