@@ -24,6 +24,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/otel"
@@ -48,6 +49,9 @@ type Options struct {
 	Metrics *otel.Metrics
 	// AccessLog, when set, gets one line per routed call.
 	AccessLog *slog.Logger
+	// Tracing, when set, traces every routed call (otel.SetupTracing);
+	// nil turns tracing off at no cost.
+	Tracing trace.TracerProvider
 }
 
 // Edge is an http.Handler. Feed it registry snapshots with Apply; each one
@@ -63,6 +67,7 @@ type Edge struct {
 	// reach their API's state through the route.
 	states  map[string]*apiState
 	cluster *cluster
+	tracer  trace.Tracer // nil: tracing off
 }
 
 // router is the compiled form of one registry snapshot.
@@ -148,7 +153,7 @@ func New(o Options) (*Edge, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	e := &Edge{o: o, log: o.Logger, states: map[string]*apiState{}, cluster: newCluster(o.ClusterInterval)}
+	e := &Edge{o: o, log: o.Logger, states: map[string]*apiState{}, cluster: newCluster(o.ClusterInterval), tracer: otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/edge")}
 	e.Apply(&registry.Snapshot{})
 	return e, nil
 }
@@ -313,6 +318,8 @@ var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func (e *Edge) handler(rt *route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		markRoute(w, rt)
+		ctx, endSpan := e.startServer(w, r, rt)
+		defer endSpan()
 		id := w.Header().Get("X-Request-Id")
 		deadline := time.Now().Add(requestedTimeout(r, rt.timeout))
 		decisions, ok := admit(w, r, rt.rules, deadline, id)
@@ -377,9 +384,11 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 		h[bus.HdrClientIP] = []string{clientIP}
 		h[bus.HdrDeadline] = []string{strconv.FormatInt(deadline.UnixNano(), 10)}
 
-		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		ctx, send := e.startSend(ctx, rt, h)
+		ctx, cancel := context.WithDeadline(ctx, deadline)
 		reply, err := e.o.Conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: rt.subject, Header: h, Data: buf.Bytes()})
 		cancel()
+		endSend(send, err)
 		if err != nil {
 			e.requestError(w, r, rt, id, err)
 			return

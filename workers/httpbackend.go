@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
@@ -51,10 +52,11 @@ type httpBackend struct {
 	client *fasthttp.Client
 	tmpl   urlTemplate
 	log    *slog.Logger
+	tracer trace.Tracer // nil: tracing off
 }
 
-func newHTTPBackend(client *fasthttp.Client, b registry.Backend, log *slog.Logger) Backend {
-	h := &httpBackend{client: client, tmpl: compileURL(b.URL), log: log}
+func newHTTPBackend(client *fasthttp.Client, b registry.Backend, log *slog.Logger, tracer trace.Tracer) Backend {
+	h := &httpBackend{client: client, tmpl: compileURL(b.URL), log: log, tracer: tracer}
 	return h.call
 }
 
@@ -63,7 +65,9 @@ func (h *httpBackend) call(ctx context.Context, req *Request) (*Response, error)
 	freq := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(freq)
 	freq.Header.SetNoDefaultContentType(true) // send only what the caller sent
-	freq.SetRequestURI(h.tmpl.expand(req))
+	url := h.tmpl.expand(req)
+	_, span := startBackend(ctx, h.tracer, req.Method, url, req.Header)
+	freq.SetRequestURI(url)
 	freq.Header.SetMethod(req.Method)
 	for k, vs := range req.Header {
 		for _, v := range vs {
@@ -81,7 +85,13 @@ func (h *httpBackend) call(ctx context.Context, req *Request) (*Response, error)
 	}
 	fresp := fasthttp.AcquireResponse()
 	fresp.Header.SetNoDefaultContentType(true) // pass on only what the backend sent
-	if err := h.client.DoDeadline(freq, fresp, deadline); err != nil {
+	err := h.client.DoDeadline(freq, fresp, deadline)
+	if err != nil {
+		endSpan(span, 0, err)
+	} else {
+		endSpan(span, fresp.StatusCode(), nil)
+	}
+	if err != nil {
 		fasthttp.ReleaseResponse(fresp)
 		switch {
 		case errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, fasthttp.ErrDialTimeout) || isTimeout(err):

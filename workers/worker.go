@@ -14,8 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
 )
@@ -28,6 +30,9 @@ type Options struct {
 	Pools []string
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Tracing, when set, traces every call (otel.SetupTracing); nil turns
+	// tracing off at no cost.
+	Tracing trace.TracerProvider
 }
 
 // Worker serves the APIs of its pools. Feed it registry snapshots with
@@ -43,6 +48,7 @@ type Worker struct {
 	subs    map[string]*apiSub
 	closing bool
 
+	tracer   trace.Tracer       // nil: tracing off
 	id       string             // this worker's id in breaker events
 	breakers *nats.Subscription // the pool's breaker changes
 
@@ -96,6 +102,7 @@ func New(o Options) (*Worker, error) {
 		maxResp: maxResp,
 		subs:    map[string]*apiSub{},
 		id:      nuid.Next(),
+		tracer:  otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/workers"),
 	}
 	sub, err := o.Conn.Subscribe(BreakerSubjectPrefix+">", w.onBreakerEvent)
 	if err != nil {
@@ -167,7 +174,7 @@ func (w *Worker) build(a *registry.API, gov *governance) *apiState {
 	case registry.BackendMock:
 		b = newMockBackend(a.Backend)
 	default: // registry.BackendHTTP; the registry admits no other type
-		b = newHTTPBackend(w.client, a.Backend, w.log)
+		b = newHTTPBackend(w.client, a.Backend, w.log, w.tracer)
 	}
 	b = w.govern(a, gov, b)
 	return &apiState{api: a, backend: b, limit: int64(a.Concurrency), timeout: a.TimeoutOrDefault(), breaker: gov.breaker}
@@ -218,15 +225,18 @@ func (w *Worker) serve(as *apiSub, st *apiState, m *nats.Msg, deadline time.Time
 	}()
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	ctx, span := w.startProcess(ctx, req, m.Subject)
 	resp, err := st.backend(ctx, req)
 	if err != nil {
 		code, msg := bus.CodeBadGateway, err.Error()
 		if ge, ok := err.(*bus.Error); ok {
 			code, msg = ge.Code, ge.Message
 		}
+		endSpan(span, code.Status(), err)
 		w.replyError(m, req.RequestID, code, msg)
 		return
 	}
+	endSpan(span, resp.Status, nil)
 	w.reply(m, resp)
 	if resp.Release != nil {
 		resp.Release()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/edge"
@@ -152,6 +153,7 @@ type node struct {
 
 	conns    []*nats.Conn
 	beatDone chan struct{}
+	tracing  *sdktrace.TracerProvider // nil: tracing off
 	tracker  *bus.Tracker
 	id       string
 	metrics  *otel.Metrics
@@ -200,6 +202,20 @@ func (n *node) run(ctx context.Context) error {
 		n.log.Info("embedded nats started", "url", natsURL, "data", filepath.Join(f.dataDir, "nats"))
 	}
 
+	tp, err := otel.SetupTracing(ctx, "jetway-"+string(n.role))
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		n.tracing = tp
+		n.log.Info("tracing on: exporting spans over OTLP")
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = tp.Shutdown(sctx) // flush what is queued, within 5 s
+		}()
+	}
+
 	ctl, err := n.connect(ctx, natsURL, "jetway-"+string(n.role)+"-registry")
 	if err != nil {
 		return err
@@ -218,6 +234,9 @@ func (n *node) run(ctx context.Context) error {
 		}
 		n.metrics = otel.NewMetrics(n.id, string(n.role))
 		eo := edge.Options{Conn: nc, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics}
+		if n.tracing != nil {
+			eo.Tracing = n.tracing
+		}
 		if f.accessLog {
 			eo.AccessLog = n.log.With("log", "access")
 		}
@@ -239,7 +258,11 @@ func (n *node) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if n.worker, err = workers.New(workers.Options{Conn: nc, Pools: f.pools, Logger: n.log}); err != nil {
+		wo := workers.Options{Conn: nc, Pools: f.pools, Logger: n.log}
+		if n.tracing != nil {
+			wo.Tracing = n.tracing
+		}
+		if n.worker, err = workers.New(wo); err != nil {
 			return err
 		}
 		n.watcher.OnChange(n.worker.Apply)

@@ -1,0 +1,80 @@
+package edge
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jetway-gw/jetway/otel"
+)
+
+func noop() {}
+
+// startServer starts the edge's server span of a routed call, continuing
+// the caller's traceparent. It returns the call's context and the function
+// that ends the span; both cost nothing when tracing is off.
+func (e *Edge) startServer(w http.ResponseWriter, r *http.Request, rt *route) (context.Context, func()) {
+	if e.tracer == nil {
+		return r.Context(), noop
+	}
+	ctx := otel.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := e.tracer.Start(ctx, r.Method+" "+rt.api.Route.Path,
+		trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(
+			attribute.String("http.request.method", r.Method),
+			attribute.String("http.route", rt.api.Route.Path),
+			attribute.String("url.path", r.URL.RawPath),
+			attribute.String("client.address", peerIP(r.RemoteAddr)),
+			attribute.String("jetway.api", rt.api.Name),
+			attribute.String("jetway.pool", rt.api.Pool),
+			attribute.String("jetway.request_id", w.Header().Get("X-Request-Id")),
+		))
+	return ctx, func() {
+		if rec, ok := w.(*recorder); ok {
+			span.SetAttributes(attribute.Int("http.response.status_code", rec.status))
+			if rec.code != "" {
+				span.SetAttributes(attribute.String("jetway.error", string(rec.code)))
+			}
+			if rec.status >= 500 {
+				span.SetStatus(codes.Error, string(rec.code))
+			}
+		}
+		span.End()
+	}
+}
+
+// startSend starts the client span of the NATS request and puts its trace
+// context in the message headers, so the worker continues the trace.
+func (e *Edge) startSend(ctx context.Context, rt *route, h nats.Header) (context.Context, trace.Span) {
+	if e.tracer == nil {
+		return ctx, nil
+	}
+	ctx, span := e.tracer.Start(ctx, "send "+rt.subject,
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.destination.name", rt.subject),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("jetway.api", rt.api.Name),
+			attribute.String("jetway.pool", rt.api.Pool),
+		))
+	otel.Propagator.Inject(ctx, otel.HeaderCarrier(h))
+	return ctx, span
+}
+
+// endSend ends the NATS request's span with its outcome.
+func endSend(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}

@@ -1,0 +1,127 @@
+package edge_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/workers"
+)
+
+// One trace spans edge → NATS → worker → backend, continuing the caller's
+// traceparent, with the trace context carried in NATS headers.
+func TestTraceAcrossNATS(t *testing.T) {
+	var backendTP string
+	var mu sync.Mutex
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		backendTP = r.Header.Get("Traceparent")
+		mu.Unlock()
+		io.WriteString(w, "traced")
+	}))
+	defer backend.Close()
+
+	s := natstest.RunServer(t)
+	edgeRec, workerRec := tracetest.NewSpanRecorder(), tracetest.NewSpanRecorder()
+	edgeTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(edgeRec))
+	workerTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(workerRec))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e, err := edge.New(edge.Options{Conn: natstest.Connect(t, s), Tracing: edgeTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ew := registry.NewWatcher(registry.WatcherOptions{Conn: natstest.Connect(t, s)})
+	ew.OnChange(e.Apply)
+	go ew.Run(ctx)
+	wnc := natstest.Connect(t, s)
+	wk, err := workers.New(workers.Options{Conn: wnc, Tracing: workerTP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ww := registry.NewWatcher(registry.WatcherOptions{Conn: wnc})
+	ww.OnChange(wk.Apply)
+	go ww.Run(ctx)
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+
+	c, err := registry.NewClient(ctx, natstest.Connect(t, s, nats.Name("cli")), registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Put(ctx, []byte(`{"name":"tr","pool":"p","route":{"path":"/tr"},"backend":{"type":"http","url":"`+backend.URL+`"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 3*time.Second, 2*time.Millisecond, func() error {
+		if rev, ok := wk.Serving("tr"); !ok || rev != a.Revision || ew.Current().APIs["tr"] == nil {
+			return io.EOF
+		}
+		return nil
+	})
+
+	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req, _ := http.NewRequest("GET", srv.URL+"/tr", nil)
+	req.Header.Set("Traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+
+	var spans []sdktrace.ReadOnlySpan
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		spans = append(edgeRec.Ended(), workerRec.Ended()...)
+		if len(spans) < 4 {
+			return io.EOF
+		}
+		return nil
+	})
+	kinds := map[string]trace.SpanKind{}
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, sp := range spans {
+		byName[sp.Name()] = sp
+		if got := sp.SpanContext().TraceID().String(); got != callerTrace {
+			t.Errorf("span %q in trace %s, want the caller's %s", sp.Name(), got, callerTrace)
+		}
+		kinds[sp.Name()] = sp.SpanKind()
+	}
+	for name, kind := range map[string]trace.SpanKind{
+		"GET /tr":               trace.SpanKindServer, // edge
+		"send jetway.api.tr":    trace.SpanKindClient, // edge → NATS
+		"process jetway.api.tr": trace.SpanKindServer, // worker
+		"GET":                   trace.SpanKindClient, // worker → backend
+	} {
+		if got, ok := kinds[name]; !ok || got != kind {
+			t.Errorf("span %q: kind %v (present %v); spans %v", name, got, ok, kinds)
+		}
+	}
+	// Each hop is the child of the one before.
+	for child, parent := range map[string]string{"send jetway.api.tr": "GET /tr", "process jetway.api.tr": "send jetway.api.tr", "GET": "process jetway.api.tr"} {
+		c, p := byName[child], byName[parent]
+		if c == nil || p == nil || c.Parent().SpanID() != p.SpanContext().SpanID() {
+			t.Errorf("%q is not a child of %q", child, parent)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(backendTP) < 35 || backendTP[3:35] != callerTrace {
+		t.Errorf("backend got traceparent %q", backendTP)
+	}
+}

@@ -1,0 +1,66 @@
+package workers
+
+import (
+	"context"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jetway-gw/jetway/otel"
+)
+
+// startProcess starts the worker's span of a call, continuing the edge's
+// trace from the message headers (which, after decodeRequest, are the
+// request's HTTP headers). Nothing happens when tracing is off.
+func (w *Worker) startProcess(ctx context.Context, req *Request, subject string) (context.Context, trace.Span) {
+	if w.tracer == nil {
+		return ctx, nil
+	}
+	ctx = otel.Propagator.Extract(ctx, propagation.HeaderCarrier(req.Header))
+	return w.tracer.Start(ctx, "process "+subject,
+		trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.destination.name", subject),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("jetway.api", req.API.Name),
+			attribute.String("jetway.pool", req.API.Pool),
+			attribute.String("jetway.request_id", req.RequestID),
+		))
+}
+
+// endSpan ends a span with the call's outcome (nil span: tracing off).
+func endSpan(span trace.Span, status int, err error) {
+	if span == nil {
+		return
+	}
+	if status > 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	} else if status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
+	span.End()
+}
+
+// startBackend starts the client span of an HTTP backend call and puts its
+// trace context in the outgoing headers.
+func startBackend(ctx context.Context, tracer trace.Tracer, method, url string, h http.Header) (context.Context, trace.Span) {
+	if tracer == nil {
+		return ctx, nil
+	}
+	ctx, span := tracer.Start(ctx, method,
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String("http.request.method", method),
+			attribute.String("url.full", url),
+		))
+	otel.Propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	return ctx, span
+}
