@@ -84,16 +84,25 @@ type jetway struct {
 // server, and publishes docs.
 func startJetway(tb testing.TB, docs ...string) *jetway {
 	tb.Helper()
+	return startJetwayWith(tb, edge.Options{}, workers.Options{}, docs...)
+}
+
+// startJetwayWith is startJetway with extra edge and worker options (the
+// connections and loggers are filled in).
+func startJetwayWith(tb testing.TB, eo edge.Options, wo workers.Options, docs ...string) *jetway {
+	tb.Helper()
 	j := &jetway{ns: natstest.RunServer(tb)}
 	// Registered after the server's cleanup, so it runs before it.
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	ctl := natstest.Connect(tb, j.ns)
 	var err error
-	if j.edge, err = edge.New(edge.Options{Conn: natstest.Connect(tb, j.ns), Logger: quiet}); err != nil {
+	eo.Conn, eo.Logger = natstest.Connect(tb, j.ns), quiet
+	if j.edge, err = edge.New(eo); err != nil {
 		tb.Fatal(err)
 	}
-	if j.worker, err = workers.New(workers.Options{Conn: natstest.Connect(tb, j.ns), Logger: quiet}); err != nil {
+	wo.Conn, wo.Logger = natstest.Connect(tb, j.ns), quiet
+	if j.worker, err = workers.New(wo); err != nil {
 		tb.Fatal(err)
 	}
 	j.watcher = registry.NewWatcher(registry.WatcherOptions{Conn: ctl, Logger: quiet})

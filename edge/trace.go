@@ -23,17 +23,19 @@ func (e *Edge) startServer(w http.ResponseWriter, r *http.Request, rt *route) (c
 		return r.Context(), noop
 	}
 	ctx := otel.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := e.tracer.Start(ctx, r.Method+" "+rt.api.Route.Path,
-		trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
-			attribute.String("http.request.method", r.Method),
-			attribute.String("http.route", rt.api.Route.Path),
-			attribute.String("url.path", r.URL.RawPath),
-			attribute.String("client.address", peerIP(r.RemoteAddr)),
-			attribute.String("jetway.api", rt.api.Name),
-			attribute.String("jetway.pool", rt.api.Pool),
-			attribute.String("jetway.request_id", w.Header().Get("X-Request-Id")),
-		))
+	ctx, span := e.tracer.Start(ctx, r.Method+" "+rt.api.Route.Path, trace.WithSpanKind(trace.SpanKindServer))
+	if !span.IsRecording() { // sampled out: no attributes to build, nothing to end
+		return ctx, noop
+	}
+	span.SetAttributes(
+		attribute.String("http.request.method", r.Method),
+		attribute.String("http.route", rt.api.Route.Path),
+		attribute.String("url.path", r.URL.RawPath),
+		attribute.String("client.address", peerIP(r.RemoteAddr)),
+		attribute.String("jetway.api", rt.api.Name),
+		attribute.String("jetway.pool", rt.api.Pool),
+		attribute.String("jetway.request_id", w.Header().Get("X-Request-Id")),
+	)
 	return ctx, func() {
 		if rec, ok := w.(*recorder); ok {
 			span.SetAttributes(attribute.Int("http.response.status_code", rec.status))
@@ -54,16 +56,18 @@ func (e *Edge) startSend(ctx context.Context, rt *route, h nats.Header) (context
 	if e.tracer == nil {
 		return ctx, nil
 	}
-	ctx, span := e.tracer.Start(ctx, "send "+rt.subject,
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "nats"),
-			attribute.String("messaging.destination.name", rt.subject),
-			attribute.String("messaging.operation.type", "send"),
-			attribute.String("jetway.api", rt.api.Name),
-			attribute.String("jetway.pool", rt.api.Pool),
-		))
-	otel.Propagator.Inject(ctx, otel.HeaderCarrier(h))
+	ctx, span := e.tracer.Start(ctx, "send "+rt.subject, trace.WithSpanKind(trace.SpanKindClient))
+	otel.Propagator.Inject(ctx, otel.HeaderCarrier(h)) // sampled or not, the worker follows the decision
+	if !span.IsRecording() {
+		return ctx, nil
+	}
+	span.SetAttributes(
+		attribute.String("messaging.system", "nats"),
+		attribute.String("messaging.destination.name", rt.subject),
+		attribute.String("messaging.operation.type", "send"),
+		attribute.String("jetway.api", rt.api.Name),
+		attribute.String("jetway.pool", rt.api.Pool),
+	)
 	return ctx, span
 }
 

@@ -20,16 +20,19 @@ func (w *Worker) startProcess(ctx context.Context, req *Request, subject string)
 		return ctx, nil
 	}
 	ctx = otel.Propagator.Extract(ctx, propagation.HeaderCarrier(req.Header))
-	return w.tracer.Start(ctx, "process "+subject,
-		trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "nats"),
-			attribute.String("messaging.destination.name", subject),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("jetway.api", req.API.Name),
-			attribute.String("jetway.pool", req.API.Pool),
-			attribute.String("jetway.request_id", req.RequestID),
-		))
+	ctx, span := w.tracer.Start(ctx, "process "+subject, trace.WithSpanKind(trace.SpanKindServer))
+	if !span.IsRecording() {
+		return ctx, nil
+	}
+	span.SetAttributes(
+		attribute.String("messaging.system", "nats"),
+		attribute.String("messaging.destination.name", subject),
+		attribute.String("messaging.operation.type", "process"),
+		attribute.String("jetway.api", req.API.Name),
+		attribute.String("jetway.pool", req.API.Pool),
+		attribute.String("jetway.request_id", req.RequestID),
+	)
+	return ctx, span
 }
 
 // endSpan ends a span with the call's outcome (nil span: tracing off).
@@ -55,12 +58,14 @@ func startBackend(ctx context.Context, tracer trace.Tracer, method, url string, 
 	if tracer == nil {
 		return ctx, nil
 	}
-	ctx, span := tracer.Start(ctx, method,
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
-			attribute.String("http.request.method", method),
-			attribute.String("url.full", url),
-		))
+	ctx, span := tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient))
 	otel.Propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	if !span.IsRecording() {
+		return ctx, nil
+	}
+	span.SetAttributes(
+		attribute.String("http.request.method", method),
+		attribute.String("url.full", url),
+	)
 	return ctx, span
 }
