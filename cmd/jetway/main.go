@@ -31,6 +31,10 @@ Registry:
   api       publish, inspect, delete and roll back APIs (put|get|list|delete|history|rollback)
   degrade   turn an API's degrade switch on or off, live on every edge (on|off|list)
 
+Observing:
+  top       a live table of every API across the cluster (QPS, errors, p99, breaker, degraded)
+  metric    an API's per-second records from every node
+
 Other:
   nodes     list the live nodes of the cluster from their heartbeats
   version   print the version
@@ -63,6 +67,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdAPI(args[1:], stdin, stdout, stderr)
 	case "degrade":
 		err = cmdDegrade(args[1:], stdout, stderr)
+	case "top":
+		err = cmdTop(args[1:], stdout, stderr)
+	case "metric":
+		err = cmdMetric(args[1:], stdout, stderr)
 	case "nodes":
 		err = cmdNodes(args[1:], stdout, stderr)
 	case "version", "--version":

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/otel"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/workers"
+)
+
+const topUsage = `Usage: jetway top [--nats URL] [--once] [--interval 1s]
+       jetway metric API [--nats URL] [--seconds 10]
+
+top shows a live table of every API across the cluster, refreshed each
+second: calls per second, blocked per second, error %, average and p99
+latency (the slowest node's), the breaker state last announced by the pool,
+and whether the API is degraded. It reads what every edge publishes each
+second on jetway.metrics.> and the breaker events on jetway.breaker.>.
+
+metric prints an API's per-second records from every node as they arrive
+(timestamp_ms|api|node|pass|block|success|error|avg_ms|p99_ms).
+
+Flags:
+`
+
+// clusterView folds the nodes' per-second records into one row per API.
+type clusterView struct {
+	mu       sync.Mutex
+	seconds  map[int64]map[string]map[string]otel.Record // second → api → node → record
+	breakers map[string]string                  // api → last announced state
+}
+
+func (v *clusterView) add(rs []otel.Record) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, r := range rs {
+		sec := r.At.Unix()
+		if v.seconds[sec] == nil {
+			v.seconds[sec] = map[string]map[string]otel.Record{}
+		}
+		if v.seconds[sec][r.API] == nil {
+			v.seconds[sec][r.API] = map[string]otel.Record{}
+		}
+		v.seconds[sec][r.API][r.Node] = r // a node's record of a second counts once
+	}
+	for sec := range v.seconds { // keep a minute
+		if sec < time.Now().Unix()-60 {
+			delete(v.seconds, sec)
+		}
+	}
+}
+
+type topRow struct {
+	api                        string
+	pass, block, errs, success int64
+	avg, p99                   time.Duration
+	nodes                      int
+}
+
+// rows sums the last complete second across nodes.
+func (v *clusterView) rows() (int64, []topRow) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var latest int64
+	for sec := range v.seconds {
+		latest = max(latest, sec)
+	}
+	var out []topRow
+	for api, rs := range v.seconds[latest] {
+		row := topRow{api: api, nodes: len(rs)}
+		var weighted time.Duration
+		for _, r := range rs {
+			row.pass += r.Pass
+			row.block += r.Block
+			row.errs += r.Error
+			row.success += r.Success
+			weighted += r.Avg * time.Duration(r.Pass+r.Block)
+			row.p99 = max(row.p99, r.P99)
+		}
+		if n := row.pass + row.block; n > 0 {
+			row.avg = weighted / time.Duration(n)
+		}
+		out = append(out, row)
+	}
+	slices.SortFunc(out, func(a, b topRow) int { return strings.Compare(a.api, b.api) })
+	return latest, out
+}
+
+func cmdTop(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("jetway top", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	natsURL := fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
+	once := fs.Bool("once", false, "print one table after --interval and exit (for scripts)")
+	interval := fs.Duration("interval", time.Second, "refresh period")
+	fs.Usage = func() { fmt.Fprint(stderr, topUsage); fs.PrintDefaults() }
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: jetway top takes no arguments", errUsage)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	nc, err := bus.Connect(ctx, *natsURL, bus.ConnectOptions{Name: "jetway-top"})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	v := &clusterView{seconds: map[int64]map[string]map[string]otel.Record{}, breakers: map[string]string{}}
+	if _, err := nc.Subscribe(otel.MetricsSubjectPrefix+">", func(m *nats.Msg) {
+		var rs []otel.Record
+		if json.Unmarshal(m.Data, &rs) == nil {
+			v.add(rs)
+		}
+	}); err != nil {
+		return err
+	}
+	if _, err := nc.Subscribe(workers.BreakerSubjectPrefix+">", func(m *nats.Msg) {
+		var ev workers.BreakerEvent
+		if json.Unmarshal(m.Data, &ev) == nil {
+			v.mu.Lock()
+			v.breakers[ev.API] = ev.To
+			v.mu.Unlock()
+		}
+	}); err != nil {
+		return err
+	}
+	degraded := func() map[string]bool { return degradedAPIs(ctx, nc) }
+	t := time.NewTicker(*interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		sec, rows := v.rows()
+		if !*once {
+			fmt.Fprint(stdout, "\033[H\033[2J") // clear the terminal
+		}
+		deg := degraded()
+		fmt.Fprintf(stdout, "jetway top — second %s — %d APIs with traffic\n\n", time.Unix(sec, 0).UTC().Format("15:04:05"), len(rows))
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "API\tQPS\tBLOCKED/S\tERROR %\tAVG\tP99\tNODES\tBREAKER\tDEGRADED")
+		for _, r := range rows {
+			errPct := 0.0
+			if r.pass > 0 {
+				errPct = 100 * float64(r.errs) / float64(r.pass)
+			}
+			v.mu.Lock()
+			br := v.breakers[r.api]
+			v.mu.Unlock()
+			if br == "" {
+				br = "-"
+			}
+			dg := "-"
+			if deg[r.api] {
+				dg = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%v\t%v\t%d\t%s\t%s\n", r.api, r.pass+r.block, r.block, errPct,
+				r.avg.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.nodes, br, dg)
+		}
+		_ = tw.Flush()
+		if *once {
+			return nil
+		}
+	}
+}
+
+// degradedAPIs lists the APIs whose degrade switch is on.
+func degradedAPIs(ctx context.Context, nc *nats.Conn) map[string]bool {
+	out := map[string]bool{}
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	c, err := registry.NewClient(cctx, nc, registry.BucketOptions{})
+	if err != nil {
+		return out
+	}
+	es, err := c.ListDegrade(cctx)
+	if err != nil {
+		return out
+	}
+	for _, e := range es {
+		if e.Err == nil && e.Switch.On {
+			out[e.Switch.API] = true
+		}
+	}
+	return out
+}
+
+func cmdMetric(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("jetway metric", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	natsURL := fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
+	seconds := fs.Int("seconds", 10, "how many seconds of records to print (0: until Ctrl-C)")
+	fs.Usage = func() { fmt.Fprint(stderr, topUsage); fs.PrintDefaults() }
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: jetway metric takes one API name", errUsage)
+	}
+	api := pos[0]
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if *seconds > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(*seconds)*time.Second+500*time.Millisecond)
+		defer cancel()
+	}
+	nc, err := bus.Connect(ctx, *natsURL, bus.ConnectOptions{Name: "jetway-metric"})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	var mu sync.Mutex
+	fmt.Fprintln(stdout, "# timestamp_ms|api|node|pass|block|success|error|avg_ms|p99_ms")
+	if _, err := nc.Subscribe(otel.MetricsSubjectPrefix+">", func(m *nats.Msg) {
+		var rs []otel.Record
+		if json.Unmarshal(m.Data, &rs) != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range rs {
+			if r.API == api {
+				fmt.Fprintf(stdout, "%d|%s|%s|%d|%d|%d|%d|%.3f|%.3f\n", r.At.UnixMilli(), r.API, r.Node, r.Pass, r.Block, r.Success, r.Error,
+					float64(r.Avg)/1e6, float64(r.P99)/1e6)
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
