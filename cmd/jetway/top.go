@@ -41,7 +41,7 @@ Flags:
 type clusterView struct {
 	mu       sync.Mutex
 	seconds  map[int64]map[string]map[string]otel.Record // second → api → node → record
-	breakers map[string]string                  // api → last announced state
+	breakers map[string]string                           // api → last announced state
 }
 
 func (v *clusterView) add(rs []otel.Record) {
