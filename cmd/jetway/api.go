@@ -47,17 +47,8 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		fs.Usage()
-		return fmt.Errorf("%w: jetway api needs a command", errUsage)
-	}
-	want := map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2}
-	n, ok := want[pos[0]]
-	if !ok {
-		return fmt.Errorf("%w: unknown api command %q (put, get, list, delete, history, rollback)", errUsage, pos[0])
-	}
-	if len(pos)-1 != n {
-		return fmt.Errorf("%w: jetway api %s takes %d argument(s), got %d", errUsage, pos[0], n, len(pos)-1)
+	if err := checkSubcommand(fs, "api", pos, map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2}); err != nil {
+		return err
 	}
 	// Read and validate before touching NATS: a bad file or argument fails
 	// the same way whether or not NATS is up.
@@ -79,15 +70,11 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	nc, err := bus.Connect(ctx, *natsURL, bus.ConnectOptions{Name: "jetway-cli"})
+	c, closeNATS, err := dialRegistry(ctx, *natsURL, *replicas)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{Replicas: *replicas})
-	if err != nil {
-		return err
-	}
+	defer closeNATS()
 
 	switch pos[0] {
 	case "put":

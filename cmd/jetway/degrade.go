@@ -63,17 +63,8 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		fs.Usage()
-		return fmt.Errorf("%w: jetway degrade needs a command", errUsage)
-	}
-	want := map[string]int{"on": 1, "off": 1, "list": 0}
-	n, ok := want[pos[0]]
-	if !ok {
-		return fmt.Errorf("%w: unknown degrade command %q (on, off, list)", errUsage, pos[0])
-	}
-	if len(pos)-1 != n {
-		return fmt.Errorf("%w: jetway degrade %s takes %d argument(s), got %d", errUsage, pos[0], n, len(pos)-1)
+	if err := checkSubcommand(fs, "degrade", pos, map[string]int{"on": 1, "off": 1, "list": 0}); err != nil {
+		return err
 	}
 	var sw *registry.Degrade
 	if pos[0] == "on" {
@@ -105,15 +96,11 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	nc, err := bus.Connect(ctx, *natsURL, bus.ConnectOptions{Name: "jetway-cli"})
+	c, closeNATS, err := dialRegistry(ctx, *natsURL, 1)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
-	if err != nil {
-		return err
-	}
+	defer closeNATS()
 	switch pos[0] {
 	case "on":
 		d, err := c.SetDegrade(ctx, pos[1], sw)
