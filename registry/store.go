@@ -58,8 +58,9 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyVa
 // Client reads and writes API entries; the CLI and tests use it. Writes are
 // validated first: an invalid entry is never written.
 type Client struct {
-	kv    jetstream.KeyValue
-	flags jetstream.KeyValue
+	kv     jetstream.KeyValue
+	flags  jetstream.KeyValue
+	alerts jetstream.KeyValue
 }
 
 // NewClient opens (creating if needed) the API bucket over nc.
@@ -76,7 +77,11 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if err != nil {
 		return nil, err
 	}
-	return &Client{kv: kv, flags: flags}, nil
+	alerts, err := OpenAlerts(ctx, js, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{kv: kv, flags: flags, alerts: alerts}, nil
 }
 
 // ErrNotFound is returned for an API or revision that does not exist.
@@ -268,5 +273,64 @@ type DegradeEntry struct {
 	Key      string
 	Revision uint64
 	Switch   *Degrade // nil when Err is set
+	Err      error
+}
+
+// PutAlert validates an alert rule (JSON or YAML) and stores it under its
+// name.
+func (c *Client) PutAlert(ctx context.Context, doc []byte) (*AlertRule, error) {
+	r, err := ParseAlert("", doc)
+	if err != nil {
+		return nil, err
+	}
+	js, _ := ToJSON(doc)
+	rev, err := c.alerts.Put(ctx, r.Name, js)
+	if err != nil {
+		return nil, fmt.Errorf("writing alert %s: %w", r.Name, err)
+	}
+	r.Revision = rev
+	return r, nil
+}
+
+// DeleteAlert removes an alert rule.
+func (c *Client) DeleteAlert(ctx context.Context, name string) error {
+	if err := c.alerts.Delete(ctx, name); err != nil {
+		return fmt.Errorf("deleting alert %s: %w", name, err)
+	}
+	return nil
+}
+
+// ListAlerts returns the stored alert rules (invalid ones with their
+// error), sorted by name.
+func (c *Client) ListAlerts(ctx context.Context) ([]AlertEntry, error) {
+	lister, err := c.alerts.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing alerts: %w", err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []AlertEntry
+	for _, k := range keys {
+		e, err := c.alerts.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading alert %s: %w", k, err)
+		}
+		r, perr := ParseAlert(k, e.Value())
+		out = append(out, AlertEntry{Name: k, Revision: e.Revision(), Rule: r, Err: perr})
+	}
+	return out, nil
+}
+
+// AlertEntry is one stored alert rule as ListAlerts returns it.
+type AlertEntry struct {
+	Name     string
+	Revision uint64
+	Rule     *AlertRule // nil when Err is set
 	Err      error
 }

@@ -53,6 +53,8 @@ type Snapshot struct {
 	APIs map[string]*API
 	// Degrade holds the degrade switches that are on, by API name.
 	Degrade map[string]*Degrade
+	// Alerts holds the alert rules, by name.
+	Alerts map[string]*AlertRule
 	// Source of the entries.
 	Source Source
 }
@@ -92,6 +94,7 @@ type Watcher struct {
 	mu       sync.Mutex
 	apis     *kvSet[*API]
 	flags    *kvSet[*Degrade]
+	alerts   *kvSet[*AlertRule]
 	fromFile bool
 	lastErr  error
 
@@ -131,7 +134,15 @@ func NewWatcher(o WatcherOptions) *Watcher {
 			}
 			return d, err
 		}}
-	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}})
+	w.alerts = &kvSet[*AlertRule]{open: OpenAlerts, name: BucketAlerts, good: map[string]*AlertRule{},
+		parse: func(key string, val []byte, rev uint64) (*AlertRule, error) {
+			r, err := ParseAlert(key, val)
+			if err == nil {
+				r.Revision = rev
+			}
+			return r, err
+		}}
+	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}, Alerts: map[string]*AlertRule{}})
 	return w
 }
 
@@ -189,9 +200,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 		go w.saver(ctx)
 	}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); runSet(ctx, w, w.apis) }()
 	go func() { defer wg.Done(); runSet(ctx, w, w.flags) }()
+	go func() { defer wg.Done(); runSet(ctx, w, w.alerts) }()
 	wg.Wait()
 	return ctx.Err()
 }
@@ -390,12 +402,12 @@ func fallback[T any](ctx context.Context, w *Watcher, s *kvSet[T], kv jetstream.
 func (w *Watcher) publishLocked() {
 	src := SourceNone
 	switch {
-	case w.apis.live && w.flags.live:
+	case w.apis.live && w.flags.live && w.alerts.live:
 		src = SourceLive
 	case w.fromFile:
 		src = SourceFile
 	}
-	s := &Snapshot{APIs: maps.Clone(w.apis.good), Degrade: make(map[string]*Degrade), Source: src}
+	s := &Snapshot{APIs: maps.Clone(w.apis.good), Degrade: make(map[string]*Degrade), Alerts: maps.Clone(w.alerts.good), Source: src}
 	for _, a := range s.APIs {
 		s.Revision = max(s.Revision, a.Revision)
 	}
@@ -441,7 +453,7 @@ func (w *Watcher) loadFile() error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.apis.live || w.flags.live {
+	if w.apis.live || w.flags.live || w.alerts.live {
 		return nil // NATS got there first
 	}
 	loadEntries(w, w.apis, f.APIs)

@@ -34,6 +34,7 @@ Registry:
 Observing:
   top       a live table of every API across the cluster (QPS, errors, p99, breaker, degraded)
   metric    an API's per-second records from every node
+  alert     alert rules: success rate, p99, breaker opened, no workers (put|list|delete)
 
 Other:
   nodes     list the live nodes of the cluster from their heartbeats
@@ -67,6 +68,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdAPI(args[1:], stdin, stdout, stderr)
 	case "degrade":
 		err = cmdDegrade(args[1:], stdout, stderr)
+	case "alert":
+		err = cmdAlert(args[1:], stdin, stdout, stderr)
 	case "top":
 		err = cmdTop(args[1:], stdout, stderr)
 	case "metric":

@@ -293,6 +293,13 @@ func (n *node) run(ctx context.Context) error {
 		return err
 	}
 	defer n.tracker.Stop()
+	if n.edge != nil {
+		go func() {
+			if err := n.runAlerts(ctx, ctl); err != nil {
+				n.log.Error("alerts not evaluated", "err", err)
+			}
+		}()
+	}
 
 	var edgeSrv, adminSrv *http.Server
 	errc := make(chan error, 2)

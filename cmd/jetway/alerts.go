@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/otel"
+	"github.com/jetway-gw/jetway/workers"
+)
+
+// runAlerts evaluates the registry's alert rules once a second. Every
+// serve and edge node follows the cluster's per-second records and breaker
+// events, but only one judges and reports: the live serve or edge node
+// with the smallest id (from the heartbeats), so an alert fires once for
+// the cluster, and another node takes over within seconds when it goes.
+func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
+	a := otel.NewAlerts()
+	subs := []*nats.Subscription{}
+	defer func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}()
+	s1, err := nc.Subscribe(otel.MetricsSubjectPrefix+">", func(m *nats.Msg) {
+		var rs []otel.Record
+		if json.Unmarshal(m.Data, &rs) == nil {
+			a.ObserveRecords(rs)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	subs = append(subs, s1)
+	s2, err := nc.Subscribe(workers.BreakerSubjectPrefix+">", func(m *nats.Msg) {
+		var ev workers.BreakerEvent
+		if json.Unmarshal(m.Data, &ev) == nil {
+			a.ObserveBreaker(ev.API, ev.To)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	subs = append(subs, s2)
+	hooks := make(chan otel.AlertEvent, 64) // bounded: a slow webhook never holds up evaluation
+	go n.postWebhooks(ctx, hooks)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			if !n.alertLeader(now) {
+				continue
+			}
+			for _, ev := range a.Evaluate(now, n.watcher.Current().Alerts, func(pool string) bool { return n.poolServed(pool, now) }) {
+				n.log.Warn("alert "+ev.State, "rule", ev.Rule, "target", ev.Target, "value", ev.Value, "limit", ev.Limit, "message", ev.Message)
+				if b, err := json.Marshal(ev); err == nil {
+					_ = nc.Publish(otel.AlertSubjectPrefix+ev.Rule+"."+ev.Target, b)
+				}
+				if ev.Webhook != "" {
+					select {
+					case hooks <- ev:
+					default:
+						n.log.Warn("alert webhook queue full; event not posted", "rule", ev.Rule)
+					}
+				}
+			}
+		}
+	}
+}
+
+// alertLeader reports whether this node judges alerts now.
+func (n *node) alertLeader(now time.Time) bool {
+	for _, hb := range n.tracker.Nodes(now) {
+		if (hb.Role == string(roleServe) || hb.Role == string(roleEdge)) && hb.ID < n.id {
+			return false
+		}
+	}
+	return true
+}
+
+// poolServed reports whether a live worker (or serve node) serves pool.
+func (n *node) poolServed(pool string, now time.Time) bool {
+	for _, hb := range n.tracker.Nodes(now) {
+		if hb.Role == string(roleServe) || (hb.Role == string(roleWorker) && slices.Contains(hb.Pools, pool)) {
+			return true
+		}
+	}
+	return false
+}
+
+// postWebhooks POSTs alert events, one at a time, each within 5 s.
+func (n *node) postWebhooks(ctx context.Context, events <-chan otel.AlertEvent) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-events:
+			b, _ := json.Marshal(ev)
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, ev.Webhook, bytes.NewReader(b))
+			if err != nil {
+				continue
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				n.log.Warn("alert webhook failed", "rule", ev.Rule, "err", err)
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode >= 300 {
+				n.log.Warn("alert webhook refused", "rule", ev.Rule, "status", resp.StatusCode)
+			}
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package otel
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// AlertSubjectPrefix starts the subject of alert events:
+// jetway.alerts.<rule>.<api or pool>.
+const AlertSubjectPrefix = "jetway.alerts."
+
+// AlertEvent is an alert firing or resolving.
+type AlertEvent struct {
+	Rule    string    `json:"rule"`
+	Kind    string    `json:"kind"`
+	Target  string    `json:"target"` // the API, or the pool for no_workers
+	State   string    `json:"state"`  // "firing" or "resolved"
+	Value   string    `json:"value"`  // what was measured
+	Limit   string    `json:"limit"`  // the rule's threshold
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+	Webhook string    `json:"-"`
+}
+
+// Alerts evaluates alert rules over the cluster's per-second records
+// (from every edge, deduplicated by node), the breaker events of the pools
+// and the live workers. It keeps each alert's state so that an alert is
+// reported once when it fires and once when it resolves.
+type Alerts struct {
+	mu       sync.Mutex
+	seconds  map[int64]map[string]map[string]Record // second → api → node → record
+	breakers map[string]string                      // api → last announced state
+	firing   map[string]bool                        // rule|target → firing
+}
+
+// NewAlerts returns an evaluator with no data.
+func NewAlerts() *Alerts {
+	return &Alerts{seconds: map[int64]map[string]map[string]Record{}, breakers: map[string]string{}, firing: map[string]bool{}}
+}
+
+// ObserveRecords takes a node's per-second records.
+func (a *Alerts) ObserveRecords(rs []Record) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range rs {
+		sec := r.At.Unix()
+		if a.seconds[sec] == nil {
+			a.seconds[sec] = map[string]map[string]Record{}
+		}
+		if a.seconds[sec][r.API] == nil {
+			a.seconds[sec][r.API] = map[string]Record{}
+		}
+		a.seconds[sec][r.API][r.Node] = r
+	}
+}
+
+// ObserveBreaker takes a breaker's new state for an API.
+func (a *Alerts) ObserveBreaker(api, state string) {
+	a.mu.Lock()
+	a.breakers[api] = state
+	a.mu.Unlock()
+}
+
+// window sums an API's calls over the complete seconds in (now-w, now].
+func (a *Alerts) window(api string, now time.Time, w time.Duration) (pass, errs int64, p99 time.Duration) {
+	end := now.Unix() - 1 // the current second is incomplete
+	start := end - int64(w/time.Second) + 1
+	var weighted float64
+	for sec := start; sec <= end; sec++ {
+		for _, r := range a.seconds[sec][api] {
+			pass += r.Pass
+			errs += r.Error
+			weighted += float64(r.P99) * float64(r.Pass)
+		}
+	}
+	if pass > 0 {
+		p99 = time.Duration(weighted / float64(pass))
+	}
+	return pass, errs, p99
+}
+
+// Evaluate judges every rule at now and returns the alerts that changed
+// state. workersServe reports whether a live worker serves a pool.
+func (a *Alerts) Evaluate(now time.Time, rules map[string]*registry.AlertRule, workersServe func(pool string) bool) []AlertEvent {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for sec := range a.seconds { // keep a day at most, and nothing older than any window needs
+		if sec < now.Unix()-24*3600 {
+			delete(a.seconds, sec)
+		}
+	}
+	names := make([]string, 0, len(rules))
+	for n := range rules {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []AlertEvent
+	judge := func(r *registry.AlertRule, target string, firing bool, value, limit, msg string) {
+		key := r.Name + "|" + target
+		if a.firing[key] == firing {
+			return // no change: repeats are suppressed
+		}
+		a.firing[key] = firing
+		state := "resolved"
+		if firing {
+			state = "firing"
+		}
+		out = append(out, AlertEvent{Rule: r.Name, Kind: r.Kind, Target: target, State: state, Value: value, Limit: limit, Message: msg, At: now, Webhook: r.Webhook})
+	}
+	for _, n := range names {
+		r := rules[n]
+		switch r.Kind {
+		case registry.AlertNoWorkers:
+			serving := workersServe(r.Pool)
+			judge(r, r.Pool, !serving, fmt.Sprint(serving), "a live worker", "no live worker serves pool "+r.Pool)
+		case registry.AlertBreakerOpened:
+			for _, api := range a.targets(r) {
+				st := a.breakers[api]
+				judge(r, api, st == "open", st, "closed", "the breaker of api "+api+" is "+st)
+			}
+		case registry.AlertSuccessRateBelow, registry.AlertP99Above:
+			for _, api := range a.targets(r) {
+				pass, errs, p99 := a.window(api, now, r.WindowOrDefault())
+				if pass < r.MinCallsOrDefault() {
+					continue // too few calls to judge: the state stays
+				}
+				if r.Kind == registry.AlertP99Above {
+					limit := time.Duration(r.Latency)
+					judge(r, api, p99 > limit, p99.Round(time.Microsecond).String(), limit.String(),
+						fmt.Sprintf("p99 of api %s over %v is %v (limit %v)", api, r.WindowOrDefault(), p99.Round(time.Microsecond), limit))
+					continue
+				}
+				rate := 1 - float64(errs)/float64(pass)
+				judge(r, api, rate < r.Threshold, fmt.Sprintf("%.4f", rate), fmt.Sprintf("%.4f", r.Threshold),
+					fmt.Sprintf("success rate of api %s over %v is %.2f%% (%d of %d calls failed; limit %.2f%%)", api, r.WindowOrDefault(), rate*100, errs, pass, r.Threshold*100))
+			}
+		}
+	}
+	return out
+}
+
+// targets are the APIs a rule watches: its API, or every API seen.
+func (a *Alerts) targets(r *registry.AlertRule) []string {
+	if r.API != "*" {
+		return []string{r.API}
+	}
+	seen := map[string]bool{}
+	for _, apis := range a.seconds {
+		for api := range apis {
+			seen[api] = true
+		}
+	}
+	for api := range a.breakers {
+		seen[api] = true
+	}
+	out := make([]string, 0, len(seen))
+	for api := range seen {
+		out = append(out, api)
+	}
+	sort.Strings(out)
+	return out
+}

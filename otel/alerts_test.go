@@ -1,0 +1,77 @@
+package otel
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jetway-gw/jetway/registry"
+)
+
+func TestAlertsFireOnceAndResolve(t *testing.T) {
+	a := NewAlerts()
+	rules := map[string]*registry.AlertRule{
+		"sr":  {Name: "sr", Kind: registry.AlertSuccessRateBelow, API: "*", Threshold: 0.9, Window: registry.Duration(10 * time.Second), MinCalls: 10},
+		"lat": {Name: "lat", Kind: registry.AlertP99Above, API: "orders", Latency: registry.Duration(100 * time.Millisecond), Window: registry.Duration(10 * time.Second)},
+		"br":  {Name: "br", Kind: registry.AlertBreakerOpened, API: "orders"},
+		"nw":  {Name: "nw", Kind: registry.AlertNoWorkers, Pool: "p"},
+	}
+	t0 := time.Unix(1_800_000_000, 0)
+	second := func(i int, pass, errs int64, p99 time.Duration) {
+		for _, node := range []string{"a", "b"} { // two edges, each half the calls
+			a.ObserveRecords([]Record{{At: t0.Add(time.Duration(i) * time.Second), API: "orders", Node: node, Pass: pass / 2, Error: errs / 2, P99: p99}})
+		}
+	}
+	workers := true
+	serve := func(string) bool { return workers }
+	for i := 0; i < 10; i++ {
+		second(i, 20, 0, 20*time.Millisecond)
+	}
+	if ev := a.Evaluate(t0.Add(10*time.Second), rules, serve); len(ev) != 0 {
+		t.Fatalf("healthy: %+v", ev)
+	}
+	// Errors and latency climb: success 150/200 = 0.75 < 0.9, p99 ~ 300ms.
+	for i := 10; i < 20; i++ {
+		second(i, 20, 10, 300*time.Millisecond)
+	}
+	a.ObserveBreaker("orders", "open")
+	workers = false
+	ev := a.Evaluate(t0.Add(15*time.Second), rules, serve)
+	got := map[string]string{}
+	for _, e := range ev {
+		got[e.Rule+"|"+e.Target] = e.State
+	}
+	for _, k := range []string{"sr|orders", "lat|orders", "br|orders", "nw|p"} {
+		if got[k] != "firing" {
+			t.Errorf("%s: %q, want firing (events %+v)", k, got[k], ev)
+		}
+	}
+	// Still failing: nothing new (repeats suppressed).
+	if ev := a.Evaluate(t0.Add(16*time.Second), rules, serve); len(ev) != 0 {
+		t.Fatalf("repeat: %+v", ev)
+	}
+	// Recovery.
+	for i := 20; i < 40; i++ {
+		second(i, 20, 0, 10*time.Millisecond)
+	}
+	a.ObserveBreaker("orders", "closed")
+	workers = true
+	ev = a.Evaluate(t0.Add(40*time.Second), rules, serve)
+	if len(ev) != 4 {
+		t.Fatalf("resolve: %+v", ev)
+	}
+	for _, e := range ev {
+		if e.State != "resolved" || e.Message == "" {
+			t.Errorf("event %+v", e)
+		}
+	}
+}
+
+func TestAlertNeedsMinCalls(t *testing.T) {
+	a := NewAlerts()
+	rules := map[string]*registry.AlertRule{"sr": {Name: "sr", Kind: registry.AlertSuccessRateBelow, API: "x", Threshold: 0.99}}
+	t0 := time.Unix(1_800_000_000, 0)
+	a.ObserveRecords([]Record{{At: t0, API: "x", Node: "n", Pass: 5, Error: 5}})
+	if ev := a.Evaluate(t0.Add(2*time.Second), rules, func(string) bool { return true }); len(ev) != 0 {
+		t.Fatalf("judged on 5 calls (min 20): %+v", ev)
+	}
+}
