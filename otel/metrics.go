@@ -146,6 +146,7 @@ type Record struct {
 	Success int64         `json:"success"`
 	Error   int64         `json:"error"`
 	Avg     time.Duration `json:"avg_ns"`
+	P50     time.Duration `json:"p50_ns"`
 	P99     time.Duration `json:"p99_ns"`
 }
 
@@ -166,7 +167,7 @@ func (m *Metrics) Tick(now time.Time) []Record {
 		hs := old.hist.snapshot()
 		r := Record{At: now.Truncate(time.Second).Add(-time.Second), API: a.name, Node: m.node,
 			Pass: old.pass.Load(), Block: old.block.Load(), Success: old.success.Load(), Error: old.fail.Load(),
-			Avg: hs.mean(), P99: hs.quantile(0.99)}
+			Avg: hs.mean(), P50: hs.quantile(0.5), P99: hs.quantile(0.99)}
 		old.pass.Store(0)
 		old.block.Store(0)
 		old.success.Store(0)
@@ -219,6 +220,15 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 	fmt.Fprintln(bw, "# TYPE jetway_requests_total counter")
 	for _, a := range apis {
 		fmt.Fprintf(bw, "jetway_requests_total{%s} %d\n", lbl(a), a.requests.Load())
+	}
+	fmt.Fprintln(bw, "# HELP jetway_requests_passed_total Calls not blocked by the gateway (they reached a worker, or were answered by a fallback).")
+	fmt.Fprintln(bw, "# TYPE jetway_requests_passed_total counter")
+	for _, a := range apis {
+		var blocked int64
+		for _, c := range a.blocked {
+			blocked += c.Load()
+		}
+		fmt.Fprintf(bw, "jetway_requests_passed_total{%s} %d\n", lbl(a), a.requests.Load()-blocked)
 	}
 	fmt.Fprintln(bw, "# HELP jetway_requests_succeeded_total Calls answered below 500 by the backend or a fallback.")
 	fmt.Fprintln(bw, "# TYPE jetway_requests_succeeded_total counter")

@@ -29,6 +29,7 @@ func TestMetricsScriptedMix(t *testing.T) {
 	for _, want := range []string{
 		`jetway_requests_total{` + l + `} 100`,
 		`jetway_requests_succeeded_total{` + l + `} 90`,
+		`jetway_requests_passed_total{` + l + `} 96`,
 		`jetway_requests_blocked_total{` + l + `,reason="RATE_LIMITED"} 4`,
 		`jetway_requests_failed_total{` + l + `,code="GATEWAY_TIMEOUT"} 5`,
 		`jetway_requests_failed_total{` + l + `,code="BACKEND_5XX"} 1`,
@@ -63,6 +64,9 @@ func TestMetricsScriptedMix(t *testing.T) {
 	}
 	if p := r.P99; p < 790*time.Millisecond || p > 810*time.Millisecond {
 		t.Errorf("p99 %v, want ~800ms", p)
+	}
+	if p := r.P50; p < 9900*time.Microsecond || p > 10100*time.Microsecond {
+		t.Errorf("p50 %v, want ~10ms", p)
 	}
 	if !strings.HasPrefix(r.Line(), "1800000000000|orders.get|96|4|90|6|") {
 		t.Errorf("line %q", r.Line())

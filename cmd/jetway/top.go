@@ -26,8 +26,8 @@ const topUsage = `Usage: jetway top [--nats URL] [--once] [--interval 1s]
        jetway metric API [--nats URL] [--seconds 10]
 
 top shows a live table of every API across the cluster, refreshed each
-second: calls per second, blocked per second, error %, average and p99
-latency (the slowest node's), the breaker state last announced by the pool,
+second: calls per second, blocked per second, error %, average, p50 (the
+nodes' weighted by calls) and p99 latency (the slowest node's), the breaker state last announced by the pool,
 and whether the API is degraded. It reads what every edge publishes each
 second on jetway.metrics.> and the breaker events on jetway.breaker.>.
 
@@ -67,7 +67,7 @@ func (v *clusterView) add(rs []otel.Record) {
 type topRow struct {
 	api                        string
 	pass, block, errs, success int64
-	avg, p99                   time.Duration
+	avg, p50, p99              time.Duration
 	nodes                      int
 }
 
@@ -82,17 +82,19 @@ func (v *clusterView) rows() (int64, []topRow) {
 	var out []topRow
 	for api, rs := range v.seconds[latest] {
 		row := topRow{api: api, nodes: len(rs)}
-		var weighted time.Duration
+		var weighted, weighted50 time.Duration
 		for _, r := range rs {
 			row.pass += r.Pass
 			row.block += r.Block
 			row.errs += r.Error
 			row.success += r.Success
 			weighted += r.Avg * time.Duration(r.Pass+r.Block)
+			weighted50 += r.P50 * time.Duration(r.Pass+r.Block)
 			row.p99 = max(row.p99, r.P99)
 		}
 		if n := row.pass + row.block; n > 0 {
 			row.avg = weighted / time.Duration(n)
+			row.p50 = weighted50 / time.Duration(n) // the nodes' p50s, weighted by calls
 		}
 		out = append(out, row)
 	}
@@ -156,7 +158,7 @@ func cmdTop(args []string, stdout, stderr io.Writer) error {
 		deg := degraded()
 		fmt.Fprintf(stdout, "jetway top — second %s — %d APIs with traffic\n\n", time.Unix(sec, 0).UTC().Format("15:04:05"), len(rows))
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "API\tQPS\tBLOCKED/S\tERROR %\tAVG\tP99\tNODES\tBREAKER\tDEGRADED")
+		fmt.Fprintln(tw, "API\tQPS\tBLOCKED/S\tERROR %\tAVG\tP50\tP99\tNODES\tBREAKER\tDEGRADED")
 		for _, r := range rows {
 			errPct := 0.0
 			if r.pass > 0 {
@@ -172,8 +174,8 @@ func cmdTop(args []string, stdout, stderr io.Writer) error {
 			if deg[r.api] {
 				dg = "yes"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%v\t%v\t%d\t%s\t%s\n", r.api, r.pass+r.block, r.block, errPct,
-				r.avg.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.nodes, br, dg)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%v\t%v\t%v\t%d\t%s\t%s\n", r.api, r.pass+r.block, r.block, errPct,
+				r.avg.Round(time.Microsecond), r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.nodes, br, dg)
 		}
 		_ = tw.Flush()
 		if *once {

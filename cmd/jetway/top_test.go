@@ -27,7 +27,7 @@ func TestTopAndMetric(t *testing.T) {
 			case now := <-t.C:
 				for i, node := range []string{"n1", "n2"} {
 					rs := []otel.Record{{At: now.Truncate(time.Second), API: "orders.get", Node: node, Pass: 10, Block: int64(i), Success: 9, Error: 1,
-						Avg: 2 * time.Millisecond, P99: time.Duration(5+i) * time.Millisecond}}
+						Avg: 2 * time.Millisecond, P50: 2 * time.Millisecond, P99: time.Duration(5+i) * time.Millisecond}}
 					b, _ := json.Marshal(rs)
 					nc.Publish(otel.MetricsSubjectPrefix+"edge."+node, b)
 				}
@@ -45,7 +45,7 @@ func TestTopAndMetric(t *testing.T) {
 			line = strings.Join(strings.Fields(l), " ")
 		}
 	}
-	if line == "" || !strings.Contains(line, " 10.0 ") || !strings.Contains(line, " 6ms ") || !strings.HasSuffix(line, " 2 - -") {
+	if line == "" || !strings.Contains(line, " 10.0 ") || !strings.Contains(line, " 2ms 6ms ") || !strings.HasSuffix(line, " 2 - -") {
 		t.Fatalf("top row %q in\n%s", line, out.String())
 	}
 	out.Reset()
