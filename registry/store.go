@@ -242,38 +242,44 @@ func (c *Client) ClearDegrade(ctx context.Context, api string) error {
 }
 
 // ListDegrade returns every degrade switch in the bucket (on or off, valid
-// or not: an invalid one is returned with its error), sorted by API name.
-func (c *Client) ListDegrade(ctx context.Context) ([]DegradeEntry, error) {
-	lister, err := c.flags.ListKeys(ctx)
+// or not: an invalid one is returned with its error), sorted by key.
+func (c *Client) ListDegrade(ctx context.Context) ([]Listed[*Degrade], error) {
+	return listParsed(ctx, c.flags, ParseDegrade)
+}
+
+// Listed is one stored entry as the List calls return it: its key and
+// revision, and its parsed value or why it does not parse.
+type Listed[T any] struct {
+	Key      string
+	Revision uint64
+	Value    T // the zero value when Err is set
+	Err      error
+}
+
+// listParsed reads every key of a bucket, sorted, and parses each value.
+func listParsed[T any](ctx context.Context, kv jetstream.KeyValue, parse func(key string, doc []byte) (T, error)) ([]Listed[T], error) {
+	lister, err := kv.ListKeys(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing flags: %w", err)
+		return nil, fmt.Errorf("listing %s: %w", kv.Bucket(), err)
 	}
 	var keys []string
 	for k := range lister.Keys() {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var out []DegradeEntry
+	var out []Listed[T]
 	for _, k := range keys {
-		e, err := c.flags.Get(ctx, k)
+		e, err := kv.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
+			continue // deleted meanwhile
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", k, err)
 		}
-		d, perr := ParseDegrade(k, e.Value())
-		out = append(out, DegradeEntry{Key: k, Revision: e.Revision(), Switch: d, Err: perr})
+		v, perr := parse(k, e.Value())
+		out = append(out, Listed[T]{Key: k, Revision: e.Revision(), Value: v, Err: perr})
 	}
 	return out, nil
-}
-
-// DegradeEntry is one stored switch as ListDegrade returns it.
-type DegradeEntry struct {
-	Key      string
-	Revision uint64
-	Switch   *Degrade // nil when Err is set
-	Err      error
 }
 
 // PutAlert validates an alert rule (JSON or YAML) and stores it under its
@@ -302,35 +308,6 @@ func (c *Client) DeleteAlert(ctx context.Context, name string) error {
 
 // ListAlerts returns the stored alert rules (invalid ones with their
 // error), sorted by name.
-func (c *Client) ListAlerts(ctx context.Context) ([]AlertEntry, error) {
-	lister, err := c.alerts.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing alerts: %w", err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var out []AlertEntry
-	for _, k := range keys {
-		e, err := c.alerts.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading alert %s: %w", k, err)
-		}
-		r, perr := ParseAlert(k, e.Value())
-		out = append(out, AlertEntry{Name: k, Revision: e.Revision(), Rule: r, Err: perr})
-	}
-	return out, nil
-}
-
-// AlertEntry is one stored alert rule as ListAlerts returns it.
-type AlertEntry struct {
-	Name     string
-	Revision uint64
-	Rule     *AlertRule // nil when Err is set
-	Err      error
+func (c *Client) ListAlerts(ctx context.Context) ([]Listed[*AlertRule], error) {
+	return listParsed(ctx, c.alerts, ParseAlert)
 }

@@ -76,10 +76,10 @@ func cmdAlert(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		fmt.Fprintln(tw, "NAME\tKIND\tTARGET\tLIMIT\tWINDOW\tWEBHOOK")
 		for _, e := range es {
 			if e.Err != nil {
-				fmt.Fprintf(tw, "%s\tinvalid\t-\t%v\t-\t-\n", e.Name, e.Err)
+				fmt.Fprintf(tw, "%s\tinvalid\t-\t%v\t-\t-\n", e.Key, e.Err)
 				continue
 			}
-			r := e.Rule
+			r := e.Value
 			target, limit := r.API, "-"
 			switch {
 			case r.Pool != "":

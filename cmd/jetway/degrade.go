@@ -126,10 +126,10 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 				continue
 			}
 			state := "off"
-			if e.Switch.On {
+			if e.Value.On {
 				state = "on"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\n", e.Switch.API, state, statusOr(e.Switch.Status), e.Switch.Reason, e.Revision)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\n", e.Value.API, state, statusOr(e.Value.Status), e.Value.Reason, e.Revision)
 		}
 		return tw.Flush()
 	}

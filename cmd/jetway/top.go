@@ -198,8 +198,8 @@ func degradedAPIs(ctx context.Context, nc *nats.Conn) map[string]bool {
 		return out
 	}
 	for _, e := range es {
-		if e.Err == nil && e.Switch.On {
-			out[e.Switch.API] = true
+		if e.Err == nil && e.Value.On {
+			out[e.Value.API] = true
 		}
 	}
 	return out
