@@ -224,11 +224,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 	fmt.Fprintln(bw, "# HELP jetway_requests_passed_total Calls not blocked by the gateway (they reached a worker, or were answered by a fallback).")
 	fmt.Fprintln(bw, "# TYPE jetway_requests_passed_total counter")
 	for _, a := range apis {
-		var blocked int64
-		for _, c := range a.blocked {
-			blocked += c.Load()
-		}
-		fmt.Fprintf(bw, "jetway_requests_passed_total{%s} %d\n", lbl(a), a.requests.Load()-blocked)
+		fmt.Fprintf(bw, "jetway_requests_passed_total{%s} %d\n", lbl(a), a.requests.Load()-sum(a.blocked))
 	}
 	fmt.Fprintln(bw, "# HELP jetway_requests_succeeded_total Calls answered below 500 by the backend or a fallback.")
 	fmt.Fprintln(bw, "# TYPE jetway_requests_succeeded_total counter")
@@ -256,13 +252,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 	fmt.Fprintln(bw, "# HELP jetway_availability Share of passed calls (not blocked) that did not fail, since start.")
 	fmt.Fprintln(bw, "# TYPE jetway_availability gauge")
 	for _, a := range apis {
-		var failed, blocked int64
-		for _, c := range a.failed {
-			failed += c.Load()
-		}
-		for _, c := range a.blocked {
-			blocked += c.Load()
-		}
+		failed, blocked := sum(a.failed), sum(a.blocked)
 		avail := 1.0
 		if passed := a.requests.Load() - blocked; passed > 0 {
 			avail = 1 - float64(failed)/float64(passed)
@@ -298,6 +288,15 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 	fmt.Fprintln(bw, "# TYPE jetway_uptime_seconds gauge")
 	fmt.Fprintf(bw, "jetway_uptime_seconds{node=%q,role=%q} %d\n", m.node, m.role, int64(time.Since(m.started).Seconds()))
 	return bw.Flush()
+}
+
+// sum adds up a set of counters.
+func sum(m map[string]*atomic.Int64) int64 {
+	var n int64
+	for _, c := range m {
+		n += c.Load()
+	}
+	return n
 }
 
 // secondRing keeps per-second records for a bounded number of seconds and
