@@ -77,10 +77,16 @@ type nodeFlags struct {
 	pprof       bool
 	accessLog   bool
 	maxInFlight int64
-	replicas    int
-	drain       time.Duration
-	logFormat   string
-	logLevel    string
+
+	maxConns          int
+	readHeaderTimeout time.Duration
+	readTimeout       time.Duration
+	idleTimeout       time.Duration
+	maxHeaderBytes    int
+	replicas          int
+	drain             time.Duration
+	logFormat         string
+	logLevel          string
 }
 
 func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
@@ -105,6 +111,11 @@ func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
 	if r != roleWorker {
 		fs.StringVar(&f.listen, "listen", ":8080", "edge HTTP address")
 		fs.Int64Var(&f.maxInFlight, "max-inflight", 10000, "requests the edge serves at once across all APIs; past it 503 OVERLOADED (0: no cap)")
+		fs.IntVar(&f.maxConns, "max-conns", 20000, "client connections the edge keeps open at once; past it new ones are closed (0: no cap)")
+		fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers (slow clients are cut off)")
+		fs.DurationVar(&f.readTimeout, "read-timeout", 60*time.Second, "time a client has to send a whole request, body included")
+		fs.DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection is kept")
+		fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted (431 past it)")
 	}
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz); empty disables it")
 	if r == roleWorker {
@@ -306,16 +317,17 @@ func (n *node) run(ctx context.Context) error {
 	if n.edge != nil {
 		edgeSrv = &http.Server{
 			Handler:           n.edge,
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       60 * time.Second,
-			IdleTimeout:       120 * time.Second,
-			MaxHeaderBytes:    64 << 10,
+			ReadHeaderTimeout: f.readHeaderTimeout,
+			ReadTimeout:       f.readTimeout,
+			IdleTimeout:       f.idleTimeout,
+			MaxHeaderBytes:    f.maxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 		}
 		ln, err := net.Listen("tcp", f.listen)
 		if err != nil {
 			return fmt.Errorf("edge listener: %w", err)
 		}
+		ln = edge.LimitListener(ln, f.maxConns)
 		n.log.Info("edge listening", "addr", ln.Addr().String())
 		go func() { errc <- edgeSrv.Serve(ln) }()
 	}
