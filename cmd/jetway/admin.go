@@ -1,9 +1,11 @@
 package main
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
@@ -93,4 +95,39 @@ func parseTime(s string) (time.Time, error) {
 		return time.UnixMilli(ms), nil
 	}
 	return time.Parse(time.RFC3339, s)
+}
+
+// requireToken guards the admin listener with a bearer token, except
+// /healthz and /readyz, which load balancers and orchestrators probe
+// without credentials (they tell no more than up or ready and why).
+func requireToken(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" ||
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) == 1 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="jetway-admin"`)
+		http.Error(w, "the admin listener needs Authorization: Bearer <admin token>", http.StatusUnauthorized)
+	})
+}
+
+// checkAdminAddr refuses an admin listener reachable from other hosts
+// without a token.
+func checkAdminAddr(addr, token string) error {
+	if addr == "" || token != "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%w: --admin %q: %v", errUsage, addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%w: the admin listener %s is not on loopback: set --admin-token (or JETWAY_ADMIN_TOKEN), or bind it to 127.0.0.1", errUsage, addr)
 }

@@ -78,6 +78,7 @@ type nodeFlags struct {
 	accessLog   bool
 	maxInFlight int64
 
+	adminToken        string
 	maxConns          int
 	readHeaderTimeout time.Duration
 	readTimeout       time.Duration
@@ -117,7 +118,8 @@ func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
 		fs.DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection is kept")
 		fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted (431 past it)")
 	}
-	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz); empty disables it")
+	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz, /metrics, /nodes, ...); empty disables it")
+	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "bearer token the admin listener requires (except /healthz and /readyz); required when --admin is not on loopback (env JETWAY_ADMIN_TOKEN)")
 	if r == roleWorker {
 		fs.Var(&f.pools, "pool", "pool to serve; repeat or comma-separate for several (required)")
 	}
@@ -141,6 +143,9 @@ func cmdNode(r role, args []string, stderr io.Writer) error {
 	}
 	if len(pos) > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	if err := checkAdminAddr(f.admin, f.adminToken); err != nil {
+		return err
 	}
 	if r == roleWorker && len(f.pools) == 0 {
 		return fmt.Errorf("%w: jetway worker needs at least one --pool", errUsage)
@@ -332,7 +337,11 @@ func (n *node) run(ctx context.Context) error {
 		go func() { errc <- edgeSrv.Serve(ln) }()
 	}
 	if f.admin != "" {
-		adminSrv = &http.Server{Handler: n.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		var h http.Handler = n.adminHandler()
+		if f.adminToken != "" {
+			h = requireToken(f.adminToken, h)
+		}
+		adminSrv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		ln, err := net.Listen("tcp", f.admin)
 		if err != nil {
 			return fmt.Errorf("admin listener: %w", err)
