@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -52,6 +53,11 @@ type Options struct {
 	// Tracing, when set, traces every routed call (otel.SetupTracing);
 	// nil turns tracing off at no cost.
 	Tracing trace.TracerProvider
+	// TrustedProxies are the peers whose X-Forwarded-For is believed (see
+	// clientAddr); from any other peer it is ignored.
+	TrustedProxies []netip.Prefix
+	// IPRules apply to every request, before routing.
+	IPRules *IPRules
 }
 
 // Edge is an http.Handler. Feed it registry snapshots with Apply; each one
@@ -78,6 +84,7 @@ type router struct {
 
 // route is what a request of one API needs; built once per snapshot.
 type route struct {
+	ipRules     *IPRules // nil: none
 	api         *registry.API
 	subject     string
 	timeout     time.Duration
@@ -191,6 +198,11 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		}
 		states[a.Name] = st
 		rt.cache = st.lastGood(a.Fallback)
+		if a.IPRules != nil {
+			allow, _ := registry.ParsePrefixes(a.IPRules.Allow) // validated at publish
+			deny, _ := registry.ParsePrefixes(a.IPRules.Deny)
+			rt.ipRules = &IPRules{Allow: allow, Deny: deny}
+		}
 		rt.degrade = compileDegrade(s.Degrade[a.Name], rt.cache)
 		rt.state, rt.rules, rt.maxInFlight = st, e.compileRules(st, a), int64(a.EdgeConcurrency)
 		if rt.maxBody <= 0 {
@@ -300,8 +312,13 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, bus.CodeBadRequest, "request path is not in canonical form (dot segments, empty segments, encoded slashes or control characters)", id)
 		return
 	}
+	addr, chain := clientAddr(r, e.o.TrustedProxies)
+	if !e.o.IPRules.empty() && !e.o.IPRules.Allows(addr) {
+		writeError(w, bus.CodeForbidden, "client address not allowed", id)
+		return
+	}
 	rec := recorderPool.Get().(*recorder)
-	*rec = recorder{ResponseWriter: w}
+	*rec = recorder{ResponseWriter: w, addr: addr, chain: chain}
 	start := time.Now()
 	e.router.Load().mux.ServeHTTP(rec, r)
 	e.observe(rec, r, id, start)
@@ -321,8 +338,14 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 		ctx, endSpan := e.startServer(w, r, rt)
 		defer endSpan()
 		id := w.Header().Get("X-Request-Id")
+		addr, chain := requestAddr(w, r)
+		if rt.ipRules != nil && !rt.ipRules.Allows(addr) {
+			writeError(w, bus.CodeForbidden, "client address not allowed for api "+rt.api.Name, id)
+			return
+		}
+		clientIP := addr.String()
 		deadline := time.Now().Add(requestedTimeout(r, rt.timeout))
-		decisions, ok := admit(w, r, rt.rules, deadline, id)
+		decisions, ok := admit(w, r, rt.rules, deadline, id, clientIP)
 		if !ok {
 			return
 		}
@@ -362,8 +385,7 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 		h := nats.Header(r.Header)
 		bus.CleanHeaders(h)
 		delete(h, "Content-Length")
-		clientIP := peerIP(r.RemoteAddr)
-		h["X-Forwarded-For"] = []string{clientIP}
+		h["X-Forwarded-For"] = []string{chain}
 		h["X-Forwarded-Host"] = []string{r.Host}
 		if r.TLS != nil {
 			h["X-Forwarded-Proto"] = []string{"https"}

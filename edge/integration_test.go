@@ -38,6 +38,13 @@ type gateway struct {
 
 func newGateway(t *testing.T, pools ...string) *gateway {
 	t.Helper()
+	return newGatewayWith(t, edge.Options{}, pools...)
+}
+
+// newGatewayWith is newGateway with edge options (connection and metrics
+// are filled in).
+func newGatewayWith(t *testing.T, eo edge.Options, pools ...string) *gateway {
+	t.Helper()
 	s := natstest.RunServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &gateway{t: t, nc: natstest.Connect(t, s)}
@@ -46,7 +53,8 @@ func newGateway(t *testing.T, pools ...string) *gateway {
 		t.Fatal(err)
 	}
 	g.metrics = otel.NewMetrics("test-edge", "edge")
-	e, err := edge.New(edge.Options{Conn: natstest.Connect(t, s), Metrics: g.metrics})
+	eo.Conn, eo.Metrics = natstest.Connect(t, s), g.metrics
+	e, err := edge.New(eo)
 	if err != nil {
 		t.Fatal(err)
 	}

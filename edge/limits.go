@@ -137,7 +137,7 @@ func (lr *limitRule) key(r *http.Request, app, ip string, query *url.Values) str
 // admit runs the API's rate-limit rules. It returns the decisions to
 // release when the call ends, or false after answering 429 itself. A queue
 // rule's wait is slept here, bounded by the deadline.
-func admit(w http.ResponseWriter, r *http.Request, rules []*limitRule, deadline time.Time, id string) ([]resilience.Decision, bool) {
+func admit(w http.ResponseWriter, r *http.Request, rules []*limitRule, deadline time.Time, id, ip string) ([]resilience.Decision, bool) {
 	if len(rules) == 0 {
 		return nil, true
 	}
@@ -147,7 +147,6 @@ func admit(w http.ResponseWriter, r *http.Request, rules []*limitRule, deadline 
 	if app == "" {
 		app = "anonymous"
 	}
-	ip := peerIP(r.RemoteAddr)
 	var query url.Values
 	taken := make([]resilience.Decision, 0, len(rules))
 	var wait time.Duration

@@ -3,6 +3,7 @@ package edge
 import (
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -18,6 +19,16 @@ type recorder struct {
 	code   bus.Code
 	bytes  int
 	rt     *route
+	addr   netip.Addr // the client's address (clientAddr)
+	chain  string     // the X-Forwarded-For to send on
+}
+
+// requestAddr is the client address and forwarding chain of a request.
+func requestAddr(w http.ResponseWriter, r *http.Request) (netip.Addr, string) {
+	if rec, ok := w.(*recorder); ok && rec.addr.IsValid() {
+		return rec.addr, rec.chain
+	}
+	return clientAddr(r, nil)
 }
 
 var recorderPool = sync.Pool{New: func() any { return new(recorder) }}
@@ -84,7 +95,7 @@ func (e *Edge) observe(rec *recorder, r *http.Request, id string, start time.Tim
 			slog.Int("status", rec.status),
 			slog.Int64("latency_us", latency.Microseconds()),
 			slog.Int("bytes", rec.bytes),
-			slog.String("client_ip", peerIP(r.RemoteAddr)),
+			slog.String("client_ip", rec.addr.String()),
 		}
 		if app := r.Header.Get(bus.HdrApp); app != "" {
 			attrs = append(attrs, slog.String("app", app))

@@ -82,3 +82,8 @@ func endSend(span trace.Span, err error) {
 	}
 	span.End()
 }
+
+func clientIPString(w http.ResponseWriter, r *http.Request) string {
+	a, _ := requestAddr(w, r)
+	return a.String()
+}

@@ -59,6 +59,7 @@ type API struct {
 	Breaker         *Breaker    `json:"breaker,omitempty"`
 	Retry           *Retry      `json:"retry,omitempty"`
 	Fallback        *Fallback   `json:"fallback,omitempty"`
+	IPRules         *IPRules    `json:"ip_rules,omitempty"`
 
 	// Revision is the KV revision this entry was read at (0 if it was not
 	// read from KV). Not part of the stored JSON.
@@ -240,7 +241,7 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 		"route": &a.Route, "backend": &a.Backend, "timeout": &a.Timeout,
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
 		"rate_limits": &a.RateLimits, "edge_concurrency": &a.EdgeConcurrency,
-		"breaker": &a.Breaker, "retry": &a.Retry, "fallback": &a.Fallback,
+		"breaker": &a.Breaker, "retry": &a.Retry, "fallback": &a.Fallback, "ip_rules": &a.IPRules,
 	}
 	// Absent fields are reported once, by the schema ("missing property").
 	for k := range fields {

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -210,6 +211,16 @@ func (f *Fallback) Falls(cond string) bool {
 	return false
 }
 
+// IPRules are an API's client address rules, applied at the edge before
+// anything else of the API: a client matching deny, or matching none of a
+// non-empty allow, gets 403 FORBIDDEN. Entries are addresses or CIDR
+// prefixes. The client address is the socket peer, or for a trusted proxy
+// the right-most untrusted X-Forwarded-For entry (edge --trusted-proxies).
+type IPRules struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
 // checkPolicies adds the problems of the governance fields.
 func (a *API) checkPolicies(params []string, add func(path, format string, args ...any)) {
 	names := map[string]bool{}
@@ -280,6 +291,14 @@ func (a *API) checkPolicies(params []string, add func(path, format string, args 
 			f.Static.check("fallback.static", add)
 		}
 	}
+	if r := a.IPRules; r != nil {
+		if _, err := ParsePrefixes(r.Allow); err != nil {
+			add("ip_rules.allow", "%v", err)
+		}
+		if _, err := ParsePrefixes(r.Deny); err != nil {
+			add("ip_rules.deny", "%v", err)
+		}
+	}
 	if a.EdgeConcurrency < 0 {
 		add("edge_concurrency", "must not be negative")
 	}
@@ -334,4 +353,30 @@ func addJoined(prefix string, err error, add func(path, format string, args ...a
 			add(prefix, "%s", msg)
 		}
 	}
+}
+
+// ParsePrefixes reads addresses ("10.1.2.3", "::1") and CIDR prefixes
+// ("10.0.0.0/8"), reporting every bad entry.
+func ParsePrefixes(entries []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	var bad []string
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(e); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		if a, err := netip.ParseAddr(e); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		bad = append(bad, fmt.Sprintf("%q", e))
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("not an address or CIDR prefix: %s", strings.Join(bad, ", "))
+	}
+	return out, nil
 }

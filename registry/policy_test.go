@@ -73,3 +73,14 @@ func TestPolicyProblems(t *testing.T) {
 		}
 	}
 }
+
+func TestIPRulesValidation(t *testing.T) {
+	base := `"name":"a","pool":"p","route":{"path":"/a"},"backend":{"type":"mock"}`
+	if _, err := ParseAPI("", []byte(`{`+base+`,"ip_rules":{"allow":["10.0.0.0/8","::1"],"deny":["10.1.2.3"]}}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ParseAPI("", []byte(`{`+base+`,"ip_rules":{"allow":["10.0.0.0/33"],"deny":["nope"]}}`))
+	if err == nil || !strings.Contains(err.Error(), "ip_rules.allow") || !strings.Contains(err.Error(), "ip_rules.deny") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -79,6 +79,8 @@ type nodeFlags struct {
 	maxInFlight int64
 
 	adminToken        string
+	trustedProxies    stringList
+	ipAllow, ipDeny   stringList
 	maxConns          int
 	readHeaderTimeout time.Duration
 	readTimeout       time.Duration
@@ -117,6 +119,9 @@ func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
 		fs.DurationVar(&f.readTimeout, "read-timeout", 60*time.Second, "time a client has to send a whole request, body included")
 		fs.DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection is kept")
 		fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted (431 past it)")
+		fs.Var(&f.trustedProxies, "trusted-proxies", "addresses or CIDRs of proxies in front of the edge whose X-Forwarded-For is believed (the client is the right-most untrusted entry); comma-separated or repeated")
+		fs.Var(&f.ipAllow, "ip-allow", "only these client addresses or CIDRs may call any API (403 otherwise); comma-separated or repeated")
+		fs.Var(&f.ipDeny, "ip-deny", "client addresses or CIDRs refused for every API (403); comma-separated or repeated")
 	}
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz, /metrics, /nodes, ...); empty disables it")
 	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "bearer token the admin listener requires (except /healthz and /readyz); required when --admin is not on loopback (env JETWAY_ADMIN_TOKEN)")
@@ -250,6 +255,18 @@ func (n *node) run(ctx context.Context) error {
 		}
 		n.metrics = otel.NewMetrics(n.id, string(n.role))
 		eo := edge.Options{Conn: nc, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics}
+		if eo.TrustedProxies, err = registry.ParsePrefixes(f.trustedProxies); err != nil {
+			return fmt.Errorf("%w: --trusted-proxies: %v", errUsage, err)
+		}
+		allow, err := registry.ParsePrefixes(f.ipAllow)
+		if err != nil {
+			return fmt.Errorf("%w: --ip-allow: %v", errUsage, err)
+		}
+		deny, err := registry.ParsePrefixes(f.ipDeny)
+		if err != nil {
+			return fmt.Errorf("%w: --ip-deny: %v", errUsage, err)
+		}
+		eo.IPRules = &edge.IPRules{Allow: allow, Deny: deny}
 		if n.tracing != nil {
 			eo.Tracing = n.tracing
 		}
