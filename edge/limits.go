@@ -143,10 +143,10 @@ func admit(w http.ResponseWriter, r *http.Request, rules []*limitRule, deadline 
 	}
 	now := time.Now()
 	maxWait := deadline.Sub(now)
-	app := r.Header.Get(bus.HdrApp)
-	if app == "" {
-		app = "anonymous"
-	}
+	// The authenticated app; until authentication exists every caller is
+	// "anonymous". Never read from the request's own headers: a caller
+	// could name any app there.
+	app := "anonymous"
 	var query url.Values
 	taken := make([]resilience.Decision, 0, len(rules))
 	var wait time.Duration

@@ -161,3 +161,17 @@ func TestClientShortensDeadline(t *testing.T) {
 		}
 	}
 }
+
+// A caller cannot pick the app its calls count against by sending the
+// wire's own header.
+func TestAppKeyCannotBeSpoofed(t *testing.T) {
+	g := newGateway(t)
+	g.publish(`{"name":"ak","pool":"p","route":{"path":"/ak"},"backend":{"type":"mock","body":"ok"},
+		"rate_limits":[{"key":["app"],"limit":1,"window":"1m"}]}`)
+	if r := g.do("GET", "/ak", nil, "Jetway-App", "a"); r.status != 200 {
+		t.Fatalf("first: %d", r.status)
+	}
+	if r := g.do("GET", "/ak", nil, "Jetway-App", "b"); r.status != 429 {
+		t.Fatalf("a forged Jetway-App bought a fresh limit: %d", r.status)
+	}
+}

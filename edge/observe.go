@@ -97,9 +97,6 @@ func (e *Edge) observe(rec *recorder, r *http.Request, id string, start time.Tim
 			slog.Int("bytes", rec.bytes),
 			slog.String("client_ip", rec.addr.String()),
 		}
-		if app := r.Header.Get(bus.HdrApp); app != "" {
-			attrs = append(attrs, slog.String("app", app))
-		}
 		if tp := r.Header.Get("Traceparent"); len(tp) >= 35 {
 			attrs = append(attrs, slog.String("trace_id", tp[3:35]))
 		}
