@@ -297,6 +297,13 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = newRequestID()
 	}
 	w.Header()["X-Request-Id"] = []string{id}
+	if len(r.TransferEncoding) > 0 {
+		// A chunked request may also have carried a Content-Length that
+		// Go's server dropped unseen; a front proxy that believed it would
+		// see the rest of the body as a next request. Close after
+		// answering, so nothing smuggled behind it is ever served.
+		w.Header()["Connection"] = []string{"close"}
+	}
 	n := e.inflight.Add(1)
 	defer e.inflight.Add(-1)
 	if limit := e.o.MaxInFlight; limit > 0 {
