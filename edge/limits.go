@@ -137,16 +137,14 @@ func (lr *limitRule) key(r *http.Request, app, ip string, query *url.Values) str
 // admit runs the API's rate-limit rules. It returns the decisions to
 // release when the call ends, or false after answering 429 itself. A queue
 // rule's wait is slept here, bounded by the deadline.
-func admit(w http.ResponseWriter, r *http.Request, rules []*limitRule, deadline time.Time, id, ip string) ([]resilience.Decision, bool) {
+func admit(w http.ResponseWriter, r *http.Request, rules []*limitRule, deadline time.Time, id, ip, app string) ([]resilience.Decision, bool) {
 	if len(rules) == 0 {
 		return nil, true
 	}
 	now := time.Now()
 	maxWait := deadline.Sub(now)
-	// The authenticated app; until authentication exists every caller is
-	// "anonymous". Never read from the request's own headers: a caller
-	// could name any app there.
-	app := "anonymous"
+	// app is the authenticated app ("anonymous" for open APIs), never
+	// read from the request's own headers: a caller could name any app.
 	var query url.Values
 	taken := make([]resilience.Decision, 0, len(rules))
 	var wait time.Duration

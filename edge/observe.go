@@ -21,6 +21,14 @@ type recorder struct {
 	rt     *route
 	addr   netip.Addr // the client's address (clientAddr)
 	chain  string     // the X-Forwarded-For to send on
+	app    string     // the authenticated app, if any
+}
+
+// markApp notes the authenticated app of a request.
+func markApp(w http.ResponseWriter, app string) {
+	if r, ok := w.(*recorder); ok {
+		r.app = app
+	}
 }
 
 // requestAddr is the client address and forwarding chain of a request.
@@ -99,6 +107,9 @@ func (e *Edge) observe(rec *recorder, r *http.Request, id string, start time.Tim
 		}
 		if tp := r.Header.Get("Traceparent"); len(tp) >= 35 {
 			attrs = append(attrs, slog.String("trace_id", tp[3:35]))
+		}
+		if rec.app != "" {
+			attrs = append(attrs, slog.String("app", rec.app))
 		}
 		if rec.code != "" {
 			attrs = append(attrs, slog.String("code", string(rec.code)))

@@ -60,6 +60,7 @@ type API struct {
 	Retry           *Retry      `json:"retry,omitempty"`
 	Fallback        *Fallback   `json:"fallback,omitempty"`
 	IPRules         *IPRules    `json:"ip_rules,omitempty"`
+	Auth            *Auth       `json:"auth,omitempty"`
 
 	// Revision is the KV revision this entry was read at (0 if it was not
 	// read from KV). Not part of the stored JSON.
@@ -242,6 +243,7 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
 		"rate_limits": &a.RateLimits, "edge_concurrency": &a.EdgeConcurrency,
 		"breaker": &a.Breaker, "retry": &a.Retry, "fallback": &a.Fallback, "ip_rules": &a.IPRules,
+		"auth": &a.Auth,
 	}
 	// Absent fields are reported once, by the schema ("missing property").
 	for k := range fields {

@@ -221,6 +221,32 @@ type IPRules struct {
 	Deny  []string `json:"deny,omitempty"`
 }
 
+// Auth says how callers of an API prove who they are.
+type Auth struct {
+	// Methods accepted: "key" (an app's API key in X-Api-Key or
+	// "Authorization: ApiKey <key>"). "none" (or no auth at all) leaves
+	// the API open.
+	Methods []string `json:"methods"`
+	// GrantedOnly (default true) admits only apps granted the API.
+	GrantedOnly *bool `json:"granted_only,omitempty"`
+}
+
+// Requires reports whether the API needs an authenticated app.
+func (a *Auth) Requires() bool {
+	if a == nil {
+		return false
+	}
+	for _, m := range a.Methods {
+		if m != "none" {
+			return true
+		}
+	}
+	return false
+}
+
+// OnlyGranted reports whether only granted apps may call the API.
+func (a *Auth) OnlyGranted() bool { return a.GrantedOnly == nil || *a.GrantedOnly }
+
 // checkPolicies adds the problems of the governance fields.
 func (a *API) checkPolicies(params []string, add func(path, format string, args ...any)) {
 	names := map[string]bool{}
@@ -289,6 +315,13 @@ func (a *API) checkPolicies(params []string, add func(path, format string, args 
 		}
 		if f.Static != nil {
 			f.Static.check("fallback.static", add)
+		}
+	}
+	if au := a.Auth; au != nil {
+		for _, m := range au.Methods {
+			if m != "none" && m != "key" {
+				add("auth.methods", "%q is not none or key", m)
+			}
 		}
 	}
 	if r := a.IPRules; r != nil {

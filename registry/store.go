@@ -61,6 +61,7 @@ type Client struct {
 	kv     jetstream.KeyValue
 	flags  jetstream.KeyValue
 	alerts jetstream.KeyValue
+	apps   jetstream.KeyValue
 }
 
 // NewClient opens (creating if needed) the API bucket over nc.
@@ -81,7 +82,11 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if err != nil {
 		return nil, err
 	}
-	return &Client{kv: kv, flags: flags, alerts: alerts}, nil
+	apps, err := OpenApps(ctx, js, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{kv: kv, flags: flags, alerts: alerts, apps: apps}, nil
 }
 
 // ErrNotFound is returned for an API or revision that does not exist.
@@ -310,4 +315,41 @@ func (c *Client) DeleteAlert(ctx context.Context, name string) error {
 // error), sorted by name.
 func (c *Client) ListAlerts(ctx context.Context) ([]Listed[*AlertRule], error) {
 	return listParsed(ctx, c.alerts, ParseAlert)
+}
+
+// PutApp validates and stores an app.
+func (c *Client) PutApp(ctx context.Context, a *App) (*App, error) {
+	doc := a.Marshal()
+	parsed, err := ParseApp(a.ID, doc)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := c.apps.Put(ctx, a.ID, doc)
+	if err != nil {
+		return nil, fmt.Errorf("writing app %s: %w", a.ID, err)
+	}
+	parsed.Revision = rev
+	return parsed, nil
+}
+
+// GetApp reads an app.
+func (c *Client) GetApp(ctx context.Context, id string) (*App, error) {
+	e, err := c.apps.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("app %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading app %s: %w", id, err)
+	}
+	a, err := ParseApp(id, e.Value())
+	if err != nil {
+		return nil, err
+	}
+	a.Revision = e.Revision()
+	return a, nil
+}
+
+// ListApps returns every stored app, sorted by id.
+func (c *Client) ListApps(ctx context.Context) ([]Listed[*App], error) {
+	return listParsed(ctx, c.apps, ParseApp)
 }

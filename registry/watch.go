@@ -55,6 +55,8 @@ type Snapshot struct {
 	Degrade map[string]*Degrade
 	// Alerts holds the alert rules, by name.
 	Alerts map[string]*AlertRule
+	// Apps holds the apps, by id.
+	Apps map[string]*App
 	// Source of the entries.
 	Source Source
 }
@@ -95,6 +97,7 @@ type Watcher struct {
 	apis     *kvSet[*API]
 	flags    *kvSet[*Degrade]
 	alerts   *kvSet[*AlertRule]
+	apps     *kvSet[*App]
 	fromFile bool
 	lastErr  error
 
@@ -142,7 +145,15 @@ func NewWatcher(o WatcherOptions) *Watcher {
 			}
 			return r, err
 		}}
-	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}, Alerts: map[string]*AlertRule{}})
+	w.apps = &kvSet[*App]{open: OpenApps, name: BucketApps, good: map[string]*App{},
+		parse: func(key string, val []byte, rev uint64) (*App, error) {
+			a, err := ParseApp(key, val)
+			if err == nil {
+				a.Revision = rev
+			}
+			return a, err
+		}}
+	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}, Alerts: map[string]*AlertRule{}, Apps: map[string]*App{}})
 	return w
 }
 
@@ -200,10 +211,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 		go w.saver(ctx)
 	}
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); runSet(ctx, w, w.apis) }()
 	go func() { defer wg.Done(); runSet(ctx, w, w.flags) }()
 	go func() { defer wg.Done(); runSet(ctx, w, w.alerts) }()
+	go func() { defer wg.Done(); runSet(ctx, w, w.apps) }()
 	wg.Wait()
 	return ctx.Err()
 }
@@ -402,12 +414,12 @@ func fallback[T any](ctx context.Context, w *Watcher, s *kvSet[T], kv jetstream.
 func (w *Watcher) publishLocked() {
 	src := SourceNone
 	switch {
-	case w.apis.live && w.flags.live && w.alerts.live:
+	case w.apis.live && w.flags.live && w.alerts.live && w.apps.live:
 		src = SourceLive
 	case w.fromFile:
 		src = SourceFile
 	}
-	s := &Snapshot{APIs: maps.Clone(w.apis.good), Degrade: make(map[string]*Degrade), Alerts: maps.Clone(w.alerts.good), Source: src}
+	s := &Snapshot{APIs: maps.Clone(w.apis.good), Degrade: make(map[string]*Degrade), Alerts: maps.Clone(w.alerts.good), Apps: maps.Clone(w.apps.good), Source: src}
 	for _, a := range s.APIs {
 		s.Revision = max(s.Revision, a.Revision)
 	}
@@ -435,6 +447,7 @@ type snapshotFile struct {
 	SavedAt time.Time                `json:"saved_at"`
 	APIs    map[string]snapshotEntry `json:"apis"`
 	Flags   map[string]snapshotEntry `json:"flags,omitempty"`
+	Apps    map[string]snapshotEntry `json:"apps,omitempty"`
 }
 
 type snapshotEntry struct {
@@ -453,11 +466,12 @@ func (w *Watcher) loadFile() error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.apis.live || w.flags.live || w.alerts.live {
+	if w.apis.live || w.flags.live || w.alerts.live || w.apps.live {
 		return nil // NATS got there first
 	}
 	loadEntries(w, w.apis, f.APIs)
 	loadEntries(w, w.flags, f.Flags)
+	loadEntries(w, w.apps, f.Apps)
 	w.fromFile = true
 	w.publishLocked()
 	w.log.Info("serving from local registry snapshot until nats is reached", "file", w.o.SnapshotFile, "apis", len(w.apis.good))
@@ -502,6 +516,10 @@ func (w *Watcher) saveFile() error {
 	}
 	for _, d := range s.Degrade {
 		f.Flags[DegradeKey(d.API)] = snapshotEntry{Revision: d.Revision, Value: d.Marshal()}
+	}
+	f.Apps = make(map[string]snapshotEntry, len(s.Apps))
+	for id, a := range s.Apps {
+		f.Apps[id] = snapshotEntry{Revision: a.Revision, Value: a.Marshal()}
 	}
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {

@@ -260,8 +260,15 @@ func decodeRequest(a *registry.API, m *nats.Msg) *Request {
 	if req.Method == "" {
 		req.Method = http.MethodGet
 	}
+	app := h.Get(bus.HdrApp)
 	hh := http.Header(h)
 	bus.CleanHeaders(hh)
+	// Backends learn the authenticated app from X-Jetway-App, which only
+	// Jetway sets: a caller's own value never gets through.
+	delete(hh, "X-Jetway-App")
+	if app != "" {
+		hh["X-Jetway-App"] = []string{app}
+	}
 	req.Header = hh
 	return req
 }

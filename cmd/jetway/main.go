@@ -30,6 +30,7 @@ Nodes:
 Registry:
   api       publish, inspect, delete and roll back APIs (put|get|list|delete|history|rollback)
   degrade   turn an API's degrade switch on or off, live on every edge (on|off|list)
+  app       apps and their API keys (create|get|list|disable|enable|rotate-key|grant|revoke)
 
 Observing:
   top       a live table of every API across the cluster (QPS, errors, p99, breaker, degraded)
@@ -68,6 +69,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdAPI(args[1:], stdin, stdout, stderr)
 	case "degrade":
 		err = cmdDegrade(args[1:], stdout, stderr)
+	case "app":
+		err = cmdApp(args[1:], stdout, stderr)
 	case "alert":
 		err = cmdAlert(args[1:], stdin, stdout, stderr)
 	case "top":

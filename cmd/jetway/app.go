@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+const appUsage = `Usage: jetway app <command> [flags] [args]
+
+Commands:
+  create ID [--name N] [--api GLOB ...] [--ip CIDR ...]
+                       make an app and its first API key; the key is shown
+                       once, here, and only its SHA-256 digest is stored
+  get ID               show an app (never its keys, only their ids)
+  list                 list the apps
+  disable ID           refuse the app's keys from now on (enable ID undoes it)
+  enable ID
+  rotate-key ID        make a new key and drop the old ones
+  grant ID GLOB        allow the app an API name, "prefix.*" or "*"
+  revoke ID GLOB
+
+Apps live in the JetStream KV bucket jetway_apps (key = app id). An API
+that has "auth": {"methods": ["key"]} admits only callers with an active
+app's key (X-Api-Key: <key> or Authorization: ApiKey <key>) and, unless
+"granted_only": false, only apps granted the API. Backends get the app id in
+X-Jetway-App.
+
+Flags:
+`
+
+func cmdApp(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("jetway app", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	natsURL := fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long the command may take")
+	name := fs.String("name", "", "create: a human name")
+	var apis, ips stringList
+	fs.Var(&apis, "api", "create: an API the app may call (name, \"prefix.*\" or \"*\"); repeat for several")
+	fs.Var(&ips, "ip", "create: the only client addresses or CIDRs the app may call from; repeat for several")
+	fs.Usage = func() { fmt.Fprint(stderr, appUsage); fs.PrintDefaults() }
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := checkSubcommand(fs, "app", pos, map[string]int{"create": 1, "get": 1, "list": 0, "disable": 1, "enable": 1, "rotate-key": 1, "grant": 2, "revoke": 2}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	c, closeNATS, err := dialRegistry(ctx, *natsURL, 1)
+	if err != nil {
+		return err
+	}
+	defer closeNATS()
+
+	// update reads an app, changes it and writes it back.
+	update := func(id string, change func(a *registry.App) error) (*registry.App, error) {
+		a, err := c.GetApp(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := change(a); err != nil {
+			return nil, err
+		}
+		a, err = c.PutApp(ctx, a)
+		if err != nil {
+			return nil, describeInvalid(err, stderr, "app")
+		}
+		return a, nil
+	}
+	switch pos[0] {
+	case "create":
+		if _, err := c.GetApp(ctx, pos[1]); err == nil {
+			return fmt.Errorf("app %s exists already (rotate-key gives it a new key)", pos[1])
+		}
+		key, rec, err := registry.NewAPIKey()
+		if err != nil {
+			return err
+		}
+		a, err := c.PutApp(ctx, &registry.App{ID: pos[1], Name: *name, Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: apis, IPAllow: ips})
+		if err != nil {
+			return describeInvalid(err, stderr, "app")
+		}
+		fmt.Fprintf(stdout, "created app %s (revision %d)\nAPI key (shown once, store it now): %s\n", a.ID, a.Revision, key)
+	case "rotate-key":
+		var key string
+		a, err := update(pos[1], func(a *registry.App) error {
+			k, rec, err := registry.NewAPIKey()
+			key, a.Keys = k, []registry.AppKey{rec}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "new key for app %s; the old ones no longer work (revision %d)\nAPI key (shown once, store it now): %s\n", a.ID, a.Revision, key)
+	case "disable", "enable":
+		status := map[string]string{"disable": registry.AppDisabled, "enable": registry.AppActive}[pos[0]]
+		a, err := update(pos[1], func(a *registry.App) error { a.Status = status; return nil })
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "app %s is %s\n", a.ID, a.Status)
+	case "grant":
+		a, err := update(pos[1], func(a *registry.App) error {
+			if !slices.Contains(a.APIs, pos[2]) {
+				a.APIs = append(a.APIs, pos[2])
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "app %s may call %s\n", a.ID, orNone(a.APIs))
+	case "revoke":
+		a, err := update(pos[1], func(a *registry.App) error {
+			a.APIs = slices.DeleteFunc(a.APIs, func(g string) bool { return g == pos[2] })
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "app %s may call %s\n", a.ID, orNone(a.APIs))
+	case "get":
+		a, err := c.GetApp(ctx, pos[1])
+		if err != nil {
+			return err
+		}
+		printApp(stdout, a)
+	case "list":
+		es, err := c.ListApps(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tKEYS\tAPIS\tREVISION")
+		for _, e := range es {
+			if e.Err != nil {
+				fmt.Fprintf(tw, "%s\t-\tinvalid\t-\t%v\t%d\n", e.Key, e.Err, e.Revision)
+				continue
+			}
+			a := e.Value
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", a.ID, a.Name, a.Status, len(a.Keys), strings.Join(a.APIs, ","), e.Revision)
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+func printApp(w io.Writer, a *registry.App) {
+	fmt.Fprintf(w, "id:       %s\nname:     %s\nstatus:   %s\napis:     %s\nip_allow: %s\nrevision: %d\nkeys:\n",
+		a.ID, a.Name, a.Status, strings.Join(a.APIs, ", "), strings.Join(a.IPAllow, ", "), a.Revision)
+	for _, k := range a.Keys {
+		fmt.Fprintf(w, "  %s…  created %s\n", k.ID, k.Created.Format(time.RFC3339))
+	}
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "no API"
+	}
+	return strings.Join(list, ", ")
+}

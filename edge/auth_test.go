@@ -1,0 +1,69 @@
+package edge_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+func TestAPIKeyAuth(t *testing.T) {
+	var seen atomic.Value
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(fmt.Sprintf("app=%s key=%s auth=%s", r.Header.Get("X-Jetway-App"), r.Header.Get("X-Api-Key"), r.Header.Get("Authorization")))
+		io.WriteString(w, "ok")
+	}))
+	defer backend.Close()
+	g := newGateway(t)
+	ctx := context.Background()
+	key1, rec1, _ := registry.NewAPIKey()
+	key2, rec2, _ := registry.NewAPIKey()
+	key3, rec3, _ := registry.NewAPIKey()
+	for _, a := range []*registry.App{
+		{ID: "shop", Status: registry.AppActive, Keys: []registry.AppKey{rec1}, APIs: []string{"orders.*"}},
+		{ID: "other", Status: registry.AppActive, Keys: []registry.AppKey{rec2}, APIs: []string{"users.*"}},
+		{ID: "gone", Status: registry.AppDisabled, Keys: []registry.AppKey{rec3}, APIs: []string{"*"}},
+	} {
+		if _, err := g.client.PutApp(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
+		if len(g.edgeW.Current().Apps) != 3 {
+			return fmt.Errorf("apps not loaded")
+		}
+		return nil
+	})
+	g.publish(`{"name":"orders.get","pool":"p","route":{"path":"/orders"},"backend":{"type":"http","url":"` + backend.URL + `"},
+		"auth":{"methods":["key"]},"rate_limits":[{"key":["app"],"limit":2,"window":"1m"}]}`)
+
+	for _, tc := range []struct {
+		name   string
+		hdr    []string
+		status int
+		code   string
+	}{
+		{"no key", nil, 401, "UNAUTHENTICATED"},
+		{"unknown key", []string{"X-Api-Key", "jw_nope"}, 401, "UNAUTHENTICATED"},
+		{"disabled app", []string{"X-Api-Key", key3}, 401, "UNAUTHENTICATED"},
+		{"not granted", []string{"X-Api-Key", key2}, 403, "FORBIDDEN"},
+		{"granted", []string{"X-Api-Key", key1, "X-Jetway-App", "forged"}, 200, ""},
+		{"granted, Authorization", []string{"Authorization", "ApiKey " + key1}, 200, ""},
+		{"app limit", []string{"X-Api-Key", key1}, 429, "RATE_LIMITED"},
+	} {
+		r := g.do("GET", "/orders", nil, tc.hdr...)
+		if r.status != tc.status || r.code != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, r.status, r.body, tc.status, tc.code)
+		}
+		if tc.status == 200 && seen.Load() != "app=shop key= auth=" {
+			t.Errorf("%s: backend saw %v (want the app, no credentials)", tc.name, seen.Load())
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/schemas"
+)
+
+// BucketApps holds the apps that may call APIs: key = app id.
+const BucketApps = "jetway_apps"
+
+// App statuses.
+const (
+	AppActive   = "active"
+	AppDisabled = "disabled"
+)
+
+// App is a caller of APIs: its credentials (API keys, stored only as
+// SHA-256 digests) and the APIs it was granted.
+type App struct {
+	ID     string `json:"id"`
+	Name   string `json:"name,omitempty"`
+	Status string `json:"status"`
+	// Keys are the digests of the app's API keys; a key is shown once, when
+	// it is made, and never stored.
+	Keys []AppKey `json:"keys,omitempty"`
+	// APIs the app may call: names, or globs ending in ".*" ("orders.*"),
+	// or "*".
+	APIs []string `json:"apis,omitempty"`
+	// IPAllow, when set, lists the only client addresses (or CIDRs) the app
+	// may call from.
+	IPAllow []string `json:"ip_allow,omitempty"`
+
+	Revision uint64 `json:"-"`
+}
+
+// AppKey is the digest of one API key.
+type AppKey struct {
+	ID      string    `json:"id"`
+	SHA256  string    `json:"sha256"`
+	Created time.Time `json:"created"`
+}
+
+// KeyDigest is how an API key is stored and looked up.
+func KeyDigest(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// NewAPIKey makes a random API key ("jw_" + 32 random bytes) and its
+// record for the app.
+func NewAPIKey() (key string, rec AppKey, err error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", AppKey{}, fmt.Errorf("making a key: %w", err)
+	}
+	key = "jw_" + base64.RawURLEncoding.EncodeToString(b[:])
+	return key, AppKey{ID: key[:9], SHA256: KeyDigest(key), Created: time.Now().UTC()}, nil
+}
+
+// Granted reports whether the app may call api.
+func (a *App) Granted(api string) bool {
+	for _, g := range a.APIs {
+		switch {
+		case g == "*" || g == api:
+			return true
+		case strings.HasSuffix(g, ".*") && strings.HasPrefix(api, strings.TrimSuffix(g, "*")):
+			return true
+		}
+	}
+	return false
+}
+
+// Marshal returns the app's JSON.
+func (a *App) Marshal() []byte {
+	b, _ := json.Marshal(a)
+	return b
+}
+
+// ParseApp decodes and checks an app stored under key.
+func ParseApp(key string, doc []byte) (*App, error) {
+	var ps []schemas.Problem
+	add := func(path, format string, args ...any) {
+		ps = append(ps, schemas.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	var a App
+	if err := strictJSON(doc, &a); err != nil {
+		return nil, &ValidationError{Key: key, Problems: []schemas.Problem{{Message: err.Error()}}}
+	}
+	if err := bus.ValidName(a.ID); err != nil {
+		add("id", "%v", err)
+	} else if key != "" && key != a.ID {
+		add("id", "must equal the key it is stored under (%q)", key)
+	}
+	if a.Status != AppActive && a.Status != AppDisabled {
+		add("status", "must be active or disabled")
+	}
+	for i, k := range a.Keys {
+		if len(k.SHA256) != 64 {
+			add(fmt.Sprintf("keys.%d.sha256", i), "must be a SHA-256 digest in hex")
+		}
+	}
+	for _, g := range a.APIs {
+		name := strings.TrimSuffix(g, ".*")
+		if g != "*" && bus.ValidName(name) != nil {
+			add("apis", "%q is not an API name, a \"prefix.*\" glob or \"*\"", g)
+		}
+	}
+	if _, err := ParsePrefixes(a.IPAllow); err != nil {
+		add("ip_allow", "%v", err)
+	}
+	if len(ps) > 0 {
+		return nil, &ValidationError{Key: key, Problems: ps}
+	}
+	return &a, nil
+}
+
+// strictJSON decodes JSON or YAML, refusing unknown fields.
+func strictJSON(doc []byte, v any) error {
+	js, err := ToJSON(doc)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(js)))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// OpenApps opens the jetway_apps bucket, creating it when missing.
+func OpenApps(ctx context.Context, js jetstream.JetStream, o BucketOptions) (jetstream.KeyValue, error) {
+	return openBucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      BucketApps,
+		Description: "Jetway apps: credentials (digests only) and grants (key = app id)",
+		History:     HistoryDepth,
+		Replicas:    max(o.Replicas, 1),
+	})
+}
