@@ -84,8 +84,9 @@ type router struct {
 
 // route is what a request of one API needs; built once per snapshot.
 type route struct {
-	ipRules     *IPRules  // nil: none
-	apps        *appIndex // non-nil when the API requires an authenticated app
+	ipRules     *IPRules     // nil: none
+	apps        *appIndex    // non-nil when the API requires an authenticated app
+	jwt         *jwtVerifier // the API's token checks; nil: none (or its keys did not load)
 	api         *registry.API
 	subject     string
 	timeout     time.Duration
@@ -202,6 +203,14 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		rt.cache = st.lastGood(a.Fallback)
 		if a.Auth.Requires() {
 			rt.apps = apps
+		}
+		if a.Auth.Has("jwt") && a.Auth.JWT != nil {
+			v, err := newJWTVerifier(a.Auth.JWT)
+			if err != nil {
+				// Fail closed: the API answers 401 until its keys load.
+				e.log.Error("jwt keys not loaded; tokens for this api are refused", "api", a.Name, "err", err)
+			}
+			rt.jwt = v
 		}
 		if a.IPRules != nil {
 			allow, _ := registry.ParsePrefixes(a.IPRules.Allow) // validated at publish

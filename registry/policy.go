@@ -229,6 +229,46 @@ type Auth struct {
 	Methods []string `json:"methods"`
 	// GrantedOnly (default true) admits only apps granted the API.
 	GrantedOnly *bool `json:"granted_only,omitempty"`
+	// JWT configures the "jwt" method.
+	JWT *JWTAuth `json:"jwt,omitempty"`
+}
+
+// JWTAuth configures bearer-token (JWT) authentication of an API: tokens
+// signed by a key of the JWKS, with an allowed algorithm, exp required, nbf,
+// iss and aud checked; the AppClaim names the app.
+type JWTAuth struct {
+	Issuer     string   `json:"issuer,omitempty"`
+	Audience   string   `json:"audience,omitempty"`
+	Algorithms []string `json:"algorithms"`
+	JWKSFile   string   `json:"jwks_file"`
+	AppClaim   string   `json:"app_claim,omitempty"` // default "sub"
+	Leeway     Duration `json:"leeway,omitempty"`    // default 30s, at most 5m
+}
+
+// LeewayOrDefault is the clock skew allowed on exp, nbf and iat.
+func (j *JWTAuth) LeewayOrDefault() time.Duration {
+	if j.Leeway <= 0 {
+		return 30 * time.Second
+	}
+	return time.Duration(j.Leeway)
+}
+
+// Has reports whether the API accepts a method.
+func (a *Auth) Has(method string) bool {
+	if a == nil {
+		return false
+	}
+	for _, m := range a.Methods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+var jwtAlgorithms = map[string]bool{
+	"HS256": true, "HS384": true, "HS512": true, "RS256": true, "RS384": true, "RS512": true,
+	"PS256": true, "PS384": true, "PS512": true, "ES256": true, "ES384": true, "ES512": true, "EdDSA": true,
 }
 
 // Requires reports whether the API needs an authenticated app.
@@ -319,8 +359,26 @@ func (a *API) checkPolicies(params []string, add func(path, format string, args 
 	}
 	if au := a.Auth; au != nil {
 		for _, m := range au.Methods {
-			if m != "none" && m != "key" {
-				add("auth.methods", "%q is not none or key", m)
+			if m != "none" && m != "key" && m != "jwt" {
+				add("auth.methods", "%q is not none, key or jwt", m)
+			}
+		}
+		if j := au.JWT; au.Has("jwt") && j == nil {
+			add("auth.jwt", "is required for the jwt method")
+		} else if j != nil {
+			if len(j.Algorithms) == 0 {
+				add("auth.jwt.algorithms", "list at least one algorithm")
+			}
+			for _, alg := range j.Algorithms {
+				if !jwtAlgorithms[alg] {
+					add("auth.jwt.algorithms", "%q is not a supported algorithm (never none)", alg)
+				}
+			}
+			if j.JWKSFile == "" {
+				add("auth.jwt.jwks_file", "is required: the JWKS with the issuer's keys")
+			}
+			if j.Leeway < 0 || time.Duration(j.Leeway) > 5*time.Minute {
+				add("auth.jwt.leeway", "must be between 0 and 5m")
 			}
 		}
 	}
