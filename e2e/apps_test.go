@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/sign"
 )
 
 var keyRE = regexp.MustCompile(`API key \(shown once, store it now\): (jw_\S+)`)
@@ -84,3 +86,54 @@ func waitForFunc(t *testing.T, f func() error) {
 }
 
 func errStatus(r response) error { return fmt.Errorf("got %d %s", r.status, r.body) }
+
+var secretRE = regexp.MustCompile(`signing secret \(shown once, store it now\): (\S+)`)
+
+// A request signed with the client helper passes through jetway serve
+// once; its replay does not.
+func TestSignedRequestThroughServe(t *testing.T) {
+	t.Parallel()
+	srv := startNode(t, "serve", "serve", "")
+	srv.waitReady(t)
+	putAPI(t, srv.natsURL, `{"name":"signed.api","pool":"sg","route":{"method":"POST","path":"/v1/signed"},"backend":{"type":"mock","body":"ok"},"auth":{"methods":["hmac","key"]}}`)
+	res := jetway(t, "", "app", "create", "signer", "--api", "signed.*", "--hmac", "--nats", srv.natsURL)
+	m := secretRE.FindStringSubmatch(res.stdout)
+	if res.code != 0 || m == nil {
+		t.Fatalf("app create --hmac: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	secret, err := base64.RawURLEncoding.DecodeString(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func() *http.Request {
+		r, _ := http.NewRequest("POST", srv.edge+"/v1/signed", strings.NewReader("payload"))
+		if err := sign.Sign(r, []byte("payload"), "signer", secret); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	var auth string
+	waitForFunc(t, func() error {
+		r := req()
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("signed request: %d", resp.StatusCode)
+		}
+		auth = r.Header.Get("Authorization")
+		return nil
+	})
+	replay, _ := http.NewRequest("POST", srv.edge+"/v1/signed", strings.NewReader("payload"))
+	replay.Header.Set("Authorization", auth)
+	resp, err := http.DefaultClient.Do(replay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("replayed signed request: %d", resp.StatusCode)
+	}
+}

@@ -1,19 +1,34 @@
 package edge
 
 import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"errors"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/sign"
 )
 
 // appIndex finds apps by the digest of an API key. Built once per
 // snapshot; read-only afterwards.
 type appIndex struct {
-	byKey map[string]*authApp
-	byID  map[string]*authApp
+	byKey  map[string]*authApp
+	byID   map[string]*authApp
+	nonces NonceStore
+}
+
+// NonceStore claims signed requests' nonces for the whole cluster
+// (registry.NonceStore); Claim returns registry.ErrReplay for a nonce seen
+// before and another error when the store cannot be reached.
+type NonceStore interface {
+	Claim(ctx context.Context, key string) error
 }
 
 type authApp struct {
@@ -21,8 +36,8 @@ type authApp struct {
 	allow []netip.Prefix // the app's own client address list; empty: any
 }
 
-func newAppIndex(apps map[string]*registry.App) *appIndex {
-	ix := &appIndex{byKey: map[string]*authApp{}, byID: map[string]*authApp{}}
+func newAppIndex(apps map[string]*registry.App, nonces NonceStore) *appIndex {
+	ix := &appIndex{byKey: map[string]*authApp{}, byID: map[string]*authApp{}, nonces: nonces}
 	for _, a := range apps {
 		allow, _ := registry.ParsePrefixes(a.IPAllow) // validated at publish
 		aa := &authApp{app: a, allow: allow}
@@ -49,14 +64,72 @@ func apiKey(h http.Header) string {
 	return key
 }
 
+// maxSkew is how far a signed request's timestamp may be from the edge's clock.
+const maxSkew = 5 * time.Minute
+
+// verifySigned checks a JW1-HMAC-SHA256 request: the app's secret signs it,
+// its timestamp is within ±5 minutes, and its nonce was never used on any
+// edge in the last 10 minutes. The nonce store unreachable → refused (fail
+// closed) with 503.
+func (ix *appIndex) verifySigned(w http.ResponseWriter, r *http.Request, rt *route, id, authz string, body []byte) (*authApp, bool) {
+	p, err := sign.Parse(authz)
+	if err != nil {
+		writeError(w, bus.CodeUnauthenticated, "bad signature header: "+err.Error(), id)
+		return nil, false
+	}
+	aa := ix.byID[p.App]
+	if aa == nil || aa.app.Status != registry.AppActive || len(aa.app.HMACSecrets) == 0 {
+		writeError(w, bus.CodeUnauthenticated, "unknown or disabled app, or no signing secret", id)
+		return nil, false
+	}
+	ts, err := strconv.ParseInt(p.TS, 10, 64)
+	if err != nil || time.Since(time.Unix(ts, 0)).Abs() > maxSkew {
+		writeError(w, bus.CodeUnauthenticated, "signature timestamp missing or more than 5 minutes off", id)
+		return nil, false
+	}
+	s := sign.StringToSign(r.Method, r.URL.RawPath, r.URL.RawQuery, p.TS, p.Nonce, body, p.Headers, r.Header)
+	valid := false
+	for _, sec := range aa.app.HMACSecrets {
+		if hmac.Equal([]byte(sign.MAC(sec.Bytes(), s)), []byte(p.Sig)) {
+			valid = true
+		}
+	}
+	if !valid {
+		writeError(w, bus.CodeUnauthenticated, "signature does not match", id)
+		return nil, false
+	}
+	if ix.nonces == nil {
+		writeError(w, bus.CodeBusUnavailable, "nonce store not configured: signed requests are refused", id)
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	switch err := ix.nonces.Claim(ctx, p.App+"."+p.Nonce); {
+	case errors.Is(err, registry.ErrReplay):
+		writeError(w, bus.CodeUnauthenticated, "nonce already used (replay)", id)
+		return nil, false
+	case err != nil:
+		writeError(w, bus.CodeBusUnavailable, "nonce store unreachable: signed requests are refused", id)
+		return nil, false
+	}
+	return aa, true
+}
+
 // authenticate finds the app calling an API that requires one — by its API
 // key, or by a bearer token the API's JWT settings accept — or answers 401
 // UNAUTHENTICATED / 403 FORBIDDEN itself and returns false.
-func (ix *appIndex) authenticate(w http.ResponseWriter, r *http.Request, rt *route, addr netip.Addr, id string) (*registry.App, bool) {
+func (ix *appIndex) authenticate(w http.ResponseWriter, r *http.Request, rt *route, addr netip.Addr, id string, body *bytes.Buffer) (*registry.App, bool) {
 	var aa *authApp
 	key := apiKey(r.Header)
-	bearer, hasBearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	authz := r.Header.Get("Authorization")
+	bearer, hasBearer := strings.CutPrefix(authz, "Bearer ")
 	switch {
+	case body != nil && rt.api.Auth.Has("hmac"): // a signed request (its body was read for the digest)
+		var ok bool
+		if aa, ok = ix.verifySigned(w, r, rt, id, authz, body.Bytes()); !ok {
+			return nil, false
+		}
+		delete(r.Header, "Authorization")
 	case key != "" && rt.api.Auth.Has("key"):
 		aa = ix.byKey[registry.KeyDigest(key)]
 		if aa == nil || aa.app.Status != registry.AppActive {

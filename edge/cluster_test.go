@@ -19,12 +19,18 @@ import (
 // addEdge starts one more edge (own connection, own watcher) on the
 // gateway's NATS and returns its URL.
 func (g *gateway) addEdge(t *testing.T) (string, *registry.Watcher, *edge.Edge) {
+	return g.addEdgeWith(t, edge.Options{})
+}
+
+// addEdgeWith is addEdge with edge options (the connection is filled in).
+func (g *gateway) addEdgeWith(t *testing.T, eo edge.Options) (string, *registry.Watcher, *edge.Edge) {
 	nc, err := nats.Connect(g.nc.ConnectedUrl())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	e, err := edge.New(edge.Options{Conn: nc})
+	eo.Conn = nc
+	e, err := edge.New(eo)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
+	"github.com/jetway-gw/jetway/sign"
 )
 
 // Options configure an Edge.
@@ -58,6 +59,9 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// IPRules apply to every request, before routing.
 	IPRules *IPRules
+	// Nonces remembers signed requests' nonces across the cluster; without
+	// it, signed requests are refused.
+	Nonces NonceStore
 }
 
 // Edge is an http.Handler. Feed it registry snapshots with Apply; each one
@@ -175,7 +179,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	// Older revisions first, so they win conflicts.
 	slices.SortStableFunc(apis, func(a, b *registry.API) int { return cmp.Compare(a.Revision, b.Revision) })
 	maxPayload := e.o.Conn.MaxPayload()
-	apps := newAppIndex(s.Apps)
+	apps := newAppIndex(s.Apps, e.o.Nonces)
 	mux := chi.NewMux()
 	mux.NotFound(notFound)
 	mux.MethodNotAllowed(methodNotAllowed)
@@ -366,8 +370,15 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 		}
 		clientIP := addr.String()
 		app := "anonymous"
+		var body *bytes.Buffer // read early only for a signed request (its digest is signed)
+		if rt.apps != nil && strings.HasPrefix(r.Header.Get("Authorization"), sign.Scheme+" ") {
+			if body = readBody(w, r, rt, id); body == nil {
+				return
+			}
+			defer bodyPool.Put(body)
+		}
 		if rt.apps != nil {
-			a, ok := rt.apps.authenticate(w, r, rt, addr, id)
+			a, ok := rt.apps.authenticate(w, r, rt, addr, id, body)
 			if !ok {
 				return
 			}
@@ -392,25 +403,13 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 				return
 			}
 		}
-		if r.ContentLength > rt.maxBody {
-			writeError(w, bus.CodePayloadTooLarge, fmt.Sprintf("request body of %d bytes exceeds the %d byte limit of api %s", r.ContentLength, rt.maxBody, rt.api.Name), id)
-			return
+		if body == nil {
+			if body = readBody(w, r, rt, id); body == nil {
+				return
+			}
+			defer bodyPool.Put(body)
 		}
-		buf := bodyPool.Get().(*bytes.Buffer)
-		buf.Reset()
-		defer bodyPool.Put(buf)
-		if r.ContentLength > 0 {
-			buf.Grow(int(r.ContentLength))
-		}
-		n, err := buf.ReadFrom(io.LimitReader(r.Body, rt.maxBody+1))
-		if err != nil {
-			writeError(w, bus.CodeBadRequest, "reading request body: "+err.Error(), id)
-			return
-		}
-		if n > rt.maxBody {
-			writeError(w, bus.CodePayloadTooLarge, fmt.Sprintf("request body exceeds the %d byte limit of api %s", rt.maxBody, rt.api.Name), id)
-			return
-		}
+		buf := body
 
 		h := nats.Header(r.Header)
 		bus.CleanHeaders(h)
@@ -460,6 +459,32 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 // lastGoodKey identifies "the same request" for the last-good cache.
 func lastGoodKey(r *http.Request) string {
 	return r.Method + " " + r.URL.RawPath + "?" + r.URL.RawQuery
+}
+
+// readBody reads a request body within the API's limit, or answers 413 or
+// 400 itself and returns nil. The buffer comes from bodyPool.
+func readBody(w http.ResponseWriter, r *http.Request, rt *route, id string) *bytes.Buffer {
+	if r.ContentLength > rt.maxBody {
+		writeError(w, bus.CodePayloadTooLarge, fmt.Sprintf("request body of %d bytes exceeds the %d byte limit of api %s", r.ContentLength, rt.maxBody, rt.api.Name), id)
+		return nil
+	}
+	buf := bodyPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, rt.maxBody+1))
+	if err != nil {
+		bodyPool.Put(buf)
+		writeError(w, bus.CodeBadRequest, "reading request body: "+err.Error(), id)
+		return nil
+	}
+	if n > rt.maxBody {
+		bodyPool.Put(buf)
+		writeError(w, bus.CodePayloadTooLarge, fmt.Sprintf("request body exceeds the %d byte limit of api %s", rt.maxBody, rt.api.Name), id)
+		return nil
+	}
+	return buf
 }
 
 // encodeParams writes the route parameters as a URL query string.

@@ -35,6 +35,9 @@ type App struct {
 	// Keys are the digests of the app's API keys; a key is shown once, when
 	// it is made, and never stored.
 	Keys []AppKey `json:"keys,omitempty"`
+	// HMACSecrets sign requests (package sign); unlike API keys they must
+	// be kept, so protect the bucket (NATS permissions per role).
+	HMACSecrets []HMACSecret `json:"hmac_secrets,omitempty"`
 	// APIs the app may call: names, or globs ending in ".*" ("orders.*"),
 	// or "*".
 	APIs []string `json:"apis,omitempty"`
@@ -50,6 +53,29 @@ type AppKey struct {
 	ID      string    `json:"id"`
 	SHA256  string    `json:"sha256"`
 	Created time.Time `json:"created"`
+}
+
+// HMACSecret is one secret an app signs requests with.
+type HMACSecret struct {
+	ID      string    `json:"id"`
+	Secret  string    `json:"secret"` // base64url, 32 bytes or more
+	Created time.Time `json:"created"`
+}
+
+// Bytes decodes the secret.
+func (h HMACSecret) Bytes() []byte {
+	b, _ := base64.RawURLEncoding.DecodeString(h.Secret)
+	return b
+}
+
+// NewHMACSecret makes a random 32-byte signing secret.
+func NewHMACSecret() (HMACSecret, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return HMACSecret{}, fmt.Errorf("making a secret: %w", err)
+	}
+	enc := base64.RawURLEncoding.EncodeToString(b[:])
+	return HMACSecret{ID: "hs_" + enc[:6], Secret: enc, Created: time.Now().UTC()}, nil
 }
 
 // KeyDigest is how an API key is stored and looked up.
@@ -109,6 +135,11 @@ func ParseApp(key string, doc []byte) (*App, error) {
 	for i, k := range a.Keys {
 		if len(k.SHA256) != 64 {
 			add(fmt.Sprintf("keys.%d.sha256", i), "must be a SHA-256 digest in hex")
+		}
+	}
+	for i, h := range a.HMACSecrets {
+		if len(h.Bytes()) < 32 {
+			add(fmt.Sprintf("hmac_secrets.%d.secret", i), "must be 32 bytes or more, base64url")
 		}
 	}
 	for _, g := range a.APIs {

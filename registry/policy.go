@@ -359,8 +359,8 @@ func (a *API) checkPolicies(params []string, add func(path, format string, args 
 	}
 	if au := a.Auth; au != nil {
 		for _, m := range au.Methods {
-			if m != "none" && m != "key" && m != "jwt" {
-				add("auth.methods", "%q is not none, key or jwt", m)
+			if m != "none" && m != "key" && m != "jwt" && m != "hmac" {
+				add("auth.methods", "%q is not none, key, hmac or jwt", m)
 			}
 		}
 		if j := au.JWT; au.Has("jwt") && j == nil {

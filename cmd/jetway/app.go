@@ -17,14 +17,16 @@ import (
 const appUsage = `Usage: jetway app <command> [flags] [args]
 
 Commands:
-  create ID [--name N] [--api GLOB ...] [--ip CIDR ...]
+  create ID [--name N] [--api GLOB ...] [--ip CIDR ...] [--hmac]
                        make an app and its first API key; the key is shown
-                       once, here, and only its SHA-256 digest is stored
+                       once, here, and only its SHA-256 digest is stored;
+                       --hmac also makes a request-signing secret (shown once)
   get ID               show an app (never its keys, only their ids)
   list                 list the apps
   disable ID           refuse the app's keys from now on (enable ID undoes it)
   enable ID
   rotate-key ID        make a new key and drop the old ones
+  rotate-secret ID     make a new request-signing (HMAC) secret and drop the old ones
   grant ID GLOB        allow the app an API name, "prefix.*" or "*"
   revoke ID GLOB
 
@@ -46,12 +48,13 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	var apis, ips stringList
 	fs.Var(&apis, "api", "create: an API the app may call (name, \"prefix.*\" or \"*\"); repeat for several")
 	fs.Var(&ips, "ip", "create: the only client addresses or CIDRs the app may call from; repeat for several")
+	withHMAC := fs.Bool("hmac", false, "create: also make a request-signing (HMAC) secret")
 	fs.Usage = func() { fmt.Fprint(stderr, appUsage); fs.PrintDefaults() }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := checkSubcommand(fs, "app", pos, map[string]int{"create": 1, "get": 1, "list": 0, "disable": 1, "enable": 1, "rotate-key": 1, "grant": 2, "revoke": 2}); err != nil {
+	if err := checkSubcommand(fs, "app", pos, map[string]int{"create": 1, "get": 1, "list": 0, "disable": 1, "enable": 1, "rotate-key": 1, "rotate-secret": 1, "grant": 2, "revoke": 2}); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -86,11 +89,22 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		a, err := c.PutApp(ctx, &registry.App{ID: pos[1], Name: *name, Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: apis, IPAllow: ips})
+		app := &registry.App{ID: pos[1], Name: *name, Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: apis, IPAllow: ips}
+		if *withHMAC {
+			sec, err := registry.NewHMACSecret()
+			if err != nil {
+				return err
+			}
+			app.HMACSecrets = []registry.HMACSecret{sec}
+		}
+		a, err := c.PutApp(ctx, app)
 		if err != nil {
 			return describeInvalid(err, stderr, "app")
 		}
 		fmt.Fprintf(stdout, "created app %s (revision %d)\nAPI key (shown once, store it now): %s\n", a.ID, a.Revision, key)
+		if *withHMAC {
+			fmt.Fprintf(stdout, "signing secret (shown once, store it now): %s\n", a.HMACSecrets[0].Secret)
+		}
 	case "rotate-key":
 		var key string
 		a, err := update(pos[1], func(a *registry.App) error {
@@ -102,6 +116,17 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "new key for app %s; the old ones no longer work (revision %d)\nAPI key (shown once, store it now): %s\n", a.ID, a.Revision, key)
+	case "rotate-secret":
+		var sec registry.HMACSecret
+		a, err := update(pos[1], func(a *registry.App) error {
+			s, err := registry.NewHMACSecret()
+			sec, a.HMACSecrets = s, []registry.HMACSecret{s}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "new signing secret for app %s; the old ones no longer verify (revision %d)\nsigning secret (shown once, store it now): %s\n", a.ID, a.Revision, sec.Secret)
 	case "disable", "enable":
 		status := map[string]string{"disable": registry.AppDisabled, "enable": registry.AppActive}[pos[0]]
 		a, err := update(pos[1], func(a *registry.App) error { a.Status = status; return nil })
@@ -156,8 +181,8 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 }
 
 func printApp(w io.Writer, a *registry.App) {
-	fmt.Fprintf(w, "id:       %s\nname:     %s\nstatus:   %s\napis:     %s\nip_allow: %s\nrevision: %d\nkeys:\n",
-		a.ID, a.Name, a.Status, strings.Join(a.APIs, ", "), strings.Join(a.IPAllow, ", "), a.Revision)
+	fmt.Fprintf(w, "id:       %s\nname:     %s\nstatus:   %s\napis:     %s\nip_allow: %s\nsigning:  %d secret(s)\nrevision: %d\nkeys:\n",
+		a.ID, a.Name, a.Status, strings.Join(a.APIs, ", "), strings.Join(a.IPAllow, ", "), len(a.HMACSecrets), a.Revision)
 	for _, k := range a.Keys {
 		fmt.Fprintf(w, "  %s…  created %s\n", k.ID, k.Created.Format(time.RFC3339))
 	}

@@ -267,6 +267,7 @@ func (n *node) run(ctx context.Context) error {
 			return fmt.Errorf("%w: --ip-deny: %v", errUsage, err)
 		}
 		eo.IPRules = &edge.IPRules{Allow: allow, Deny: deny}
+		eo.Nonces = registry.NewNonceStore(ctl, registry.BucketOptions{Replicas: f.replicas})
 		if n.tracing != nil {
 			eo.Tracing = n.tracing
 		}

@@ -1,0 +1,104 @@
+package edge_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/sign"
+)
+
+// Signed requests: the signature, the timestamp window, and nonces that
+// cannot be replayed on any edge; a nonce store that cannot be reached
+// refuses signed requests.
+func TestSignedRequests(t *testing.T) {
+	g := newGatewayWith(t, edge.Options{})
+	nonceConn, _ := nats.Connect(g.nc.ConnectedUrl())
+	t.Cleanup(nonceConn.Close)
+	store := registry.NewNonceStore(nonceConn, registry.BucketOptions{})
+	// The gateway's edge was built without a store; build two edges with one.
+	url1, w1, _ := g.addEdgeWith(t, edge.Options{Nonces: store})
+	url2, _, _ := g.addEdgeWith(t, edge.Options{Nonces: registry.NewNonceStore(g.nc, registry.BucketOptions{})})
+	ctx := context.Background()
+	secret, _ := registry.NewHMACSecret()
+	if _, err := g.client.PutApp(ctx, &registry.App{ID: "shop", Status: registry.AppActive, HMACSecrets: []registry.HMACSecret{secret}, APIs: []string{"signed.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	g.publish(`{"name":"signed.post","pool":"p","route":{"method":"POST","path":"/signed"},"backend":{"type":"mock","body":"in"},"auth":{"methods":["hmac"]}}`)
+	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
+		if w1.Current().APIs["signed.post"] == nil || w1.Current().Apps["shop"] == nil {
+			return fmt.Errorf("not loaded")
+		}
+		return nil
+	})
+	signed := func(base, body string, mod func(*http.Request)) *http.Request {
+		r, _ := http.NewRequest("POST", base+"/signed?b=2&a=1", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		if err := sign.Sign(r, []byte(body), "shop", secret.Bytes(), "content-type"); err != nil {
+			t.Fatal(err)
+		}
+		if mod != nil {
+			mod(r)
+		}
+		return r
+	}
+	send := func(r *http.Request) (int, string) {
+		resp, err := testClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// Valid, then replayed on the same edge and on another edge.
+	r := signed(url1, `{"n":1}`, nil)
+	auth := r.Header.Get("Authorization")
+	if st, b := send(r); st != 200 || b != "in" {
+		t.Fatalf("signed request: %d %s", st, b)
+	}
+	for i, base := range []string{url1, url2} {
+		rr, _ := http.NewRequest("POST", base+"/signed?b=2&a=1", strings.NewReader(`{"n":1}`))
+		rr.Header.Set("Content-Type", "application/json")
+		rr.Header.Set("Authorization", auth)
+		if st, b := send(rr); st != 401 || !strings.Contains(b, "replay") {
+			t.Errorf("replay %d: %d %s", i, st, b)
+		}
+	}
+	for name, mod := range map[string]func(*http.Request){
+		"tampered body":          func(r *http.Request) { r.Body = io.NopCloser(strings.NewReader(`{"n":2}`)); r.ContentLength = 7 },
+		"tampered query":         func(r *http.Request) { r.URL.RawQuery = "a=1&b=3" },
+		"tampered signed header": func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") },
+		"wrong secret": func(r *http.Request) {
+			sign.Sign(r, []byte(`{"n":3}`), "shop", []byte("0123456789abcdef0123456789abcdef"))
+		},
+		"old timestamp": func(r *http.Request) {
+			p, _ := sign.Parse(r.Header.Get("Authorization"))
+			ts := fmt.Sprint(time.Now().Add(-10 * time.Minute).Unix())
+			s := sign.StringToSign("POST", "/signed", "b=2&a=1", ts, p.Nonce, []byte(`{"n":3}`), p.Headers, r.Header)
+			r.Header.Set("Authorization", fmt.Sprintf("%s app=shop,ts=%s,nonce=%s,headers=content-type,sig=%s", sign.Scheme, ts, p.Nonce, sign.MAC(secret.Bytes(), s)))
+		},
+		"unknown app": func(r *http.Request) {
+			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), "app=shop", "app=ghost", 1))
+		},
+		"garbled header": func(r *http.Request) { r.Header.Set("Authorization", sign.Scheme+" app=shop,sig") },
+	} {
+		if st, b := send(signed(url1, `{"n":3}`, mod)); st != 401 {
+			t.Errorf("%s: %d %s", name, st, b)
+		}
+	}
+	// The nonce store goes away: signed requests are refused (503), never let through.
+	nonceConn.Close()
+	if st, b := send(signed(url1, `{"n":4}`, nil)); st != 503 || !strings.Contains(b, "nonce store") {
+		t.Errorf("nonce store down: %d %s", st, b)
+	}
+}
