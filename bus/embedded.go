@@ -24,6 +24,9 @@ type EmbeddedConfig struct {
 	DataDir string
 	// ServerName names the server in monitoring and JetStream metadata.
 	ServerName string
+	// Credentials, when set, turn authentication on: one user per role,
+	// with least-privilege permissions (RolePermissions).
+	Credentials Credentials
 }
 
 // StartEmbedded starts a nats-server with JetStream and waits until it
@@ -61,6 +64,9 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		MaxPayload: EmbeddedMaxPayload,
 		NoSigs:     true,
 		NoLog:      true,
+	}
+	if cfg.Credentials != nil {
+		opts.Users = cfg.Credentials.users()
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

@@ -45,15 +45,20 @@ func (s *NonceStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv, err := openBucket(ctx, js, jetstream.KeyValueConfig{
-		Bucket: BucketNonces, Description: "Jetway: nonces of signed requests (anti-replay)",
-		TTL: NonceTTL, History: 1, Replicas: max(s.o.Replicas, 1),
-	})
+	kv, err := OpenNonces(ctx, js, s.o)
 	if err != nil {
 		return nil, err
 	}
 	s.kv = kv
 	return kv, nil
+}
+
+// OpenNonces opens the jetway_nonces bucket, creating it when missing.
+func OpenNonces(ctx context.Context, js jetstream.JetStream, o BucketOptions) (jetstream.KeyValue, error) {
+	return openBucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket: BucketNonces, Description: "Jetway: nonces of signed requests (anti-replay)",
+		TTL: NonceTTL, History: 1, Replicas: max(o.Replicas, 1),
+	})
 }
 
 // Claim records a nonce; ErrReplay if it was seen, another error if the

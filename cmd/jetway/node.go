@@ -74,6 +74,7 @@ type nodeFlags struct {
 	pools       stringList
 	demo        bool
 	inProcess   bool
+	natsAuth    bool
 	pprof       bool
 	accessLog   bool
 	maxInFlight int64
@@ -105,6 +106,7 @@ func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
 		natsDefault = os.Getenv("JETWAY_NATS_URL")
 		fs.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server (port 0 picks a free one)")
 		fs.BoolVar(&f.demo, "demo", false, "start a demo backend and publish demo APIs (demo.*)")
+		fs.BoolVar(&f.natsAuth, "nats-auth", false, "require NATS users on the embedded server: admin (registry writes), edge and worker, with least-privilege permissions; passwords in <data>/nats-credentials.json (other processes join with nats://edge:<password>@host:port)")
 		fs.BoolVar(&f.inProcess, "in-process", true, "connect this process's edge, workers and registry to the embedded NATS in memory instead of over TCP (about half the added latency)")
 		fs.StringVar(&f.natsURL, "nats", natsDefault, "use this NATS instead of embedding one (env JETWAY_NATS_URL)")
 	} else {
@@ -173,6 +175,7 @@ type node struct {
 	log  *slog.Logger
 
 	conns    []*nats.Conn
+	creds    bus.Credentials // serve --nats-auth: the role passwords
 	beatDone chan struct{}
 	tracing  *sdktrace.TracerProvider // nil: tracing off
 	tracker  *bus.Tracker
@@ -185,10 +188,13 @@ type node struct {
 	worker   *workers.Worker
 }
 
-func (n *node) connect(ctx context.Context, url, name string) (*nats.Conn, error) {
+func (n *node) connect(ctx context.Context, url, name, user string) (*nats.Conn, error) {
 	var extra []nats.Option
 	if n.inproc != nil {
 		extra = append(extra, nats.InProcessServer(n.inproc))
+	}
+	if n.creds != nil { // serve with --nats-auth: each part connects as its role
+		extra = append(extra, nats.UserInfo(user, n.creds[user]))
 	}
 	nc, err := bus.Connect(ctx, url, bus.ConnectOptions{Name: name, Wait: true, Logger: n.log, Extra: extra})
 	if err != nil {
@@ -208,7 +214,17 @@ func (n *node) run(ctx context.Context) error {
 
 	natsURL := f.natsURL
 	if n.role == roleServe && natsURL == "" {
-		ns, err := bus.StartEmbedded(bus.EmbeddedConfig{Listen: f.natsListen, DataDir: f.dataDir})
+		cfg := bus.EmbeddedConfig{Listen: f.natsListen, DataDir: f.dataDir}
+		if f.natsAuth {
+			path := filepath.Join(f.dataDir, "nats-credentials.json")
+			creds, err := bus.LoadOrCreateCredentials(path)
+			if err != nil {
+				return err
+			}
+			cfg.Credentials, n.creds = creds, creds
+			n.log.Info("nats authentication on: users admin, edge and worker; passwords in "+path, "file", path)
+		}
+		ns, err := bus.StartEmbedded(cfg)
 		if err != nil {
 			return err
 		}
@@ -237,7 +253,7 @@ func (n *node) run(ctx context.Context) error {
 		}()
 	}
 
-	ctl, err := n.connect(ctx, natsURL, "jetway-"+string(n.role)+"-registry")
+	ctl, err := n.connect(ctx, natsURL, "jetway-"+string(n.role)+"-registry", bus.UserAdmin)
 	if err != nil {
 		return err
 	}
@@ -249,7 +265,7 @@ func (n *node) run(ctx context.Context) error {
 	})
 
 	if n.role != roleWorker {
-		nc, err := n.connect(ctx, natsURL, "jetway-edge")
+		nc, err := n.connect(ctx, natsURL, "jetway-edge", bus.UserEdge)
 		if err != nil {
 			return err
 		}
@@ -268,6 +284,16 @@ func (n *node) run(ctx context.Context) error {
 		}
 		eo.IPRules = &edge.IPRules{Allow: allow, Deny: deny}
 		eo.Nonces = registry.NewNonceStore(ctl, registry.BucketOptions{Replicas: f.replicas})
+		if n.role == roleServe {
+			// serve is the admin node: it creates every bucket up front, as
+			// edges and workers on an authenticated NATS may not.
+			octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err := registry.NewClient(octx, ctl, registry.BucketOptions{Replicas: f.replicas})
+			cancel()
+			if err != nil {
+				n.log.Warn("creating registry buckets", "err", err)
+			}
+		}
 		if n.tracing != nil {
 			eo.Tracing = n.tracing
 		}
@@ -288,7 +314,7 @@ func (n *node) run(ctx context.Context) error {
 		go func() { _ = n.edge.Run(ctx) }()
 	}
 	if n.role != roleEdge {
-		nc, err := n.connect(ctx, natsURL, "jetway-worker")
+		nc, err := n.connect(ctx, natsURL, "jetway-worker", bus.UserWorker)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// With --nats-auth, every role connects as its own NATS user: edges and
+// workers serve, but only the admin user can write the registry.
+func TestNATSRolesLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	srv := startNode(t, "serve", "serve", data, "--nats-auth")
+	srv.waitReady(t)
+	b, err := os.ReadFile(filepath.Join(data, "nats-credentials.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var creds map[string]string
+	if err := json.Unmarshal(b, &creds); err != nil {
+		t.Fatal(err)
+	}
+	withUser := func(user string) string {
+		return strings.Replace(srv.natsURL, "nats://", "nats://"+user+":"+creds[user]+"@", 1)
+	}
+	// No credentials: no entry.
+	if res := jetway(t, "", "api", "list", "--nats", srv.natsURL); res.code == 0 {
+		t.Fatalf("api list without credentials worked:\n%s", res.stdout)
+	}
+	// The admin publishes.
+	putAPI(t, withUser("admin"), entry("auth.api", "authp", "GET", "/v1/auth", mockBackend("guarded"), nil))
+	waitBody(t, srv.edge+"/v1/auth", "guarded")
+
+	// An edge and a worker join with their own users and serve.
+	edge := startNode(t, "edge", "edge", "", "--nats", withUser("edge"))
+	startNode(t, "worker", "worker", "", "--nats", withUser("worker"), "--pool", "authp")
+	edge.waitReady(t)
+	if r := waitStatus(t, edge.edge+"/v1/auth", http.StatusOK); string(r.body) != "guarded" {
+		t.Fatalf("edge process: %v", r)
+	}
+
+	// An edge's or a worker's credentials cannot rewrite the registry.
+	for _, user := range []string{"edge", "worker"} {
+		nc, err := nats.Connect(withUser(user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(nc)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		kv, err := js.KeyValue(ctx, "jetway_apis")
+		if err != nil {
+			t.Fatalf("%s cannot even read the registry: %v", user, err)
+		}
+		if _, err := kv.Get(ctx, "auth.api"); err != nil {
+			t.Errorf("%s cannot read an entry: %v", user, err)
+		}
+		cancel()
+		// A denied publish gets no answer: a short wait is enough.
+		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+		if _, err := kv.Put(ctx, "auth.api", []byte(`{}`)); err == nil {
+			t.Errorf("%s wrote the registry", user)
+		}
+		if err := js.DeleteKeyValue(ctx, "jetway_apis"); err == nil {
+			t.Errorf("%s deleted the registry", user)
+		}
+		cancel()
+		nc.Close()
+	}
+	if r := get(t, edge.edge+"/v1/auth"); r.status != 200 {
+		t.Fatalf("after the attempts: %v", r)
+	}
+}
