@@ -9,9 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
+	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -24,15 +28,24 @@ import (
 // kind), exp required, nbf, iss and aud checked with a small leeway.
 type jwtVerifier struct {
 	parser   *jwt.Parser
-	keys     map[string]any // kid → key; "" for a JWKS whose keys have no kid
 	appClaim string
+
+	// keys: kid → key ("" for a JWKS whose keys have no kid). From a file,
+	// loaded once; from a URL, fetched in the background and refreshed.
+	keys     atomic.Pointer[map[string]any]
+	url      string
+	fetched  atomic.Int64 // Unix nanoseconds of the last fetch attempt
+	fetching atomic.Bool
 }
 
+// JWKS refresh policy for jwks_url.
+const (
+	jwksRefresh    = 5 * time.Minute  // refresh known keys this often
+	jwksMinRefetch = 30 * time.Second // an unknown kid refetches at most this often
+	jwksTimeout    = 5 * time.Second
+)
+
 func newJWTVerifier(c *registry.JWTAuth) (*jwtVerifier, error) {
-	keys, err := loadJWKS(c.JWKSFile)
-	if err != nil {
-		return nil, err
-	}
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(c.Algorithms),
 		jwt.WithExpirationRequired(),
@@ -49,7 +62,66 @@ func newJWTVerifier(c *registry.JWTAuth) (*jwtVerifier, error) {
 	if claim == "" {
 		claim = "sub"
 	}
-	return &jwtVerifier{parser: jwt.NewParser(opts...), keys: keys, appClaim: claim}, nil
+	v := &jwtVerifier{parser: jwt.NewParser(opts...), appClaim: claim, url: c.JWKSURL}
+	if c.JWKSURL != "" {
+		v.refresh() // in the background: Apply never waits on the network
+		return v, nil
+	}
+	keys, err := loadJWKS(c.JWKSFile)
+	if err != nil {
+		return nil, err
+	}
+	v.keys.Store(&keys)
+	return v, nil
+}
+
+// refresh fetches the JWKS URL in the background, one fetch at a time.
+// A failed fetch keeps the keys we had.
+func (v *jwtVerifier) refresh() {
+	if v.url == "" || !v.fetching.CompareAndSwap(false, true) {
+		return
+	}
+	v.fetched.Store(time.Now().UnixNano())
+	go func() {
+		defer v.fetching.Store(false)
+		client := &http.Client{Timeout: jwksTimeout}
+		resp, err := client.Get(v.url)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return
+		}
+		if keys, err := parseJWKS(v.url, b); err == nil {
+			v.keys.Store(&keys)
+		}
+	}()
+}
+
+// key finds a key by kid, refreshing a URL's keys when they are old or
+// the kid is unknown.
+func (v *jwtVerifier) key(kid string) (any, bool) {
+	last := time.Unix(0, v.fetched.Load())
+	keys := v.keys.Load()
+	if keys == nil {
+		if time.Since(last) > time.Second {
+			v.refresh()
+		}
+		return nil, false
+	}
+	if time.Since(last) > jwksRefresh {
+		v.refresh()
+	}
+	k, ok := (*keys)[kid]
+	if !ok && time.Since(last) > jwksMinRefetch {
+		v.refresh()
+	}
+	return k, ok
 }
 
 // verify returns the app id a valid token maps to.
@@ -57,7 +129,7 @@ func (v *jwtVerifier) verify(token string) (string, error) {
 	claims := jwt.MapClaims{}
 	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
-		key, ok := v.keys[kid]
+		key, ok := v.key(kid)
 		if !ok {
 			return nil, fmt.Errorf("no key %q", kid)
 		}

@@ -13,9 +13,12 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,4 +132,40 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// Keys from a JWKS URL are fetched in the background; tokens verify once
+// they arrive, and a JWKS server that fails keeps the keys already had.
+func TestJWTFromJWKSURL(t *testing.T) {
+	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
+	jwks, _ := json.Marshal(map[string]any{"keys": []map[string]string{
+		{"kty": "RSA", "kid": "r1", "use": "sig", "n": b64u(rsaKey.N.Bytes()), "e": b64u(big.NewInt(int64(rsaKey.E)).Bytes())},
+	}})
+	var fetches atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		w.Write(jwks)
+	}))
+	defer srv.Close()
+	g := newGateway(t)
+	if _, err := g.client.PutApp(context.Background(), &registry.App{ID: "shop", Status: registry.AppActive, APIs: []string{"*"}}); err != nil {
+		t.Fatal(err)
+	}
+	g.publish(`{"name":"tokurl","pool":"p","route":{"path":"/tokurl"},"backend":{"type":"mock","body":"in"},
+		"auth":{"methods":["jwt"],"jwt":{"algorithms":["RS256"],"jwks_url":"` + srv.URL + `"}}}`)
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"sub": "shop", "exp": time.Now().Add(time.Minute).Unix()})
+	tok.Header["kid"] = "r1"
+	signed, err := tok.SignedString(rsaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if r := g.do("GET", "/tokurl", nil, "Authorization", "Bearer "+signed); r.status != 200 {
+			return fmt.Errorf("%d %s", r.status, r.body)
+		}
+		return nil
+	})
+	if n := fetches.Load(); n < 1 || n > 3 {
+		t.Errorf("%d JWKS fetches for a handful of calls", n)
+	}
 }

@@ -3,6 +3,7 @@ package registry
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -240,7 +241,8 @@ type JWTAuth struct {
 	Issuer     string   `json:"issuer,omitempty"`
 	Audience   string   `json:"audience,omitempty"`
 	Algorithms []string `json:"algorithms"`
-	JWKSFile   string   `json:"jwks_file"`
+	JWKSFile   string   `json:"jwks_file,omitempty"`
+	JWKSURL    string   `json:"jwks_url,omitempty"`  // fetched by each edge, refreshed every 5m and on an unknown kid
 	AppClaim   string   `json:"app_claim,omitempty"` // default "sub"
 	Leeway     Duration `json:"leeway,omitempty"`    // default 30s, at most 5m
 }
@@ -374,8 +376,13 @@ func (a *API) checkPolicies(params []string, add func(path, format string, args 
 					add("auth.jwt.algorithms", "%q is not a supported algorithm (never none)", alg)
 				}
 			}
-			if j.JWKSFile == "" {
-				add("auth.jwt.jwks_file", "is required: the JWKS with the issuer's keys")
+			if (j.JWKSFile == "") == (j.JWKSURL == "") {
+				add("auth.jwt", "give one of jwks_file or jwks_url: the JWKS with the issuer's keys")
+			}
+			if j.JWKSURL != "" {
+				if u, err := url.Parse(j.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+					add("auth.jwt.jwks_url", "must be an https:// (or http://) URL")
+				}
 			}
 			if j.Leeway < 0 || time.Duration(j.Leeway) > 5*time.Minute {
 				add("auth.jwt.leeway", "must be between 0 and 5m")
