@@ -1,32 +1,79 @@
 package bench
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/sign"
 )
 
-// authEdge is an edge with no worker whose API answers from its degrade
-// switch right after the edge's policies, with or without key auth.
-func authEdge(b *testing.B, withAuth bool) (*edge.Edge, string) {
-	doc := `{"name":"bench.auth","pool":"bench","route":{"method":"GET","path":"/edge"},"backend":{"type":"mock","status":200}`
-	if withAuth {
+// authBench is an edge with no worker whose API answers from its degrade
+// switch right after the edge's policies, and a way to make a request that
+// its auth admits.
+type authBench struct {
+	edge *edge.Edge
+	req  func() *http.Request
+}
+
+func newAuthBench(b *testing.B, method string) authBench {
+	ns := natstest.RunServer(b)
+	nc := natstest.Connect(b, ns)
+	doc := `{"name":"bench.auth","pool":"bench","route":{"method":"POST","path":"/edge"},"backend":{"type":"mock","status":200}`
+	app := &registry.App{ID: "bench", Status: registry.AppActive, APIs: []string{"bench.*"}}
+	var req func() *http.Request
+	plain := func() *http.Request { return httptest.NewRequest(http.MethodPost, "/edge", strings.NewReader("{}")) }
+	switch method {
+	case "none":
+		req = plain
+	case "key":
+		key, rec, _ := registry.NewAPIKey()
+		app.Keys = []registry.AppKey{rec}
 		doc += `,"auth":{"methods":["key"]}`
+		req = func() *http.Request { r := plain(); r.Header.Set("X-Api-Key", key); return r }
+	case "hmac":
+		sec, _ := registry.NewHMACSecret()
+		app.HMACSecrets = []registry.HMACSecret{sec}
+		doc += `,"auth":{"methods":["hmac"]}`
+		req = func() *http.Request {
+			r := plain()
+			if err := sign.Sign(r, []byte("{}"), "bench", sec.Bytes()); err != nil {
+				b.Fatal(err)
+			}
+			return r
+		}
+	case "jwt":
+		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		enc := func(x []byte) string { return base64.RawURLEncoding.EncodeToString(x) }
+		jwks, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "EC", "kid": "e1", "crv": "P-256",
+			"x": enc(k.X.FillBytes(make([]byte, 32))), "y": enc(k.Y.FillBytes(make([]byte, 32)))}}})
+		file := filepath.Join(b.TempDir(), "jwks.json")
+		os.WriteFile(file, jwks, 0o600)
+		doc += `,"auth":{"methods":["jwt"],"jwt":{"algorithms":["ES256"],"jwks_file":"` + file + `"}}`
+		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"sub": "bench", "exp": time.Now().Add(time.Hour).Unix()})
+		tok.Header["kid"] = "e1"
+		signed, _ := tok.SignedString(k)
+		req = func() *http.Request { r := plain(); r.Header.Set("Authorization", "Bearer "+signed); return r }
 	}
 	a, err := registry.ParseAPI("", []byte(doc+`}`))
 	if err != nil {
 		b.Fatal(err)
 	}
-	key, rec, err := registry.NewAPIKey()
-	if err != nil {
-		b.Fatal(err)
-	}
-	e, err := edge.New(edge.Options{Conn: natstest.Connect(b, natstest.RunServer(b)), Logger: quiet})
+	e, err := edge.New(edge.Options{Conn: nc, Logger: quiet, Nonces: registry.NewNonceStore(nc, registry.BucketOptions{})})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -34,50 +81,48 @@ func authEdge(b *testing.B, withAuth bool) (*edge.Edge, string) {
 	e.Apply(&registry.Snapshot{
 		APIs:    map[string]*registry.API{a.Name: a},
 		Degrade: map[string]*registry.Degrade{a.Name: {On: true, API: a.Name, Static: registry.Static{Status: 200, Body: &body}}},
-		Apps:    map[string]*registry.App{"bench": {ID: "bench", Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"bench.*"}}},
+		Apps:    map[string]*registry.App{app.ID: app},
 	})
 	w := httptest.NewRecorder()
-	e.ServeHTTP(w, authRequest(key))
+	e.ServeHTTP(w, req())
 	if w.Code != http.StatusOK {
-		b.Fatalf("edge answered %d %q", w.Code, w.Body)
+		b.Fatalf("%s: edge answered %d %q", method, w.Code, w.Body)
 	}
-	return e, key
+	return authBench{edge: e, req: req}
 }
 
-func authRequest(key string) *http.Request {
-	r := httptest.NewRequest(http.MethodGet, "/edge", nil)
-	r.Header.Set("X-Api-Key", key)
-	return r
-}
-
-// BenchmarkEdgeAuth measures what API-key authentication adds to the
-// edge's handling of a request (one goroutine, no network), alternating
-// blocks of 256 requests between an open API and a keyed one, as
-// BenchmarkEdgeRateLimit does. auth-ns is the difference per request.
+// BenchmarkEdgeAuth measures what each authentication method adds to the
+// edge's handling of a request (one goroutine, no network but the nonce
+// store's NATS round trip for hmac), alternating blocks of 256 requests
+// with an open API, as BenchmarkEdgeRateLimit does; auth-ns is the
+// difference per request.
 //
-//	go test -run '^$' -bench EdgeAuth -count=5 -benchmem ./bench/
+//	go test -run '^$' -bench EdgeAuth -count=3 -benchmem ./bench/
 func BenchmarkEdgeAuth(b *testing.B) {
-	open, _ := authEdge(b, false)
-	keyed, key := authEdge(b, true)
-	const block = 256
-	var tOpen, tKeyed time.Duration
-	b.ReportAllocs()
-	b.ResetTimer()
-	for done := 0; done < b.N; done += block {
-		n := min(block, b.N-done)
-		t0 := time.Now()
-		for range n {
-			open.ServeHTTP(httptest.NewRecorder(), authRequest(key))
-		}
-		t1 := time.Now()
-		for range n {
-			keyed.ServeHTTP(httptest.NewRecorder(), authRequest(key))
-		}
-		tKeyed += time.Since(t1)
-		tOpen += t1.Sub(t0)
+	for _, method := range []string{"key", "jwt", "hmac"} {
+		b.Run(method, func(b *testing.B) {
+			open, auth := newAuthBench(b, "none"), newAuthBench(b, method)
+			const block = 256
+			var tOpen, tAuth time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; done += block {
+				n := min(block, b.N-done)
+				t0 := time.Now()
+				for range n {
+					open.edge.ServeHTTP(httptest.NewRecorder(), open.req())
+				}
+				t1 := time.Now()
+				for range n {
+					auth.edge.ServeHTTP(httptest.NewRecorder(), auth.req())
+				}
+				tAuth += time.Since(t1)
+				tOpen += t1.Sub(t0)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(tOpen)/float64(b.N), "open-ns")
+			b.ReportMetric(float64(tAuth)/float64(b.N), "auth-total-ns")
+			b.ReportMetric(float64(tAuth-tOpen)/float64(b.N), "auth-ns")
+		})
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(tOpen)/float64(b.N), "open-ns")
-	b.ReportMetric(float64(tKeyed)/float64(b.N), "key-ns")
-	b.ReportMetric(float64(tKeyed-tOpen)/float64(b.N), "auth-ns")
 }
