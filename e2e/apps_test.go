@@ -73,6 +73,13 @@ func TestAppsAndKeys(t *testing.T) {
 	if r := call(key); r.status != http.StatusUnauthorized {
 		t.Errorf("the old key still works after rotate-key: %d", r.status)
 	}
+	// The app's own limit: 1 call a minute, then 429.
+	if res := jetway(t, "", "app", "limit", "shop", "1", "1m", "--nats", url); res.code != 0 || !strings.Contains(res.stdout, "at most 1 calls per 1m") {
+		t.Fatalf("app limit: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	waitStatusFunc(m[1], http.StatusTooManyRequests)
+	jetway(t, "", "app", "limit", "shop", "0", "--nats", url)
+	waitOK(m[1])
 	jetway(t, "", "app", "disable", "shop", "--nats", url)
 	waitStatusFunc(m[1], http.StatusUnauthorized)
 	if res := jetway(t, "", "app", "list", "--nats", url); !strings.Contains(res.stdout, "disabled") {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/resilience"
 	"github.com/jetway-gw/jetway/sign"
 )
 
@@ -33,14 +34,15 @@ type NonceStore interface {
 
 type authApp struct {
 	app   *registry.App
-	allow []netip.Prefix // the app's own client address list; empty: any
+	allow []netip.Prefix     // the app's own client address list; empty: any
+	limit resilience.Limiter // the app's own rate limit; nil: none
 }
 
-func newAppIndex(apps map[string]*registry.App, nonces NonceStore) *appIndex {
+func newAppIndex(apps map[string]*registry.App, nonces NonceStore, limits func(*registry.App) resilience.Limiter) *appIndex {
 	ix := &appIndex{byKey: map[string]*authApp{}, byID: map[string]*authApp{}, nonces: nonces}
 	for _, a := range apps {
 		allow, _ := registry.ParsePrefixes(a.IPAllow) // validated at publish
-		aa := &authApp{app: a, allow: allow}
+		aa := &authApp{app: a, allow: allow, limit: limits(a)}
 		ix.byID[a.ID] = aa
 		for _, k := range a.Keys {
 			ix.byKey[k.SHA256] = aa
@@ -164,6 +166,14 @@ func (ix *appIndex) authenticate(w http.ResponseWriter, r *http.Request, rt *rou
 	if len(aa.allow) > 0 && !contains(aa.allow, addr) {
 		writeError(w, bus.CodeForbidden, "app "+aa.app.ID+" may not call from this address", id)
 		return nil, false
+	}
+	if aa.limit != nil {
+		if d := aa.limit.Take(time.Now(), 0); !d.Allowed {
+			secs := int64((d.RetryAfter + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+			writeError(w, bus.CodeRateLimited, "app "+aa.app.ID+" is over its own rate limit", id)
+			return nil, false
+		}
 	}
 	return aa.app, true
 }

@@ -67,3 +67,28 @@ func TestAPIKeyAuth(t *testing.T) {
 		}
 	}
 }
+
+// An app's own limit holds across all the APIs it calls.
+func TestAppOwnRateLimit(t *testing.T) {
+	g := newGateway(t)
+	key, rec, _ := registry.NewAPIKey()
+	if _, err := g.client.PutApp(context.Background(), &registry.App{ID: "lim", Status: registry.AppActive, Keys: []registry.AppKey{rec},
+		APIs: []string{"*"}, RateLimit: &registry.AppLimit{Limit: 3, Window: registry.Duration(time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
+		if g.edgeW.Current().Apps["lim"] == nil {
+			return fmt.Errorf("app not loaded")
+		}
+		return nil
+	})
+	g.publish(`{"name":"l.one","pool":"p","route":{"path":"/l1"},"backend":{"type":"mock"},"auth":{"methods":["key"]}}`)
+	g.publish(`{"name":"l.two","pool":"p","route":{"path":"/l2"},"backend":{"type":"mock"},"auth":{"methods":["key"]}}`)
+	statuses := []int{}
+	for _, p := range []string{"/l1", "/l2", "/l1", "/l2", "/l1"} {
+		statuses = append(statuses, g.do("GET", p, nil, "X-Api-Key", key).status)
+	}
+	if fmt.Sprint(statuses) != "[200 200 200 429 429]" {
+		t.Fatalf("statuses %v, want 3 calls across both APIs then 429", statuses)
+	}
+}

@@ -75,9 +75,10 @@ type Edge struct {
 
 	// states is only touched by Apply (one goroutine at a time); requests
 	// reach their API's state through the route.
-	states  map[string]*apiState
-	cluster *cluster
-	tracer  trace.Tracer // nil: tracing off
+	states    map[string]*apiState
+	appLimits map[string]appLimit // by app id; only Apply touches it
+	cluster   *cluster
+	tracer    trace.Tracer // nil: tracing off
 }
 
 // router is the compiled form of one registry snapshot.
@@ -166,7 +167,7 @@ func New(o Options) (*Edge, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	e := &Edge{o: o, log: o.Logger, states: map[string]*apiState{}, cluster: newCluster(o.ClusterInterval), tracer: otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/edge")}
+	e := &Edge{o: o, log: o.Logger, states: map[string]*apiState{}, appLimits: map[string]appLimit{}, cluster: newCluster(o.ClusterInterval), tracer: otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/edge")}
 	e.Apply(&registry.Snapshot{})
 	return e, nil
 }
@@ -179,7 +180,12 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	// Older revisions first, so they win conflicts.
 	slices.SortStableFunc(apis, func(a, b *registry.API) int { return cmp.Compare(a.Revision, b.Revision) })
 	maxPayload := e.o.Conn.MaxPayload()
-	apps := newAppIndex(s.Apps, e.o.Nonces)
+	for id := range e.appLimits { // forget the limits of deleted apps
+		if s.Apps[id] == nil {
+			delete(e.appLimits, id)
+		}
+	}
+	apps := newAppIndex(s.Apps, e.o.Nonces, e.appLimiter)
 	mux := chi.NewMux()
 	mux.NotFound(notFound)
 	mux.MethodNotAllowed(methodNotAllowed)
@@ -247,6 +253,32 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	}
 	e.cluster.setRules(shared)
 	e.router.Store(&router{mux: mux, routes: n})
+}
+
+// appLimit is an app's limiter with the settings it was built from.
+type appLimit struct {
+	cfg registry.AppLimit
+	lim resilience.Limiter
+}
+
+// appLimiter returns the app's limiter, kept while its limit is unchanged
+// so that registry changes never reset its count.
+func (e *Edge) appLimiter(a *registry.App) resilience.Limiter {
+	if a.RateLimit == nil {
+		delete(e.appLimits, a.ID)
+		return nil
+	}
+	if al, ok := e.appLimits[a.ID]; ok && al.cfg == *a.RateLimit {
+		return al.lim
+	}
+	rule := registry.RateLimit{Limit: a.RateLimit.Limit, Window: a.RateLimit.Window}
+	lim, err := resilience.NewLimiter(rule.Rule())
+	if err != nil {
+		e.log.Warn("app rate limit not applied", "app", a.ID, "err", err)
+		return nil
+	}
+	e.appLimits[a.ID] = appLimit{cfg: *a.RateLimit, lim: lim}
+	return lim
 }
 
 // Run exchanges cluster-wide rate-limit reports with the other edges over

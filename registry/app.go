@@ -44,8 +44,17 @@ type App struct {
 	// IPAllow, when set, lists the only client addresses (or CIDRs) the app
 	// may call from.
 	IPAllow []string `json:"ip_allow,omitempty"`
+	// RateLimit, when set, caps the app's calls across every API, on each
+	// edge (429 RATE_LIMITED past it).
+	RateLimit *AppLimit `json:"rate_limit,omitempty"`
 
 	Revision uint64 `json:"-"`
+}
+
+// AppLimit is an app's own limit: Limit calls per Window (default 1s).
+type AppLimit struct {
+	Limit  int      `json:"limit"`
+	Window Duration `json:"window,omitempty"`
 }
 
 // AppKey is the digest of one API key.
@@ -150,6 +159,10 @@ func ParseApp(key string, doc []byte) (*App, error) {
 	}
 	if _, err := ParsePrefixes(a.IPAllow); err != nil {
 		add("ip_allow", "%v", err)
+	}
+	if l := a.RateLimit; l != nil {
+		rule := RateLimit{Limit: l.Limit, Window: l.Window}
+		addJoined("rate_limit", rule.Rule().Validate(), add)
 	}
 	if len(ps) > 0 {
 		return nil, &ValidationError{Key: key, Problems: ps}

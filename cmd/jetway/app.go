@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,6 +28,8 @@ Commands:
   enable ID
   rotate-key ID        make a new key and drop the old ones
   rotate-secret ID     make a new request-signing (HMAC) secret and drop the old ones
+  limit ID N [WINDOW]  cap the app's calls across all APIs at N per WINDOW
+                       (default 1s) on each edge; N 0 removes the cap
   grant ID GLOB        allow the app an API name, "prefix.*" or "*"
   revoke ID GLOB
 
@@ -54,7 +57,7 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkSubcommand(fs, "app", pos, map[string]int{"create": 1, "get": 1, "list": 0, "disable": 1, "enable": 1, "rotate-key": 1, "rotate-secret": 1, "grant": 2, "revoke": 2}); err != nil {
+	if err := checkSubcommand(fs, "app", pos, map[string]int{"create": 1, "get": 1, "list": 0, "disable": 1, "enable": 1, "rotate-key": 1, "rotate-secret": 1, "grant": 2, "revoke": 2, "limit": -1}); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -127,6 +130,33 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "new signing secret for app %s; the old ones no longer verify (revision %d)\nsigning secret (shown once, store it now): %s\n", a.ID, a.Revision, sec.Secret)
+	case "limit":
+		if len(pos) < 3 || len(pos) > 4 {
+			return fmt.Errorf("%w: jetway app limit ID N [WINDOW]", errUsage)
+		}
+		n, err := strconv.Atoi(pos[2])
+		window := time.Second
+		if err == nil && len(pos) == 4 {
+			window, err = time.ParseDuration(pos[3])
+		}
+		if err != nil || n < 0 {
+			return fmt.Errorf("%w: jetway app limit ID N [WINDOW]: N a number, WINDOW a duration such as 1m", errUsage)
+		}
+		a, err := update(pos[1], func(a *registry.App) error {
+			a.RateLimit = nil
+			if n > 0 {
+				a.RateLimit = &registry.AppLimit{Limit: n, Window: registry.Duration(window)}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if a.RateLimit == nil {
+			fmt.Fprintf(stdout, "app %s has no limit of its own\n", a.ID)
+		} else {
+			fmt.Fprintf(stdout, "app %s: at most %d calls per %v on each edge\n", a.ID, n, window)
+		}
 	case "disable", "enable":
 		status := map[string]string{"disable": registry.AppDisabled, "enable": registry.AppActive}[pos[0]]
 		a, err := update(pos[1], func(a *registry.App) error { a.Status = status; return nil })

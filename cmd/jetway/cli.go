@@ -29,7 +29,7 @@ func checkSubcommand(fs *flag.FlagSet, group string, pos []string, want map[stri
 	if !ok {
 		return fmt.Errorf("%w: unknown %s command %q (%s)", errUsage, group, pos[0], strings.Join(names, ", "))
 	}
-	if len(pos)-1 != n {
+	if n >= 0 && len(pos)-1 != n { // n < 0: the command checks its own arguments
 		return fmt.Errorf("%w: jetway %s %s takes %d argument(s), got %d", errUsage, group, pos[0], n, len(pos)-1)
 	}
 	return nil
