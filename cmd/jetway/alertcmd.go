@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
-
-	"github.com/jetway-gw/jetway/bus"
 )
 
 const alertUsage = `Usage: jetway alert <command> [flags] [args]
@@ -32,8 +29,7 @@ Flags:
 func cmdAlert(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway alert", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long the command may take")
+	rf := addRegistryFlags(fs)
 	fs.Usage = func() { fmt.Fprint(stderr, alertUsage); fs.PrintDefaults() }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -48,13 +44,11 @@ func cmdAlert(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	c, closeNATS, err := dialRegistry(ctx, *natsURL, 1)
+	ctx, c, done, err := rf.dial(1)
 	if err != nil {
 		return err
 	}
-	defer closeNATS()
+	defer done()
 	switch pos[0] {
 	case "put":
 		r, err := c.PutAlert(ctx, doc)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,9 +10,7 @@ import (
 	"os"
 	"strconv"
 	"text/tabwriter"
-	"time"
 
-	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -36,8 +33,7 @@ Flags:
 func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway api", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long the command may take")
+	rf := addRegistryFlags(fs)
 	replicas := fs.Int("replicas", 1, "replicas if the bucket has to be created")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, apiUsage)
@@ -68,13 +64,11 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	c, closeNATS, err := dialRegistry(ctx, *natsURL, *replicas)
+	ctx, c, done, err := rf.dial(*replicas)
 	if err != nil {
 		return err
 	}
-	defer closeNATS()
+	defer done()
 
 	switch pos[0] {
 	case "put":

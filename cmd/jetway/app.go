@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -45,8 +43,7 @@ Flags:
 func cmdApp(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway app", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long the command may take")
+	rf := addRegistryFlags(fs)
 	name := fs.String("name", "", "create: a human name")
 	var apis, ips stringList
 	fs.Var(&apis, "api", "create: an API the app may call (name, \"prefix.*\" or \"*\"); repeat for several")
@@ -60,13 +57,11 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	if err := checkSubcommand(fs, "app", pos, map[string]int{"create": 1, "get": 1, "list": 0, "disable": 1, "enable": 1, "rotate-key": 1, "rotate-secret": 1, "grant": 2, "revoke": 2, "limit": -1}); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	c, closeNATS, err := dialRegistry(ctx, *natsURL, 1)
+	ctx, c, done, err := rf.dial(1)
 	if err != nil {
 		return err
 	}
-	defer closeNATS()
+	defer done()
 
 	// update reads an app, changes it and writes it back.
 	update := func(id string, change func(a *registry.App) error) (*registry.App, error) {

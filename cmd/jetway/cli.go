@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
@@ -35,17 +36,36 @@ func checkSubcommand(fs *flag.FlagSet, group string, pos []string, want map[stri
 	return nil
 }
 
-// dialRegistry connects a CLI command to NATS and opens the registry
-// buckets (creating them, with replicas, if missing). Call close when done.
-func dialRegistry(ctx context.Context, natsURL string, replicas int) (c *registry.Client, close func(), err error) {
-	nc, err := bus.Connect(ctx, natsURL, bus.ConnectOptions{Name: "jetway-cli"})
+// natsFlag adds --nats (default JETWAY_NATS_URL, then bus.DefaultURL).
+func natsFlag(fs *flag.FlagSet) *string {
+	return fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
+}
+
+// registryFlags are the flags of the commands that read and write the
+// registry: where NATS is and how long the command may take.
+type registryFlags struct {
+	natsURL *string
+	timeout *time.Duration
+}
+
+func addRegistryFlags(fs *flag.FlagSet) registryFlags {
+	return registryFlags{natsURL: natsFlag(fs), timeout: fs.Duration("timeout", 5*time.Second, "how long the command may take")}
+}
+
+// dial connects to NATS and opens the registry buckets (creating them,
+// with replicas, if missing), all within --timeout. Call done when finished.
+func (rf registryFlags) dial(replicas int) (ctx context.Context, c *registry.Client, done func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), *rf.timeout)
+	nc, err := bus.Connect(ctx, *rf.natsURL, bus.ConnectOptions{Name: "jetway-cli"})
 	if err != nil {
-		return nil, nil, err
+		cancel()
+		return nil, nil, nil, err
 	}
 	c, err = registry.NewClient(ctx, nc, registry.BucketOptions{Replicas: replicas})
 	if err != nil {
 		nc.Close()
-		return nil, nil, err
+		cancel()
+		return nil, nil, nil, err
 	}
-	return c, nc.Close, nil
+	return ctx, c, func() { nc.Close(); cancel() }, nil
 }

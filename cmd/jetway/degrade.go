@@ -1,16 +1,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -44,8 +41,7 @@ Flags:
 func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway degrade", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long the command may take")
+	rf := addRegistryFlags(fs)
 	status := fs.Int("status", 0, "HTTP status of the answer (default 503)")
 	body := fs.String("body", "", "the answer's body (JSON or text)")
 	reason := fs.String("reason", "", "why the API is degraded")
@@ -94,13 +90,11 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	c, closeNATS, err := dialRegistry(ctx, *natsURL, 1)
+	ctx, c, done, err := rf.dial(1)
 	if err != nil {
 		return err
 	}
-	defer closeNATS()
+	defer done()
 	switch pos[0] {
 	case "on":
 		d, err := c.SetDegrade(ctx, pos[1], sw)

@@ -28,7 +28,7 @@ Flags:
 func cmdNodes(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway nodes", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
+	natsURL := natsFlag(fs)
 	asJSON := fs.Bool("json", false, "print the nodes as a JSON array")
 	wait := fs.Duration("wait", 1500*time.Millisecond, "how long to listen for heartbeats (nodes beat every second)")
 	fs.Usage = func() {

@@ -105,7 +105,7 @@ func (v *clusterView) rows() (int64, []topRow) {
 func cmdTop(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway top", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
+	natsURL := natsFlag(fs)
 	once := fs.Bool("once", false, "print one table after --interval and exit (for scripts)")
 	interval := fs.Duration("interval", time.Second, "refresh period")
 	fs.Usage = func() { fmt.Fprint(stderr, topUsage); fs.PrintDefaults() }
@@ -208,7 +208,7 @@ func degradedAPIs(ctx context.Context, nc *nats.Conn) map[string]bool {
 func cmdMetric(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway metric", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	natsURL := fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
+	natsURL := natsFlag(fs)
 	seconds := fs.Int("seconds", 10, "how many seconds of records to print (0: until Ctrl-C)")
 	fs.Usage = func() { fmt.Fprint(stderr, topUsage); fs.PrintDefaults() }
 	pos, err := parseInterspersed(fs, args)
