@@ -102,27 +102,7 @@ func BenchmarkEdgeAuth(b *testing.B) {
 	for _, method := range []string{"key", "jwt", "hmac"} {
 		b.Run(method, func(b *testing.B) {
 			open, auth := newAuthBench(b, "none"), newAuthBench(b, method)
-			const block = 256
-			var tOpen, tAuth time.Duration
-			b.ReportAllocs()
-			b.ResetTimer()
-			for done := 0; done < b.N; done += block {
-				n := min(block, b.N-done)
-				t0 := time.Now()
-				for range n {
-					open.edge.ServeHTTP(httptest.NewRecorder(), open.req())
-				}
-				t1 := time.Now()
-				for range n {
-					auth.edge.ServeHTTP(httptest.NewRecorder(), auth.req())
-				}
-				tAuth += time.Since(t1)
-				tOpen += t1.Sub(t0)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(tOpen)/float64(b.N), "open-ns")
-			b.ReportMetric(float64(tAuth)/float64(b.N), "auth-total-ns")
-			b.ReportMetric(float64(tAuth-tOpen)/float64(b.N), "auth-ns")
+			compareHandlers(b, open.edge, open.req, auth.edge, auth.req, "open-ns", "auth-total-ns", "auth-ns")
 		})
 	}
 }
