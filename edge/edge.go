@@ -353,6 +353,10 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// see the rest of the body as a next request. Close after
 		// answering, so nothing smuggled behind it is ever served.
 		w.Header()["Connection"] = []string{"close"}
+		if conflictingFraming(r) {
+			writeError(w, bus.CodeBadRequest, "request has both Content-Length and Transfer-Encoding", id)
+			return
+		}
 	}
 	n := e.inflight.Add(1)
 	defer e.inflight.Add(-1)

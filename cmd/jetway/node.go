@@ -370,13 +370,14 @@ func (n *node) run(ctx context.Context) error {
 			ReadTimeout:       f.readTimeout,
 			IdleTimeout:       f.idleTimeout,
 			MaxHeaderBytes:    f.maxHeaderBytes,
+			ConnContext:       edge.ConnContext,
 			ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 		}
 		ln, err := net.Listen("tcp", f.listen)
 		if err != nil {
 			return fmt.Errorf("edge listener: %w", err)
 		}
-		ln = edge.LimitListener(ln, f.maxConns)
+		ln = edge.GuardFraming(edge.LimitListener(ln, f.maxConns), f.maxHeaderBytes)
 		n.log.Info("edge listening", "addr", ln.Addr().String())
 		go func() { errc <- edgeSrv.Serve(ln) }()
 	}
