@@ -16,6 +16,7 @@ const (
 	CodeMethodNotAllowed Code = "METHOD_NOT_ALLOWED"
 	CodeUnauthenticated  Code = "UNAUTHENTICATED"
 	CodeForbidden        Code = "FORBIDDEN"
+	CodeNoSandbox        Code = "NO_SANDBOX"
 	CodeRateLimited      Code = "RATE_LIMITED"
 	CodeDegraded         Code = "DEGRADED"
 	CodeCircuitOpen      Code = "CIRCUIT_OPEN"
@@ -34,6 +35,7 @@ var codeStatus = map[Code]int{
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
 	CodeUnauthenticated:  http.StatusUnauthorized,
 	CodeForbidden:        http.StatusForbidden,
+	CodeNoSandbox:        http.StatusForbidden,
 	CodeRateLimited:      http.StatusTooManyRequests,
 	CodeDegraded:         http.StatusServiceUnavailable,
 	CodeCircuitOpen:      http.StatusServiceUnavailable,

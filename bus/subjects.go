@@ -11,10 +11,11 @@ import (
 // Subject and queue group prefixes. An API's requests travel on
 // APIPrefix+name; every worker of the API's pool subscribes to that subject
 // in the queue group QueuePrefix+pool, so each request reaches exactly one
-// worker of the pool.
+// worker of the pool. An API's sandbox tier travels on SandboxPrefix+name.
 const (
-	APIPrefix   = "jetway.api."
-	QueuePrefix = "jetway.pool."
+	APIPrefix     = "jetway.api."
+	SandboxPrefix = "jetway.sandbox."
+	QueuePrefix   = "jetway.pool."
 )
 
 // MaxNameLen bounds API and pool names; they become NATS subject tokens and
@@ -43,6 +44,11 @@ func ValidName(s string) error {
 // APISubject is the subject an API's requests are published on. The name
 // must have passed ValidName.
 func APISubject(api string) string { return APIPrefix + api }
+
+// SandboxSubject is the subject of the calls to an API's sandbox tier: a
+// subject space of its own, so sandbox traffic never reaches a production
+// subscription.
+func SandboxSubject(api string) string { return SandboxPrefix + api }
 
 // QueueGroup is the queue group of a pool's workers.
 func QueueGroup(pool string) string { return QueuePrefix + pool }

@@ -144,3 +144,44 @@ func TestSignedRequestThroughServe(t *testing.T) {
 		t.Fatalf("replayed signed request: %d", resp.StatusCode)
 	}
 }
+
+// A sandbox app made with the CLI reaches the API's sandbox tier (served
+// by jetway serve's own workers), and flipping the mark sends it to
+// production at once.
+func TestSandboxAppThroughServe(t *testing.T) {
+	t.Parallel()
+	srv := startNode(t, "serve", "serve", "")
+	srv.waitReady(t)
+	url := srv.natsURL
+	putAPI(t, url, `{"name":"tiered.get","pool":"tiered","route":{"path":"/v1/tiered"},"backend":{"type":"mock","body":"production"},
+		"auth":{"methods":["key"]},"sandbox":{"backend":{"type":"mock","body":"sandbox"}}}`)
+	res := jetway(t, "", "app", "create", "tester", "--sandbox", "--api", "tiered.*", "--nats", url)
+	m := keyRE.FindStringSubmatch(res.stdout)
+	if res.code != 0 || m == nil {
+		t.Fatalf("app create --sandbox: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	waitBody := func(want string) {
+		t.Helper()
+		waitForFunc(t, func() error {
+			r, err := do(http.MethodGet, srv.edge+"/v1/tiered", nil, http.Header{"X-Api-Key": {m[1]}})
+			if err != nil {
+				return err
+			}
+			if r.status != 200 || string(r.body) != want || (r.header.Get("X-Jetway-Sandbox") == "true") != (want == "sandbox") {
+				return fmt.Errorf("got %d %s (X-Jetway-Sandbox %q), want %s", r.status, r.body, r.header.Get("X-Jetway-Sandbox"), want)
+			}
+			return nil
+		})
+	}
+	waitBody("sandbox")
+	if res := jetway(t, "", "app", "list", "--nats", url); !strings.Contains(res.stdout, "sandbox") {
+		t.Errorf("app list does not show the tier:\n%s", res.stdout)
+	}
+	if res := jetway(t, "", "app", "sandbox", "tester", "off", "--nats", url); res.code != 0 || !strings.Contains(res.stdout, "calls production") {
+		t.Fatalf("app sandbox off: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	waitBody("production")
+	if res := jetway(t, "", "app", "sandbox", "tester", "maybe", "--nats", url); res.code != 2 {
+		t.Errorf("app sandbox maybe: exit %d, want 2 (usage)", res.code)
+	}
+}

@@ -102,6 +102,8 @@ type route struct {
 	state       *apiState
 	maxInFlight int64                // the API's edge_concurrency; 0: none
 	cache       *resilience.LastGood // last good responses, for APIs with a cached fallback
+	key         string               // api.Key(): the tier's name in metrics
+	sandbox     *route               // the API's sandbox tier, for sandbox apps; nil: none
 }
 
 // degraded is a degrade switch's answer, compiled once per snapshot.
@@ -200,16 +202,13 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		}
 		rt := &route{
 			api:     a,
+			key:     a.Key(),
 			subject: a.Subject(),
 			timeout: a.TimeoutOrDefault(),
 			maxBody: int64(a.MaxBody),
 			params:  strings.ContainsAny(a.Route.Path, "{*"),
 		}
-		st := e.states[a.Name]
-		if st == nil {
-			st = &apiState{}
-		}
-		states[a.Name] = st
+		st := e.state(states, rt.key)
 		rt.cache = st.lastGood(a.Fallback)
 		if a.Auth.Requires() {
 			rt.apps = apps
@@ -235,6 +234,15 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		if maxPayload > 0 && rt.maxBody > maxPayload-headerRoom {
 			rt.maxBody = maxPayload - headerRoom
 		}
+		if sba := a.SandboxAPI(); sba != nil {
+			// The same checks up to the app; then the tier's own subject,
+			// timeout and limits, and none of production's governance.
+			sb := &route{ipRules: rt.ipRules, apps: rt.apps, jwt: rt.jwt, api: sba, key: sba.Key(), subject: sba.Subject(),
+				timeout: sba.TimeoutOrDefault(), maxBody: rt.maxBody, params: rt.params}
+			sb.state = e.state(states, sb.key)
+			sb.rules = e.compileRules(sb.state, sba)
+			rt.sandbox = sb
+		}
 		if err := addRoute(mux, a.Route.Method, a.Route.Path, e.handler(rt)); err != nil {
 			e.log.Warn("route rejected; api not routed", "api", a.Name, "err", err)
 			continue
@@ -253,6 +261,17 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	}
 	e.cluster.setRules(shared)
 	e.router.Store(&router{mux: mux, routes: n})
+}
+
+// state returns the kept state of an API tier (by API.Key), carrying it
+// into the new snapshot's states.
+func (e *Edge) state(states map[string]*apiState, key string) *apiState {
+	st := e.states[key]
+	if st == nil {
+		st = &apiState{}
+	}
+	states[key] = st
+	return st
 }
 
 // appLimit is an app's limiter with the settings it was built from.
@@ -393,8 +412,9 @@ var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // handler turns an HTTP request for rt's API into a NATS request and the
 // reply into the HTTP response.
-func (e *Edge) handler(rt *route) http.HandlerFunc {
+func (e *Edge) handler(prod *route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		rt := prod // becomes the sandbox tier's route for a sandbox app
 		markRoute(w, rt)
 		ctx, endSpan := e.startServer(w, r, rt)
 		defer endSpan()
@@ -420,6 +440,15 @@ func (e *Edge) handler(rt *route) http.HandlerFunc {
 			}
 			app = a.ID
 			markApp(w, app)
+			if a.Sandbox {
+				if rt.sandbox == nil {
+					writeError(w, bus.CodeNoSandbox, "app "+app+" is a sandbox app and api "+rt.api.Name+" has no sandbox tier", id)
+					return
+				}
+				rt = rt.sandbox
+				markRoute(w, rt)
+				w.Header()["X-Jetway-Sandbox"] = []string{"true"}
+			}
 		}
 		deadline := time.Now().Add(requestedTimeout(r, rt.timeout))
 		decisions, ok := admit(w, r, rt.rules, deadline, id, clientIP, app)
@@ -545,7 +574,7 @@ func encodeParams(r *http.Request) string {
 func (e *Edge) requestError(w http.ResponseWriter, r *http.Request, rt *route, id string, err error) {
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		writeError(w, bus.CodeNoWorkers, "no worker of pool "+rt.api.Pool+" is serving api "+rt.api.Name, id)
+		writeError(w, bus.CodeNoWorkers, "no worker of pool "+rt.api.Pool+" is serving api "+rt.key, id)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
 		writeError(w, bus.CodeGatewayTimeout, fmt.Sprintf("api %s did not answer within its deadline", rt.api.Name), id)
 	case r.Context().Err() != nil:

@@ -90,7 +90,7 @@ func (e *Edge) compileRules(st *apiState, a *registry.API) []*limitRule {
 		var err error
 		switch {
 		case r.Cluster():
-			err = e.cluster.newLimiter(clusterRuleID(a.Name, fp), r, lr)
+			err = e.cluster.newLimiter(clusterRuleID(a.Key(), fp), r, lr)
 		case len(lr.parts) > 0:
 			lr.keyed, err = resilience.NewKeyed(r.Rule())
 		default:

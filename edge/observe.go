@@ -74,7 +74,7 @@ func markRoute(w http.ResponseWriter, rt *route) {
 // blocked are the codes of calls the gateway refuses on purpose.
 var blocked = map[bus.Code]bool{
 	bus.CodeRateLimited: true, bus.CodeDegraded: true, bus.CodeCircuitOpen: true, bus.CodeOverloaded: true,
-	bus.CodeUnauthenticated: true, bus.CodeForbidden: true, bus.CodePayloadTooLarge: true, bus.CodeBadRequest: true,
+	bus.CodeUnauthenticated: true, bus.CodeForbidden: true, bus.CodeNoSandbox: true, bus.CodePayloadTooLarge: true, bus.CodeBadRequest: true,
 }
 
 // observe records a finished routed call in the metrics and the access log.
@@ -92,7 +92,7 @@ func (e *Edge) observe(rec *recorder, r *http.Request, id string, start time.Tim
 		case rec.code != "" || rec.status >= 500:
 			o = otel.Failed
 		}
-		m.Record(rt.api.Name, rt.api.Pool, o, reason, latency)
+		m.Record(rt.key, rt.api.Pool, o, reason, latency)
 	}
 	if l := e.o.AccessLog; l != nil && l.Enabled(r.Context(), slog.LevelInfo) {
 		attrs := []slog.Attr{
@@ -110,6 +110,9 @@ func (e *Edge) observe(rec *recorder, r *http.Request, id string, start time.Tim
 		}
 		if rec.app != "" {
 			attrs = append(attrs, slog.String("app", rec.app))
+		}
+		if rt.api.IsSandbox() {
+			attrs = append(attrs, slog.Bool("sandbox", true))
 		}
 		if rec.code != "" {
 			attrs = append(attrs, slog.String("code", string(rec.code)))

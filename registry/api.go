@@ -62,9 +62,14 @@ type API struct {
 	IPRules         *IPRules    `json:"ip_rules,omitempty"`
 	Auth            *Auth       `json:"auth,omitempty"`
 
+	// Sandbox is the tier that sandbox apps call instead (sandbox.go).
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+
 	// Revision is the KV revision this entry was read at (0 if it was not
 	// read from KV). Not part of the stored JSON.
 	Revision uint64 `json:"-"`
+
+	sandbox bool // this is the sandbox tier of the API (SandboxAPI)
 }
 
 // Route says which HTTP requests belong to the API.
@@ -139,9 +144,6 @@ func (s *Static) check(prefix string, add func(path, format string, args ...any)
 		}
 	}
 }
-
-// Subject is the NATS subject the API's requests travel on.
-func (a *API) Subject() string { return bus.APISubject(a.Name) }
 
 // TimeoutOrDefault is the API's deadline.
 func (a *API) TimeoutOrDefault() time.Duration {
@@ -243,7 +245,7 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
 		"rate_limits": &a.RateLimits, "edge_concurrency": &a.EdgeConcurrency,
 		"breaker": &a.Breaker, "retry": &a.Retry, "fallback": &a.Fallback, "ip_rules": &a.IPRules,
-		"auth": &a.Auth,
+		"auth": &a.Auth, "sandbox": &a.Sandbox,
 	}
 	// Absent fields are reported once, by the schema ("missing property").
 	for k := range fields {
@@ -309,6 +311,9 @@ func (a *API) applyDefaults() {
 	if a.Backend.Type == BackendMock && a.Backend.Status == 0 {
 		a.Backend.Status = http.StatusOK
 	}
+	if a.Sandbox != nil {
+		a.Sandbox.applyDefaults(a)
+	}
 }
 
 // check returns the semantic problems the schema cannot express.
@@ -329,30 +334,44 @@ func (a *API) check(key string) []schemas.Problem {
 	if err != nil {
 		add("route.path", "%v", err)
 	}
-	if a.Timeout < 0 || time.Duration(a.Timeout) > MaxTimeout {
-		add("timeout", "must be between 1ms and %v", MaxTimeout)
-	} else if a.Timeout != 0 && time.Duration(a.Timeout) < time.Millisecond {
-		add("timeout", "must be at least 1ms")
-	}
+	checkTimeout("timeout", a.Timeout, add)
 	if a.MaxBody > MaxMaxBody {
 		add("max_body", "must be at most %v (the NATS max payload)", MaxMaxBody)
 	}
-	switch a.Backend.Type {
+	checkBackend("backend", &a.Backend, params, catchAll, add)
+	a.checkPolicies(params, add)
+	if a.Sandbox != nil {
+		a.Sandbox.check(params, catchAll, add)
+	}
+	return ps
+}
+
+// checkTimeout adds the problem of a timeout field at path, if any.
+func checkTimeout(path string, d Duration, add func(path, format string, args ...any)) {
+	if d < 0 || time.Duration(d) > MaxTimeout {
+		add(path, "must be between 1ms and %v", MaxTimeout)
+	} else if d != 0 && time.Duration(d) < time.Millisecond {
+		add(path, "must be at least 1ms")
+	}
+}
+
+// checkBackend adds the problems of a backend at path; params and catchAll
+// describe the route path its URL may take placeholders from.
+func checkBackend(path string, b *Backend, params []string, catchAll bool, add func(path, format string, args ...any)) {
+	switch b.Type {
 	case BackendHTTP:
-		if a.Backend.URL == "" {
-			add("backend.url", "is required for http backends")
-		} else if err := checkBackendURL(a.Backend.URL, params, catchAll); err != nil {
-			add("backend.url", "%v", err)
+		if b.URL == "" {
+			add(path+".url", "is required for http backends")
+		} else if err := checkBackendURL(b.URL, params, catchAll); err != nil {
+			add(path+".url", "%v", err)
 		}
 	case BackendMock:
-		a.Backend.Static.check("backend", add)
+		b.Static.check(path, add)
 	case "":
-		add("backend.type", "is required (http or mock)")
+		add(path+".type", "is required (http or mock)")
 	default:
-		add("backend.type", "must be http or mock (got %q)", a.Backend.Type)
+		add(path+".type", "must be http or mock (got %q)", b.Type)
 	}
-	a.checkPolicies(params, add)
-	return ps
 }
 
 func validHeaderName(s string) bool {

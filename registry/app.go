@@ -47,6 +47,10 @@ type App struct {
 	// RateLimit, when set, caps the app's calls across every API, on each
 	// edge (429 RATE_LIMITED past it).
 	RateLimit *AppLimit `json:"rate_limit,omitempty"`
+	// Sandbox marks an app whose calls go to the sandbox tier of each API
+	// (API.Sandbox), never to production; an API without one answers it
+	// 403 NO_SANDBOX. Flipping it is live on every edge at once.
+	Sandbox bool `json:"sandbox,omitempty"`
 
 	Revision uint64 `json:"-"`
 }

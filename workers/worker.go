@@ -126,21 +126,28 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 	if w.closing {
 		return
 	}
-	for name, as := range w.subs {
-		a, ok := s.APIs[name]
-		if !ok || !w.serves(a.Pool) || a.Pool != as.pool {
+	// The API tiers this worker serves, by API.Key: each API of its
+	// pools, and each sandbox tier of its pools.
+	want := map[string]*registry.API{}
+	for name, a := range s.APIs {
+		if w.serves(a.Pool) {
+			want[name] = a
+		}
+		if sb := a.SandboxAPI(); sb != nil && w.serves(sb.Pool) {
+			want[sb.Key()] = sb
+		}
+	}
+	for key, as := range w.subs {
+		if a, ok := want[key]; !ok || a.Pool != as.pool {
 			if err := as.sub.Drain(); err != nil {
-				w.log.Warn("draining subscription", "api", name, "err", err)
+				w.log.Warn("draining subscription", "api", key, "err", err)
 			}
-			delete(w.subs, name)
+			delete(w.subs, key)
 		}
 	}
 	added := false
-	for name, a := range s.APIs {
-		if !w.serves(a.Pool) {
-			continue
-		}
-		if as, ok := w.subs[name]; ok {
+	for key, a := range want {
+		if as, ok := w.subs[key]; ok {
 			as.state.Store(w.build(a, &as.gov))
 			continue
 		}
@@ -148,11 +155,11 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 		as.state.Store(w.build(a, &as.gov))
 		sub, err := w.o.Conn.QueueSubscribe(a.Subject(), bus.QueueGroup(a.Pool), func(m *nats.Msg) { w.dispatch(as, m) })
 		if err != nil {
-			w.log.Error("subscribing api", "api", name, "pool", a.Pool, "err", err)
+			w.log.Error("subscribing api", "api", key, "pool", a.Pool, "err", err)
 			continue
 		}
 		as.sub = sub
-		w.subs[name] = as
+		w.subs[key] = as
 		added = true
 	}
 	if added {
@@ -206,7 +213,7 @@ func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
 	}
 	if as.inflight.Add(1) > st.limit {
 		as.inflight.Add(-1)
-		w.replyError(m, m.Header.Get(bus.HdrRequestID), bus.CodeOverloaded, fmt.Sprintf("api %s has %d calls in flight on this worker", st.api.Name, st.limit))
+		w.replyError(m, m.Header.Get(bus.HdrRequestID), bus.CodeOverloaded, fmt.Sprintf("api %s has %d calls in flight on this worker", st.api.Key(), st.limit))
 		return
 	}
 	w.inflight.Add(1)
@@ -219,7 +226,7 @@ func (w *Worker) serve(as *apiSub, st *apiState, m *nats.Msg, deadline time.Time
 		as.inflight.Add(-1)
 		w.inflight.Add(-1)
 		if p := recover(); p != nil {
-			w.log.Error("panic serving request", "api", st.api.Name, "panic", p)
+			w.log.Error("panic serving request", "api", st.api.Key(), "panic", p)
 			w.replyError(m, req.RequestID, bus.CodeInternal, "internal error in worker")
 		}
 	}()
@@ -263,11 +270,16 @@ func decodeRequest(a *registry.API, m *nats.Msg) *Request {
 	app := h.Get(bus.HdrApp)
 	hh := http.Header(h)
 	bus.CleanHeaders(hh)
-	// Backends learn the authenticated app from X-Jetway-App, which only
-	// Jetway sets: a caller's own value never gets through.
+	// Backends learn the authenticated app from X-Jetway-App, and that the
+	// call is a sandbox call from X-Jetway-Sandbox, which only Jetway sets:
+	// a caller's own values never get through.
 	delete(hh, "X-Jetway-App")
+	delete(hh, "X-Jetway-Sandbox")
 	if app != "" {
 		hh["X-Jetway-App"] = []string{app}
+	}
+	if a.IsSandbox() {
+		hh["X-Jetway-Sandbox"] = []string{"true"}
 	}
 	req.Header = hh
 	return req
@@ -308,7 +320,7 @@ func (w *Worker) InFlight() int64 { return w.inflight.Load() }
 // their deadline.
 func (w *Worker) Dropped() int64 { return w.dropped.Load() }
 
-// Subscribed lists the APIs the worker currently serves.
+// Subscribed lists the API tiers (API.Key) the worker currently serves.
 func (w *Worker) Subscribed() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()

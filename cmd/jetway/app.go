@@ -16,10 +16,11 @@ import (
 const appUsage = `Usage: jetway app <command> [flags] [args]
 
 Commands:
-  create ID [--name N] [--api GLOB ...] [--ip CIDR ...] [--hmac]
+  create ID [--name N] [--api GLOB ...] [--ip CIDR ...] [--hmac] [--sandbox]
                        make an app and its first API key; the key is shown
                        once, here, and only its SHA-256 digest is stored;
-                       --hmac also makes a request-signing secret (shown once)
+                       --hmac also makes a request-signing secret (shown once);
+                       --sandbox makes it a sandbox app (see sandbox)
   get ID               show an app (never its keys, only their ids)
   list                 list the apps
   disable ID           refuse the app's keys from now on (enable ID undoes it)
@@ -30,12 +31,19 @@ Commands:
                        (default 1s) on each edge; N 0 removes the cap
   grant ID GLOB        allow the app an API name, "prefix.*" or "*"
   revoke ID GLOB
+  sandbox ID on|off    send the app's calls to each API's sandbox tier (on),
+                       or to production (off); live on every edge at once
 
 Apps live in the JetStream KV bucket jetway_apps (key = app id). An API
 that has "auth": {"methods": ["key"]} admits only callers with an active
 app's key (X-Api-Key: <key> or Authorization: ApiKey <key>) and, unless
 "granted_only": false, only apps granted the API. Backends get the app id in
 X-Jetway-App.
+
+A sandbox app reaches only the sandbox tier of an API ("sandbox" in its
+entry: its own backend, pool and limits, on jetway.sandbox.<api>); an API
+without one answers it 403 NO_SANDBOX. Backends of the tier get
+X-Jetway-Sandbox: true.
 
 Flags:
 `
@@ -49,12 +57,13 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&apis, "api", "create: an API the app may call (name, \"prefix.*\" or \"*\"); repeat for several")
 	fs.Var(&ips, "ip", "create: the only client addresses or CIDRs the app may call from; repeat for several")
 	withHMAC := fs.Bool("hmac", false, "create: also make a request-signing (HMAC) secret")
+	sandbox := fs.Bool("sandbox", false, "create: make a sandbox app (its calls go to the APIs' sandbox tiers)")
 	fs.Usage = func() { fmt.Fprint(stderr, appUsage); fs.PrintDefaults() }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := checkSubcommand(fs, "app", pos, map[string]int{"create": 1, "get": 1, "list": 0, "disable": 1, "enable": 1, "rotate-key": 1, "rotate-secret": 1, "grant": 2, "revoke": 2, "limit": -1}); err != nil {
+	if err := checkSubcommand(fs, "app", pos, map[string]int{"create": 1, "get": 1, "list": 0, "disable": 1, "enable": 1, "rotate-key": 1, "rotate-secret": 1, "grant": 2, "revoke": 2, "limit": -1, "sandbox": 2}); err != nil {
 		return err
 	}
 	ctx, c, done, err := rf.dial(1)
@@ -87,7 +96,7 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		app := &registry.App{ID: pos[1], Name: *name, Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: apis, IPAllow: ips}
+		app := &registry.App{ID: pos[1], Name: *name, Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: apis, IPAllow: ips, Sandbox: *sandbox}
 		if *withHMAC {
 			sec, err := registry.NewHMACSecret()
 			if err != nil {
@@ -159,6 +168,16 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "app %s is %s\n", a.ID, a.Status)
+	case "sandbox":
+		on, ok := map[string]bool{"on": true, "off": false}[pos[2]]
+		if !ok {
+			return fmt.Errorf("%w: jetway app sandbox ID on|off", errUsage)
+		}
+		a, err := update(pos[1], func(a *registry.App) error { a.Sandbox = on; return nil })
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "app %s calls %s (revision %d)\n", a.ID, tierName(a.Sandbox), a.Revision)
 	case "grant":
 		a, err := update(pos[1], func(a *registry.App) error {
 			if !slices.Contains(a.APIs, pos[2]) {
@@ -191,14 +210,18 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tKEYS\tAPIS\tREVISION")
+		fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tTIER\tKEYS\tAPIS\tREVISION")
 		for _, e := range es {
 			if e.Err != nil {
-				fmt.Fprintf(tw, "%s\t-\tinvalid\t-\t%v\t%d\n", e.Key, e.Err, e.Revision)
+				fmt.Fprintf(tw, "%s\t-\tinvalid\t-\t-\t%v\t%d\n", e.Key, e.Err, e.Revision)
 				continue
 			}
 			a := e.Value
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", a.ID, a.Name, a.Status, len(a.Keys), strings.Join(a.APIs, ","), e.Revision)
+			tier := "production"
+			if a.Sandbox {
+				tier = "sandbox"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\n", a.ID, a.Name, a.Status, tier, len(a.Keys), strings.Join(a.APIs, ","), e.Revision)
 		}
 		return tw.Flush()
 	}
@@ -206,11 +229,19 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 }
 
 func printApp(w io.Writer, a *registry.App) {
-	fmt.Fprintf(w, "id:       %s\nname:     %s\nstatus:   %s\napis:     %s\nip_allow: %s\nsigning:  %d secret(s)\nrevision: %d\nkeys:\n",
-		a.ID, a.Name, a.Status, strings.Join(a.APIs, ", "), strings.Join(a.IPAllow, ", "), len(a.HMACSecrets), a.Revision)
+	fmt.Fprintf(w, "id:       %s\nname:     %s\nstatus:   %s\ncalls:    %s\napis:     %s\nip_allow: %s\nsigning:  %d secret(s)\nrevision: %d\nkeys:\n",
+		a.ID, a.Name, a.Status, tierName(a.Sandbox), strings.Join(a.APIs, ", "), strings.Join(a.IPAllow, ", "), len(a.HMACSecrets), a.Revision)
 	for _, k := range a.Keys {
 		fmt.Fprintf(w, "  %s…  created %s\n", k.ID, k.Created.Format(time.RFC3339))
 	}
+}
+
+// tierName says which tier an app's calls go to.
+func tierName(sandbox bool) string {
+	if sandbox {
+		return "the sandbox tier"
+	}
+	return "production"
 }
 
 func orNone(list []string) string {
