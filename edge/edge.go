@@ -76,7 +76,8 @@ type Edge struct {
 	// states is only touched by Apply (one goroutine at a time); requests
 	// reach their API's state through the route.
 	states    map[string]*apiState
-	appLimits map[string]appLimit // by app id; only Apply touches it
+	appLimits map[string]appLimit     // by app id; only Apply touches it
+	jwts      map[string]*jwtVerifier // by API name; only Apply touches it
 	cluster   *cluster
 	tracer    trace.Tracer // nil: tracing off
 }
@@ -194,6 +195,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	taken := map[string]string{}
 	n := 0
 	states := make(map[string]*apiState, len(apis))
+	jwts := map[string]*jwtVerifier{}
 	for _, a := range apis {
 		key := a.Route.Method + " " + paramShape(a.Route.Path)
 		if other, ok := taken[key]; ok {
@@ -214,10 +216,16 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			rt.apps = apps
 		}
 		if a.Auth.Has("jwt") && a.Auth.JWT != nil {
-			v, err := newJWTVerifier(a.Auth.JWT)
-			if err != nil {
-				// Fail closed: the API answers 401 until its keys load.
-				e.log.Error("jwt keys not loaded; tokens for this api are refused", "api", a.Name, "err", err)
+			v := e.jwts[a.Name]
+			if v == nil || !v.sameAs(a.Auth.JWT) {
+				var err error
+				if v, err = newJWTVerifier(a.Auth.JWT); err != nil {
+					// Fail closed: the API answers 401 until its keys load.
+					e.log.Error("jwt keys not loaded; tokens for this api are refused", "api", a.Name, "err", err)
+				}
+			}
+			if v != nil {
+				jwts[a.Name] = v
 			}
 			rt.jwt = v
 		}
@@ -251,6 +259,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		n++
 	}
 	e.states = states // state of removed APIs goes with the old routes
+	e.jwts = jwts
 	shared := map[string]*limitRule{}
 	for _, st := range states {
 		for _, lr := range st.rules {

@@ -1,15 +1,18 @@
 package edge
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"net/http"
 	"os"
@@ -25,10 +28,14 @@ import (
 // jwtVerifier checks bearer tokens for one API: signature by a key of its
 // JWKS (matched by kid), an allowed algorithm (never "none"; HMAC and
 // public-key algorithms are never confused: each key only verifies its own
-// kind), exp required, nbf, iss and aud checked with a small leeway.
+// kind), exp required, nbf, iss and aud checked with a small leeway. The
+// tokens it accepted are cached (jwtcache.go).
 type jwtVerifier struct {
 	parser   *jwt.Parser
 	appClaim string
+	leeway   time.Duration
+	now      func() time.Time // time.Now; tests set another clock
+	cache    jwtCache
 
 	// keys: kid → key ("" for a JWKS whose keys have no kid). From a file,
 	// loaded once; from a URL, fetched in the background and refreshed.
@@ -36,6 +43,8 @@ type jwtVerifier struct {
 	url      string
 	fetched  atomic.Int64 // Unix nanoseconds of the last fetch attempt
 	fetching atomic.Bool
+	lastJWKS []byte // the document keys came from; only the fetch touches it
+	cfg      string // the settings it was built from (sameAs)
 }
 
 // JWKS refresh policy for jwks_url.
@@ -46,11 +55,14 @@ const (
 )
 
 func newJWTVerifier(c *registry.JWTAuth) (*jwtVerifier, error) {
+	cfg, _ := json.Marshal(c)
+	v := &jwtVerifier{leeway: c.LeewayOrDefault(), now: time.Now, url: c.JWKSURL, cfg: string(cfg)}
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(c.Algorithms),
 		jwt.WithExpirationRequired(),
-		jwt.WithLeeway(c.LeewayOrDefault()),
+		jwt.WithLeeway(v.leeway),
 		jwt.WithStrictDecoding(),
+		jwt.WithTimeFunc(func() time.Time { return v.now() }),
 	}
 	if c.Issuer != "" {
 		opts = append(opts, jwt.WithIssuer(c.Issuer))
@@ -58,25 +70,49 @@ func newJWTVerifier(c *registry.JWTAuth) (*jwtVerifier, error) {
 	if c.Audience != "" {
 		opts = append(opts, jwt.WithAudience(c.Audience))
 	}
-	claim := c.AppClaim
-	if claim == "" {
-		claim = "sub"
+	v.parser, v.appClaim = jwt.NewParser(opts...), c.AppClaim
+	if v.appClaim == "" {
+		v.appClaim = "sub"
 	}
-	v := &jwtVerifier{parser: jwt.NewParser(opts...), appClaim: claim, url: c.JWKSURL}
 	if c.JWKSURL != "" {
 		v.refresh() // in the background: Apply never waits on the network
 		return v, nil
 	}
-	keys, err := loadJWKS(c.JWKSFile)
+	b, err := os.ReadFile(c.JWKSFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading jwks: %w", err)
+	}
+	keys, err := parseJWKS(c.JWKSFile, b)
 	if err != nil {
 		return nil, err
 	}
 	v.keys.Store(&keys)
+	v.lastJWKS = b
 	return v, nil
 }
 
+// sameAs reports whether the verifier still stands for settings c: the same
+// settings and, for a jwks_file, the same file content (a URL's keys are
+// refreshed by the verifier itself). Apply keeps such a verifier across
+// registry snapshots, with its cache and fetched keys, so that an unrelated
+// registry change neither empties the cache nor leaves a jwks_url API
+// without keys until a new fetch returns.
+func (v *jwtVerifier) sameAs(c *registry.JWTAuth) bool {
+	cfg, _ := json.Marshal(c)
+	if string(cfg) != v.cfg {
+		return false
+	}
+	if c.JWKSURL != "" {
+		return true
+	}
+	b, err := os.ReadFile(c.JWKSFile)
+	return err == nil && bytes.Equal(b, v.lastJWKS)
+}
+
 // refresh fetches the JWKS URL in the background, one fetch at a time.
-// A failed fetch keeps the keys we had.
+// A failed fetch keeps the keys we had. A changed document stores a new key
+// set, and so invalidates every cached token (each names the set that
+// verified it); an unchanged one keeps the set, and the cache.
 func (v *jwtVerifier) refresh() {
 	if v.url == "" || !v.fetching.CompareAndSwap(false, true) {
 		return
@@ -97,8 +133,12 @@ func (v *jwtVerifier) refresh() {
 		if err != nil {
 			return
 		}
+		if bytes.Equal(b, v.lastJWKS) {
+			return
+		}
 		if keys, err := parseJWKS(v.url, b); err == nil {
 			v.keys.Store(&keys)
+			v.lastJWKS = b
 		}
 	}()
 }
@@ -124,8 +164,43 @@ func (v *jwtVerifier) key(kid string) (any, bool) {
 	return k, ok
 }
 
-// verify returns the app id a valid token maps to.
+// verify returns the app id a valid token maps to: from the cache for a
+// token accepted before with the current keys and still in its validity
+// window, else by the full check, whose success is cached.
 func (v *jwtVerifier) verify(token string) (string, error) {
+	// The key set is read before the check: should a refresh replace it
+	// meanwhile, the entry names the older set and is never a hit.
+	keys := v.keys.Load()
+	var buf [1024]byte // the token's copy for hashing, on the stack unless longer
+	sum := sha256.Sum256(append(buf[:0], token...))
+	now := v.now()
+	if app, ok := v.cache.get(&sum, keys, now); ok {
+		if v.url != "" && time.Since(time.Unix(0, v.fetched.Load())) > jwksRefresh {
+			v.refresh() // as key does on a miss: hits must not hold old keys in place
+		}
+		return app, nil
+	}
+	app, claims, err := v.check(token)
+	if err != nil {
+		return "", err
+	}
+	// UnixNano is undefined outside 1678–2262; exp and nbf that far off
+	// can only make the entry miss (until is capped by the TTL anyway).
+	e := jwtEntry{app: app, keys: keys, from: math.MinInt64, until: now.Add(jwtCacheTTL).UnixNano()}
+	if exp, _ := claims.GetExpirationTime(); exp != nil { // required: never nil here
+		e.until = min(e.until, exp.UnixNano())
+	}
+	if nbf, _ := claims.GetNotBefore(); nbf != nil {
+		e.from = nbf.Add(-v.leeway).UnixNano()
+	}
+	if e.until > now.UnixNano() { // not when only the leeway let it in
+		v.cache.put(&sum, e)
+	}
+	return app, nil
+}
+
+// check is the full verification of a token, with no cache.
+func (v *jwtVerifier) check(token string) (string, jwt.MapClaims, error) {
 	claims := jwt.MapClaims{}
 	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
@@ -157,13 +232,13 @@ func (v *jwtVerifier) verify(token string) (string, error) {
 		return key, nil
 	})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	app, _ := claims[v.appClaim].(string)
 	if app == "" {
-		return "", fmt.Errorf("no %q claim naming the app", v.appClaim)
+		return "", nil, fmt.Errorf("no %q claim naming the app", v.appClaim)
 	}
-	return app, nil
+	return app, claims, nil
 }
 
 // jwk is one key of a JWKS (RFC 7517), of the kinds Jetway verifies with.
@@ -177,15 +252,6 @@ type jwk struct {
 	X   string `json:"x"`
 	Y   string `json:"y"`
 	K   string `json:"k"`
-}
-
-// loadJWKS reads a JWKS file into keys by kid.
-func loadJWKS(path string) (map[string]any, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading jwks: %w", err)
-	}
-	return parseJWKS(path, b)
 }
 
 // parseJWKS reads a JWKS document; every key of it must be valid.

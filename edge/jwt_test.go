@@ -168,4 +168,14 @@ func TestJWTFromJWKSURL(t *testing.T) {
 	if n := fetches.Load(); n < 1 || n > 3 {
 		t.Errorf("%d JWKS fetches for a handful of calls", n)
 	}
+	// An unrelated registry change keeps the verifier, its keys and its
+	// cache: no refetch, and no moment without keys (which would be 401s).
+	before := fetches.Load()
+	g.publish(`{"name":"other","pool":"p","route":{"path":"/other"},"backend":{"type":"mock"}}`)
+	if r := g.do("GET", "/tokurl", nil, "Authorization", "Bearer "+signed); r.status != 200 {
+		t.Fatalf("right after an unrelated change: %d %s", r.status, r.body)
+	}
+	if n := fetches.Load(); n != before {
+		t.Errorf("an unrelated registry change refetched the JWKS (%d → %d fetches)", before, n)
+	}
 }
