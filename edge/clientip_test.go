@@ -49,3 +49,33 @@ func TestIPRules(t *testing.T) {
 		t.Error("bad entries accepted")
 	}
 }
+
+// FuzzClientAddr: whatever X-Forwarded-For says, an untrusted peer is
+// the client, and a forwarded address is only believed from a trusted one.
+func FuzzClientAddr(f *testing.F) {
+	f.Add("203.0.113.9:5000", "1.2.3.4")
+	f.Add("10.0.0.5:5000", "1.2.3.4, 10.0.0.7")
+	f.Add("10.0.0.5:5000", "garbage, 10.1.1.1")
+	f.Add("[::ffff:10.0.0.5]:80", "::ffff:1.2.3.4,,")
+	f.Add("nonsense", "1.2.3.4")
+	trusted, _ := registry.ParsePrefixes([]string{"10.0.0.0/8"})
+	f.Fuzz(func(t *testing.T, peer, xff string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = peer
+		r.Header.Set("X-Forwarded-For", xff)
+		addr, chain := clientAddr(r, trusted)
+		p, err := netip.ParseAddrPort(peer)
+		if err != nil {
+			if addr.IsValid() {
+				t.Fatalf("peer %q is no address, yet the client is %v", peer, addr)
+			}
+			return
+		}
+		if !contains(trusted, p.Addr().Unmap()) && (addr != p.Addr().Unmap() || chain != addr.String()) {
+			t.Fatalf("untrusted peer %q with XFF %q: client %v chain %q", peer, xff, addr, chain)
+		}
+		if !addr.IsValid() {
+			t.Fatalf("no client address for peer %q", peer)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package edge
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -121,6 +122,15 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		n, err := c.Conn.Read(c.scratch)
 		c.feed(c.scratch[:n])
 		c.err = err
+		var ne net.Error
+		if err != nil && len(c.hdr) > 0 && !(errors.As(err, &ne) && ne.Timeout()) {
+			// The connection ended inside a header block: hand over what
+			// came, unchecked (the server refuses an unfinished request).
+			// A timeout is different: the server uses a past deadline to
+			// stop its background read, and reads on afterwards.
+			c.state = watchOff
+			c.out, c.hdr = append(c.out, c.hdr...), c.hdr[:0]
+		}
 	}
 	n := copy(p, c.out[c.off:])
 	c.off += n

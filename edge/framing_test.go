@@ -137,3 +137,57 @@ func TestBlockEnd(t *testing.T) {
 		}
 	}
 }
+
+// chunkConn is a net.Conn whose reads return data in pieces of n bytes.
+type chunkConn struct {
+	net.Conn
+	data []byte
+	n    int
+}
+
+func (c *chunkConn) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.data[:min(c.n, len(c.data))])
+	c.data = c.data[n:]
+	return n, nil
+}
+
+// FuzzFraming: whatever arrives and however it is split, the guard hands
+// the server exactly the bytes it read, in order, and marks a conflict only
+// when both headers were there.
+func FuzzFraming(f *testing.F) {
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 3, 5)
+	f.Add([]byte("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"), 1, 7)
+	f.Add([]byte("POST /b HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET /c HTTP/1.1\r\n\r\n"), 4096, 4096)
+	f.Add([]byte("POST /b HTTP/1.1\nContent-Length: 99999999999999999999\n\n"), 2, 1)
+	f.Add([]byte("GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n\x81\x05hello"), 10, 3)
+	f.Fuzz(func(t *testing.T, data []byte, readSize, bufSize int) {
+		readSize, bufSize = 1+abs(readSize)%8192, 1+abs(bufSize)%8192
+		c := &framingConn{Conn: &chunkConn{data: append([]byte(nil), data...), n: readSize}, max: 1 << 16}
+		var out []byte
+		buf := make([]byte, bufSize)
+		for {
+			n, err := c.Read(buf)
+			out = append(out, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		if string(out) != string(data) {
+			t.Fatalf("the guard changed the stream:\nin  %q\nout %q", data, out)
+		}
+		low := strings.ToLower(string(data))
+		if c.conflict.Load() && !(strings.Contains(low, "content-length") && strings.Contains(low, "transfer-encoding")) {
+			t.Fatalf("conflict marked in %q", data)
+		}
+	})
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}

@@ -149,6 +149,7 @@ func FuzzParseAPI(f *testing.F) {
 	f.Add([]byte(goodJSON))
 	f.Add([]byte("name: a\npool: b\nroute: {path: /x}\nbackend: {type: mock}\n"))
 	f.Add([]byte(`{"name":"a","pool":"p","route":{"path":"/a/{x}/*"},"backend":{"type":"http","url":"http://h/{x}/{*}?q=1"}}`))
+	f.Add([]byte(`{"name":"a","pool":"p","route":{"path":"/a/{x}"},"backend":{"type":"mock"},"sandbox":{"pool":"sb","backend":{"type":"http","url":"http://sb/{x}"},"rate_limits":[{"limit":1}]}}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		a, err := ParseAPI("", doc)
 		if err != nil {
@@ -158,6 +159,9 @@ func FuzzParseAPI(f *testing.F) {
 			return
 		}
 		// Whatever passes must be safe to route and to put on NATS.
+		if sb := a.SandboxAPI(); sb != nil && (strings.ContainsAny(sb.Subject(), " *>\t\r\n") || sb.Pool == "") {
+			t.Fatalf("accepted unsafe sandbox %+v", sb)
+		}
 		if a.Name == "" || strings.ContainsAny(a.Subject(), " *>\t\r\n") || !strings.HasPrefix(a.Route.Path, "/") {
 			t.Fatalf("accepted unsafe entry %+v", a)
 		}
