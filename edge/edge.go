@@ -375,16 +375,18 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = newRequestID()
 	}
 	w.Header()["X-Request-Id"] = []string{id}
-	if len(r.TransferEncoding) > 0 {
+	refuse, closeAfter := framingVerdict(r)
+	if len(r.TransferEncoding) > 0 || closeAfter {
 		// A chunked request may also have carried a Content-Length that
 		// Go's server dropped unseen; a front proxy that believed it would
 		// see the rest of the body as a next request. Close after
-		// answering, so nothing smuggled behind it is ever served.
+		// answering, so nothing smuggled behind it is ever served; the
+		// same once the framing guard has stopped watching.
 		w.Header()["Connection"] = []string{"close"}
-		if conflictingFraming(r) {
-			writeError(w, bus.CodeBadRequest, "request has both Content-Length and Transfer-Encoding", id)
-			return
-		}
+	}
+	if refuse {
+		writeError(w, bus.CodeBadRequest, "request framing is ambiguous (Content-Length with Transfer-Encoding, or Transfer-Encoding on HTTP/1.0)", id)
+		return
 	}
 	n := e.inflight.Add(1)
 	defer e.inflight.Add(-1)

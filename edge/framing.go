@@ -9,26 +9,30 @@ import (
 	"sync/atomic"
 )
 
-// GuardFraming wraps an edge listener so that a request with both a
-// Content-Length and a Transfer-Encoding can be refused with 400.
+// GuardFraming wraps an edge listener so that a request whose framing is
+// ambiguous is refused with 400: one with both a Content-Length and a
+// Transfer-Encoding, or an HTTP/1.0 request with a Transfer-Encoding
+// (RFC 9112 §6.1: faulty framing, the connection must close).
 //
 // Go's server drops the Content-Length of such a request before any handler
-// can see it and serves the request by its chunked body. A front proxy that
-// believed the Content-Length instead would forward what follows the chunked
-// body as a second request: request smuggling. RFC 9112 §6.1 says such a
-// message "ought to be handled as an error". The guard reads each request's
-// header block on the connection before the server does, and when it carries
-// both headers marks the connection; the edge (Edge.ServeHTTP, through
-// ConnContext) then answers that request 400 BAD_REQUEST and closes.
+// can see it (and ignores Transfer-Encoding on HTTP/1.0), serving the
+// request by a length a front proxy may not have used: the rest would reach
+// the edge as a second request, smuggled. The guard reads each request's
+// header block on the connection before the server does, numbers the
+// blocks, and notes the first ambiguous one; the edge (Edge.ServeHTTP,
+// through ConnContext) counts the requests it serves on the connection and
+// answers that one 400 BAD_REQUEST, closing the connection.
 //
 // The guard follows request framing only as far as it needs to: a
-// Content-Length body is counted and the next header block watched again; a
-// chunked body, an upgrade, CONNECT or an oversized header block ends the
-// watch for that connection. That is safe because the edge closes every
-// connection after a chunked request, and the server itself refuses the
-// others. Put it outermost, and set ConnContext on the http.Server.
+// Content-Length body is counted and the next header block watched again.
+// A chunked body, a length it cannot parse or an oversized header block ends
+// the watch; the edge then closes the connection after that request, so no
+// request is ever served unwatched. Put the guard outermost, and set
+// ConnContext and DisableGeneralOptionsHandler on the http.Server (the edge
+// must see every request for its count to match the guard's).
 //
-// The watch costs one copy of the header bytes, no allocation per request.
+// The watch costs one copy of the header bytes and no allocation per
+// request; an idle connection keeps no more than a few KiB.
 func GuardFraming(l net.Listener, maxHeaderBytes int) net.Listener {
 	if maxHeaderBytes <= 0 {
 		maxHeaderBytes = http.DefaultMaxHeaderBytes
@@ -60,12 +64,18 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 
 type framingKey struct{}
 
-// conflictingFraming reports whether r was read from a guarded connection
-// whose chunked request also had a Content-Length. The guard stops watching
-// at the first chunked request, so a mark can only belong to it.
-func conflictingFraming(r *http.Request) bool {
+// framingVerdict counts r as the next request of its connection and says
+// whether to refuse it (its header block had ambiguous framing) and whether
+// to close the connection after it (the guard no longer watches the
+// connection). A request from an unguarded listener gets false, false.
+func framingVerdict(r *http.Request) (refuse, closeAfter bool) {
 	fc, _ := r.Context().Value(framingKey{}).(*framingConn)
-	return fc != nil && fc.conflict.Load()
+	if fc == nil {
+		return false, false
+	}
+	n := fc.served.Add(1)
+	off := fc.offAt.Load()
+	return n == fc.badAt.Load(), off != 0 && n >= off
 }
 
 // Watch states of a framingConn.
@@ -75,17 +85,23 @@ const (
 	watchOff            // no longer watching
 )
 
+// framingConn is a guarded connection. Read and the fields above the
+// atomics are touched only by the server's reading goroutine (one at a
+// time); the atomics are shared with the edge's handlers.
 type framingConn struct {
 	net.Conn
-	max      int
-	state    int
-	left     int64  // body bytes still to pass (watchBody)
-	hdr      []byte // the header block read so far (watchHeaders)
-	out      []byte // checked bytes; the server has read out[off:] yet
-	off      int
-	scratch  []byte
-	err      error // a read error to return (once) when out is empty
-	conflict atomic.Bool
+	max    int
+	state  int
+	left   int64  // body bytes still to pass (watchBody)
+	hdr    []byte // the header block read so far (watchHeaders)
+	out    []byte // checked bytes; the server has read out[off:] yet
+	off    int
+	err    error // a read error to return (once) when out is empty
+	blocks int64 // header blocks handed to the server
+
+	badAt  atomic.Int64 // number of the ambiguous block; 0: none
+	offAt  atomic.Int64 // number of the block after which the watch ended; 0: watching
+	served atomic.Int64 // requests the edge has served (framingVerdict)
 }
 
 // Read is called by one goroutine at a time (the server's reader).
@@ -116,11 +132,10 @@ func (c *framingConn) Read(p []byte) (int, error) {
 			c.feed(p[body:n])
 			return body, nil
 		}
-		if c.scratch == nil {
-			c.scratch = make([]byte, 4096)
-		}
-		n, err := c.Conn.Read(c.scratch)
-		c.feed(c.scratch[:n])
+		// Read into p itself: feed copies what it keeps, and what is
+		// checked is copied back below.
+		n, err := c.Conn.Read(p)
+		c.feed(p[:n])
 		c.err = err
 		var ne net.Error
 		if err != nil && len(c.hdr) > 0 && !(errors.As(err, &ne) && ne.Timeout()) {
@@ -128,16 +143,16 @@ func (c *framingConn) Read(p []byte) (int, error) {
 			// came, unchecked (the server refuses an unfinished request).
 			// A timeout is different: the server uses a past deadline to
 			// stop its background read, and reads on afterwards.
-			c.state = watchOff
-			c.out, c.hdr = append(c.out, c.hdr...), c.hdr[:0]
+			c.stop()
+			c.out, c.hdr = append(c.out, c.hdr...), nil
 		}
 	}
 	n := copy(p, c.out[c.off:])
 	c.off += n
 	if c.off == len(c.out) {
 		c.off = 0
-		if cap(c.out) > 64<<10 {
-			c.out = nil // let a big block go
+		if cap(c.out) > keepBuf {
+			c.out = nil
 		} else {
 			c.out = c.out[:0]
 		}
@@ -145,12 +160,23 @@ func (c *framingConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// keepBuf is the most a connection keeps of a buffer between reads: an
+// occasional big header block must not stay with every idle connection.
+const keepBuf = 8 << 10
+
+// stop ends the watch after the blocks handed over so far (at least one:
+// the block being handed over when the watch ends).
+func (c *framingConn) stop() {
+	c.state = watchOff
+	c.offAt.Store(max(c.blocks, 1))
+}
+
 // feed takes bytes read from the connection in watchHeaders state and moves
 // whatever has been checked to out.
 func (c *framingConn) feed(b []byte) {
 	for len(b) > 0 {
 		if c.state != watchHeaders {
-			c.pass(b)
+			c.out = append(c.out, b...)
 			return
 		}
 		start := len(c.hdr)
@@ -158,16 +184,22 @@ func (c *framingConn) feed(b []byte) {
 		end := blockEnd(c.hdr, max(start-3, 0))
 		if end < 0 {
 			if len(c.hdr) > c.max { // the server answers 431 itself
-				c.state = watchOff
-				c.out, c.hdr = append(c.out, c.hdr...), c.hdr[:0]
+				c.blocks++
+				c.stop()
+				c.out, c.hdr = append(c.out, c.hdr...), nil
 			}
 			return
 		}
 		block := c.hdr[:end]
 		rest := b[len(b)-(len(c.hdr)-end):]
+		c.blocks++
 		c.check(block)
 		c.out = append(c.out, block...)
-		c.hdr = c.hdr[:0]
+		if cap(c.hdr) > keepBuf {
+			c.hdr = nil
+		} else {
+			c.hdr = c.hdr[:0]
+		}
 		if c.state == watchBody {
 			// Pass as much of the rest as belongs to the body.
 			n := int(min(int64(len(rest)), c.left))
@@ -181,8 +213,6 @@ func (c *framingConn) feed(b []byte) {
 		b = rest
 	}
 }
-
-func (c *framingConn) pass(b []byte) { c.out = append(c.out, b...) }
 
 // blockEnd returns the length of the header block at the start of b (up to
 // and including its empty line; Go's server accepts bare LF line ends too),
@@ -205,13 +235,15 @@ func blockEnd(b []byte, from int) int {
 // check reads one request's header block and sets the watch state for what
 // follows it.
 func (c *framingConn) check(block []byte) {
-	line, rest, _ := bytes.Cut(block, []byte("\n"))
-	if bytes.HasPrefix(line, []byte("CONNECT ")) {
-		c.state = watchOff
-		return
+	var line []byte
+	rest := block
+	for len(line) == 0 && len(rest) > 0 { // the request line (Go skips a CRLF after a POST body)
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		line = bytes.TrimRight(line, "\r")
 	}
+	http10 := bytes.HasSuffix(line, []byte(" HTTP/1.0"))
 	var cl []byte
-	clCount, te, upgrade := 0, false, false
+	clCount, te := 0, false
 	for len(rest) > 0 {
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))
 		name, value, ok := bytes.Cut(bytes.TrimRight(line, "\r"), []byte(":"))
@@ -229,19 +261,17 @@ func (c *framingConn) check(block []byte) {
 			cl = v
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			te = true
-		case bytes.EqualFold(name, []byte("Upgrade")):
-			upgrade = true
 		}
 	}
 	n, ok := parseLength(cl)
 	switch {
-	case te && clCount != 0:
-		c.conflict.Store(true)
-		c.state = watchOff
-	case te, upgrade, clCount < 0:
-		c.state = watchOff
-	case clCount > 0 && !ok:
-		c.state = watchOff // the server refuses a bad length and closes
+	case te && (clCount != 0 || http10):
+		c.badAt.Store(c.blocks)
+		c.stop()
+	case te, clCount < 0, clCount > 0 && !ok:
+		// Chunked (the edge closes after it), or lengths the server
+		// refuses, or one too long to follow: watch no further.
+		c.stop()
 	case clCount > 0 && n > 0:
 		c.state, c.left = watchBody, n
 	default:
@@ -249,11 +279,15 @@ func (c *framingConn) check(block []byte) {
 	}
 }
 
-// parseLength parses a Content-Length value as Go's server does: decimal
-// digits only, at most 18 of them (no allocation, unlike strconv on a
-// converted string).
+// parseLength parses a Content-Length value: decimal digits only, leading
+// zeros allowed, at most 18 significant digits (more is refused as not
+// followable). No allocation, unlike strconv on a converted string.
 func parseLength(v []byte) (int64, bool) {
-	if len(v) == 0 || len(v) > 18 {
+	if len(v) == 0 {
+		return 0, false
+	}
+	v = bytes.TrimLeft(v, "0")
+	if len(v) > 18 {
 		return 0, false
 	}
 	var n int64

@@ -342,6 +342,11 @@ func (a *API) check(key string) []schemas.Problem {
 	a.checkPolicies(params, add)
 	if a.Sandbox != nil {
 		a.Sandbox.check(params, catchAll, add)
+		if !a.Auth.Requires() {
+			// Only an authenticated app can be a sandbox app: on an open
+			// API the tier could never be reached.
+			add("auth.methods", "an API with a sandbox tier needs key, hmac or jwt: sandbox calls are those of apps marked sandbox")
+		}
 	}
 	return ps
 }

@@ -149,7 +149,7 @@ func FuzzParseAPI(f *testing.F) {
 	f.Add([]byte(goodJSON))
 	f.Add([]byte("name: a\npool: b\nroute: {path: /x}\nbackend: {type: mock}\n"))
 	f.Add([]byte(`{"name":"a","pool":"p","route":{"path":"/a/{x}/*"},"backend":{"type":"http","url":"http://h/{x}/{*}?q=1"}}`))
-	f.Add([]byte(`{"name":"a","pool":"p","route":{"path":"/a/{x}"},"backend":{"type":"mock"},"sandbox":{"pool":"sb","backend":{"type":"http","url":"http://sb/{x}"},"rate_limits":[{"limit":1}]}}`))
+	f.Add([]byte(`{"name":"a","pool":"p","route":{"path":"/a/{x}"},"backend":{"type":"mock"},"auth":{"methods":["key"]},"sandbox":{"pool":"sb","backend":{"type":"http","url":"http://sb/{x}"},"rate_limits":[{"limit":1}]}}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		a, err := ParseAPI("", doc)
 		if err != nil {

@@ -17,6 +17,7 @@ backend: {type: http, url: "http://orders:8080/orders/{id}"}
 timeout: 2s
 breaker: {failure_ratio: 0.5}
 rate_limits: [{limit: 100}]
+auth: {methods: [key]}
 sandbox:
   backend: {type: mock, json: {id: sandbox}}
   rate_limits: [{limit: 5, window: 1m}]
@@ -68,7 +69,7 @@ sandbox:
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, want := range []string{"sandbox.pool", "sandbox.backend.url", "{nope}", "sandbox.timeout", "sandbox.rate_limits.0", "extra"} {
+	for _, want := range []string{"sandbox.pool", "sandbox.backend.url", "{nope}", "sandbox.timeout", "sandbox.rate_limits.0", "extra", "auth.methods: an API with a sandbox tier needs"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("problems %q do not mention %q", err, want)
 		}
