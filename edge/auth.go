@@ -159,6 +159,7 @@ func (ix *appIndex) authenticate(w http.ResponseWriter, r *http.Request, rt *rou
 		writeError(w, bus.CodeUnauthenticated, "api "+rt.api.Name+" needs credentials ("+strings.Join(rt.api.Auth.Methods, " or ")+")", id)
 		return nil, false
 	}
+	markApp(w, aa.app.ID) // known from here on: its refusals count as its own
 	if rt.api.Auth.OnlyGranted() && !aa.app.Granted(rt.api.Name) {
 		writeError(w, bus.CodeForbidden, "app "+aa.app.ID+" is not granted api "+rt.api.Name, id)
 		return nil, false

@@ -450,7 +450,6 @@ func (e *Edge) handler(prod *route) http.HandlerFunc {
 				return
 			}
 			app = a.ID
-			markApp(w, app)
 			if a.Sandbox {
 				if rt.sandbox == nil {
 					writeError(w, bus.CodeNoSandbox, "app "+app+" is a sandbox app and api "+rt.api.Name+" has no sandbox tier", id)

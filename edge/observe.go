@@ -93,6 +93,9 @@ func (e *Edge) observe(rec *recorder, r *http.Request, id string, start time.Tim
 			o = otel.Failed
 		}
 		m.Record(rt.key, rt.api.Pool, o, reason, latency)
+		if rec.app != "" {
+			m.RecordApp(rec.app, o)
+		}
 	}
 	if l := e.o.AccessLog; l != nil && l.Enabled(r.Context(), slog.LevelInfo) {
 		attrs := []slog.Attr{

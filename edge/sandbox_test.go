@@ -138,7 +138,9 @@ func TestSandboxTier(t *testing.T) {
 		if err := g.metrics.WritePrometheus(&b); err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{`jetway_requests_total{api="orders.get",pool="orders"`, `jetway_requests_total{api="orders.get@sandbox",pool="sandbox"`} {
+		for _, want := range []string{`jetway_requests_total{api="orders.get",pool="orders"`, `jetway_requests_total{api="orders.get@sandbox",pool="sandbox"`,
+			`jetway_app_requests_total{app="tester",outcome="blocked"`, `jetway_app_requests_total{app="tester",outcome="succeeded"`,
+			`jetway_app_requests_total{app="live",outcome="succeeded"`} {
 			if !strings.Contains(b.String(), want) {
 				t.Errorf("no %s in\n%s", want, b.String())
 			}

@@ -42,6 +42,9 @@ func (e *Edge) startServer(w http.ResponseWriter, r *http.Request, rt *route) (c
 			if rec.code != "" {
 				span.SetAttributes(attribute.String("jetway.error", string(rec.code)))
 			}
+			if rec.app != "" {
+				span.SetAttributes(attribute.String("jetway.app", rec.app))
+			}
 			if rec.rt != nil && rec.rt.api.IsSandbox() {
 				span.SetAttributes(attribute.Bool("jetway.sandbox", true))
 			}

@@ -62,12 +62,16 @@ func TestTraceAcrossNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := c.Put(ctx, []byte(`{"name":"tr","pool":"p","route":{"path":"/tr"},"backend":{"type":"http","url":"`+backend.URL+`"}}`))
+	key, rec, _ := registry.NewAPIKey()
+	if _, err := c.PutApp(ctx, &registry.App{ID: "shop", Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"*"}}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Put(ctx, []byte(`{"name":"tr","pool":"p","route":{"path":"/tr"},"backend":{"type":"http","url":"`+backend.URL+`"},"auth":{"methods":["key"]}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	natstest.CheckFor(t, 3*time.Second, 2*time.Millisecond, func() error {
-		if rev, ok := wk.Serving("tr"); !ok || rev != a.Revision || ew.Current().APIs["tr"] == nil {
+		if rev, ok := wk.Serving("tr"); !ok || rev != a.Revision || ew.Current().APIs["tr"] == nil || ew.Current().Apps["shop"] == nil {
 			return io.EOF
 		}
 		return nil
@@ -76,6 +80,7 @@ func TestTraceAcrossNATS(t *testing.T) {
 	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	req, _ := http.NewRequest("GET", srv.URL+"/tr", nil)
 	req.Header.Set("Traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01")
+	req.Header.Set("X-Api-Key", key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +115,18 @@ func TestTraceAcrossNATS(t *testing.T) {
 	} {
 		if got, ok := kinds[name]; !ok || got != kind {
 			t.Errorf("span %q: kind %v (present %v); spans %v", name, got, ok, kinds)
+		}
+	}
+	// The authenticated app shows on the edge's span and the worker's.
+	for _, name := range []string{"GET /tr", "process jetway.api.tr"} {
+		found := false
+		if sp := byName[name]; sp != nil {
+			for _, kv := range sp.Attributes() {
+				found = found || (kv.Key == "jetway.app" && kv.Value.AsString() == "shop")
+			}
+		}
+		if !found {
+			t.Errorf("span %q has no jetway.app=shop", name)
 		}
 	}
 	// Each hop is the child of the one before.

@@ -45,10 +45,18 @@ type Metrics struct {
 	node, role string
 	started    time.Time
 
-	mu   sync.Mutex // guards adding APIs (copy-on-write) and the ring
+	mu   sync.Mutex // guards adding APIs and apps (copy-on-write) and the ring
 	apis atomic.Pointer[map[string]*apiMetrics]
+	apps atomic.Pointer[map[string]*appMetrics]
 	ring secondRing
 }
+
+// appMetrics count one authenticated app's calls across every API, by
+// outcome. Apps come from the registry, so their number is bounded.
+type appMetrics [3]atomic.Int64
+
+// outcomeNames label outcomes in metrics.
+var outcomeNames = [3]string{Succeeded: "succeeded", Blocked: "blocked", Failed: "failed"}
 
 type apiMetrics struct {
 	name, pool string
@@ -72,35 +80,53 @@ func newSecAcc() *secAcc { return &secAcc{hist: newHistogram()} }
 // NewMetrics returns empty metrics for a node.
 func NewMetrics(node, role string) *Metrics {
 	m := &Metrics{node: node, role: role, started: time.Now()}
-	empty := map[string]*apiMetrics{}
-	m.apis.Store(&empty)
+	m.apis.Store(&map[string]*apiMetrics{})
+	m.apps.Store(&map[string]*appMetrics{})
 	m.ring.init(3600, 1_000_000)
 	return m
 }
 
-func (m *Metrics) api(name, pool string) *apiMetrics {
-	if a := (*m.apis.Load())[name]; a != nil {
-		return a
+// cowLookup returns the value of key in the map behind p, adding mk()
+// under mu when it is missing. The map is copied on write, so a lookup of a
+// key seen before never locks.
+func cowLookup[T any](mu *sync.Mutex, p *atomic.Pointer[map[string]*T], key string, mk func() *T) *T {
+	if v := (*p.Load())[key]; v != nil {
+		return v
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cur := *m.apis.Load()
-	if a := cur[name]; a != nil {
-		return a
+	mu.Lock()
+	defer mu.Unlock()
+	cur := *p.Load()
+	if v := cur[key]; v != nil {
+		return v
 	}
-	a := &apiMetrics{name: name, pool: pool, hist: newHistogram(), spare: newSecAcc(),
-		blocked: map[string]*atomic.Int64{}, failed: map[string]*atomic.Int64{}}
-	for _, r := range blockReasons {
-		a.blocked[r] = new(atomic.Int64)
-	}
-	for _, c := range failCodes {
-		a.failed[c] = new(atomic.Int64)
-	}
-	a.sec.Store(newSecAcc())
+	v := mk()
 	next := maps.Clone(cur)
-	next[name] = a
-	m.apis.Store(&next)
-	return a
+	next[key] = v
+	p.Store(&next)
+	return v
+}
+
+func (m *Metrics) api(name, pool string) *apiMetrics {
+	return cowLookup(&m.mu, &m.apis, name, func() *apiMetrics {
+		a := &apiMetrics{name: name, pool: pool, hist: newHistogram(), spare: newSecAcc(),
+			blocked: map[string]*atomic.Int64{}, failed: map[string]*atomic.Int64{}}
+		for _, r := range blockReasons {
+			a.blocked[r] = new(atomic.Int64)
+		}
+		for _, c := range failCodes {
+			a.failed[c] = new(atomic.Int64)
+		}
+		a.sec.Store(newSecAcc())
+		return a
+	})
+}
+
+// RecordApp counts one call of an authenticated app (whatever API it
+// called), by outcome.
+func (m *Metrics) RecordApp(app string, o Outcome) {
+	if int(o) < len(outcomeNames) {
+		cowLookup(&m.mu, &m.apps, app, func() *appMetrics { return new(appMetrics) })[o].Add(1)
+	}
 }
 
 // Record counts one call of an API. reason is the gateway error code for
@@ -282,6 +308,16 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 			qf, _ := strconv.ParseFloat(q, 64)
 			fmt.Fprintf(bw, "jetway_request_duration_quantile_seconds{%s,quantile=%q} %s\n", lbl(a), q,
 				strconv.FormatFloat(snaps[i].quantile(qf).Seconds(), 'g', 6, 64))
+		}
+	}
+	fmt.Fprintln(bw, "# HELP jetway_app_requests_total Calls of authenticated apps across all APIs, by outcome.")
+	fmt.Fprintln(bw, "# TYPE jetway_app_requests_total counter")
+	apps := *m.apps.Load()
+	for _, id := range slices.Sorted(maps.Keys(apps)) {
+		for o, name := range outcomeNames {
+			if n := apps[id][o].Load(); n > 0 {
+				fmt.Fprintf(bw, "jetway_app_requests_total{app=%q,outcome=%q,node=%q,role=%q} %d\n", id, name, m.node, m.role, n)
+			}
 		}
 	}
 	fmt.Fprintln(bw, "# HELP jetway_uptime_seconds Seconds since the node started.")

@@ -27,6 +27,7 @@ type Request struct {
 	Body      []byte
 	RequestID string
 	ClientIP  string // the caller's address as the edge saw it, for policies and logs
+	App       string // the authenticated app ("" for an open API)
 }
 
 // Params decodes the route parameters.

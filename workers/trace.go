@@ -32,6 +32,12 @@ func (w *Worker) startProcess(ctx context.Context, req *Request, subject string)
 		attribute.String("jetway.pool", req.API.Pool),
 		attribute.String("jetway.request_id", req.RequestID),
 	)
+	if req.App != "" {
+		span.SetAttributes(attribute.String("jetway.app", req.App))
+	}
+	if req.API.IsSandbox() {
+		span.SetAttributes(attribute.Bool("jetway.sandbox", true))
+	}
 	return ctx, span
 }
 

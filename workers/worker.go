@@ -268,6 +268,7 @@ func decodeRequest(a *registry.API, m *nats.Msg) *Request {
 		req.Method = http.MethodGet
 	}
 	app := h.Get(bus.HdrApp)
+	req.App = app
 	hh := http.Header(h)
 	bus.CleanHeaders(hh)
 	// Backends learn the authenticated app from X-Jetway-App, and that the
