@@ -1,12 +1,21 @@
 package e2e
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/sign"
@@ -184,4 +193,57 @@ func TestSandboxAppThroughServe(t *testing.T) {
 	if res := jetway(t, "", "app", "sandbox", "tester", "maybe", "--nats", url); res.code != 2 {
 		t.Errorf("app sandbox maybe: exit %d, want 2 (usage)", res.code)
 	}
+}
+
+// An app's own token issuer set with the CLI: its tokens work through
+// jetway serve on an API with no issuer of its own, until it is dropped.
+func TestAppOwnIssuerThroughServe(t *testing.T) {
+	t.Parallel()
+	srv := startNode(t, "serve", "serve", "")
+	srv.waitReady(t)
+	url := srv.natsURL
+	putAPI(t, url, `{"name":"tok.get","pool":"tok","route":{"path":"/v1/tok"},"backend":{"type":"mock","body":"in"},"auth":{"methods":["jwt"]}}`)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	jwks, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "EC", "kid": "k1", "crv": "P-256",
+		"x": base64.RawURLEncoding.EncodeToString(key.X.FillBytes(make([]byte, 32))),
+		"y": base64.RawURLEncoding.EncodeToString(key.Y.FillBytes(make([]byte, 32)))}}})
+	file := filepath.Join(t.TempDir(), "partner-jwks.json")
+	if err := os.WriteFile(file, jwks, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res := jetway(t, "", "app", "create", "partner", "--api", "tok.*", "--nats", url); res.code != 0 {
+		t.Fatalf("app create: %s", res.stderr)
+	}
+	if res := jetway(t, "", "app", "jwt", "partner", "--issuer", "https://idp.partner.example", "--jwks", file, "--alg", "ES256", "--nats", url); res.code != 0 ||
+		!strings.Contains(res.stdout, "tokens issued by https://idp.partner.example are app partner's") {
+		t.Fatalf("app jwt: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": "https://idp.partner.example", "exp": time.Now().Add(time.Hour).Unix()})
+	tok.Header["kid"] = "k1"
+	signed, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus := func(want int) {
+		t.Helper()
+		waitForFunc(t, func() error {
+			r, err := do(http.MethodGet, srv.edge+"/v1/tok", nil, http.Header{"Authorization": {"Bearer " + signed}})
+			if err != nil {
+				return err
+			}
+			if r.status != want {
+				return errStatus(r)
+			}
+			return nil
+		})
+	}
+	waitStatus(http.StatusOK)
+	if res := jetway(t, "", "app", "get", "partner", "--nats", url); !strings.Contains(res.stdout, "https://idp.partner.example") {
+		t.Errorf("app get does not show the issuer:\n%s", res.stdout)
+	}
+	if res := jetway(t, "", "app", "jwt", "partner", "--issuer", "x", "--nats", url); res.code != 2 {
+		t.Errorf("app jwt without --jwks and --alg: exit %d, want 2", res.code)
+	}
+	jetway(t, "", "app", "jwt", "partner", "off", "--nats", url)
+	waitStatus(http.StatusUnauthorized)
 }

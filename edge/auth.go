@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/netip"
@@ -20,9 +22,10 @@ import (
 // appIndex finds apps by the digest of an API key. Built once per
 // snapshot; read-only afterwards.
 type appIndex struct {
-	byKey  map[string]*authApp
-	byID   map[string]*authApp
-	nonces NonceStore
+	byKey    map[string]*authApp
+	byID     map[string]*authApp
+	byIssuer map[string]*authApp // apps with their own token issuer (App.JWT)
+	nonces   NonceStore
 }
 
 // NonceStore claims signed requests' nonces for the whole cluster
@@ -36,19 +39,59 @@ type authApp struct {
 	app   *registry.App
 	allow []netip.Prefix     // the app's own client address list; empty: any
 	limit resilience.Limiter // the app's own rate limit; nil: none
+	jwt   *jwtVerifier       // the app's own issuer's checks; nil: none (or its keys did not load)
 }
 
-func newAppIndex(apps map[string]*registry.App, nonces NonceStore, limits func(*registry.App) resilience.Limiter) *appIndex {
-	ix := &appIndex{byKey: map[string]*authApp{}, byID: map[string]*authApp{}, nonces: nonces}
+// newAppIndex indexes a snapshot's apps. verifier returns the checks of an
+// app's own token issuer (nil when its keys do not load).
+func (e *Edge) newAppIndex(apps map[string]*registry.App, verifier func(a *registry.App) *jwtVerifier) *appIndex {
+	ix := &appIndex{byKey: map[string]*authApp{}, byID: map[string]*authApp{}, byIssuer: map[string]*authApp{}, nonces: e.o.Nonces}
+	shared := map[string]bool{}
 	for _, a := range apps {
 		allow, _ := registry.ParsePrefixes(a.IPAllow) // validated at publish
-		aa := &authApp{app: a, allow: allow, limit: limits(a)}
+		aa := &authApp{app: a, allow: allow, limit: e.appLimiter(a)}
 		ix.byID[a.ID] = aa
 		for _, k := range a.Keys {
 			ix.byKey[k.SHA256] = aa
 		}
+		if a.JWT != nil {
+			aa.jwt = verifier(a)
+			if other := ix.byIssuer[a.JWT.Issuer]; other != nil || shared[a.JWT.Issuer] {
+				// Two apps, one issuer: a token could be either's.
+				// Neither gets the issuer's tokens until that is fixed.
+				e.log.Error("two apps name the same token issuer; its tokens are refused", "issuer", a.JWT.Issuer, "app", a.ID)
+				delete(ix.byIssuer, a.JWT.Issuer)
+				shared[a.JWT.Issuer] = true
+				continue
+			}
+			ix.byIssuer[a.JWT.Issuer] = aa
+		}
 	}
 	return ix
+}
+
+// issuerApp returns the app whose own issuer the token names (its iss
+// claim, read unverified: only that app's keys can then verify it), or nil.
+func (ix *appIndex) issuerApp(token string) *authApp {
+	if len(ix.byIssuer) == 0 {
+		return nil
+	}
+	_, rest, ok := strings.Cut(token, ".")
+	payload, _, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 || len(payload) > 16<<10 {
+		return nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return nil
+	}
+	var claims struct {
+		Iss string `json:"iss"`
+	}
+	if json.Unmarshal(b, &claims) != nil || claims.Iss == "" {
+		return nil
+	}
+	return ix.byIssuer[claims.Iss]
 }
 
 // apiKey takes the caller's API key from X-Api-Key or "Authorization:
@@ -139,11 +182,20 @@ func (ix *appIndex) authenticate(w http.ResponseWriter, r *http.Request, rt *rou
 			return nil, false
 		}
 	case hasBearer && rt.api.Auth.Has("jwt"):
-		if rt.jwt == nil {
-			writeError(w, bus.CodeUnauthenticated, "tokens for api "+rt.api.Name+" cannot be checked now (its keys did not load)", id)
+		token := strings.TrimSpace(bearer)
+		v := rt.jwt
+		if own := ix.issuerApp(token); own != nil {
+			v = own.jwt // an app's own issuer: only its settings and keys
+			if v == nil {
+				writeError(w, bus.CodeUnauthenticated, "tokens of app "+own.app.ID+"'s issuer cannot be checked now (its keys did not load)", id)
+				return nil, false
+			}
+		}
+		if v == nil {
+			writeError(w, bus.CodeUnauthenticated, "tokens for api "+rt.api.Name+" cannot be checked now (no issuer settings, or its keys did not load)", id)
 			return nil, false
 		}
-		appID, err := rt.jwt.verify(strings.TrimSpace(bearer))
+		appID, err := v.verify(token)
 		if err != nil {
 			writeError(w, bus.CodeUnauthenticated, "invalid token: "+err.Error(), id)
 			return nil, false

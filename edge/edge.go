@@ -188,14 +188,16 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			delete(e.appLimits, id)
 		}
 	}
-	apps := newAppIndex(s.Apps, e.o.Nonces, e.appLimiter)
+	jwts := map[string]*jwtVerifier{}
+	apps := e.newAppIndex(s.Apps, func(a *registry.App) *jwtVerifier {
+		return e.verifier(jwts, "app:"+a.ID, a.JWT, a.ID) // API names never hold ':'
+	})
 	mux := chi.NewMux()
 	mux.NotFound(notFound)
 	mux.MethodNotAllowed(methodNotAllowed)
 	taken := map[string]string{}
 	n := 0
 	states := make(map[string]*apiState, len(apis))
-	jwts := map[string]*jwtVerifier{}
 	for _, a := range apis {
 		key := a.Route.Method + " " + paramShape(a.Route.Path)
 		if other, ok := taken[key]; ok {
@@ -216,18 +218,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			rt.apps = apps
 		}
 		if a.Auth.Has("jwt") && a.Auth.JWT != nil {
-			v := e.jwts[a.Name]
-			if v == nil || !v.sameAs(a.Auth.JWT) {
-				var err error
-				if v, err = newJWTVerifier(a.Auth.JWT); err != nil {
-					// Fail closed: the API answers 401 until its keys load.
-					e.log.Error("jwt keys not loaded; tokens for this api are refused", "api", a.Name, "err", err)
-				}
-			}
-			if v != nil {
-				jwts[a.Name] = v
-			}
-			rt.jwt = v
+			rt.jwt = e.verifier(jwts, a.Name, a.Auth.JWT, "")
 		}
 		if a.IPRules != nil {
 			allow, _ := registry.ParsePrefixes(a.IPRules.Allow) // validated at publish
@@ -270,6 +261,25 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	}
 	e.cluster.setRules(shared)
 	e.router.Store(&router{mux: mux, routes: n})
+}
+
+// verifier returns the token checks of settings c, kept under key in next:
+// the verifier of the last snapshot while c and its JWKS are unchanged (its
+// cache and fetched keys survive unrelated registry changes), else a new
+// one. nil when the keys do not load: those tokens are refused (fail
+// closed) until they do. app, if set, is the app every valid token is.
+func (e *Edge) verifier(next map[string]*jwtVerifier, key string, c *registry.JWTAuth, app string) *jwtVerifier {
+	v := e.jwts[key]
+	if v == nil || !v.sameAs(c) {
+		var err error
+		if v, err = newJWTVerifier(c); err != nil {
+			e.log.Error("jwt keys not loaded; these tokens are refused", "for", key, "err", err)
+			return nil
+		}
+		v.app = app
+	}
+	next[key] = v
+	return v
 }
 
 // state returns the kept state of an API tier (by API.Key), carrying it

@@ -45,6 +45,7 @@ type jwtVerifier struct {
 	fetching atomic.Bool
 	lastJWKS []byte // the document keys came from; only the fetch touches it
 	cfg      string // the settings it was built from (sameAs)
+	app      string // for an app's own issuer: the app every valid token is
 }
 
 // JWKS refresh policy for jwks_url.
@@ -233,6 +234,9 @@ func (v *jwtVerifier) check(token string) (string, jwt.MapClaims, error) {
 	})
 	if err != nil {
 		return "", nil, err
+	}
+	if v.app != "" {
+		return v.app, claims, nil // an app's own issuer: its tokens are its own
 	}
 	app, _ := claims[v.appClaim].(string)
 	if app == "" {

@@ -47,6 +47,11 @@ type App struct {
 	// RateLimit, when set, caps the app's calls across every API, on each
 	// edge (429 RATE_LIMITED past it).
 	RateLimit *AppLimit `json:"rate_limit,omitempty"`
+	// JWT, when set, is the app's own token issuer: a bearer token whose
+	// iss is Issuer is checked with these settings (never an API's) and,
+	// if valid, is this app's, whatever its claims say. For partners who
+	// sign tokens with their own keys.
+	JWT *JWTAuth `json:"jwt,omitempty"`
 	// Sandbox marks an app whose calls go to the sandbox tier of each API
 	// (API.Sandbox), never to production; an API without one answers it
 	// 403 NO_SANDBOX. Flipping it is live on every edge at once.
@@ -163,6 +168,15 @@ func ParseApp(key string, doc []byte) (*App, error) {
 	}
 	if _, err := ParsePrefixes(a.IPAllow); err != nil {
 		add("ip_allow", "%v", err)
+	}
+	if j := a.JWT; j != nil {
+		j.check("jwt", add)
+		if j.Issuer == "" {
+			add("jwt.issuer", "is required: it tells the app's tokens from others")
+		}
+		if j.AppClaim != "" {
+			add("jwt.app_claim", "is not used: the issuer names the app")
+		}
 	}
 	if l := a.RateLimit; l != nil {
 		rule := RateLimit{Limit: l.Limit, Window: l.Window}

@@ -36,6 +36,7 @@ func FuzzParseApp(f *testing.F) {
 		`{"id":"shop","status":"disabled","keys":[{"id":"jw_abc","sha256":"` + KeyDigest("k") + `"}],"rate_limit":{"limit":5,"window":"1m"}}`,
 		"id: shop\nstatus: active\nhmac_secrets: [{id: hs_1, secret: AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA}]\n",
 		`{"id":"shop","status":"active","apis":["*>"]}`,
+		`{"id":"shop","status":"active","jwt":{"issuer":"https://idp.example","algorithms":["ES256","EdDSA"],"jwks_url":"https://idp.example/jwks","leeway":"10s"}}`,
 	}, ParseApp)
 }
 

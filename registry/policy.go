@@ -247,6 +247,29 @@ type JWTAuth struct {
 	Leeway     Duration `json:"leeway,omitempty"`    // default 30s, at most 5m
 }
 
+// check adds the problems of JWT settings at path prefix.
+func (j *JWTAuth) check(prefix string, add func(path, format string, args ...any)) {
+	if len(j.Algorithms) == 0 {
+		add(prefix+".algorithms", "list at least one algorithm")
+	}
+	for _, alg := range j.Algorithms {
+		if !jwtAlgorithms[alg] {
+			add(prefix+".algorithms", "%q is not a supported algorithm (never none)", alg)
+		}
+	}
+	if (j.JWKSFile == "") == (j.JWKSURL == "") {
+		add(prefix, "give one of jwks_file or jwks_url: the JWKS with the issuer's keys")
+	}
+	if j.JWKSURL != "" {
+		if u, err := url.Parse(j.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			add(prefix+".jwks_url", "must be an https:// (or http://) URL")
+		}
+	}
+	if j.Leeway < 0 || time.Duration(j.Leeway) > 5*time.Minute {
+		add(prefix+".leeway", "must be between 0 and 5m")
+	}
+}
+
 // LeewayOrDefault is the clock skew allowed on exp, nbf and iat.
 func (j *JWTAuth) LeewayOrDefault() time.Duration {
 	if j.Leeway <= 0 {
@@ -365,28 +388,10 @@ func (a *API) checkPolicies(params []string, add func(path, format string, args 
 				add("auth.methods", "%q is not none, key, hmac or jwt", m)
 			}
 		}
-		if j := au.JWT; au.Has("jwt") && j == nil {
-			add("auth.jwt", "is required for the jwt method")
-		} else if j != nil {
-			if len(j.Algorithms) == 0 {
-				add("auth.jwt.algorithms", "list at least one algorithm")
-			}
-			for _, alg := range j.Algorithms {
-				if !jwtAlgorithms[alg] {
-					add("auth.jwt.algorithms", "%q is not a supported algorithm (never none)", alg)
-				}
-			}
-			if (j.JWKSFile == "") == (j.JWKSURL == "") {
-				add("auth.jwt", "give one of jwks_file or jwks_url: the JWKS with the issuer's keys")
-			}
-			if j.JWKSURL != "" {
-				if u, err := url.Parse(j.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-					add("auth.jwt.jwks_url", "must be an https:// (or http://) URL")
-				}
-			}
-			if j.Leeway < 0 || time.Duration(j.Leeway) > 5*time.Minute {
-				add("auth.jwt.leeway", "must be between 0 and 5m")
-			}
+		// Without auth.jwt, the jwt method admits only tokens of the
+		// apps' own issuers (App.JWT).
+		if j := au.JWT; j != nil {
+			j.check("auth.jwt", add)
 		}
 	}
 	if r := a.IPRules; r != nil {

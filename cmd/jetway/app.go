@@ -33,6 +33,11 @@ Commands:
   revoke ID GLOB
   sandbox ID on|off    send the app's calls to each API's sandbox tier (on),
                        or to production (off); live on every edge at once
+  jwt ID --issuer ISS --jwks FILE|URL --alg ALG [--alg ...] [--audience AUD]
+                       the app's own token issuer: bearer tokens whose iss is
+                       ISS are checked with its keys (and only those) and are
+                       the app's, on every API that accepts jwt
+  jwt ID off           drop the app's own issuer
 
 Apps live in the JetStream KV bucket jetway_apps (key = app id). An API
 that has "auth": {"methods": ["key"]} admits only callers with an active
@@ -58,12 +63,17 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&ips, "ip", "create: the only client addresses or CIDRs the app may call from; repeat for several")
 	withHMAC := fs.Bool("hmac", false, "create: also make a request-signing (HMAC) secret")
 	sandbox := fs.Bool("sandbox", false, "create: make a sandbox app (its calls go to the APIs' sandbox tiers)")
+	issuer := fs.String("issuer", "", "jwt: the iss of the app's tokens")
+	jwks := fs.String("jwks", "", "jwt: the issuer's keys, a JWKS file on every edge or an https:// URL")
+	audience := fs.String("audience", "", "jwt: the aud the app's tokens must carry (none checked if empty)")
+	var algs stringList
+	fs.Var(&algs, "alg", "jwt: an algorithm the app's tokens may use (RS256, ES256, EdDSA, HS256, ...); repeat for several")
 	fs.Usage = func() { fmt.Fprint(stderr, appUsage); fs.PrintDefaults() }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := checkSubcommand(fs, "app", pos, map[string]int{"create": 1, "get": 1, "list": 0, "disable": 1, "enable": 1, "rotate-key": 1, "rotate-secret": 1, "grant": 2, "revoke": 2, "limit": -1, "sandbox": 2}); err != nil {
+	if err := checkSubcommand(fs, "app", pos, map[string]int{"create": 1, "get": 1, "list": 0, "disable": 1, "enable": 1, "rotate-key": 1, "rotate-secret": 1, "grant": 2, "revoke": 2, "limit": -1, "sandbox": 2, "jwt": -1}); err != nil {
 		return err
 	}
 	ctx, c, done, err := rf.dial(1)
@@ -178,6 +188,29 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "app %s calls %s (revision %d)\n", a.ID, tierName(a.Sandbox), a.Revision)
+	case "jwt":
+		var cfg *registry.JWTAuth
+		switch {
+		case len(pos) == 3 && pos[2] == "off":
+		case len(pos) == 2 && *issuer != "" && *jwks != "" && len(algs) > 0:
+			cfg = &registry.JWTAuth{Issuer: *issuer, Audience: *audience, Algorithms: algs}
+			if strings.HasPrefix(*jwks, "https://") || strings.HasPrefix(*jwks, "http://") {
+				cfg.JWKSURL = *jwks
+			} else {
+				cfg.JWKSFile = *jwks
+			}
+		default:
+			return fmt.Errorf("%w: jetway app jwt ID --issuer ISS --jwks FILE|URL --alg ALG [--audience AUD], or jetway app jwt ID off", errUsage)
+		}
+		a, err := update(pos[1], func(a *registry.App) error { a.JWT = cfg; return nil })
+		if err != nil {
+			return err
+		}
+		if a.JWT == nil {
+			fmt.Fprintf(stdout, "app %s has no token issuer of its own (revision %d)\n", a.ID, a.Revision)
+		} else {
+			fmt.Fprintf(stdout, "tokens issued by %s are app %s's (revision %d)\n", a.JWT.Issuer, a.ID, a.Revision)
+		}
 	case "grant":
 		a, err := update(pos[1], func(a *registry.App) error {
 			if !slices.Contains(a.APIs, pos[2]) {
@@ -229,8 +262,12 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 }
 
 func printApp(w io.Writer, a *registry.App) {
-	fmt.Fprintf(w, "id:       %s\nname:     %s\nstatus:   %s\ncalls:    %s\napis:     %s\nip_allow: %s\nsigning:  %d secret(s)\nrevision: %d\nkeys:\n",
-		a.ID, a.Name, a.Status, tierName(a.Sandbox), strings.Join(a.APIs, ", "), strings.Join(a.IPAllow, ", "), len(a.HMACSecrets), a.Revision)
+	issuer := "-"
+	if a.JWT != nil {
+		issuer = a.JWT.Issuer + " (" + a.JWT.JWKSFile + a.JWT.JWKSURL + ")"
+	}
+	fmt.Fprintf(w, "id:       %s\nname:     %s\nstatus:   %s\ncalls:    %s\napis:     %s\nip_allow: %s\nsigning:  %d secret(s)\nissuer:   %s\nrevision: %d\nkeys:\n",
+		a.ID, a.Name, a.Status, tierName(a.Sandbox), strings.Join(a.APIs, ", "), strings.Join(a.IPAllow, ", "), len(a.HMACSecrets), issuer, a.Revision)
 	for _, k := range a.Keys {
 		fmt.Fprintf(w, "  %s…  created %s\n", k.ID, k.Created.Format(time.RFC3339))
 	}
