@@ -101,6 +101,18 @@ func waitForFunc(t *testing.T, f func() error) {
 	natstest.CheckFor(t, applyTimeout, pollEvery, f)
 }
 
+// waitGet calls GET url with hdr until check accepts the response.
+func waitGet(t *testing.T, url string, hdr http.Header, check func(response) error) {
+	t.Helper()
+	waitForFunc(t, func() error {
+		r, err := do(http.MethodGet, url, nil, hdr)
+		if err != nil {
+			return err
+		}
+		return check(r)
+	})
+}
+
 func errStatus(r response) error { return fmt.Errorf("got %d %s", r.status, r.body) }
 
 var secretRE = regexp.MustCompile(`signing secret \(shown once, store it now\): (\S+)`)
@@ -171,11 +183,7 @@ func TestSandboxAppThroughServe(t *testing.T) {
 	}
 	waitBody := func(want string) {
 		t.Helper()
-		waitForFunc(t, func() error {
-			r, err := do(http.MethodGet, srv.edge+"/v1/tiered", nil, http.Header{"X-Api-Key": {m[1]}})
-			if err != nil {
-				return err
-			}
+		waitGet(t, srv.edge+"/v1/tiered", http.Header{"X-Api-Key": {m[1]}}, func(r response) error {
 			if r.status != 200 || string(r.body) != want || (r.header.Get("X-Jetway-Sandbox") == "true") != (want == "sandbox") {
 				return fmt.Errorf("got %d %s (X-Jetway-Sandbox %q), want %s", r.status, r.body, r.header.Get("X-Jetway-Sandbox"), want)
 			}
@@ -226,11 +234,7 @@ func TestAppOwnIssuerThroughServe(t *testing.T) {
 	}
 	waitStatus := func(want int) {
 		t.Helper()
-		waitForFunc(t, func() error {
-			r, err := do(http.MethodGet, srv.edge+"/v1/tok", nil, http.Header{"Authorization": {"Bearer " + signed}})
-			if err != nil {
-				return err
-			}
+		waitGet(t, srv.edge+"/v1/tok", http.Header{"Authorization": {"Bearer " + signed}}, func(r response) error {
 			if r.status != want {
 				return errStatus(r)
 			}
