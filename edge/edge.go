@@ -77,7 +77,7 @@ type Edge struct {
 	// reach their API's state through the route.
 	states    map[string]*apiState
 	appLimits map[string]appLimit     // by app id; only Apply touches it
-	jwts      map[string]*jwtVerifier // by API name; only Apply touches it
+	jwts      map[string]*jwtVerifier // by API name, or "app:<id>"; only Apply touches it
 	cluster   *cluster
 	tracer    trace.Tracer // nil: tracing off
 }
