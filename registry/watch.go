@@ -529,6 +529,8 @@ func (w *Watcher) saveFile() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	// CreateTemp makes the file 0600, which it must stay: apps' signing
+	// secrets are in it.
 	tmp, err := os.CreateTemp(dir, ".registry-*.tmp")
 	if err != nil {
 		return err

@@ -193,6 +193,9 @@ func TestWatcherSnapshotFile(t *testing.T) {
 			_, err := os.Stat(file)
 			return err
 		})
+		if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("snapshot file (it holds signing secrets): %v, mode %v", err, fi.Mode())
+		}
 		cancel()
 		<-done
 	}
