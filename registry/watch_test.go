@@ -193,8 +193,10 @@ func TestWatcherSnapshotFile(t *testing.T) {
 			_, err := os.Stat(file)
 			return err
 		})
-		if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
-			t.Errorf("snapshot file (it holds signing secrets): %v, mode %v", err, fi.Mode())
+		if fi, err := os.Stat(file); err != nil {
+			t.Error(err)
+		} else if fi.Mode().Perm() != 0o600 {
+			t.Errorf("snapshot file has mode %v; it holds signing secrets: 0600", fi.Mode())
 		}
 		cancel()
 		<-done
