@@ -234,9 +234,11 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			rt.maxBody = maxPayload - headerRoom
 		}
 		if sba := a.SandboxAPI(); sba != nil {
-			// The same checks up to the app; then the tier's own subject,
-			// timeout and limits, and none of production's governance.
-			sb := &route{ipRules: rt.ipRules, apps: rt.apps, jwt: rt.jwt, api: sba, key: sba.Key(), subject: sba.Subject(),
+			// The handler switches to it once production's route has
+			// authenticated a sandbox app: from there on the tier's own
+			// subject, timeout and limits, and none of production's
+			// governance (apps stays set: the app id goes on the wire).
+			sb := &route{apps: rt.apps, api: sba, key: sba.Key(), subject: sba.Subject(),
 				timeout: sba.TimeoutOrDefault(), maxBody: rt.maxBody, params: rt.params}
 			sb.state = e.state(states, sb.key)
 			sb.rules = e.compileRules(sb.state, sba)
