@@ -60,7 +60,7 @@ func TestCodeStatus(t *testing.T) {
 			t.Errorf("%s.Status() = %d, want %d", code, got, status)
 		}
 	}
-	if got := string(ErrorJSON(CodeNoWorkers, `say "hi"`, "r1")); got != `{"code":"NO_WORKERS","message":"say \"hi\"","request_id":"r1"}` {
+	if got := string(ErrorJSON(CodeNoWorkers, `say "hi"`, "r1")); got != `{"code":"NO_WORKERS","message":"say \"hi\"","request_id":"r1"}`+"\n" {
 		t.Errorf("ErrorJSON = %s", got)
 	}
 }

@@ -78,5 +78,5 @@ type errorBody struct {
 // {"code":"…","message":"…","request_id":"…"}.
 func ErrorJSON(code Code, message, requestID string) []byte {
 	b, _ := json.Marshal(errorBody{Code: code, Message: message, RequestID: requestID})
-	return b
+	return append(b, '\n') // a terminal shows the next prompt on a line of its own
 }

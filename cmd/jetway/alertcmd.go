@@ -30,7 +30,7 @@ func cmdAlert(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway alert", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rf := addRegistryFlags(fs)
-	fs.Usage = func() { fmt.Fprint(stderr, alertUsage); fs.PrintDefaults() }
+	fs.Usage = func() { groupUsage(stderr, fs, "alert", alertUsage, args) }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err

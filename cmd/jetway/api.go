@@ -35,10 +35,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	rf := addRegistryFlags(fs)
 	replicas := fs.Int("replicas", 1, "replicas if the bucket has to be created")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, apiUsage)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { groupUsage(stderr, fs, "api", apiUsage, args) }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err

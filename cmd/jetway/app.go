@@ -68,7 +68,7 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	audience := fs.String("audience", "", "jwt: the aud the app's tokens must carry (none checked if empty)")
 	var algs stringList
 	fs.Var(&algs, "alg", "jwt: an algorithm the app's tokens may use (RS256, ES256, EdDSA, HS256, ...); repeat for several")
-	fs.Usage = func() { fmt.Fprint(stderr, appUsage); fs.PrintDefaults() }
+	fs.Usage = func() { groupUsage(stderr, fs, "app", appUsage, args) }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err

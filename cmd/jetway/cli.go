@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -68,4 +69,50 @@ func (rf registryFlags) dial(replicas int) (ctx context.Context, c *registry.Cli
 		return nil, nil, nil, err
 	}
 	return ctx, c, func() { nc.Close(); cancel() }, nil
+}
+
+// groupUsage prints a command group's help text and flags; when args name
+// one of the group's commands (jetway api put --help), it prints that
+// command's synopsis and description from text instead of the whole list.
+func groupUsage(w io.Writer, fs *flag.FlagSet, group, text string, args []string) {
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			continue
+		}
+		if synopsis, desc, ok := commandHelp(text, a); ok {
+			fmt.Fprintf(w, "Usage: jetway %s %s [flags]\n\n%s\n\nFlags:\n", group, synopsis, desc)
+			fs.PrintDefaults()
+			return
+		}
+		break
+	}
+	fmt.Fprint(w, text)
+	fs.PrintDefaults()
+}
+
+// commandHelp finds cmd's entry in a usage text's command list: a line
+// indented by two spaces that starts with cmd, its synopsis and description
+// parted by a run of spaces, and the description's more deeply indented
+// continuation lines.
+func commandHelp(text, cmd string) (synopsis, desc string, ok bool) {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		rest, found := strings.CutPrefix(l, "  "+cmd)
+		if !found || (rest != "" && rest[0] != ' ') {
+			continue
+		}
+		synopsis, d, _ := strings.Cut(strings.TrimPrefix(l, "  "), "  ")
+		var parts []string
+		if d = strings.TrimSpace(d); d != "" {
+			parts = append(parts, "  "+d)
+		}
+		for _, c := range lines[i+1:] {
+			if !strings.HasPrefix(c, "   ") || strings.TrimSpace(c) == "" {
+				break
+			}
+			parts = append(parts, "  "+strings.TrimSpace(c))
+		}
+		return strings.TrimSpace(synopsis), strings.Join(parts, "\n"), true
+	}
+	return "", "", false
 }

@@ -51,10 +51,7 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 		headers = append(headers, v)
 		return nil
 	})
-	fs.Usage = func() {
-		fmt.Fprint(stderr, degradeUsage)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { groupUsage(stderr, fs, "degrade", degradeUsage, args) }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err

@@ -30,7 +30,8 @@ Nodes:
 Registry:
   api       publish, inspect, delete and roll back APIs (put|get|list|delete|history|rollback)
   degrade   turn an API's degrade switch on or off, live on every edge (on|off|list)
-  app       apps, API keys, signing secrets (create|get|list|disable|enable|rotate-key|rotate-secret|grant|revoke)
+  app       apps, API keys, signing secrets, limits, sandbox mark, JWT issuer
+            (create|get|list|disable|enable|rotate-key|rotate-secret|limit|grant|revoke|sandbox|jwt)
 
 Observing:
   top       a live table of every API across the cluster (QPS, errors, p99, breaker, degraded)

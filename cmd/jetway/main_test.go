@@ -56,3 +56,24 @@ func TestAPIPutInvalidNeedsNoNATS(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+// jetway GROUP CMD --help shows that command's synopsis, not the group's
+// whole list.
+func TestCommandHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		want, not string
+	}{
+		{[]string{"api", "put", "--help"}, "Usage: jetway api put FILE|- [flags]\n\n  validate an API entry", "rollback"},
+		{[]string{"app", "jwt", "--help"}, "Usage: jetway app jwt ID --issuer ISS", "rotate-key"},
+		{[]string{"degrade", "off", "--help"}, "Usage: jetway degrade off NAME [flags]", "list "},
+		{[]string{"api", "--help"}, "Commands:\n  put FILE|-", ""},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, strings.NewReader(""), &stdout, &stderr)
+		out := stdout.String() + stderr.String()
+		if code != 0 || !strings.Contains(out, tc.want) || (tc.not != "" && strings.Contains(out, tc.not)) {
+			t.Errorf("jetway %q: exit %d, output %q; want %q and not %q", tc.args, code, out, tc.want, tc.not)
+		}
+	}
+}
