@@ -78,6 +78,21 @@ func TestInvalidKVEntryKeepsLastGood(t *testing.T) {
 	late := c.startEdge(t, "late-edge")
 	waitBody(t, late.edge+"/v1/kv/target", "good-1")
 
+	// The CLI shows what is in force, and that a newer invalid revision
+	// exists, with its problems.
+	res := jetway(t, "", "api", "get", "kv.target", "--nats", c.url)
+	if res.code != 0 || !strings.Contains(res.stdout, "good-1") || !strings.Contains(res.stderr, "is invalid and not served") || !strings.Contains(res.stderr, "name") {
+		t.Errorf("api get kv.target: exit %d\nstdout %s\nstderr %s\nwant the good-1 entry in force and the invalid newest revision named", res.code, res.stdout, res.stderr)
+	}
+	res = jetway(t, "", "api", "list", "--nats", c.url)
+	if line := lineWith(res.stdout, "kv.target"); res.code != 0 || strings.Contains(line, "invalid entry") || !strings.Contains(line, "/v1/kv/target") || !strings.Contains(line, "is invalid, not served") {
+		t.Errorf("api list: exit %d, row %q, want the route in force and a note on the invalid newest revision\n%s", res.code, line, res.stdout)
+	}
+	res = jetway(t, "", "api", "history", "kv.target", "--nats", c.url)
+	if res.code != 0 || !strings.Contains(res.stdout, "(created)") || !strings.Contains(res.stdout, "backend.body") {
+		t.Errorf("api history: exit %d, want what each revision changed\n%s", res.code, res.stdout)
+	}
+
 	// A valid entry written straight into KV is applied like `api put`.
 	if _, err := kv.Put(ctx, "kv.target", []byte(entry("kv.target", "kv", "GET", "/v1/kv/target", mockBackend("good-2"), nil))); err != nil {
 		t.Fatal(err)
@@ -85,6 +100,16 @@ func TestInvalidKVEntryKeepsLastGood(t *testing.T) {
 	waitBody(t, edge.edge+"/v1/kv/target", "good-2")
 	waitBody(t, late.edge+"/v1/kv/target", "good-2")
 	waitBody(t, edge.edge+"/v1/kv/other", "other")
+}
+
+// lineWith returns the first line of s that contains sub.
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
 }
 
 // TestNATSUnreachableAtStart checks the local snapshot: an edge and a worker

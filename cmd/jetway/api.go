@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/jetway-gw/jetway/registry"
 )
@@ -18,10 +17,12 @@ const apiUsage = `Usage: jetway api <command> [flags] [args]
 
 Commands:
   put FILE|-               validate an API entry (JSON or YAML) and publish it
-  get NAME                 print an API's current entry
-  list                     list the published APIs
+  get NAME [--revision N]  print the entry in force for an API (or revision N);
+                           a newer invalid revision is named on stderr
+  list                     list the published APIs, with the revision in force
   delete NAME              unpublish an API (its history stays for rollback)
-  history NAME             list the kept revisions of an API
+  history NAME             list the kept revisions of an API: size, digest and
+                           the fields each changed
   rollback NAME REVISION   publish the entry an API had at REVISION again
 
 An entry that fails validation is not written: every problem is listed with
@@ -35,6 +36,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	rf := addRegistryFlags(fs)
 	replicas := fs.Int("replicas", 1, "replicas if the bucket has to be created")
+	getRev := fs.Uint64("revision", 0, "get: print this kept revision instead of the entry in force")
 	fs.Usage = func() { groupUsage(stderr, fs, "api", apiUsage, args) }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -75,31 +77,25 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "published %s (%s %s -> pool %s) at revision %d\n", a.Name, a.Route.Method, a.Route.Path, a.Pool, a.Revision)
 	case "get":
-		e, err := c.Get(ctx, pos[1])
-		if err != nil {
-			return err
-		}
-		printJSON(stdout, e.Value)
-	case "list":
-		es, err := c.List(ctx)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tPOOL\tROUTE\tBACKEND\tREVISION")
-		for _, e := range es {
-			a, err := registry.ParseAPI(e.Name, e.Value)
+		if *getRev != 0 {
+			e, err := c.GetRevision(ctx, pos[1], *getRev)
 			if err != nil {
-				fmt.Fprintf(tw, "%s\t-\t(invalid entry: not served)\t-\t%d\n", e.Name, e.Revision)
-				continue
+				return err
 			}
-			target := a.Backend.Type
-			if a.Backend.URL != "" {
-				target += " " + a.Backend.URL
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%d\n", a.Name, a.Pool, a.Route.Method, a.Route.Path, target, e.Revision)
+			printJSON(stdout, e.Value)
+			return nil
 		}
-		return tw.Flush()
+		f, err := c.GetInForce(ctx, pos[1])
+		if err != nil {
+			return err
+		}
+		printInForce(stdout, stderr, f)
+	case "list":
+		fs, err := c.ListInForce(ctx)
+		if err != nil {
+			return err
+		}
+		return printAPIList(stdout, fs)
 	case "delete":
 		if err := c.Delete(ctx, pos[1]); err != nil {
 			return err
@@ -110,19 +106,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "REVISION\tOP\tCREATED\tVALID\tVALUE")
-		for _, h := range hs {
-			valid := "-"
-			if h.Op == "PUT" {
-				valid = "yes"
-				if _, err := registry.ParseAPI(h.Name, h.Value); err != nil {
-					valid = "no"
-				}
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.Revision, h.Op, h.Created, valid, compactJSON(h.Value, 80))
-		}
-		return tw.Flush()
+		return printHistory(stdout, hs)
 	case "rollback":
 		a, err := c.Rollback(ctx, pos[1], rev)
 		if err != nil {
@@ -170,17 +154,4 @@ func printJSON(w io.Writer, b []byte) {
 	}
 	out.WriteByte('\n')
 	w.Write(out.Bytes())
-}
-
-func compactJSON(b []byte, max int) string {
-	var out bytes.Buffer
-	if json.Compact(&out, b) != nil {
-		out.Reset()
-		out.Write(b)
-	}
-	s := out.String()
-	if len(s) > max {
-		s = s[:max-3] + "..."
-	}
-	return s
 }

@@ -77,3 +77,21 @@ func TestCommandHelp(t *testing.T) {
 		}
 	}
 }
+
+func TestChangedFields(t *testing.T) {
+	for _, tc := range []struct{ prev, cur, want string }{
+		{"", `{"a":1}`, "(created)"},
+		{`{"a":1,"b":{"url":"x","type":"http"}}`, `{"a":1,"b":{"url":"y","type":"http"}}`, "b.url"},
+		{`{"a":1}`, `{ "a" : 1 }`, "(same value)"},
+		{`{"a":1,"t":"1s"}`, `{"a":2,"n":true}`, "a, n, t"},
+		{`{"a":1}`, `{"a":`, "(whole value)"},
+	} {
+		var prev []byte
+		if tc.prev != "" {
+			prev = []byte(tc.prev)
+		}
+		if got := changedFields(prev, []byte(tc.cur)); got != tc.want {
+			t.Errorf("changedFields(%s, %s) = %q, want %q", tc.prev, tc.cur, got, tc.want)
+		}
+	}
+}

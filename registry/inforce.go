@@ -1,0 +1,92 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// InForce is what every node serves for one API key, as the watcher decides
+// it: the newest value when it is valid, otherwise the newest valid revision
+// before it (a raw KV write that fails validation is skipped, and the last
+// good version stays in force).
+type InForce struct {
+	// Entry is the revision in force and API its parsed form; both are
+	// zero when nothing valid is in force (the newest value is invalid and
+	// no valid one precedes it since the key was last deleted).
+	Entry Entry
+	API   *API
+	// Newest is the key's newest value when it is not the one in force,
+	// and NewestErr why it is not served.
+	Newest    *Entry
+	NewestErr error
+}
+
+// GetInForce returns what is in force for an API (see InForce), reading the
+// key's history only when its newest value is invalid.
+func (c *Client) GetInForce(ctx context.Context, name string) (InForce, error) {
+	e, err := c.Get(ctx, name)
+	if err != nil {
+		return InForce{}, err
+	}
+	return c.inForce(ctx, e)
+}
+
+func (c *Client) inForce(ctx context.Context, e Entry) (InForce, error) {
+	a, perr := ParseAPI(e.Name, e.Value)
+	if perr == nil {
+		a.Revision = e.Revision
+		return InForce{Entry: e, API: a}, nil
+	}
+	out := InForce{Newest: &e, NewestErr: perr}
+	hs, err := c.History(ctx, e.Name)
+	if err != nil {
+		return out, err
+	}
+	for i := len(hs) - 1; i >= 0; i-- {
+		h := hs[i]
+		if h.Revision >= e.Revision {
+			continue
+		}
+		if h.Op != "PUT" {
+			break // deleted before: nothing good to fall back to
+		}
+		if a, err := ParseAPI(h.Name, h.Value); err == nil {
+			a.Revision = h.Revision
+			out.Entry, out.API = h, a
+			break
+		}
+	}
+	return out, nil
+}
+
+// ListInForce is List with what is in force for each API.
+func (c *Client) ListInForce(ctx context.Context) ([]InForce, error) {
+	es, err := c.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]InForce, 0, len(es))
+	for _, e := range es {
+		f, err := c.inForce(ctx, e)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// GetRevision returns one kept revision of an API's entry.
+func (c *Client) GetRevision(ctx context.Context, name string, revision uint64) (Entry, error) {
+	e, err := c.kv.GetRevision(ctx, name, revision)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Entry{}, fmt.Errorf("api %s revision %d: %w", name, revision, ErrNotFound)
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("reading %s revision %d: %w", name, revision, err)
+	}
+	return toEntry(e), nil
+}
