@@ -1,6 +1,7 @@
 package otel
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +94,30 @@ func TestSecondRingBounds(t *testing.T) {
 	}
 	if got := r.find("", time.Time{}, time.Time{}, 0); len(got) > 4 {
 		t.Fatalf("kept %d records, budget 4", len(got))
+	}
+}
+
+func TestAnswerQuery(t *testing.T) {
+	m := NewMetrics("n1", "edge")
+	now := time.Now().Truncate(time.Second)
+	for i := 3; i > 0; i-- {
+		m.Record("a", "p", Succeeded, "", time.Millisecond)
+		m.Record("b", "p", Succeeded, "", time.Millisecond)
+		m.Tick(now.Add(-time.Duration(i) * time.Second))
+	}
+	var rs []Record
+	if err := json.Unmarshal(m.AnswerQuery([]byte(`{"api":"a","seconds":60}`), now), &rs); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 3 || rs[0].API != "a" || rs[0].Node != "n1" || !rs[0].At.Before(rs[2].At) {
+		t.Fatalf("records %+v, want a's three seconds, oldest first", rs)
+	}
+	if err := json.Unmarshal(m.AnswerQuery([]byte(`{"api":"a","seconds":3}`), now), &rs); err != nil || len(rs) != 2 {
+		t.Fatalf("last 3 seconds: %+v %v", rs, err)
+	}
+	for _, q := range []string{`nope`, `{"seconds":5}`} {
+		if b := m.AnswerQuery([]byte(q), now); b != nil {
+			t.Errorf("query %s answered %s", q, b)
+		}
 	}
 }

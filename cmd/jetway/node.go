@@ -310,6 +310,14 @@ func (n *node) run(ctx context.Context) error {
 				_ = nc.Publish(otel.MetricsSubjectPrefix+string(n.role)+"."+n.id, b)
 			}
 		})
+		// jetway metric asks every edge for an API's recent records.
+		if _, err := nc.Subscribe(otel.MetricsQuerySubject, func(m *nats.Msg) {
+			if b := n.metrics.AnswerQuery(m.Data, time.Now()); b != nil && m.Reply != "" {
+				_ = m.Respond(b)
+			}
+		}); err != nil {
+			return fmt.Errorf("answering metric queries: %w", err)
+		}
 		n.watcher.OnChange(n.edge.Apply)
 		go func() { _ = n.edge.Run(ctx) }()
 	}

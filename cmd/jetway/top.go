@@ -31,8 +31,9 @@ nodes' weighted by calls) and p99 latency (the slowest node's), the breaker stat
 and whether the API is degraded. It reads what every edge publishes each
 second on jetway.metrics.> and the breaker events on jetway.breaker.>.
 
-metric prints an API's per-second records from every node as they arrive
-(timestamp_ms|api|node|pass|block|success|error|avg_ms|p99_ms).
+metric prints an API's per-second records from every node: first those
+of the last --history (what the edges keep, up to an hour), then each new
+one as it arrives (timestamp_ms|api|node|pass|block|success|error|avg_ms|p99_ms).
 
 Flags:
 `
@@ -209,7 +210,8 @@ func cmdMetric(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway metric", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	natsURL := natsFlag(fs)
-	seconds := fs.Int("seconds", 10, "how many seconds of records to print (0: until Ctrl-C)")
+	seconds := fs.Int("seconds", 10, "how many seconds to follow new records (0: until Ctrl-C)")
+	history := fs.Duration("history", time.Minute, "print the records of this recent past first (at most 1h; 0: none)")
 	fs.Usage = func() { fmt.Fprint(stderr, topUsage); fs.PrintDefaults() }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -231,8 +233,20 @@ func cmdMetric(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer nc.Close()
+	// Follow first, print later: a record that arrives while the history
+	// is gathered is held back, then printed unless the history had it.
 	var mu sync.Mutex
-	fmt.Fprintln(stdout, "# timestamp_ms|api|node|pass|block|success|error|avg_ms|p99_ms")
+	var held []otel.Record
+	following := false
+	printed := map[string]time.Time{} // node -> newest record printed
+	emit := func(r otel.Record) {
+		if !r.At.After(printed[r.Node]) {
+			return
+		}
+		printed[r.Node] = r.At
+		fmt.Fprintf(stdout, "%d|%s|%s|%d|%d|%d|%d|%.3f|%.3f\n", r.At.UnixMilli(), r.API, r.Node, r.Pass, r.Block, r.Success, r.Error,
+			float64(r.Avg)/1e6, float64(r.P99)/1e6)
+	}
 	if _, err := nc.Subscribe(otel.MetricsSubjectPrefix+">", func(m *nats.Msg) {
 		var rs []otel.Record
 		if json.Unmarshal(m.Data, &rs) != nil {
@@ -241,14 +255,65 @@ func cmdMetric(args []string, stdout, stderr io.Writer) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range rs {
-			if r.API == api {
-				fmt.Fprintf(stdout, "%d|%s|%s|%d|%d|%d|%d|%.3f|%.3f\n", r.At.UnixMilli(), r.API, r.Node, r.Pass, r.Block, r.Success, r.Error,
-					float64(r.Avg)/1e6, float64(r.P99)/1e6)
+			switch {
+			case r.API != api:
+			case following:
+				emit(r)
+			default:
+				held = append(held, r)
 			}
 		}
 	}); err != nil {
 		return err
 	}
+	fmt.Fprintln(stdout, "# timestamp_ms|api|node|pass|block|success|error|avg_ms|p99_ms")
+	past, err := metricHistory(ctx, nc, api, *history)
+	if err != nil {
+		return err
+	}
+	mu.Lock()
+	for _, r := range append(past, held...) {
+		emit(r)
+	}
+	held, following = nil, true
+	mu.Unlock()
 	<-ctx.Done()
 	return nil
+}
+
+// metricHistory asks every edge for an API's records of the last d and
+// returns them oldest first. Edges answer at once; it gathers answers until
+// none has come for a moment.
+func metricHistory(ctx context.Context, nc *nats.Conn, api string, d time.Duration) ([]otel.Record, error) {
+	if d <= 0 {
+		return nil, nil
+	}
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	q, _ := json.Marshal(otel.MetricsQuery{API: api, Seconds: int(d.Seconds())})
+	if err := nc.PublishRequest(otel.MetricsQuerySubject, inbox, q); err != nil {
+		return nil, fmt.Errorf("asking for %s's records: %w", api, err)
+	}
+	var out []otel.Record
+	wait := time.Second // the first answer may take a round trip or two
+	for {
+		if ctx.Err() != nil {
+			break
+		}
+		m, err := sub.NextMsg(wait)
+		if err != nil {
+			break // quiet for a moment: every edge that is up has answered
+		}
+		wait = 250 * time.Millisecond
+		var rs []otel.Record
+		if json.Unmarshal(m.Data, &rs) == nil {
+			out = append(out, rs...)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b otel.Record) int { return a.At.Compare(b.At) })
+	return out, nil
 }
