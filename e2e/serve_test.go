@@ -231,6 +231,24 @@ concurrency: 0
 		if res.code == 0 || !strings.Contains(res.stderr, "status") {
 			t.Errorf("degrade on with status 42: exit %d\n%s", res.code, res.stderr)
 		}
+		// A typo or a --cached that cannot work is refused, not silently
+		// written; --ahead writes it all the same.
+		res = jetway(t, "", "degrade", "on", "demo.nosuch", "--nats", url)
+		if res.code == 0 || !strings.Contains(res.stderr, "api demo.nosuch is not published") {
+			t.Errorf("degrade on an unpublished API: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		res = jetway(t, "", "degrade", "on", "demo.mock", "--cached", "--nats", url)
+		if res.code == 0 || !strings.Contains(res.stderr, "keeps no cached answers") {
+			t.Errorf("degrade on --cached without a cache: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		if res = jetway(t, "", "degrade", "list", "--nats", url); strings.Contains(res.stdout, "demo.nosuch") || strings.Contains(res.stdout, "demo.mock") {
+			t.Errorf("a refused switch was written:\n%s", res.stdout)
+		}
+		res = jetway(t, "", "degrade", "on", "demo.nosuch", "--ahead", "--nats", url)
+		if res.code != 0 {
+			t.Errorf("degrade on --ahead: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		jetway(t, "", "degrade", "off", "demo.nosuch", "--nats", url)
 		if res := jetway(t, "", "degrade", "off", "demo.hello", "--nats", url); res.code != 0 {
 			t.Fatalf("degrade off: exit %d\n%s", res.code, res.stderr)
 		}

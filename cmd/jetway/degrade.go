@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +36,12 @@ Flags of "on":
                     the same method, path and query (edges keep them for
                     APIs whose fallback has "cached": true); --status/--body
                     answer when there is none
+  --ahead           set the switch even though the API is not published
+                    (yet), or --cached though its fallback keeps no cache
+
+A switch for an API that is not published, or --cached on an API whose
+fallback has no "cached": true, is refused without --ahead: a typo would
+otherwise silently do nothing.
 
 Flags:
 `
@@ -45,6 +53,7 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 	status := fs.Int("status", 0, "HTTP status of the answer (default 503)")
 	body := fs.String("body", "", "the answer's body (JSON or text)")
 	reason := fs.String("reason", "", "why the API is degraded")
+	ahead := fs.Bool("ahead", false, "on: set the switch although the API is not published, or --cached although it keeps no cache")
 	cached := fs.Bool("cached", false, "answer with the last good response the edge saw for the same request (the API's fallback must have \"cached\": true)")
 	var headers stringList
 	fs.Func("header", "response header K:V; repeat for several", func(v string) error {
@@ -94,6 +103,11 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 	defer done()
 	switch pos[0] {
 	case "on":
+		if !*ahead {
+			if err := checkDegradeTarget(ctx, c, pos[1], sw); err != nil {
+				return err
+			}
+		}
 		d, err := c.SetDegrade(ctx, pos[1], sw)
 		if err != nil {
 			return describeInvalid(err, stderr, "degrade switch")
@@ -132,4 +146,21 @@ func statusOr(s int) int {
 		return 503
 	}
 	return s
+}
+
+// checkDegradeTarget refuses a switch that would do nothing: one for an API
+// that is not published, or a --cached one for an API whose edges keep no
+// cache (its fallback lacks "cached": true).
+func checkDegradeTarget(ctx context.Context, c *registry.Client, api string, sw *registry.Degrade) error {
+	f, err := c.GetInForce(ctx, api)
+	if errors.Is(err, registry.ErrNotFound) || (err == nil && f.API == nil) {
+		return fmt.Errorf("api %s is not published, so the switch would do nothing; check the name (jetway api list), or pass --ahead to set it before the API is published", api)
+	}
+	if err != nil {
+		return err
+	}
+	if sw.Cached && (f.API.Fallback == nil || !f.API.Fallback.Cached) {
+		return fmt.Errorf("api %s keeps no cached answers (its fallback lacks \"cached\": true), so --cached would give every caller the switch's own answer; add the fallback first, drop --cached, or pass --ahead", api)
+	}
+	return nil
 }
