@@ -68,7 +68,11 @@ func cmdNodes(args []string, stdout, stderr io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tROLE\tPOOLS\tVERSION\tIN-FLIGHT\tUPTIME\tADMIN\tHOST")
 	for _, n := range nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.ID, n.Role, nodesOrDash(strings.Join(n.Pools, ",")), nodesOrDash(n.Version),
+		pools := strings.Join(n.Pools, ",")
+		if pools == "" && n.Role == string(roleServe) {
+			pools = "(all)" // serve's workers take every pool
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.ID, n.Role, nodesOrDash(pools), nodesOrDash(n.Version),
 			n.InFlight, n.UptimeDuration().Round(time.Second), nodesOrDash(n.Admin), nodesOrDash(n.Host))
 	}
 	if err := tw.Flush(); err != nil {

@@ -36,6 +36,7 @@ func TestNodesListsLiveNodes(t *testing.T) {
 	url := natstest.RunServer(t).ClientURL()
 	w := runBeater(t, url, bus.Heartbeat{Role: "worker", Pools: []string{"orders", "users"}, Version: "v9", Admin: "127.0.0.1:9991", Host: "box-w"})
 	e := runBeater(t, url, bus.Heartbeat{Role: "edge", Version: "v9", Host: "box-e"})
+	s := runBeater(t, url, bus.Heartbeat{Role: "serve", Version: "v9", Host: "box-s"})
 
 	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		var stdout, stderr bytes.Buffer
@@ -43,9 +44,14 @@ func TestNodesListsLiveNodes(t *testing.T) {
 			return fmt.Errorf("exit %d: %s", code, stderr.String())
 		}
 		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-		if len(lines) != 3 {
-			return fmt.Errorf("want a header and two nodes, got:\n%s", stdout.String())
+		if len(lines) != 4 {
+			return fmt.Errorf("want a header and three nodes, got:\n%s", stdout.String())
 		}
+		// serve takes every pool.
+		if f := strings.Fields(lines[2]); len(f) != 8 || f[0] != s.ID() || f[1] != "serve" || f[2] != "(all)" {
+			return fmt.Errorf("serve line %q", lines[2])
+		}
+		lines = append(lines[:2], lines[3:]...)
 		if f := strings.Fields(lines[0]); strings.Join(f, " ") != "ID ROLE POOLS VERSION IN-FLIGHT UPTIME ADMIN HOST" {
 			return fmt.Errorf("header %q", lines[0])
 		}
@@ -68,7 +74,7 @@ func TestNodesListsLiveNodes(t *testing.T) {
 		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
 			return fmt.Errorf("%v in %q", err, stdout.String())
 		}
-		if len(got) != 2 || got[1].ID != w.ID() || got[1].APIs != 2 || len(got[1].Pools) != 2 {
+		if len(got) != 3 || got[2].ID != w.ID() || got[2].APIs != 2 || len(got[2].Pools) != 2 {
 			return fmt.Errorf("json %+v", got)
 		}
 		return nil
