@@ -256,9 +256,17 @@ concurrency: 0
 	})
 
 	t.Run("SIGTERM stops serve cleanly", func(t *testing.T) {
+		from := srv.mark()
 		srv.signal(t, syscall.SIGTERM)
 		if code := srv.waitExit(t, exitTimeout); code != 0 {
 			t.Errorf("serve exited %d after SIGTERM, want 0", code)
+		}
+		// A clean shutdown warns of nothing (it used to log the registry
+		// watch as interrupted and NATS errors on closed pipes).
+		for _, l := range srv.output()[from:] {
+			if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
+				t.Errorf("shutdown logged: %s", l)
+			}
 		}
 	})
 }

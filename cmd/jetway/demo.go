@@ -19,7 +19,7 @@ import (
 // startDemo runs a small demo backend on a free loopback port and publishes
 // the demo.* APIs that point at it, so the quick start can be tried with
 // curl at once. The entries are rewritten at every start (the port changes).
-func startDemo(ctx context.Context, nc *nats.Conn, w *registry.Watcher, log *slog.Logger) (stop func(), err error) {
+func startDemo(ctx context.Context, nc *nats.Conn, w *registry.Watcher, log *slog.Logger, edgeURL string) (stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("demo backend: %w", err)
@@ -48,7 +48,7 @@ func startDemo(ctx context.Context, nc *nats.Conn, w *registry.Watcher, log *slo
 		}
 		log.Info("demo api published", "api", a.Name, "route", a.Route.Method+" "+a.Route.Path)
 	}
-	log.Info("demo ready: try curl http://127.0.0.1:8080/v1/hello/world", "backend", base)
+	log.Info("demo ready: try curl "+edgeURL+"/v1/hello/world", "backend", base)
 	return stop, nil
 }
 

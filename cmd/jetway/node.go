@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -181,11 +182,13 @@ type node struct {
 	tracker  *bus.Tracker
 	id       string
 	metrics  *otel.Metrics
-	inproc   nats.InProcessConnProvider // the embedded server, when connecting in memory
-	draining atomic.Bool
-	watcher  *registry.Watcher
-	edge     *edge.Edge
-	worker   *workers.Worker
+	// stopWatch ends the registry watch (at shutdown).
+	stopWatch context.CancelFunc
+	inproc    nats.InProcessConnProvider // the embedded server, when connecting in memory
+	draining  atomic.Bool
+	watcher   *registry.Watcher
+	edge      *edge.Edge
+	worker    *workers.Worker
 }
 
 func (n *node) connect(ctx context.Context, url, name, user string) (*nats.Conn, error) {
@@ -337,6 +340,7 @@ func (n *node) run(ctx context.Context) error {
 	}
 	wctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
+	n.stopWatch = stopWatch
 	go func() { _ = n.watcher.Run(wctx) }()
 
 	// Heartbeats: this node's, and the live set of all nodes for /nodes.
@@ -370,6 +374,7 @@ func (n *node) run(ctx context.Context) error {
 	}
 
 	var edgeSrv, adminSrv *http.Server
+	edgeURL := "http://127.0.0.1:8080" // where the edge listens, for the demo's hint
 	errc := make(chan error, 2)
 	if n.edge != nil {
 		edgeSrv = &http.Server{
@@ -390,6 +395,7 @@ func (n *node) run(ctx context.Context) error {
 		}
 		ln = edge.GuardFraming(edge.LimitListener(ln, f.maxConns), f.maxHeaderBytes)
 		n.log.Info("edge listening", "addr", ln.Addr().String())
+		edgeURL = "http://" + localAddr(ln.Addr())
 		go func() { errc <- edgeSrv.Serve(ln) }()
 	}
 	if f.admin != "" {
@@ -406,7 +412,7 @@ func (n *node) run(ctx context.Context) error {
 		go func() { errc <- adminSrv.Serve(ln) }()
 	}
 	if f.demo {
-		stopDemo, err := startDemo(ctx, ctl, n.watcher, n.log)
+		stopDemo, err := startDemo(ctx, ctl, n.watcher, n.log, edgeURL)
 		if err != nil {
 			return err
 		}
@@ -446,12 +452,34 @@ func (n *node) shutdown(edgeSrv, adminSrv *http.Server) error {
 	case <-n.beatDone:
 	case <-ctx.Done():
 	}
+	// The registry watch ends before its connection does, so that it does
+	// not take the drain for an outage.
+	if n.stopWatch != nil {
+		n.stopWatch()
+	}
+	// Drain returns at once and finishes in the background: wait for it,
+	// or the embedded server stops under connections still draining.
 	for _, nc := range n.conns {
 		_ = nc.Drain()
+	}
+	for _, nc := range n.conns {
+		for !nc.IsClosed() && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	if adminSrv != nil {
 		_ = adminSrv.Close()
 	}
 	n.log.Info("stopped")
 	return errors.Join(errs...)
+}
+
+// localAddr is a listener's address as a local client dials it: an
+// unspecified host (":8080", "[::]:8080") becomes 127.0.0.1.
+func localAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(tcp.Port))
 }
