@@ -250,3 +250,91 @@ func TestRegistryCatchesUpAfterNATSRestart(t *testing.T) {
 	waitBody(t, edge.edge+"/v1/restart/b", "b1")
 	t.Logf("changes live %v after the nodes said ready", time.Since(ready).Round(time.Millisecond))
 }
+
+// TestRouteHolderKeepsRoute is issue 17's scenario with the real binary:
+// demo.hello owns GET /v1/hello/{name}; `api put` of dup.hello on
+// /v1/hello/{x} is refused naming the holder; written straight into KV it
+// is not routed; then editing only demo.hello's timeout, rolling it back
+// and restarting the node each leave /v1/hello/world answering from
+// demo.hello.
+func TestRouteHolderKeepsRoute(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	srv := startNode(t, "serve", "serve", data, "--demo")
+	srv.waitLog(t, startTimeout, `"demo ready"`, func(l logLine) bool { return strings.HasPrefix(l.str("msg"), "demo ready") })
+	srv.waitReady(t)
+	fromDemo := func(t *testing.T, what string) {
+		t.Helper()
+		r := waitStatus(t, srv.edge+"/v1/hello/world", http.StatusOK)
+		var hello map[string]string
+		if err := json.Unmarshal(r.body, &hello); err != nil || hello["hello"] != "world" {
+			t.Fatalf("%s: GET /v1/hello/world = %v, want demo.hello's greeting", what, r)
+		}
+	}
+	fromDemo(t, "at start")
+
+	dup := entry("dup.hello", "demo", "GET", "/v1/hello/{x}", mockBackend("dup"), nil)
+	res := jetway(t, dup, "api", "put", "-", "--nats", srv.natsURL)
+	if res.code == 0 || !strings.Contains(res.stderr, "held by api demo.hello") || !strings.Contains(res.stderr, "nothing was written") {
+		t.Fatalf("api put of dup.hello: exit %d\nstdout: %s\nstderr: %s\nwant a refusal naming demo.hello", res.code, res.stdout, res.stderr)
+	}
+	if res := jetway(t, "", "api", "get", "dup.hello", "--nats", srv.natsURL); res.code == 0 {
+		t.Fatalf("the refused dup.hello was written: %s", res.stdout)
+	}
+
+	// conflictLogged waits for the edge to log, after mark, that dup.hello
+	// is not routed because demo.hello holds the route.
+	conflictLogged := func(t *testing.T, mark int, what string) {
+		t.Helper()
+		l := srv.waitLogFrom(t, mark, applyTimeout, "a route conflict ("+what+")", msgIs("route conflict; api not routed"))
+		if l.str("api") != "dup.hello" || l.str("held_by") != "demo.hello" {
+			t.Fatalf("%s: logged %v, want dup.hello not routed, held by demo.hello", what, l)
+		}
+	}
+	mark := srv.mark()
+	kv := kvBucket(t, srv.natsURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kv.Put(ctx, "dup.hello", []byte(dup)); err != nil {
+		t.Fatal(err)
+	}
+	conflictLogged(t, mark, "dup.hello written into KV")
+	fromDemo(t, "dup.hello written into KV")
+
+	// Edit only the timeout, as a user does: get, change, put.
+	res = jetway(t, "", "api", "get", "demo.hello", "--nats", srv.natsURL)
+	if res.code != 0 {
+		t.Fatalf("api get: %d %s", res.code, res.stderr)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(res.stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["timeout"] = "3s"
+	edited, _ := json.Marshal(doc)
+	mark = srv.mark()
+	putAPI(t, srv.natsURL, string(edited))
+	conflictLogged(t, mark, "demo.hello's timeout edited")
+	fromDemo(t, "demo.hello's timeout edited")
+
+	// Roll back to the revision the demo published.
+	hs, err := kv.History(ctx, "demo.hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark = srv.mark()
+	if res := jetway(t, "", "api", "rollback", "demo.hello", fmt.Sprint(hs[0].Revision()), "--nats", srv.natsURL); res.code != 0 {
+		t.Fatalf("api rollback: %d %s", res.code, res.stderr)
+	}
+	conflictLogged(t, mark, "demo.hello rolled back")
+	fromDemo(t, "demo.hello rolled back")
+
+	// A restart on the same data: the node rebuilds its routes from KV.
+	srv.signal(t, syscall.SIGTERM)
+	srv.waitExit(t, exitTimeout)
+	srv = startNode(t, "serve-again", "serve", data, "--demo")
+	srv.waitLog(t, startTimeout, `"demo ready"`, func(l logLine) bool { return strings.HasPrefix(l.str("msg"), "demo ready") })
+	srv.waitReady(t)
+	conflictLogged(t, 0, "after a restart")
+	fromDemo(t, "after a restart")
+}

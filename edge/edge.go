@@ -6,7 +6,6 @@ package edge
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,13 +173,13 @@ func New(o Options) (*Edge, error) {
 	return e, nil
 }
 
-// Apply compiles a snapshot into a router and swaps it in. Two APIs with the
-// same method and path: the older revision keeps the route and the other is
-// skipped with a log line.
+// Apply compiles a snapshot into a router and swaps it in. Of several APIs
+// claiming one route, the one published first keeps it across its own edits
+// (registry.Conflicts) and the others are skipped with a log line.
 func (e *Edge) Apply(s *registry.Snapshot) {
 	apis := s.Sorted()
-	// Older revisions first, so they win conflicts.
-	slices.SortStableFunc(apis, func(a, b *registry.API) int { return cmp.Compare(a.Revision, b.Revision) })
+	registry.SortByClaim(apis)
+	conflicts := registry.Conflicts(apis)
 	maxPayload := e.o.Conn.MaxPayload()
 	for id := range e.appLimits { // forget the limits of deleted apps
 		if s.Apps[id] == nil {
@@ -195,13 +193,11 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	mux := chi.NewMux()
 	mux.NotFound(notFound)
 	mux.MethodNotAllowed(methodNotAllowed)
-	taken := map[string]string{}
 	n := 0
 	states := make(map[string]*apiState, len(apis))
 	for _, a := range apis {
-		key := a.Route.Method + " " + paramShape(a.Route.Path)
-		if other, ok := taken[key]; ok {
-			e.log.Warn("route conflict; api not routed", "api", a.Name, "route", key, "held_by", other)
+		if other, ok := conflicts[a.Name]; ok {
+			e.log.Warn("route conflict; api not routed", "api", a.Name, "route", a.Route.String(), "held_by", other)
 			continue
 		}
 		rt := &route{
@@ -248,7 +244,6 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			e.log.Warn("route rejected; api not routed", "api", a.Name, "err", err)
 			continue
 		}
-		taken[key] = a.Name
 		n++
 	}
 	e.states = states // state of removed APIs goes with the old routes
@@ -349,26 +344,6 @@ func addRoute(mux *chi.Mux, method, path string, h http.HandlerFunc) (err error)
 		mux.Method(method, path, h)
 	}
 	return nil
-}
-
-// paramShape erases parameter names: /a/{id} and /a/{x} are one route.
-func paramShape(p string) string {
-	var b strings.Builder
-	for {
-		i := strings.IndexByte(p, '{')
-		if i < 0 {
-			b.WriteString(p)
-			return b.String()
-		}
-		j := strings.IndexByte(p[i:], '}')
-		if j < 0 {
-			b.WriteString(p)
-			return b.String()
-		}
-		b.WriteString(p[:i])
-		b.WriteString("{}")
-		p = p[i+j+1:]
-	}
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@ package edge_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
@@ -360,14 +362,54 @@ func TestMockAndLiveChanges(t *testing.T) {
 	})
 }
 
-// Two APIs claiming one route: the first published keeps it.
+// Two APIs claiming one route: the first published keeps it, also after
+// its own edits. Put refuses the second; written straight into KV, it is
+// not routed, nor is an any-method route over the same path.
 func TestRouteConflict(t *testing.T) {
-	g := newGateway(t)
+	g := newGateway(t, "p")
 	g.publish(`{"name":"first","pool":"p","route":{"path":"/r/{id}"},"backend":{"type":"mock","body":"first"}}`)
-	g.publish(`{"name":"second","pool":"p","route":{"path":"/r/{other}"},"backend":{"type":"mock","body":"second"}}`)
-	if r := g.do("GET", "/r/1", nil); r.body != "first" {
-		t.Fatalf("got %q", r.body)
+	second := `{"name":"second","pool":"p","route":{"path":"/r/{other}"},"backend":{"type":"mock","body":"second"}}`
+	var rc *registry.RouteConflictError
+	if _, err := g.client.Put(context.Background(), []byte(second)); !errors.As(err, &rc) || rc.HeldBy != "first" {
+		t.Fatalf("put of a second API on the route: %v", err)
 	}
+	g.putRaw("second", second)
+	g.putRaw("any", `{"name":"any","pool":"p","route":{"method":"*","path":"/r/{x}"},"backend":{"type":"mock","body":"any"}}`)
+	g.publish(`{"name":"post","pool":"p","route":{"method":"POST","path":"/r/{x}"},"backend":{"type":"mock","body":"post"}}`)
+	for i := range 3 {
+		if r := g.do("GET", "/r/1", nil); r.body != "first" {
+			t.Fatalf("edit %d: GET got %q", i, r.body)
+		}
+		if r := g.do("POST", "/r/1", nil); r.body != "post" {
+			t.Fatalf("edit %d: POST got %q", i, r.body)
+		}
+		// Only the timeout changes: a newer revision of the holder.
+		g.publish(fmt.Sprintf(`{"name":"first","pool":"p","route":{"path":"/r/{id}"},"backend":{"type":"mock","body":"first"},"timeout":"%ds"}`, i+2))
+	}
+}
+
+// putRaw writes an entry straight into the bucket, as `nats kv put` would,
+// and waits until the edge has it.
+func (g *gateway) putRaw(name, doc string) {
+	g.t.Helper()
+	js, err := jetstream.New(g.nc)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	kv, err := registry.OpenAPIs(context.Background(), js, registry.BucketOptions{})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	rev, err := kv.Put(context.Background(), name, []byte(doc))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	natstest.CheckFor(g.t, 3*time.Second, 2*time.Millisecond, func() error {
+		if got := g.edgeW.Current().APIs[name]; got == nil || got.Revision != rev {
+			return fmt.Errorf("edge has not applied %s@%d", name, rev)
+		}
+		return nil
+	})
 }
 
 // A catch-all route forwards the rest of the path as it was sent.

@@ -35,12 +35,6 @@ func TestCheckPath(t *testing.T) {
 	}
 }
 
-func TestParamShape(t *testing.T) {
-	if a, b := paramShape("/a/{id}/b/{x}"), paramShape("/a/{oid}/b/{y}"); a != b || a != "/a/{}/b/{}" {
-		t.Errorf("paramShape: %q vs %q", a, b)
-	}
-}
-
 func TestRequestID(t *testing.T) {
 	a, b := newRequestID(), newRequestID()
 	if a == b || !validRequestID(a) {

@@ -65,6 +65,14 @@ type API struct {
 	// Sandbox is the tier that sandbox apps call instead (sandbox.go).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
 
+	// Created is the KV revision at which the API was first published (in
+	// its current life: a deleted and republished API starts again). It
+	// decides who holds a route that several APIs claim (routes.go), so it
+	// must not change with the API's own edits: Client.Put stamps it into
+	// every later revision. An entry without it was created at its own
+	// revision. Entries read from KV always have it set.
+	Created uint64 `json:"created_revision,omitempty"`
+
 	// Revision is the KV revision this entry was read at (0 if it was not
 	// read from KV). Not part of the stored JSON.
 	Revision uint64 `json:"-"`
@@ -229,6 +237,26 @@ func ParseAPI(key string, doc []byte) (*API, error) {
 	return &a, nil
 }
 
+// parseAPIAt is ParseAPI for a value stored under key at revision rev: it
+// sets Revision, and Created when the entry carries none. A created
+// revision above rev is impossible for an entry that Client.Put wrote and
+// would let a hand-written entry take a route it never held: refused.
+func parseAPIAt(key string, doc []byte, rev uint64) (*API, error) {
+	a, err := ParseAPI(key, doc)
+	if err != nil {
+		return nil, err
+	}
+	if a.Created > rev {
+		return nil, &ValidationError{Key: key, Problems: []schemas.Problem{{Path: "created_revision",
+			Message: fmt.Sprintf("must not be above the entry's own revision (%d)", rev)}}}
+	}
+	a.Revision = rev
+	if a.Created == 0 {
+		a.Created = rev
+	}
+	return a, nil
+}
+
 // decodeFields decodes each top-level field on its own, so one bad field
 // does not hide the others. It returns the problems of fields whose own
 // decoder explains them (durations, sizes); plain JSON type mismatches are
@@ -245,7 +273,7 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
 		"rate_limits": &a.RateLimits, "edge_concurrency": &a.EdgeConcurrency,
 		"breaker": &a.Breaker, "retry": &a.Retry, "fallback": &a.Fallback, "ip_rules": &a.IPRules,
-		"auth": &a.Auth, "sandbox": &a.Sandbox,
+		"auth": &a.Auth, "sandbox": &a.Sandbox, "created_revision": &a.Created,
 	}
 	// Absent fields are reported once, by the schema ("missing property").
 	for k := range fields {

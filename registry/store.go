@@ -98,7 +98,8 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 var ErrNotFound = errors.New("not found")
 
 // Put validates doc (JSON or YAML) and stores it under its name. It returns
-// the parsed entry with its new revision, or a *ValidationError.
+// the parsed entry with its new revision, a *ValidationError, or a
+// *RouteConflictError when an API would lose its route by it (publish).
 func (c *Client) Put(ctx context.Context, doc []byte) (*API, error) {
 	a, err := ParseAPI("", doc)
 	if err != nil {
@@ -108,12 +109,7 @@ func (c *Client) Put(ctx context.Context, doc []byte) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	rev, err := c.kv.Put(ctx, a.Name, js)
-	if err != nil {
-		return nil, fmt.Errorf("writing %s: %w", a.Name, err)
-	}
-	a.Revision = rev
-	return a, nil
+	return c.publish(ctx, a, js)
 }
 
 // Entry is a stored value with its revision, as the CLI shows it.
@@ -201,8 +197,9 @@ func (c *Client) History(ctx context.Context, name string) ([]Entry, error) {
 }
 
 // Rollback writes the value an API had at revision as its newest value.
-// The old value is validated again; rolling back to a deletion or to an
-// entry that no longer validates is refused.
+// The old value is validated again; rolling back to a deletion, to an
+// entry that no longer validates, or to a route another API holds now is
+// refused.
 func (c *Client) Rollback(ctx context.Context, name string, revision uint64) (*API, error) {
 	e, err := c.kv.GetRevision(ctx, name, revision)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -218,12 +215,7 @@ func (c *Client) Rollback(ctx context.Context, name string, revision uint64) (*A
 	if err != nil {
 		return nil, fmt.Errorf("revision %d no longer validates: %w", revision, err)
 	}
-	rev, err := c.kv.Put(ctx, name, e.Value())
-	if err != nil {
-		return nil, fmt.Errorf("writing %s: %w", name, err)
-	}
-	a.Revision = rev
-	return a, nil
+	return c.publish(ctx, a, e.Value())
 }
 
 // SetDegrade writes an API's degrade switch (on or off). The switch is

@@ -122,13 +122,7 @@ func NewWatcher(o WatcherOptions) *Watcher {
 	}
 	w := &Watcher{o: o, log: log, saveCh: make(chan struct{}, 1)}
 	w.apis = &kvSet[*API]{open: OpenAPIs, name: BucketAPIs, good: map[string]*API{},
-		parse: func(key string, val []byte, rev uint64) (*API, error) {
-			a, err := ParseAPI(key, val)
-			if err == nil {
-				a.Revision = rev
-			}
-			return a, err
-		}}
+		parse: parseAPIAt}
 	w.flags = &kvSet[*Degrade]{open: OpenFlags, name: BucketFlags, good: map[string]*Degrade{},
 		parse: func(key string, val []byte, rev uint64) (*Degrade, error) {
 			d, err := ParseDegrade(key, val)

@@ -26,7 +26,8 @@ Commands:
   rollback NAME REVISION   publish the entry an API had at REVISION again
 
 An entry that fails validation is not written: every problem is listed with
-its field path and the command exits 1.
+its field path and the command exits 1. Neither is one that would take a
+route from the API holding it (put, rollback): the error names the holder.
 
 Flags:
 `

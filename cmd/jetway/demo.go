@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,6 +43,13 @@ func startDemo(ctx context.Context, nc *nats.Conn, w *registry.Watcher, log *slo
 	}
 	for _, doc := range demoAPIs(base) {
 		a, err := c.Put(wctx, []byte(doc))
+		var rc *registry.RouteConflictError
+		if errors.As(err, &rc) {
+			// Another API took a demo route while the demo was away: it
+			// keeps it, the rest of the demo still starts.
+			log.Warn("demo api not published", "api", rc.API, "err", err)
+			continue
+		}
 		if err != nil {
 			stop()
 			return nil, fmt.Errorf("publishing demo api: %w", err)
