@@ -35,9 +35,8 @@ func (c *Client) GetInForce(ctx context.Context, name string) (InForce, error) {
 }
 
 func (c *Client) inForce(ctx context.Context, e Entry) (InForce, error) {
-	a, perr := ParseAPI(e.Name, e.Value)
+	a, perr := parseAPIAt(e.Name, e.Value, e.Revision)
 	if perr == nil {
-		a.Revision = e.Revision
 		return InForce{Entry: e, API: a}, nil
 	}
 	out := InForce{Newest: &e, NewestErr: perr}
@@ -53,8 +52,7 @@ func (c *Client) inForce(ctx context.Context, e Entry) (InForce, error) {
 		if h.Op != "PUT" {
 			break // deleted before: nothing good to fall back to
 		}
-		if a, err := ParseAPI(h.Name, h.Value); err == nil {
-			a.Revision = h.Revision
+		if a, err := parseAPIAt(h.Name, h.Value, h.Revision); err == nil {
 			out.Entry, out.API = h, a
 			break
 		}

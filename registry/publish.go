@@ -29,7 +29,7 @@ const publishAttempts = 3
 // revision; the read and check are then repeated.
 func (c *Client) publish(ctx context.Context, a *API, js []byte) (*API, error) {
 	for attempt := 1; ; attempt++ {
-		inForce, latest, err := c.inForce(ctx)
+		inForce, latest, err := c.allInForce(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -61,11 +61,11 @@ func (c *Client) publish(ctx context.Context, a *API, js []byte) (*API, error) {
 	}
 }
 
-// inForce reads the APIs every node serves: the newest value of each key,
+// allInForce reads the APIs every node serves: the newest value of each key,
 // or for a key whose newest value is invalid the newest valid one since the
 // key was last deleted (as the watcher falls back). latest is each key's
 // newest revision, deletions included.
-func (c *Client) inForce(ctx context.Context) (apis map[string]*API, latest map[string]uint64, err error) {
+func (c *Client) allInForce(ctx context.Context) (apis map[string]*API, latest map[string]uint64, err error) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	w, err := c.kv.WatchAll(wctx)
