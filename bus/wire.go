@@ -8,7 +8,9 @@ package bus
 //
 // HTTP headers that arrive at the edge with the reserved prefix are dropped,
 // so a caller can never forge wire metadata; likewise backend response
-// headers with the prefix are dropped by the worker.
+// headers with the prefix are dropped by the worker. HTTP headers whose
+// names NATS itself reads (Status, Nats-*, ...) travel escaped, see
+// EncodeHeaderName.
 const (
 	HeaderPrefix = "Jetway-"
 

@@ -483,6 +483,9 @@ func (e *Edge) handler(prod *route) http.HandlerFunc {
 		} else {
 			h["X-Forwarded-Proto"] = []string{"http"}
 		}
+		// The HTTP headers so far; none may pass for a NATS status or a
+		// wire header, so the colliding names travel escaped.
+		bus.EncodeHTTPHeaders(h)
 		h[bus.HdrMethod] = []string{r.Method}
 		h[bus.HdrPath] = []string{r.URL.RawPath}
 		if r.URL.RawQuery != "" {
@@ -599,8 +602,8 @@ func writeReply(w http.ResponseWriter, m *nats.Msg, id string) int {
 	}
 	dst := w.Header()
 	for k, vs := range m.Header {
-		if !bus.IsReserved(k) {
-			dst[k] = vs
+		if name, ok := bus.DecodeHeaderName(k); ok {
+			dst[name] = vs
 		}
 	}
 	if _, ok := dst["Content-Type"]; !ok {

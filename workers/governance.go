@@ -317,7 +317,7 @@ func releaseResp(r *Response) {
 func (w *Worker) callAPI(ctx context.Context, api string, req *Request) *Response {
 	h := nats.Header{}
 	for k, v := range req.Header {
-		h[k] = v
+		h[bus.EncodeHeaderName(k)] = v
 	}
 	h[bus.HdrMethod] = []string{req.Method}
 	h[bus.HdrPath] = []string{req.Path}
@@ -340,6 +340,7 @@ func (w *Worker) callAPI(ctx context.Context, api string, req *Request) *Respons
 		return nil
 	}
 	rh := http.Header(m.Header)
+	bus.DecodeHTTPHeaders(rh)
 	bus.CleanHeaders(rh)
 	rh.Set("X-Jetway-Fallback", "api "+api)
 	return &Response{Status: status, Header: rh, Body: m.Data}

@@ -270,6 +270,7 @@ func decodeRequest(a *registry.API, m *nats.Msg) *Request {
 	app := h.Get(bus.HdrApp)
 	req.App = app
 	hh := http.Header(h)
+	bus.DecodeHTTPHeaders(hh)
 	bus.CleanHeaders(hh)
 	// Backends learn the authenticated app from X-Jetway-App, and that the
 	// call is a sandbox call from X-Jetway-Sandbox, which only Jetway sets:
@@ -294,6 +295,7 @@ func (w *Worker) reply(m *nats.Msg, resp *Response) {
 		h[k] = vs
 	}
 	bus.CleanHeaders(h)
+	bus.EncodeHTTPHeaders(h) // a backend's Status must not pass for the protocol's
 	h[bus.HdrStatus] = []string{strconv.Itoa(resp.Status)}
 	if err := m.RespondMsg(&nats.Msg{Header: h, Data: resp.Body}); err != nil {
 		w.log.Warn("sending reply", "subject", m.Subject, "err", err)
