@@ -27,6 +27,11 @@ Commands:
 An entry that fails validation is not written: every problem is listed with
 its field path and the command exits 1.
 
+put, delete and rollback take --if-revision N: write only if the API is at
+revision N now (see get, list or history); for put and rollback, N 0 means
+only if the API does not exist (create only). Otherwise nothing is written
+and the command exits 3 ("conflict: ..."): read the API again and retry.
+
 Flags:
 `
 
@@ -35,6 +40,8 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	rf := addRegistryFlags(fs)
 	replicas := fs.Int("replicas", 1, "replicas if the bucket has to be created")
+	var ifRev revisionFlag
+	fs.Var(&ifRev, "if-revision", "put, delete, rollback: only if the API is at this revision now (0: only if it does not exist); exit 3 otherwise")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, apiUsage)
 		fs.PrintDefaults()
@@ -55,6 +62,16 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: revision must be a positive number, got %q", errUsage, pos[2])
 		}
 	}
+	var wopts []registry.WriteOption
+	if ifRev.set {
+		if pos[0] != "put" && pos[0] != "delete" && pos[0] != "rollback" {
+			return fmt.Errorf("%w: --if-revision applies to put, delete and rollback, not %s", errUsage, pos[0])
+		}
+		if pos[0] == "delete" && ifRev.rev == 0 {
+			return fmt.Errorf("%w: delete --if-revision needs the revision to delete, not 0", errUsage)
+		}
+		wopts = append(wopts, registry.IfRevision(ifRev.rev))
+	}
 	if pos[0] == "put" {
 		if doc, err = readDoc(pos[1], stdin); err != nil {
 			return err
@@ -72,7 +89,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 	switch pos[0] {
 	case "put":
-		a, err := c.Put(ctx, doc)
+		a, err := c.Put(ctx, doc, wopts...)
 		if err != nil {
 			return describeInvalid(err, stderr, "API entry")
 		}
@@ -91,6 +108,11 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tPOOL\tROUTE\tBACKEND\tREVISION")
 		for _, e := range es {
+			if e.Err != nil {
+				fmt.Fprintf(tw, "%s\t-\t(invalid key: not served)\t-\t-\n", e.Name)
+				fmt.Fprintf(stderr, "jetway: warning: %v\n", e.Err)
+				continue
+			}
 			a, err := registry.ParseAPI(e.Name, e.Value)
 			if err != nil {
 				fmt.Fprintf(tw, "%s\t-\t(invalid entry: not served)\t-\t%d\n", e.Name, e.Revision)
@@ -104,7 +126,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		return tw.Flush()
 	case "delete":
-		if err := c.Delete(ctx, pos[1]); err != nil {
+		if err := c.Delete(ctx, pos[1], wopts...); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "deleted %s\n", pos[1])
@@ -127,12 +149,35 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		return tw.Flush()
 	case "rollback":
-		a, err := c.Rollback(ctx, pos[1], rev)
+		a, err := c.Rollback(ctx, pos[1], rev, wopts...)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "rolled %s back to revision %d; now at revision %d\n", a.Name, rev, a.Revision)
 	}
+	return nil
+}
+
+// revisionFlag is --if-revision: a revision, and whether it was given at
+// all (0 is a meaningful value: "must not exist").
+type revisionFlag struct {
+	rev uint64
+	set bool
+}
+
+func (f *revisionFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return strconv.FormatUint(f.rev, 10)
+}
+
+func (f *revisionFlag) Set(v string) error {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("want a revision number (0: must not exist), got %q", v)
+	}
+	f.rev, f.set = n, true
 	return nil
 }
 
