@@ -158,7 +158,7 @@ func (d *degraded) serve(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 // headerRoom is what a request leaves of the NATS max payload for headers.
-const headerRoom = 64 << 10
+const headerRoom = registry.HeaderRoom
 
 // New returns an edge that answers 404 to everything until the first Apply.
 func New(o Options) (*Edge, error) {

@@ -26,10 +26,15 @@ const (
 	MaxTimeout         = 5 * time.Minute
 	DefaultConcurrency = 64
 	DefaultMaxBody     = Size(1 << 20)
+	// HeaderRoom is what a request leaves of the NATS max payload for its
+	// headers: a body may take the rest.
+	HeaderRoom = 64 << 10
 	// MaxMaxBody is the ceiling on max_body: the embedded server's max
-	// payload. At run time the edge also caps it by the connected server's
-	// max payload, minus room for headers.
-	MaxMaxBody = Size(bus.EmbeddedMaxPayload)
+	// payload less HeaderRoom (8 MiB − 64 KiB), as documented; a larger
+	// body could never travel in one message with its headers. At run time
+	// the edge also caps it by the connected server's max payload, minus
+	// HeaderRoom.
+	MaxMaxBody = Size(bus.EmbeddedMaxPayload - HeaderRoom)
 )
 
 // Backend types.
@@ -364,7 +369,7 @@ func (a *API) check(key string) []schemas.Problem {
 	}
 	checkTimeout("timeout", a.Timeout, add)
 	if a.MaxBody > MaxMaxBody {
-		add("max_body", "must be at most %v (the NATS max payload)", MaxMaxBody)
+		add("max_body", "must be at most %v (the NATS max payload, 8MiB, less 64KiB for headers)", MaxMaxBody)
 	}
 	checkBackend("backend", &a.Backend, params, catchAll, add)
 	a.checkPolicies(params, add)

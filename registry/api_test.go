@@ -30,6 +30,18 @@ func TestParseAPIGood(t *testing.T) {
 	}
 }
 
+// The documented ceiling itself is accepted.
+func TestParseAPIMaxBodyCeiling(t *testing.T) {
+	doc := `{"name":"a","pool":"p","route":{"path":"/a"},"backend":{"type":"mock"},"max_body":"8128KiB"}`
+	a, err := ParseAPI("", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.MaxBody != 8<<20-64<<10 {
+		t.Fatalf("max_body %d, want %d", a.MaxBody, 8<<20-64<<10)
+	}
+}
+
 func TestParseAPIYAMLAndDefaults(t *testing.T) {
 	doc := `
 name: status
@@ -83,7 +95,13 @@ func TestParseAPIProblems(t *testing.T) {
 		{"bad duration and size", "", `{"name":"a","pool":"p","route":{"path":"/a"},"backend":{"type":"mock"},"timeout":"5 parsecs","max_body":"1ZB"}`,
 			[]string{`max_body: must be a size like`, `timeout: must be a duration like`}},
 		{"limits", "", `{"name":"a","pool":"p","route":{"path":"/a"},"backend":{"type":"mock"},"timeout":"10m","max_body":"64MiB","concurrency":0}`,
-			[]string{`concurrency:`, `max_body: must be at most 8MiB`, `timeout: must be between 1ms and 5m0s`}},
+			[]string{`concurrency:`, `max_body: must be at most 8128KiB`, `timeout: must be between 1ms and 5m0s`}},
+		// The ceiling is the NATS max payload less the headers' room, not
+		// the max payload itself: a body of 8MiB could never travel.
+		{"max_body 8MiB", "", `{"name":"a","pool":"p","route":{"path":"/a"},"backend":{"type":"mock"},"max_body":"8MiB"}`,
+			[]string{`max_body: must be at most 8128KiB (the NATS max payload, 8MiB, less 64KiB for headers)`}},
+		{"max_body one byte over", "", `{"name":"a","pool":"p","route":{"path":"/a"},"backend":{"type":"mock"},"max_body":"8323073"}`,
+			[]string{`max_body: must be at most 8128KiB`}},
 		{"typo field", "", `{"name":"a","pool":"p","route":{"path":"/a"},"backend":{"type":"mock"},"timeuot":"1s"}`,
 			[]string{`: additional properties 'timeuot' not allowed`}},
 		{"wrong types", "", `{"name":5,"pool":["x"],"route":{"path":"/a"},"backend":{"type":"mock"}}`,

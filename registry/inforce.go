@@ -68,6 +68,10 @@ func (c *Client) ListInForce(ctx context.Context) ([]InForce, error) {
 	}
 	out := make([]InForce, 0, len(es))
 	for _, e := range es {
+		if e.Err != nil { // a key that cannot be read (a raw write on a wildcard key)
+			out = append(out, InForce{Newest: &e, NewestErr: e.Err})
+			continue
+		}
 		f, err := c.inForce(ctx, e)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, err

@@ -26,8 +26,11 @@ const publishAttempts = 3
 //
 // The write is a compare-and-set on the key's newest revision: a concurrent
 // delete or edit of the same key is never overwritten with a stale created
-// revision; the read and check are then repeated.
-func (c *Client) publish(ctx context.Context, a *API, js []byte) (*API, error) {
+// revision; the read and check are then repeated. With IfRevision the
+// write expects the caller's revision instead and is not repeated: a
+// mismatch is a *ConflictError.
+func (c *Client) publish(ctx context.Context, a *API, js []byte, opts []WriteOption) (*API, error) {
+	o := collect(opts)
 	for attempt := 1; ; attempt++ {
 		inForce, latest, err := c.allInForce(ctx)
 		if err != nil {
@@ -46,9 +49,20 @@ func (c *Client) publish(ctx context.Context, a *API, js []byte) (*API, error) {
 		if err != nil {
 			return nil, fmt.Errorf("writing %s: %w", a.Name, err)
 		}
-		rev, err := c.kv.Update(ctx, a.Name, val, latest[a.Name])
-		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) && attempt < publishAttempts {
-			continue
+		var rev uint64
+		switch {
+		case o.ifRevision == nil:
+			rev, err = c.kv.Update(ctx, a.Name, val, latest[a.Name])
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) && attempt < publishAttempts {
+				continue
+			}
+		case *o.ifRevision == 0:
+			rev, err = c.kv.Create(ctx, a.Name, val)
+		default:
+			rev, err = c.kv.Update(ctx, a.Name, val, *o.ifRevision)
+		}
+		if o.ifRevision != nil && isConflict(err) {
+			return nil, conflict(ctx, c.kv, "api", a.Name, *o.ifRevision)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("writing %s: %w", a.Name, err)

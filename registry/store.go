@@ -100,7 +100,9 @@ var ErrNotFound = errors.New("not found")
 // Put validates doc (JSON or YAML) and stores it under its name. It returns
 // the parsed entry with its new revision, a *ValidationError, or a
 // *RouteConflictError when an API would lose its route by it (publish).
-func (c *Client) Put(ctx context.Context, doc []byte) (*API, error) {
+// With IfRevision it writes only if the API is at that revision (0: only if
+// it does not exist), and fails with a *ConflictError otherwise.
+func (c *Client) Put(ctx context.Context, doc []byte, opts ...WriteOption) (*API, error) {
 	a, err := ParseAPI("", doc)
 	if err != nil {
 		return nil, err
@@ -109,7 +111,7 @@ func (c *Client) Put(ctx context.Context, doc []byte) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.publish(ctx, a, js)
+	return c.publish(ctx, a, js, opts)
 }
 
 // Entry is a stored value with its revision, as the CLI shows it.
@@ -119,6 +121,10 @@ type Entry struct {
 	Op       string // PUT, DEL or PURGE
 	Value    []byte
 	Created  string
+	// Err is set, and the rest but Name empty, for a key that cannot be
+	// read as one: not a valid KV key (a raw write on a wildcard subject
+	// such as $KV.jetway_apis.*). Nodes skip such keys; lists show them.
+	Err error
 }
 
 func toEntry(e jetstream.KeyValueEntry) Entry {
@@ -161,6 +167,10 @@ func (c *Client) List(ctx context.Context) ([]Entry, error) {
 		if errors.Is(err, ErrNotFound) {
 			continue // deleted meanwhile
 		}
+		if errors.Is(err, jetstream.ErrInvalidKey) {
+			out = append(out, Entry{Name: n, Err: errBadKey(n)})
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -169,12 +179,30 @@ func (c *Client) List(ctx context.Context) ([]Entry, error) {
 	return out, nil
 }
 
-// Delete removes an API (its history stays for rollback).
-func (c *Client) Delete(ctx context.Context, name string) error {
+// errBadKey says why a listed key is skipped.
+func errBadKey(key string) error {
+	return fmt.Errorf("%q is not a valid key (written raw, on a wildcard or malformed subject); every node skips it", key)
+}
+
+// Delete removes an API (its history stays for rollback). With
+// IfRevision(n), n > 0, it deletes only if the API is at revision n, and
+// fails with a *ConflictError otherwise.
+func (c *Client) Delete(ctx context.Context, name string, opts ...WriteOption) error {
+	o := collect(opts)
+	if o.ifRevision != nil && *o.ifRevision == 0 {
+		return fmt.Errorf("deleting %s: revision 0 (\"must not exist\") cannot be deleted; give the revision to delete", name)
+	}
 	if _, err := c.Get(ctx, name); err != nil {
 		return err
 	}
-	if err := c.kv.Delete(ctx, name); err != nil {
+	var dopts []jetstream.KVDeleteOpt
+	if o.ifRevision != nil {
+		dopts = append(dopts, jetstream.LastRevision(*o.ifRevision))
+	}
+	if err := c.kv.Delete(ctx, name, dopts...); err != nil {
+		if o.ifRevision != nil && isConflict(err) {
+			return conflict(ctx, c.kv, "api", name, *o.ifRevision)
+		}
 		return fmt.Errorf("deleting %s: %w", name, err)
 	}
 	return nil
@@ -199,8 +227,8 @@ func (c *Client) History(ctx context.Context, name string) ([]Entry, error) {
 // Rollback writes the value an API had at revision as its newest value.
 // The old value is validated again; rolling back to a deletion, to an
 // entry that no longer validates, or to a route another API holds now is
-// refused.
-func (c *Client) Rollback(ctx context.Context, name string, revision uint64) (*API, error) {
+// refused. With IfRevision the write is conditional, as for Put.
+func (c *Client) Rollback(ctx context.Context, name string, revision uint64, opts ...WriteOption) (*API, error) {
 	e, err := c.kv.GetRevision(ctx, name, revision)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, fmt.Errorf("api %s revision %d: %w", name, revision, ErrNotFound)
@@ -215,7 +243,7 @@ func (c *Client) Rollback(ctx context.Context, name string, revision uint64) (*A
 	if err != nil {
 		return nil, fmt.Errorf("revision %d no longer validates: %w", revision, err)
 	}
-	return c.publish(ctx, a, e.Value())
+	return c.publish(ctx, a, e.Value(), opts)
 }
 
 // SetDegrade writes an API's degrade switch (on or off). The switch is
@@ -275,6 +303,11 @@ func listParsed[T any](ctx context.Context, kv jetstream.KeyValue, parse func(ke
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // deleted meanwhile
 		}
+		if errors.Is(err, jetstream.ErrInvalidKey) {
+			var zero T
+			out = append(out, Listed[T]{Key: k, Value: zero, Err: errBadKey(k)})
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", k, err)
 		}
@@ -314,19 +347,49 @@ func (c *Client) ListAlerts(ctx context.Context) ([]Listed[*AlertRule], error) {
 	return listParsed(ctx, c.alerts, ParseAlert)
 }
 
-// PutApp validates and stores an app.
-func (c *Client) PutApp(ctx context.Context, a *App) (*App, error) {
+// PutApp validates and stores an app: unconditionally, or with IfRevision
+// only at that revision (IfRevision(0): create only). To change an app, use
+// UpdateApp, never GetApp then PutApp: a write in between would be lost.
+func (c *Client) PutApp(ctx context.Context, a *App, opts ...WriteOption) (*App, error) {
 	doc := a.Marshal()
 	parsed, err := ParseApp(a.ID, doc)
 	if err != nil {
 		return nil, err
 	}
-	rev, err := c.apps.Put(ctx, a.ID, doc)
+	rev, err := write(ctx, c.apps, "app", a.ID, doc, opts)
 	if err != nil {
-		return nil, fmt.Errorf("writing app %s: %w", a.ID, err)
+		return nil, err
 	}
 	parsed.Revision = rev
 	return parsed, nil
+}
+
+// UpdateApp applies change to the stored app and writes the result only if
+// no one wrote the app in between; if someone did, change is applied again
+// to a fresh read (see update). So concurrent changes all land — a grant
+// racing a key rotation keeps both — and the returned app, with its
+// revision, is exactly what was stored by the last run of change.
+func (c *Client) UpdateApp(ctx context.Context, id string, change func(a *App) error) (*App, error) {
+	var out *App
+	rev, err := update(ctx, c.apps, "app", id, func(doc []byte, rev uint64) ([]byte, error) {
+		a, err := ParseApp(id, doc)
+		if err != nil {
+			return nil, fmt.Errorf("app %s at revision %d: %w", id, rev, err)
+		}
+		if err := change(a); err != nil {
+			return nil, err
+		}
+		next := a.Marshal()
+		if out, err = ParseApp(id, next); err != nil {
+			return nil, err
+		}
+		return next, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.Revision = rev
+	return out, nil
 }
 
 // GetApp reads an app.

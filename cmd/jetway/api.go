@@ -29,6 +29,11 @@ An entry that fails validation is not written: every problem is listed with
 its field path and the command exits 1. Neither is one that would take a
 route from the API holding it (put, rollback): the error names the holder.
 
+put, delete and rollback take --if-revision N: write only if the API is at
+revision N now (see get, list or history); for put and rollback, N 0 means
+only if the API does not exist (create only). Otherwise nothing is written
+and the command exits 3 ("conflict: ..."): read the API again and retry.
+
 Flags:
 `
 
@@ -38,6 +43,8 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	rf := addRegistryFlags(fs)
 	replicas := fs.Int("replicas", 1, "replicas if the bucket has to be created")
 	getRev := fs.Uint64("revision", 0, "get: print this kept revision instead of the entry in force")
+	var ifRev revisionFlag
+	fs.Var(&ifRev, "if-revision", "put, delete, rollback: only if the API is at this revision now (0: only if it does not exist); exit 3 otherwise")
 	fs.Usage = func() { groupUsage(stderr, fs, "api", apiUsage, args) }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -54,6 +61,16 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if rev, err = strconv.ParseUint(pos[2], 10, 64); err != nil || rev == 0 {
 			return fmt.Errorf("%w: revision must be a positive number, got %q", errUsage, pos[2])
 		}
+	}
+	var wopts []registry.WriteOption
+	if ifRev.set {
+		if pos[0] != "put" && pos[0] != "delete" && pos[0] != "rollback" {
+			return fmt.Errorf("%w: --if-revision applies to put, delete and rollback, not %s", errUsage, pos[0])
+		}
+		if pos[0] == "delete" && ifRev.rev == 0 {
+			return fmt.Errorf("%w: delete --if-revision needs the revision to delete, not 0", errUsage)
+		}
+		wopts = append(wopts, registry.IfRevision(ifRev.rev))
 	}
 	if pos[0] == "put" {
 		if doc, err = readDoc(pos[1], stdin); err != nil {
@@ -72,7 +89,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 	switch pos[0] {
 	case "put":
-		a, err := c.Put(ctx, doc)
+		a, err := c.Put(ctx, doc, wopts...)
 		if err != nil {
 			return describeInvalid(err, stderr, "API entry")
 		}
@@ -96,9 +113,9 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return printAPIList(stdout, fs)
+		return printAPIList(stdout, stderr, fs)
 	case "delete":
-		if err := c.Delete(ctx, pos[1]); err != nil {
+		if err := c.Delete(ctx, pos[1], wopts...); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "deleted %s\n", pos[1])
@@ -109,12 +126,35 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		return printHistory(stdout, hs)
 	case "rollback":
-		a, err := c.Rollback(ctx, pos[1], rev)
+		a, err := c.Rollback(ctx, pos[1], rev, wopts...)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "rolled %s back to revision %d; now at revision %d\n", a.Name, rev, a.Revision)
 	}
+	return nil
+}
+
+// revisionFlag is --if-revision: a revision, and whether it was given at
+// all (0 is a meaningful value: "must not exist").
+type revisionFlag struct {
+	rev uint64
+	set bool
+}
+
+func (f *revisionFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return strconv.FormatUint(f.rev, 10)
+}
+
+func (f *revisionFlag) Set(v string) error {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("want a revision number (0: must not exist), got %q", v)
+	}
+	f.rev, f.set = n, true
 	return nil
 }
 

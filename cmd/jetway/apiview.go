@@ -44,10 +44,15 @@ func printProblems(w io.Writer, err error) {
 }
 
 // printAPIList prints one row per API with the revision in force.
-func printAPIList(w io.Writer, fs []registry.InForce) error {
+func printAPIList(w, stderr io.Writer, fs []registry.InForce) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tPOOL\tROUTE\tBACKEND\tREVISION\tNOTE")
 	for _, f := range fs {
+		if f.Newest != nil && f.Newest.Err != nil {
+			fmt.Fprintf(tw, "%s\t-\t(invalid key: not served)\t-\t-\t\n", f.Newest.Name)
+			fmt.Fprintf(stderr, "jetway: warning: %v\n", f.Newest.Err)
+			continue
+		}
 		if f.API == nil {
 			fmt.Fprintf(tw, "%s\t-\t(invalid entry: not served)\t-\t%d\tsee jetway api get %s\n", f.Newest.Name, f.Newest.Revision, f.Newest.Name)
 			continue

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -82,16 +83,12 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	}
 	defer done()
 
-	// update reads an app, changes it and writes it back.
+	// update changes an app with a compare-and-set on its revision,
+	// applying change again to a fresh read if another writer got in
+	// between (registry.UpdateApp): concurrent commands never undo each
+	// other, and what is printed is what was stored.
 	update := func(id string, change func(a *registry.App) error) (*registry.App, error) {
-		a, err := c.GetApp(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if err := change(a); err != nil {
-			return nil, err
-		}
-		a, err = c.PutApp(ctx, a)
+		a, err := c.UpdateApp(ctx, id, change)
 		if err != nil {
 			return nil, describeInvalid(err, stderr, "app")
 		}
@@ -99,9 +96,6 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	}
 	switch pos[0] {
 	case "create":
-		if _, err := c.GetApp(ctx, pos[1]); err == nil {
-			return fmt.Errorf("app %s exists already (rotate-key gives it a new key)", pos[1])
-		}
 		key, rec, err := registry.NewAPIKey()
 		if err != nil {
 			return err
@@ -114,7 +108,12 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 			}
 			app.HMACSecrets = []registry.HMACSecret{sec}
 		}
-		a, err := c.PutApp(ctx, app)
+		// Create only: two creates of one id cannot both succeed, the
+		// second overwriting the first one's key.
+		a, err := c.PutApp(ctx, app, registry.IfRevision(0))
+		if errors.Is(err, registry.ErrConflict) {
+			return fmt.Errorf("app %s exists already (rotate-key gives it a new key)", pos[1])
+		}
 		if err != nil {
 			return describeInvalid(err, stderr, "app")
 		}
@@ -131,6 +130,9 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 		})
 		if err != nil {
 			return err
+		}
+		if len(a.Keys) != 1 || a.Keys[0].SHA256 != registry.KeyDigest(key) {
+			return fmt.Errorf("app %s: the stored key is not the new one; run rotate-key again", a.ID)
 		}
 		fmt.Fprintf(stdout, "new key for app %s; the old ones no longer work (revision %d)\nAPI key (shown once, store it now): %s\n", a.ID, a.Revision, key)
 	case "rotate-secret":

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/jetway-gw/jetway/registry"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -52,6 +54,12 @@ func main() {
 
 // errUsage marks errors that should print usage and exit 2.
 var errUsage = errors.New("usage")
+
+// exitConflict is the exit code of a write refused because the entry
+// changed since it was read (registry.ErrConflict, e.g. api put
+// --if-revision): nothing was written, and a script can tell it from a
+// failure (1) and retry after reading again.
+const exitConflict = 3
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -96,6 +104,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		fmt.Fprintln(stderr, "jetway:", strings.TrimPrefix(err.Error(), "usage: "))
 		return 2
+	case errors.Is(err, registry.ErrConflict):
+		fmt.Fprintln(stderr, "jetway:", err)
+		return exitConflict
 	default:
 		fmt.Fprintln(stderr, "jetway:", err)
 		return 1

@@ -64,7 +64,7 @@ func TestCommandHelp(t *testing.T) {
 		args      []string
 		want, not string
 	}{
-		{[]string{"api", "put", "--help"}, "Usage: jetway api put FILE|- [flags]\n\n  validate an API entry", "rollback"},
+		{[]string{"api", "put", "--help"}, "Usage: jetway api put FILE|- [flags]\n\n  validate an API entry", "rollback NAME REVISION"},
 		{[]string{"app", "jwt", "--help"}, "Usage: jetway app jwt ID --issuer ISS", "rotate-key"},
 		{[]string{"degrade", "off", "--help"}, "Usage: jetway degrade off NAME [flags]", "list "},
 		{[]string{"api", "--help"}, "Commands:\n  put FILE|-", ""},

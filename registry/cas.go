@@ -1,0 +1,163 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrConflict matches every *ConflictError (errors.Is).
+var ErrConflict = errors.New("conflict")
+
+// ConflictError is a write refused because the key was not at the revision
+// the writer expected: someone else changed it in between. Nothing was
+// written.
+type ConflictError struct {
+	Kind string // "api", "app", ...
+	Key  string
+	// Want is the revision the write expected; 0 means "must not exist".
+	Want uint64
+	// Current is the revision the key is at now, 0 if it does not exist
+	// (never written, or deleted).
+	Current uint64
+}
+
+func (e *ConflictError) Error() string {
+	name := e.Kind + " " + e.Key
+	switch {
+	case e.Want == 0:
+		return fmt.Sprintf("conflict: %s exists already at revision %d (expected none); get it and retry", name, e.Current)
+	case e.Current == 0:
+		return fmt.Sprintf("conflict: %s does not exist now, not at revision %d (deleted by someone else); get it again and retry", name, e.Want)
+	}
+	return fmt.Sprintf("conflict: %s is at revision %d, not %d (changed by someone else); get it again and retry", name, e.Current, e.Want)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// WriteOption sets a precondition on a write.
+type WriteOption func(*writeOpts)
+
+type writeOpts struct {
+	ifRevision *uint64
+}
+
+// IfRevision makes a write happen only if the key is at revision rev now;
+// rev 0 means the key must not exist (never written, or deleted): create
+// only. Otherwise the write fails with a *ConflictError.
+func IfRevision(rev uint64) WriteOption {
+	return func(o *writeOpts) { o.ifRevision = &rev }
+}
+
+func collect(opts []WriteOption) writeOpts {
+	var o writeOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// write stores value under key: unconditionally, or, with IfRevision, only
+// at that revision (a KV compare-and-set). kind names the key in errors.
+func write(ctx context.Context, kv jetstream.KeyValue, kind, key string, value []byte, opts []WriteOption) (uint64, error) {
+	o := collect(opts)
+	var rev uint64
+	var err error
+	switch {
+	case o.ifRevision == nil:
+		rev, err = kv.Put(ctx, key, value)
+	case *o.ifRevision == 0:
+		rev, err = kv.Create(ctx, key, value)
+	default:
+		rev, err = kv.Update(ctx, key, value, *o.ifRevision)
+	}
+	if err == nil {
+		return rev, nil
+	}
+	if o.ifRevision != nil && isConflict(err) {
+		return 0, conflict(ctx, kv, kind, key, *o.ifRevision)
+	}
+	return 0, fmt.Errorf("writing %s %s: %w", kind, key, err)
+}
+
+// isConflict reports whether a KV write failed on its revision check.
+// ErrKeyExists (Create) and ErrKeyRevisionMismatch (Update, Delete with
+// LastRevision) cover both the R1 and the replicated stream codes.
+func isConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}
+
+// conflict builds the *ConflictError for a write that expected want, with
+// the key's revision now (best effort: 0 when it cannot be read).
+func conflict(ctx context.Context, kv jetstream.KeyValue, kind, key string, want uint64) error {
+	ce := &ConflictError{Kind: kind, Key: key, Want: want}
+	if e, err := kv.Get(ctx, key); err == nil {
+		ce.Current = e.Revision()
+	}
+	return ce
+}
+
+// Bounds of update's retries. A conflict means another writer got in
+// between our read and our write; with a fresh read the next attempt
+// almost always wins, so a few attempts with a short random pause (which
+// spreads writers that collided) are plenty, and the caller's context
+// deadline bounds them all.
+const (
+	updateAttempts = 20
+	updateBackoff  = 2 * time.Millisecond  // first pause, doubled per attempt
+	updateMaxPause = 50 * time.Millisecond // cap of one pause
+)
+
+// update is the registry's one read-modify-write: it reads key, lets change
+// make the new value from the current one (doc and its revision), and
+// writes the result only if the key is still at the revision read (KV
+// compare-and-set). On a conflict it reads again and calls change again on
+// the fresh value, up to updateAttempts times, within ctx.
+//
+// change must derive the new value from what it is given alone: it may run
+// several times, and only the value of its last run is stored. A missing
+// key is ErrNotFound; an error from change is returned as it is, and
+// nothing is written.
+func update(ctx context.Context, kv jetstream.KeyValue, kind, key string, change func(doc []byte, rev uint64) ([]byte, error)) (uint64, error) {
+	pause := updateBackoff
+	var last error
+	for attempt := 0; attempt < updateAttempts; attempt++ {
+		if attempt > 0 {
+			// Full jitter: a random pause in [pause/2, pause].
+			d := pause/2 + rand.N(pause/2+1)
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return 0, fmt.Errorf("updating %s %s: %w (after %v)", kind, key, ctx.Err(), last)
+			case <-t.C:
+			}
+			pause = min(2*pause, updateMaxPause)
+		}
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0, fmt.Errorf("%s %s: %w", kind, key, ErrNotFound)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("reading %s %s: %w", kind, key, err)
+		}
+		doc, err := change(e.Value(), e.Revision())
+		if err != nil {
+			return 0, err
+		}
+		rev, err := kv.Update(ctx, key, doc, e.Revision())
+		if err == nil {
+			return rev, nil
+		}
+		if !isConflict(err) {
+			return 0, fmt.Errorf("writing %s %s: %w", kind, key, err)
+		}
+		last = conflict(ctx, kv, kind, key, e.Revision())
+	}
+	return 0, fmt.Errorf("%w (gave up after %d attempts: the key changes faster than it can be updated)", last, updateAttempts)
+}
