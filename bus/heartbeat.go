@@ -26,7 +26,6 @@ import (
 // publishes, a Tracker keeps the live set, Discover is a one-shot listen for
 // the CLI.
 const (
-	HeartbeatPrefix = "jetway.heartbeat."
 	// DefaultHeartbeatPeriod is how often nodes beat.
 	DefaultHeartbeatPeriod = time.Second
 	// DeadAfter is how many periods of silence make a node dead.

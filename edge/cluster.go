@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
 )
@@ -21,7 +22,7 @@ import (
 // which doubles as its heartbeat: an edge silent for three intervals no
 // longer counts. There is no token server to fail: each edge decides alone
 // from what its peers last said (resilience.ClusterLimiter).
-const ClusterSubject = "jetway.ratelimit.report"
+const ClusterSubject = bus.RateLimitSubject
 
 // DefaultClusterInterval is how often edges exchange reports.
 const DefaultClusterInterval = 100 * time.Millisecond

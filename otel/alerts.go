@@ -6,12 +6,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
 
 // AlertSubjectPrefix starts the subject of alert events:
 // jetway.alerts.<rule>.<api or pool>.
-const AlertSubjectPrefix = "jetway.alerts."
+const AlertSubjectPrefix = bus.AlertPrefix
 
 // AlertEvent is an alert firing or resolving.
 type AlertEvent struct {
