@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -157,4 +158,43 @@ func (c Credentials) users() []*server.User {
 		out = append(out, &server.User{Username: u, Password: c[u], Permissions: RolePermissions(u)})
 	}
 	return out
+}
+
+// PermissionsConfig writes RolePermissions(role, pools...) as the
+// permissions block of a user in a nats-server configuration file, for
+// external clusters: one user per role, and per pool for workers.
+func PermissionsConfig(role string, pools ...string) (string, error) {
+	switch role {
+	case UserAdmin:
+		return "", fmt.Errorf("the admin user has every permission: give it no permissions block")
+	case UserEdge:
+		if len(pools) > 0 {
+			return "", fmt.Errorf("pools narrow only the worker role")
+		}
+	case UserWorker:
+		for _, p := range pools {
+			if err := ValidName(p); err != nil {
+				return "", fmt.Errorf("pool %q: %w", p, err)
+			}
+		}
+	default:
+		return "", fmt.Errorf("unknown role %q (edge or worker)", role)
+	}
+	p := RolePermissions(role, pools...)
+	var b strings.Builder
+	list := func(name string, subjects []string) {
+		fmt.Fprintf(&b, "  %s: { allow: [\n", name)
+		for _, s := range subjects {
+			fmt.Fprintf(&b, "    %q\n", s)
+		}
+		b.WriteString("  ] }\n")
+	}
+	b.WriteString("permissions: {\n")
+	list("publish", p.Publish.Allow)
+	list("subscribe", p.Subscribe.Allow)
+	if r := p.Response; r != nil {
+		fmt.Fprintf(&b, "  allow_responses: { max: %d, expires: %q }\n", r.MaxMsgs, r.Expires.String())
+	}
+	b.WriteString("}\n")
+	return b.String(), nil
 }

@@ -3,6 +3,9 @@ package bus
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -233,5 +236,38 @@ func TestRolePermissionsUnknownRole(t *testing.T) {
 	}
 	if RolePermissions(UserAdmin) != nil {
 		t.Fatal("admin is narrowed")
+	}
+}
+
+// The configuration snippet for external clusters means exactly
+// RolePermissions to a nats-server.
+func TestPermissionsConfigParses(t *testing.T) {
+	for _, tc := range []struct {
+		role  string
+		pools []string
+	}{{UserEdge, nil}, {UserWorker, nil}, {UserWorker, []string{"orders", "eu.west"}}} {
+		block, err := PermissionsConfig(tc.role, tc.pools...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := filepath.Join(t.TempDir(), "n.conf")
+		text := "authorization { users = [ { user: u, password: p, " + block + " } ] }\n"
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		opts, err := server.ProcessConfigFile(conf)
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", tc.role, tc.pools, err, text)
+		}
+		got, want := opts.Users[0].Permissions, RolePermissions(tc.role, tc.pools...)
+		if !reflect.DeepEqual(got.Publish.Allow, want.Publish.Allow) || !reflect.DeepEqual(got.Subscribe.Allow, want.Subscribe.Allow) ||
+			!reflect.DeepEqual(got.Response, want.Response) {
+			t.Fatalf("%s %v: parsed %+v %+v %+v, want %+v %+v %+v", tc.role, tc.pools, got.Publish, got.Subscribe, got.Response, want.Publish, want.Subscribe, want.Response)
+		}
+	}
+	for _, bad := range [][]string{{"admin"}, {"wroker"}, {"edge", "orders"}, {"worker", "a.>"}} {
+		if _, err := PermissionsConfig(bad[0], bad[1:]...); err == nil {
+			t.Errorf("PermissionsConfig%v: no error", bad)
+		}
 	}
 }
