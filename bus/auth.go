@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -19,27 +21,99 @@ const (
 	UserWorker = "worker" // workers: read the registry, serve APIs
 )
 
-// registryWrites are the subjects that change the registry buckets or any
-// stream: only the admin user may publish on them, so a compromised edge or
-// worker cannot rewrite what every node serves.
-var registryWrites = []string{
-	"$KV.jetway_apis.>", "$KV.jetway_flags.>", "$KV.jetway_apps.>", "$KV.jetway_alerts.>",
-	"$JS.API.STREAM.CREATE.>", "$JS.API.STREAM.UPDATE.>", "$JS.API.STREAM.DELETE.>",
-	"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>", "$JS.API.STREAM.RESTORE.>",
+// ResponseTTL is how long a worker may answer a request it received
+// (NATS allow_responses): longer than any API's timeout (at most 5 min,
+// registry.MaxTimeout).
+const ResponseTTL = 6 * time.Minute
+
+// kvRead are the subjects a JetStream client publishes to read and watch a
+// KV bucket: its stream info, ordered consumers (create, info, delete),
+// direct and API gets, and the watch's flow-control answers. Nothing here
+// writes: a KV write is a publish on $KV.<bucket>.<key>.
+func kvRead(bucket string) []string {
+	st := "KV_" + bucket
+	return []string{
+		"$JS.API.STREAM.INFO." + st,
+		"$JS.API.CONSUMER.CREATE." + st, "$JS.API.CONSUMER.CREATE." + st + ".>",
+		"$JS.API.CONSUMER.INFO." + st + ".*", "$JS.API.CONSUMER.DELETE." + st + ".*",
+		"$JS.API.DIRECT.GET." + st, "$JS.API.DIRECT.GET." + st + ".>",
+		"$JS.API.STREAM.MSG.GET." + st,
+		"$JS.FC." + st + ".>",
+	}
 }
 
-// RolePermissions are the least-privilege permissions of a role (nil:
-// everything, for the admin). The same lists serve an external cluster's
-// configuration (see deploy/nats).
-func RolePermissions(role string) *server.Permissions {
-	deny := append([]string(nil), registryWrites...)
+// RolePermissions are the least-privilege permissions of a role, as allow
+// lists of what it must publish and subscribe to (nil: everything, for the
+// admin). Anything not listed is refused by the server with a permissions
+// violation. The same lists serve an external cluster's configuration
+// (`jetway nats-permissions`, deploy/nats/README.md).
+//
+// pools narrows a worker to the given pools: it may join only their queue
+// groups and publish and hear only their breaker events, so a compromised
+// worker of one pool cannot open the circuits of another. No pools means
+// every pool (the embedded server's one worker user). pools is ignored for
+// other roles. Pool names must have passed ValidName.
+//
+// Edges: request any API, exchange rate-limit reports, publish metrics,
+// alerts and their own heartbeats, read the APIs, flags, alert rules and
+// apps (signing secrets included: edges check signatures) and claim
+// nonces. Workers: answer the requests of their pools' APIs (only the
+// reply subject of a request they received, once), call other APIs (an
+// API's fallback), publish their pools' breaker events and their own
+// heartbeats, and read the APIs and flags only — never the apps.
+func RolePermissions(role string, pools ...string) *server.Permissions {
 	switch role {
+	case UserEdge:
+		pub := []string{
+			APIPrefix + ">", SandboxPrefix + ">",
+			RateLimitSubject,
+			MetricsPrefix + UserEdge + ".*",
+			AlertPrefix + ">",
+			HeartbeatPrefix + UserEdge + ".*",
+			"$KV." + BucketNonces + ".>", // claim a nonce (KV create)
+		}
+		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces} {
+			pub = append(pub, kvRead(b)...)
+		}
+		sub := []string{
+			InboxPrefixEdge + ".>",
+			RateLimitSubject,
+			MetricsPrefix + ">", BreakerPrefix + ">", // the alerts' inputs
+			HeartbeatPrefix + ">",
+		}
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: pub},
+			Subscribe: &server.SubjectPermission{Allow: sub},
+		}
+	case UserWorker:
+		pub := []string{
+			APIPrefix + ">", // a fallback calls another API
+			HeartbeatPrefix + UserWorker + ".*",
+		}
+		for _, b := range []string{BucketAPIs, BucketFlags} {
+			pub = append(pub, kvRead(b)...)
+		}
+		sub := []string{InboxPrefixWorker + ".>", HeartbeatPrefix + ">"}
+		if len(pools) == 0 {
+			pub = append(pub, BreakerPrefix+">")
+			sub = append(sub, APIPrefix+"> "+QueuePrefix+">", SandboxPrefix+"> "+QueuePrefix+">", BreakerPrefix+">")
+		}
+		for _, p := range pools {
+			breakers := BreakerPrefix + PoolToken(p) + ".>"
+			pub = append(pub, breakers)
+			sub = append(sub, APIPrefix+"> "+QueueGroup(p), SandboxPrefix+"> "+QueueGroup(p), breakers)
+		}
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: pub},
+			Subscribe: &server.SubjectPermission{Allow: sub},
+			Response:  &server.ResponsePermission{MaxMsgs: 1, Expires: ResponseTTL},
+		}
 	case UserAdmin:
 		return nil
-	case UserWorker:
-		deny = append(deny, "$KV.jetway_nonces.>") // only edges check signatures
 	}
-	return &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: deny}}
+	// An unknown role may do nothing, rather than everything.
+	none := &server.SubjectPermission{Deny: []string{">"}}
+	return &server.Permissions{Publish: none, Subscribe: none}
 }
 
 // Credentials are the passwords of the three roles on the embedded server.
@@ -84,4 +158,43 @@ func (c Credentials) users() []*server.User {
 		out = append(out, &server.User{Username: u, Password: c[u], Permissions: RolePermissions(u)})
 	}
 	return out
+}
+
+// PermissionsConfig writes RolePermissions(role, pools...) as the
+// permissions block of a user in a nats-server configuration file, for
+// external clusters: one user per role, and per pool for workers.
+func PermissionsConfig(role string, pools ...string) (string, error) {
+	switch role {
+	case UserAdmin:
+		return "", fmt.Errorf("the admin user has every permission: give it no permissions block")
+	case UserEdge:
+		if len(pools) > 0 {
+			return "", fmt.Errorf("pools narrow only the worker role")
+		}
+	case UserWorker:
+		for _, p := range pools {
+			if err := ValidName(p); err != nil {
+				return "", fmt.Errorf("pool %q: %w", p, err)
+			}
+		}
+	default:
+		return "", fmt.Errorf("unknown role %q (edge or worker)", role)
+	}
+	p := RolePermissions(role, pools...)
+	var b strings.Builder
+	list := func(name string, subjects []string) {
+		fmt.Fprintf(&b, "  %s: { allow: [\n", name)
+		for _, s := range subjects {
+			fmt.Fprintf(&b, "    %q\n", s)
+		}
+		b.WriteString("  ] }\n")
+	}
+	b.WriteString("permissions: {\n")
+	list("publish", p.Publish.Allow)
+	list("subscribe", p.Subscribe.Allow)
+	if r := p.Response; r != nil {
+		fmt.Fprintf(&b, "  allow_responses: { max: %d, expires: %q }\n", r.MaxMsgs, r.Expires.String())
+	}
+	b.WriteString("}\n")
+	return b.String(), nil
 }

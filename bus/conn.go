@@ -24,6 +24,10 @@ type ConnectOptions struct {
 	Wait bool
 	// Logger receives connection state changes. nil means slog.Default().
 	Logger *slog.Logger
+	// Role, when UserEdge or UserWorker, makes the connection use the
+	// role's inbox prefix (InboxPrefix), the only inbox its NATS user may
+	// subscribe to.
+	Role string
 	// Extra are appended to Jetway's defaults (credentials, TLS, ...).
 	Extra []nats.Option
 }
@@ -71,6 +75,9 @@ func Connect(ctx context.Context, url string, opts ConnectOptions) (*nats.Conn, 
 			}
 			log.Warn("nats async error", "subject", subj, "err", err)
 		}),
+	}
+	if p := InboxPrefix(opts.Role); p != "" {
+		o = append(o, nats.CustomInboxPrefix(p))
 	}
 	if opts.Wait {
 		o = append(o, nats.RetryOnFailedConnect(true))

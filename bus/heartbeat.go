@@ -26,7 +26,6 @@ import (
 // publishes, a Tracker keeps the live set, Discover is a one-shot listen for
 // the CLI.
 const (
-	HeartbeatPrefix = "jetway.heartbeat."
 	// DefaultHeartbeatPeriod is how often nodes beat.
 	DefaultHeartbeatPeriod = time.Second
 	// DeadAfter is how many periods of silence make a node dead.
@@ -236,7 +235,42 @@ func (t *Tracker) receive(m *nats.Msg) {
 	if json.Unmarshal(m.Data, &hb) != nil || !validToken(hb.Role) || !validToken(hb.ID) || m.Subject != HeartbeatSubject(hb.Role, hb.ID) {
 		return
 	}
-	t.observe(hb, time.Now())
+	t.observe(boundHeartbeat(hb), time.Now())
+}
+
+// Bounds of a heartbeat's fields, whatever a peer sends.
+const (
+	maxHeartbeatPools = 256
+	maxHeartbeatText  = 256
+)
+
+// boundHeartbeat bounds what a received beat may claim: a role may beat
+// only under its own role (NATS permissions), but any node of that role may
+// forge one. Pools are valid names, at most maxHeartbeatPools; texts are cut
+// to maxHeartbeatText bytes; counts are not negative.
+func boundHeartbeat(hb Heartbeat) Heartbeat {
+	pools := make([]string, 0, min(len(hb.Pools), maxHeartbeatPools))
+	for _, p := range hb.Pools {
+		if len(pools) == maxHeartbeatPools {
+			break
+		}
+		if ValidName(p) == nil {
+			pools = append(pools, p)
+		}
+	}
+	hb.Pools = pools
+	cut := func(s string) string {
+		if len(s) > maxHeartbeatText {
+			return s[:maxHeartbeatText]
+		}
+		return s
+	}
+	hb.Version, hb.Host, hb.Admin = cut(hb.Version), cut(hb.Host), cut(hb.Admin)
+	hb.InFlight, hb.APIs = max(hb.InFlight, 0), max(hb.APIs, 0)
+	if !(hb.Uptime >= 0) || math.IsInf(hb.Uptime, 0) { // NaN too
+		hb.Uptime = 0
+	}
+	return hb
 }
 
 // observe records a beat received at now.

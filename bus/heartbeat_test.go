@@ -1,12 +1,14 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -331,5 +333,39 @@ func TestTrackerServeHTTP(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].ID != "n1" || got[0].InFlight != 2 || got[0].Pools[0] != "p" {
 		t.Fatalf("got %+v", got)
+	}
+}
+
+// A beat's fields are bounded whatever its sender claims: a forged beat
+// may add a node of its role, not make one that fills /nodes or claims a
+// pool that no name could be.
+func TestTrackerBoundsFields(t *testing.T) {
+	s := natstest.RunServer(t)
+	tr := startTracker(t, natstest.Connect(t, s), time.Hour)
+	nc := natstest.Connect(t, s)
+	pools := []string{"ok", "x.>", ""}
+	for i := range 1000 {
+		pools = append(pools, fmt.Sprint("p", i))
+	}
+	long := string(bytes.Repeat([]byte("v"), 10000))
+	b, _ := json.Marshal(Heartbeat{ID: "w", Role: "worker", Pools: pools, Version: long, Host: long, Admin: long, InFlight: -5, APIs: -1, Uptime: -3})
+	if err := nc.Publish(HeartbeatSubject("worker", "w"), b); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if tr.Live("", time.Now()) == 0 {
+			return errors.New("beat not seen yet")
+		}
+		return nil
+	})
+	hb := tr.Nodes(time.Now())[0]
+	if len(hb.Pools) != maxHeartbeatPools || hb.Pools[0] != "ok" || slices.Contains(hb.Pools, "x.>") || slices.Contains(hb.Pools, "") {
+		t.Fatalf("pools %d: %v…", len(hb.Pools), hb.Pools[:3])
+	}
+	if len(hb.Version) > maxHeartbeatText || len(hb.Host) > maxHeartbeatText || len(hb.Admin) > maxHeartbeatText {
+		t.Fatalf("texts of %d, %d, %d bytes", len(hb.Version), len(hb.Host), len(hb.Admin))
+	}
+	if hb.InFlight < 0 || hb.APIs < 0 || hb.Uptime < 0 {
+		t.Fatalf("negative counts: %+v", hb)
 	}
 }

@@ -6,6 +6,7 @@ package bus
 import (
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // Subject and queue group prefixes. An API's requests travel on
@@ -17,6 +18,86 @@ const (
 	SandboxPrefix = "jetway.sandbox."
 	QueuePrefix   = "jetway.pool."
 )
+
+// Control subjects: what nodes tell each other besides API calls. Each is
+// an attack surface (a compromised node may forge whatever its NATS user may
+// publish), so each says what a forged message can at most do, and
+// RolePermissions gives each role only the ones it must publish.
+const (
+	// BreakerPrefix starts the subject of a breaker change:
+	// jetway.breaker.<pool token>.<api> (BreakerSubject). Only the workers
+	// of the API's pool may publish it (per-pool users), and a worker
+	// applies it only when the subject's pool is the API's pool in its
+	// registry snapshot. A forged event can at most open the API's
+	// breaker for the policy's max_open_for (resilience.Breaker.Apply
+	// clamps open_until, the event time and the gen), or close it early:
+	// the same a failing or recovering backend does.
+	BreakerPrefix = "jetway.breaker."
+	// RateLimitSubject carries the edges' cluster-wide rate-limit
+	// reports. Only edges publish it. A forged report counts as one more
+	// edge whose counts are clamped to [0, the rule's limit]: it can make
+	// a cluster-wide rule refuse for three report intervals after it — as
+	// an honest edge that admitted the whole limit would — but never let
+	// more calls through than the limit.
+	RateLimitSubject = "jetway.ratelimit.report"
+	// MetricsPrefix starts the subject each edge publishes its per-second
+	// records on: jetway.metrics.<role>.<node id>. A forged record can at
+	// most skew the success-rate and p99 alerts of an API the registry
+	// knows, for the seconds it claims (records of unknown APIs, of other
+	// nodes than the subject's, of seconds out of the alert window, or
+	// with negative counts are dropped).
+	MetricsPrefix = "jetway.metrics."
+	// AlertPrefix starts the subject of alert events:
+	// jetway.alerts.<rule>.<target>. Edges publish them for operators;
+	// no Jetway node acts on them, so a forged one misleads only a
+	// human reading the stream.
+	AlertPrefix = "jetway.alerts."
+	// HeartbeatPrefix starts the subject of heartbeats:
+	// jetway.heartbeat.<role>.<id>. A role may beat only under its own
+	// role; a forged beat can at most add a node of that role to
+	// /nodes and the alerts' live set (bounded: MaxTrackedNodes, fields
+	// clamped) or drop another node of that role until its next beat.
+	HeartbeatPrefix = "jetway.heartbeat."
+)
+
+// Inbox prefixes per role. Replies and JetStream deliveries (registry
+// watches included) go to the connection's inbox; each role subscribes only
+// to its own, so a worker cannot listen to the edges' watch of the apps
+// bucket and read the signing secrets in passing.
+const (
+	InboxPrefixEdge   = "_INBOX_edge"
+	InboxPrefixWorker = "_INBOX_worker"
+)
+
+// InboxPrefix is the inbox prefix a role's connections use ("" for the
+// admin, which keeps nats.go's default).
+func InboxPrefix(role string) string {
+	switch role {
+	case UserEdge:
+		return InboxPrefixEdge
+	case UserWorker:
+		return InboxPrefixWorker
+	}
+	return ""
+}
+
+// Registry buckets (JetStream KV). A bucket's stream is KV_<bucket>; who
+// may read and write each is in RolePermissions.
+const (
+	BucketAPIs   = "jetway_apis"   // API definitions: edges and workers read
+	BucketFlags  = "jetway_flags"  // live switches: edges and workers read
+	BucketApps   = "jetway_apps"   // apps, key digests, signing secrets: edges only
+	BucketAlerts = "jetway_alerts" // alert rules: edges read
+	BucketNonces = "jetway_nonces" // nonces of signed requests: edges write
+)
+
+// BreakerSubject is the subject of the breaker changes of an API of a pool.
+func BreakerSubject(pool, api string) string { return BreakerPrefix + PoolToken(pool) + "." + api }
+
+// PoolToken is a pool name as one subject token: its dots become ':', a
+// character no name may hold, so that pool "a" can never claim the subjects
+// of pool "a.b" (jetway.breaker.a.> does not match jetway.breaker.a:b.x).
+func PoolToken(pool string) string { return strings.ReplaceAll(pool, ".", ":") }
 
 // MaxNameLen bounds API and pool names; they become NATS subject tokens and
 // KV keys, and show up in metrics labels.

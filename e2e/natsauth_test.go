@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ func TestNATSRolesLeastPrivilege(t *testing.T) {
 
 	// An edge and a worker join with their own users and serve.
 	edge := startNode(t, "edge", "edge", "", "--nats", withUser("edge"))
-	startNode(t, "worker", "worker", "", "--nats", withUser("worker"), "--pool", "authp")
+	worker := startNode(t, "worker", "worker", "", "--nats", withUser("worker"), "--pool", "authp")
 	edge.waitReady(t)
 	if r := waitStatus(t, edge.edge+"/v1/auth", http.StatusOK); string(r.body) != "guarded" {
 		t.Fatalf("edge process: %v", r)
@@ -50,7 +51,8 @@ func TestNATSRolesLeastPrivilege(t *testing.T) {
 
 	// An edge's or a worker's credentials cannot rewrite the registry.
 	for _, user := range []string{"edge", "worker"} {
-		nc, err := nats.Connect(withUser(user))
+		// Each role hears replies only on its own inbox prefix.
+		nc, err := nats.Connect(withUser(user), nats.CustomInboxPrefix("_INBOX_"+user))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,5 +79,108 @@ func TestNATSRolesLeastPrivilege(t *testing.T) {
 	}
 	if r := get(t, edge.edge+"/v1/auth"); r.status != 200 {
 		t.Fatalf("after the attempts: %v", r)
+	}
+
+	// The worker's user reads the APIs, never the apps (their signing
+	// secrets): only edges need them. The worker process, which watches
+	// the registry as that user, serves all the same.
+	for user, wantOK := range map[string]bool{"edge": true, "worker": false} {
+		nc, err := nats.Connect(withUser(user), nats.CustomInboxPrefix("_INBOX_"+user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(nc)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err = js.KeyValue(ctx, "jetway_apps")
+		cancel()
+		nc.Close()
+		if (err == nil) != wantOK {
+			t.Errorf("%s opens the apps bucket: err %v", user, err)
+		}
+	}
+	// No part of any role was refused anything it needs.
+	for _, p := range []*node{srv, edge, worker} {
+		for _, line := range p.output() {
+			if strings.Contains(line, "Permissions Violation") {
+				t.Errorf("%s was refused: %s", p.name, line)
+			}
+		}
+	}
+}
+
+// A breaker event is a control message any node could forge. The server
+// refuses one from an edge's user; a worker applies one only when it comes
+// on its API's pool subject; and even then it can open the circuit no
+// longer than the API's policy allows (max_open_for), whatever open_until
+// it claims.
+func TestForgedBreakerEvents(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	srv := startNode(t, "serve", "serve", data, "--nats-auth")
+	srv.waitReady(t)
+	b, err := os.ReadFile(filepath.Join(data, "nats-credentials.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var creds map[string]string
+	if err := json.Unmarshal(b, &creds); err != nil {
+		t.Fatal(err)
+	}
+	withUser := func(user string) string {
+		return strings.Replace(srv.natsURL, "nats://", "nats://"+user+":"+creds[user]+"@", 1)
+	}
+	putAPI(t, withUser("admin"), entry("brk.api", "brkp", "GET", "/v1/brk", mockBackend("fine"),
+		map[string]any{"breaker": map[string]any{"open_for": "1s", "max_open_for": "2s", "slow_start": "-1s"}}))
+	waitBody(t, srv.edge+"/v1/brk", "fine")
+
+	forge := func(user, subject string) error {
+		errs := make(chan error, 8)
+		nc, err := nats.Connect(withUser(user), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		now := time.Now().UTC()
+		ev, _ := json.Marshal(map[string]any{"api": "brk.api", "backend": "mock", "node": "forger", "from": "closed", "to": "open",
+			"reason": "forged", "at": now, "open_for": "1h", "open_until": now.Add(time.Hour), "gen": 99999})
+		if err := nc.Publish(subject, ev); err != nil {
+			return err
+		}
+		_ = nc.FlushTimeout(2 * time.Second)
+		select {
+		case err := <-errs:
+			return err
+		case <-time.After(300 * time.Millisecond):
+			return nil
+		}
+	}
+	stillServes := func(what string) {
+		t.Helper()
+		time.Sleep(300 * time.Millisecond) // an applied event takes effect at once
+		if r := get(t, srv.edge+"/v1/brk"); r.status != 200 {
+			t.Fatalf("after %s: %v", what, r)
+		}
+	}
+
+	// From an edge's user: refused by the server.
+	if err := forge("edge", "jetway.breaker.brkp.brk.api"); !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Fatalf("edge user published a breaker event: %v", err)
+	}
+	stillServes("an edge's forged event")
+	// On another pool's subject (the embedded worker user may publish for
+	// every pool): ignored by the worker.
+	if err := forge("worker", "jetway.breaker.other.brk.api"); err != nil {
+		t.Fatal(err)
+	}
+	stillServes("a forged event of another pool")
+	// On the API's pool subject: applied, but for max_open_for at most.
+	start := time.Now()
+	if err := forge("worker", "jetway.breaker.brkp.brk.api"); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, waitStatus(t, srv.edge+"/v1/brk", http.StatusServiceUnavailable), http.StatusServiceUnavailable, "CIRCUIT_OPEN")
+	waitBody(t, srv.edge+"/v1/brk", "fine")
+	if d := time.Since(start); d > 2*time.Second+time.Second {
+		t.Fatalf("the forged open_until (1h) held the circuit open %v; max_open_for is 2s", d)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
 )
@@ -21,7 +22,7 @@ import (
 // which doubles as its heartbeat: an edge silent for three intervals no
 // longer counts. There is no token server to fail: each edge decides alone
 // from what its peers last said (resilience.ClusterLimiter).
-const ClusterSubject = "jetway.ratelimit.report"
+const ClusterSubject = bus.RateLimitSubject
 
 // DefaultClusterInterval is how often edges exchange reports.
 const DefaultClusterInterval = 100 * time.Millisecond
@@ -88,7 +89,10 @@ func (c *cluster) setRules(rules map[string]*limitRule) {
 	c.mu.Unlock()
 }
 
-// receive applies a peer's report.
+// receive applies a peer's report. Only edges may publish reports, and
+// each report is bounded by what one honest edge can say
+// (resilience.ClusterLimiter.Observe); the edges kept are bounded too, so
+// forged ids cannot grow the table or the live count without end.
 func (c *cluster) receive(m *nats.Msg) {
 	var msg clusterMsg
 	if json.Unmarshal(m.Data, &msg) != nil || msg.Edge == "" || msg.Edge == c.id {
@@ -96,6 +100,17 @@ func (c *cluster) receive(m *nats.Msg) {
 	}
 	now := time.Now()
 	c.mu.Lock()
+	if _, known := c.members[msg.Edge]; !known && len(c.members) >= resilience.MaxClusterPeers {
+		for id, at := range c.members {
+			if now.Sub(at) > 3*c.interval {
+				delete(c.members, id)
+			}
+		}
+		if len(c.members) >= resilience.MaxClusterPeers {
+			c.mu.Unlock()
+			return
+		}
+	}
 	c.members[msg.Edge] = now
 	rules := c.rules
 	c.mu.Unlock()

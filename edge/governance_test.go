@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/workers"
 )
@@ -43,7 +44,7 @@ func newFlaky(t *testing.T) *flaky {
 
 func breakerEvents(t *testing.T, g *gateway, api string) <-chan workers.BreakerEvent {
 	ch := make(chan workers.BreakerEvent, 16)
-	sub, err := g.nc.Subscribe(workers.BreakerSubjectPrefix+api, func(m *nats.Msg) {
+	sub, err := g.nc.Subscribe(workers.BreakerSubjectPrefix+"*."+api, func(m *nats.Msg) {
 		var ev workers.BreakerEvent
 		if json.Unmarshal(m.Data, &ev) == nil {
 			ch <- ev
@@ -212,4 +213,41 @@ func TestFallbackChain(t *testing.T) {
 	if r := g.do("GET", "/fb/cache?q=2", nil); r.status != 200 || r.body != "static" || r.header.Get("X-Jetway-Fallback") != "static" {
 		t.Errorf("static fallback (nothing cached for q=2): %d %q %v", r.status, r.body, r.header)
 	}
+}
+
+// A worker applies a breaker event only when it comes on the subject of the
+// API's own pool, where NATS lets only that pool's workers publish; one on
+// another pool's subject is ignored, whatever API it names.
+func TestBreakerEventOfAnotherPoolIgnored(t *testing.T) {
+	g := newGateway(t) // the worker serves every pool, so it hears them all
+	g.publish(`{"name":"bp","pool":"p","route":{"path":"/bp"},"backend":{"type":"mock","body":"fine"},
+		"breaker":{"open_for":"1m"}}`)
+	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
+		if r := g.do("GET", "/bp", nil); r.status != 200 {
+			return fmt.Errorf("%d %s", r.status, r.body)
+		}
+		return nil
+	})
+	forged := func(subject string) {
+		now := time.Now()
+		b, _ := json.Marshal(workers.BreakerEvent{API: "bp", Node: "forger", From: "closed", To: "open", At: now,
+			OpenFor: "1m", OpenUntil: now.Add(time.Minute), Gen: 7})
+		if err := g.nc.Publish(subject, b); err != nil {
+			t.Fatal(err)
+		}
+		g.nc.Flush()
+	}
+	forged(bus.BreakerSubject("q", "bp"))
+	forged(workers.BreakerSubjectPrefix + "bp") // the old subject, without a pool
+	time.Sleep(200 * time.Millisecond)
+	if st, _ := g.worker.BreakerState("bp"); st != "closed" {
+		t.Fatalf("an event of another pool set the breaker %q", st)
+	}
+	forged(bus.BreakerSubject("p", "bp"))
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if r := g.do("GET", "/bp", nil); r.code != "CIRCUIT_OPEN" {
+			return fmt.Errorf("the pool's own event not applied: %d %s", r.status, r.body)
+		}
+		return nil
+	})
 }

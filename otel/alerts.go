@@ -6,12 +6,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
 
 // AlertSubjectPrefix starts the subject of alert events:
 // jetway.alerts.<rule>.<api or pool>.
-const AlertSubjectPrefix = "jetway.alerts."
+const AlertSubjectPrefix = bus.AlertPrefix
 
 // AlertEvent is an alert firing or resolving.
 type AlertEvent struct {
@@ -42,12 +43,25 @@ func NewAlerts() *Alerts {
 	return &Alerts{seconds: map[int64]map[string]map[string]Record{}, breakers: map[string]string{}, firing: map[string]bool{}}
 }
 
-// ObserveRecords takes a node's per-second records.
+// maxAlertAPIs bounds the APIs kept per second, whatever nodes send.
+const maxAlertAPIs = 10000
+
+// ObserveRecords takes a node's per-second records. Records arrive over
+// NATS and may be forged by any edge: one with a negative count or
+// latency, more errors than calls, or an API name no API can have is
+// dropped, and at most maxAlertAPIs APIs are kept per second, so a forged
+// record can at most skew the alerts of the APIs and seconds it names.
 func (a *Alerts) ObserveRecords(rs []Record) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, r := range rs {
+		if r.Pass < 0 || r.Block < 0 || r.Success < 0 || r.Error < 0 || r.Error > r.Pass || r.P99 < 0 || bus.ValidName(r.API) != nil {
+			continue
+		}
 		sec := r.At.Unix()
+		if apis := a.seconds[sec]; apis != nil && apis[r.API] == nil && len(apis) >= maxAlertAPIs {
+			continue
+		}
 		if a.seconds[sec] == nil {
 			a.seconds[sec] = map[string]map[string]Record{}
 		}
@@ -58,8 +72,12 @@ func (a *Alerts) ObserveRecords(rs []Record) {
 	}
 }
 
-// ObserveBreaker takes a breaker's new state for an API.
+// ObserveBreaker takes a breaker's new state for an API ("open", "closed"
+// or "half-open"; anything else is ignored).
 func (a *Alerts) ObserveBreaker(api, state string) {
+	if state != "open" && state != "closed" && state != "half-open" {
+		return
+	}
 	a.mu.Lock()
 	a.breakers[api] = state
 	a.mu.Unlock()

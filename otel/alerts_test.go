@@ -75,3 +75,22 @@ func TestAlertNeedsMinCalls(t *testing.T) {
 		t.Fatalf("judged on 5 calls (min 20): %+v", ev)
 	}
 }
+
+// Records come over NATS from any edge: impossible ones are dropped, so
+// they can neither hide an alert nor make up a target.
+func TestAlertsDropImpossibleRecords(t *testing.T) {
+	a := NewAlerts()
+	rules := map[string]*registry.AlertRule{"sr": {Name: "sr", Kind: registry.AlertSuccessRateBelow, API: "*", Threshold: 0.9, MinCalls: 1}}
+	t0 := time.Unix(1_800_000_000, 0)
+	a.ObserveRecords([]Record{
+		{At: t0, API: "x", Node: "n", Pass: 100, Error: 50},   // honest: half fail
+		{At: t0, API: "x", Node: "f1", Error: -50},            // would hide the errors
+		{At: t0, API: "x", Node: "f2", Pass: 1, Error: 1000},  // more errors than calls
+		{At: t0, API: "a.>", Node: "f3", Pass: 10, Error: 10}, // no API has that name
+	})
+	a.ObserveBreaker("x", "wide open")
+	ev := a.Evaluate(t0.Add(2*time.Second), rules, func(string) bool { return true })
+	if len(ev) != 1 || ev[0].Target != "x" || ev[0].State != "firing" || ev[0].Value != "0.5000" {
+		t.Fatalf("events %+v, want only x firing at 0.5", ev)
+	}
+}

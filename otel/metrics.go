@@ -11,12 +11,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jetway-gw/jetway/bus"
 )
 
 // MetricsSubjectPrefix starts the subject each node publishes its
 // per-second records on: jetway.metrics.<role>.<node id>, a JSON array of
 // Record.
-const MetricsSubjectPrefix = "jetway.metrics."
+const MetricsSubjectPrefix = bus.MetricsPrefix
 
 // Outcome is how a call ended, as its caller saw it.
 type Outcome uint8

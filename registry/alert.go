@@ -15,7 +15,7 @@ import (
 )
 
 // BucketAlerts holds alert rules: key = rule name, value = AlertRule JSON.
-const BucketAlerts = "jetway_alerts"
+const BucketAlerts = bus.BucketAlerts
 
 // Alert kinds.
 const (

@@ -18,7 +18,7 @@ import (
 )
 
 // BucketApps holds the apps that may call APIs: key = app id.
-const BucketApps = "jetway_apps"
+const BucketApps = bus.BucketApps
 
 // App statuses.
 const (

@@ -15,7 +15,7 @@ import (
 
 // BucketFlags holds live switches: key degrade.<api> turns an API's degrade
 // switch on or off (schemas/degrade.schema.json).
-const BucketFlags = "jetway_flags"
+const BucketFlags = bus.BucketFlags
 
 // DegradePrefix starts the key of an API's degrade switch.
 const DegradePrefix = "degrade."

@@ -9,11 +9,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
 )
 
 // BucketNonces remembers the nonces of signed requests for NonceTTL, so
 // that a request replayed on any edge of the cluster is refused.
-const BucketNonces = "jetway_nonces"
+const BucketNonces = bus.BucketNonces
 
 // NonceTTL is how long a nonce is remembered: twice the ±5 minutes a
 // signed request's timestamp may be off.

@@ -8,11 +8,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
 )
 
 // Bucket names.
 const (
-	BucketAPIs = "jetway_apis"
+	BucketAPIs = bus.BucketAPIs
 )
 
 // HistoryDepth is how many revisions of each key the buckets keep (the KV

@@ -79,6 +79,12 @@ type WatcherOptions struct {
 	Bucket BucketOptions
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Buckets are the buckets to watch, among BucketAPIs, BucketFlags,
+	// BucketAlerts and BucketApps; nil watches them all. A worker watches
+	// only the APIs and flags: its NATS user may not read the apps (they
+	// hold the signing secrets) nor the alert rules. The snapshot of a
+	// bucket not watched stays empty.
+	Buckets []string
 }
 
 // Watcher keeps the current Snapshot of the registry buckets (jetway_apis
@@ -205,13 +211,23 @@ func (w *Watcher) Run(ctx context.Context) error {
 		go w.saver(ctx)
 	}
 	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); runSet(ctx, w, w.apis) }()
-	go func() { defer wg.Done(); runSet(ctx, w, w.flags) }()
-	go func() { defer wg.Done(); runSet(ctx, w, w.alerts) }()
-	go func() { defer wg.Done(); runSet(ctx, w, w.apps) }()
+	run := func(name string, f func()) {
+		if w.watches(name) {
+			wg.Add(1)
+			go func() { defer wg.Done(); f() }()
+		}
+	}
+	run(BucketAPIs, func() { runSet(ctx, w, w.apis) })
+	run(BucketFlags, func() { runSet(ctx, w, w.flags) })
+	run(BucketAlerts, func() { runSet(ctx, w, w.alerts) })
+	run(BucketApps, func() { runSet(ctx, w, w.apps) })
 	wg.Wait()
 	return ctx.Err()
+}
+
+// watches reports whether the watcher follows the bucket.
+func (w *Watcher) watches(bucket string) bool {
+	return w.o.Buckets == nil || slices.Contains(w.o.Buckets, bucket)
 }
 
 // runSet keeps one bucket watched until ctx ends.
@@ -408,7 +424,8 @@ func fallback[T any](ctx context.Context, w *Watcher, s *kvSet[T], kv jetstream.
 func (w *Watcher) publishLocked() {
 	src := SourceNone
 	switch {
-	case w.apis.live && w.flags.live && w.alerts.live && w.apps.live:
+	case (w.apis.live || !w.watches(BucketAPIs)) && (w.flags.live || !w.watches(BucketFlags)) &&
+		(w.alerts.live || !w.watches(BucketAlerts)) && (w.apps.live || !w.watches(BucketApps)):
 		src = SourceLive
 	case w.fromFile:
 		src = SourceFile
@@ -465,7 +482,9 @@ func (w *Watcher) loadFile() error {
 	}
 	loadEntries(w, w.apis, f.APIs)
 	loadEntries(w, w.flags, f.Flags)
-	loadEntries(w, w.apps, f.Apps)
+	if w.watches(BucketApps) {
+		loadEntries(w, w.apps, f.Apps)
+	}
 	w.fromFile = true
 	w.publishLocked()
 	w.log.Info("serving from local registry snapshot until nats is reached", "file", w.o.SnapshotFile, "apis", len(w.apis.good))

@@ -496,26 +496,42 @@ func (b *Breaker) Cancel(t Ticket) {
 // applied or made here is therefore never applied again, and a breaker's own
 // transitions echoed back to it are ignored. Applying raises this breaker's
 // Gen to tr.Gen, so its next transition supersedes tr.
+//
+// A transition comes off the network and may be forged, so what it can do
+// is bounded by this breaker's own configuration, whatever it says: tr.At
+// is taken as now when it is later (a future At would hold a slow start at
+// its floor, or an open period, for as long as it likes); the open period
+// is at most MaxOpenFor, and the breaker opens until tr.At+MaxOpenFor at
+// the latest; a Gen more than MaxGenJump above this breaker's is refused
+// (it would push the pool's clock to its end, where no later transition
+// could supersede it). The worst a forged transition can do is what the
+// policy allows a failing backend: keep the circuit open for MaxOpenFor.
 func (b *Breaker) Apply(tr Transition, now time.Time) bool {
 	if tr.To != StateOpen && tr.To != StateClosed {
 		return false
 	}
+	if tr.At.After(now) {
+		tr.At = now
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advanceLocked(now)
-	if tr.Gen < b.gen || (tr.Gen == b.gen && !tr.At.After(b.since)) {
+	if tr.Gen < b.gen || (tr.Gen == b.gen && !tr.At.After(b.since)) || tr.Gen-b.gen > MaxGenJump {
 		return false
 	}
 	b.gen = tr.Gen
 	b.enterLocked(tr.To, tr.At)
 	if tr.To == StateOpen {
-		b.openFor = tr.OpenFor
+		b.openFor = min(tr.OpenFor, b.cfg.MaxOpenFor)
 		if b.openFor <= 0 {
 			b.openFor = b.cfg.OpenFor
 		}
 		b.openUntil = tr.OpenUntil
 		if b.openUntil.IsZero() {
 			b.openUntil = tr.At.Add(b.openFor)
+		}
+		if latest := tr.At.Add(b.cfg.MaxOpenFor); b.openUntil.After(latest) {
+			b.openUntil = latest
 		}
 		b.advanceLocked(now)
 		return true
@@ -524,6 +540,12 @@ func (b *Breaker) Apply(tr Transition, now time.Time) bool {
 	b.startRampLocked(tr.At)
 	return true
 }
+
+// MaxGenJump is the largest step up of Gen that Apply accepts: far more
+// transitions than a pool makes in its life (2^32 trips of a breaker that
+// opens for 5 s take 680 years), far fewer than the 2^64 a forged event
+// would need to wrap the clock around.
+const MaxGenJump = 1 << 32
 
 // advanceLocked moves open → half-open when the open period is over.
 func (b *Breaker) advanceLocked(now time.Time) {

@@ -3,6 +3,7 @@ package resilience
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -514,6 +515,54 @@ func TestBreakerApply(t *testing.T) {
 		tr, _ := brCall(t, b, brT0.Add(4*time.Second), 0, true)
 		if tr.OpenFor != 8*time.Second || tr.Gen != 2 {
 			t.Fatalf("reopen after remote open: %+v", tr)
+		}
+	})
+
+	// A transition off the network may be forged: it can never open the
+	// breaker for longer than the policy's max_open_for, hold a slow
+	// start by claiming a future time, or push Gen to the end of the clock.
+	t.Run("forged transitions are bounded by the policy", func(t *testing.T) {
+		b := mustBreaker(t, cfg)
+		now := brT0
+		forged := Transition{To: StateOpen, At: now, OpenFor: 24 * time.Hour, OpenUntil: now.Add(time.Hour), Gen: 1000}
+		if !b.Apply(forged, now) {
+			t.Fatal("not applied")
+		}
+		if tk := b.Allow(now); tk.OK || tk.RetryAfter != time.Minute {
+			t.Fatalf("ticket %+v: open for more than max_open_for (1m)", tk)
+		}
+		if s := b.State(now.Add(time.Minute)); s != StateHalfOpen {
+			t.Fatalf("state after max_open_for: %v", s)
+		}
+		// The next own trip doubles from max_open_for at most.
+		if tr, _ := brCall(t, b, now.Add(time.Minute), 0, true); tr.OpenFor != time.Minute || tr.Gen != 1001 {
+			t.Fatalf("reopen: %+v", tr)
+		}
+
+		b = mustBreaker(t, cfg)
+		future := Transition{To: StateOpen, At: now.Add(24 * time.Hour), OpenFor: time.Second, OpenUntil: now.Add(24*time.Hour + time.Second), Gen: 1}
+		if !b.Apply(future, now) {
+			t.Fatal("not applied")
+		}
+		if s := b.State(now.Add(time.Minute)); s != StateHalfOpen {
+			t.Fatalf("a future At kept the breaker open: %v", s)
+		}
+
+		b = mustBreaker(t, cfg)
+		ramp := Transition{To: StateClosed, At: now.Add(365 * 24 * time.Hour), Gen: 1}
+		if !b.Apply(ramp, now) {
+			t.Fatal("not applied")
+		}
+		if got := brAdmitted(b, now.Add(time.Minute), 100); got != 100 {
+			t.Fatalf("a future At held slow start: %d of 100 admitted a minute later", got)
+		}
+
+		b = mustBreaker(t, cfg)
+		if b.Apply(Transition{To: StateOpen, At: now, OpenFor: time.Second, Gen: math.MaxUint64}, now) {
+			t.Fatal("gen jump to the end of the clock applied")
+		}
+		if !b.Apply(Transition{To: StateOpen, At: now, OpenFor: time.Second, Gen: MaxGenJump}, now) {
+			t.Fatal("a gen within MaxGenJump refused (a fresh worker joining an old pool)")
 		}
 	})
 

@@ -105,11 +105,30 @@ func (l *ClusterLimiter) peersLocked(now time.Time) int64 {
 	return sum
 }
 
+// MaxClusterPeers bounds the peers a ClusterLimiter keeps; reports of new
+// peers past it are ignored until some fall silent.
+const MaxClusterPeers = 1024
+
 // Observe records a peer's report, received at now.
+//
+// Reports come off the network and may be forged, so each is bounded by
+// what one honest node can report: count, demand and allowance are clamped
+// to [0, Limit] (no node admits more than the limit, and demand beyond it
+// weighs no more: such a node wants all of it). A forged report can then
+// make the rule refuse for three intervals after it — as an honest node
+// that admitted the whole limit would — but never admit more than Limit,
+// and at most MaxClusterPeers peers are kept.
 func (l *ClusterLimiter) Observe(peer string, r ClusterReport, now time.Time) {
+	clamp := func(v int64) int64 { return min(max(v, 0), l.limit) }
 	l.mu.Lock()
-	l.peers[peer] = peerReport{count: r.Count, demand: r.Demand, allowance: r.Allowance, at: now}
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	if _, known := l.peers[peer]; !known && len(l.peers) >= MaxClusterPeers {
+		l.peersLocked(now) // drop the silent ones
+		if len(l.peers) >= MaxClusterPeers {
+			return
+		}
+	}
+	l.peers[peer] = peerReport{count: clamp(r.Count), demand: clamp(r.Demand), allowance: clamp(r.Allowance), at: now}
 }
 
 // Tick ends an interval: it returns this node's report for the peers and
@@ -122,7 +141,8 @@ func (l *ClusterLimiter) Tick(now time.Time) ClusterReport {
 	defer l.mu.Unlock()
 	l.win.advance(now)
 	left := l.limit - l.win.sum - l.peersLocked(now)
-	total, live := l.demand, int64(1)
+	own := min(l.demand, l.limit) // weighed as the peers' (Observe)
+	total, live := own, int64(1)
 	for _, p := range l.peers {
 		left -= p.allowance
 		total += p.demand
@@ -140,7 +160,7 @@ func (l *ClusterLimiter) Tick(now time.Time) ClusterReport {
 	case total == 0 || live > int64(len(l.peers))+1:
 		l.allowance = max(left/live, 1)
 	default:
-		l.allowance = max(left*l.demand/total, 1)
+		l.allowance = max(left*own/total, 1)
 	}
 	r := ClusterReport{Count: l.win.sum, Demand: l.demand, Allowance: l.allowance}
 	l.demand, l.spent = 0, 0

@@ -104,3 +104,42 @@ func TestClusterLimiterPeerExpires(t *testing.T) {
 		t.Fatal("cluster queue rule accepted")
 	}
 }
+
+// Reports come off the network: a forged one is bounded by what one honest
+// node could report. Negative counts cannot lift the limit, a huge demand
+// cannot starve the others of their share, and the peers kept are bounded.
+func TestClusterLimiterForgedReports(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	t0 := time.Unix(1000, 0)
+	run := func(forged ClusterReport, demand int) int {
+		l, err := NewClusterLimiter(RuleConfig{Limit: 100, Window: time.Second}, interval, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admitted := 0
+		for i := 0; i < 10; i++ { // one window
+			now := t0.Add(time.Duration(i) * interval)
+			l.Observe("forger", forged, now)
+			l.Tick(now)
+			for k := 0; k < demand; k++ {
+				if l.Take(now).Allowed {
+					admitted++
+				}
+			}
+		}
+		return admitted
+	}
+	if got := run(ClusterReport{Count: -1 << 40}, 100); got > 100 {
+		t.Fatalf("negative counts lifted the limit: %d admitted of a limit of 100", got)
+	}
+	if got := run(ClusterReport{Demand: 1 << 62}, 50); got < 50 {
+		t.Fatalf("a huge forged demand starved this node: %d admitted of a limit of 100", got)
+	}
+	l, _ := NewClusterLimiter(RuleConfig{Limit: 100, Window: time.Second}, interval, 1)
+	for i := 0; i < 2*MaxClusterPeers; i++ {
+		l.Observe(fmt.Sprint("fake", i), ClusterReport{}, t0)
+	}
+	if n := l.Peers(t0); n > MaxClusterPeers {
+		t.Fatalf("%d peers kept", n)
+	}
+}

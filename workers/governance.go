@@ -18,9 +18,10 @@ import (
 )
 
 // BreakerSubjectPrefix starts the subject a breaker change of an API is
-// published on: jetway.breaker.<api>. Every worker of the pool applies the
-// changes of the others, and anything else (alerts, dashboards) can listen.
-const BreakerSubjectPrefix = "jetway.breaker."
+// published on: jetway.breaker.<pool>.<api> (bus.BreakerSubject). Every
+// worker of the pool applies the changes of the others, and anything else
+// (alerts, dashboards) can listen.
+const BreakerSubjectPrefix = bus.BreakerPrefix
 
 // BreakerEvent is a breaker change as published on NATS.
 type BreakerEvent struct {
@@ -125,7 +126,7 @@ func failure(resp *Response, err error) string {
 // breaker fails calls fast while the backend's circuit is open, records
 // every outcome, and publishes state changes for the rest of the pool.
 func (w *Worker) breaker(a *registry.API, br *resilience.Breaker) Middleware {
-	name, backend := a.Name, a.Backend.Type+" "+a.Backend.URL
+	name, pool, backend := a.Name, a.Pool, a.Backend.Type+" "+a.Backend.URL
 	shared := a.Breaker.IsShared()
 	return func(next Backend) Backend {
 		return func(ctx context.Context, req *Request) (*Response, error) {
@@ -138,14 +139,14 @@ func (w *Worker) breaker(a *registry.API, br *resilience.Breaker) Middleware {
 			end := time.Now()
 			failed := failure(resp, err) != ""
 			if tr, changed := br.Record(tk, end, end.Sub(start), failed); changed {
-				w.publishBreaker(name, backend, tr, shared)
+				w.publishBreaker(pool, name, backend, tr, shared)
 			}
 			return resp, err
 		}
 	}
 }
 
-func (w *Worker) publishBreaker(api, backend string, tr resilience.Transition, shared bool) {
+func (w *Worker) publishBreaker(pool, api, backend string, tr resilience.Transition, shared bool) {
 	w.log.Warn("breaker changed", "api", api, "from", tr.From, "to", tr.To, "reason", tr.Reason)
 	ev := BreakerEvent{API: api, Backend: backend, Node: w.id, From: tr.From.String(), To: tr.To.String(),
 		Reason: tr.Reason, At: tr.At, OpenUntil: tr.OpenUntil, Gen: tr.Gen}
@@ -153,7 +154,7 @@ func (w *Worker) publishBreaker(api, backend string, tr resilience.Transition, s
 		ev.OpenFor = tr.OpenFor.String()
 	}
 	b, _ := json.Marshal(ev)
-	msg := &nats.Msg{Subject: BreakerSubjectPrefix + api, Data: b, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: bus.BreakerSubject(pool, api), Data: b, Header: nats.Header{}}
 	if !shared {
 		msg.Header.Set("Jetway-Breaker-Local", "1")
 	}
@@ -162,11 +163,17 @@ func (w *Worker) publishBreaker(api, backend string, tr resilience.Transition, s
 	}
 }
 
+// maxBreakerEvent bounds a breaker event a worker reads.
+const maxBreakerEvent = 16 << 10
+
 // onBreakerEvent applies another worker's breaker change to this worker's
-// breaker of the same API.
+// breaker of the same API. Only an event on the subject of the API's pool in
+// the current snapshot counts: NATS lets only that pool's workers publish
+// there, so a node of another pool (or an edge) cannot trip this circuit.
+// What the event may set is bounded by the API's policy (Breaker.Apply).
 func (w *Worker) onBreakerEvent(m *nats.Msg) {
 	var ev BreakerEvent
-	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Node == w.id || m.Header.Get("Jetway-Breaker-Local") != "" {
+	if len(m.Data) > maxBreakerEvent || json.Unmarshal(m.Data, &ev) != nil || ev.Node == w.id || m.Header.Get("Jetway-Breaker-Local") != "" {
 		return
 	}
 	w.mu.Lock()
@@ -177,6 +184,10 @@ func (w *Worker) onBreakerEvent(m *nats.Msg) {
 	}
 	st := as.state.Load()
 	if st.breaker == nil || !st.api.Breaker.IsShared() {
+		return
+	}
+	if m.Subject != bus.BreakerSubject(st.api.Pool, ev.API) {
+		w.log.Warn("breaker change ignored: not from the api's pool", "api", ev.API, "pool", st.api.Pool, "subject", m.Subject, "from_node", ev.Node)
 		return
 	}
 	var to resilience.State

@@ -48,9 +48,9 @@ type Worker struct {
 	subs    map[string]*apiSub
 	closing bool
 
-	tracer   trace.Tracer       // nil: tracing off
-	id       string             // this worker's id in breaker events
-	breakers *nats.Subscription // the pool's breaker changes
+	tracer   trace.Tracer         // nil: tracing off
+	id       string               // this worker's id in breaker events
+	breakers []*nats.Subscription // the pools' breaker changes
 
 	inflight atomic.Int64 // calls in flight across all APIs
 	dropped  atomic.Int64 // requests dropped because their deadline had passed
@@ -104,11 +104,25 @@ func New(o Options) (*Worker, error) {
 		id:      nuid.Next(),
 		tracer:  otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/workers"),
 	}
-	sub, err := o.Conn.Subscribe(BreakerSubjectPrefix+">", w.onBreakerEvent)
-	if err != nil {
-		return nil, fmt.Errorf("subscribing to breaker changes: %w", err)
+	// Only the breaker changes of the worker's own pools: a worker's NATS
+	// user may hear no others (bus.RolePermissions).
+	subjects := []string{BreakerSubjectPrefix + ">"}
+	if len(o.Pools) > 0 {
+		subjects = subjects[:0]
+		for _, p := range o.Pools {
+			subjects = append(subjects, BreakerSubjectPrefix+bus.PoolToken(p)+".>")
+		}
 	}
-	w.breakers = sub
+	for _, subj := range subjects {
+		sub, err := o.Conn.Subscribe(subj, w.onBreakerEvent)
+		if err != nil {
+			for _, s := range w.breakers {
+				_ = s.Unsubscribe()
+			}
+			return nil, fmt.Errorf("subscribing to breaker changes: %w", err)
+		}
+		w.breakers = append(w.breakers, sub)
+	}
 	return w, nil
 }
 
@@ -341,7 +355,9 @@ func (w *Worker) Subscribed() []string {
 func (w *Worker) Shutdown(ctx context.Context) error {
 	w.mu.Lock()
 	w.closing = true
-	_ = w.breakers.Unsubscribe()
+	for _, s := range w.breakers {
+		_ = s.Unsubscribe()
+	}
 	subs := make([]*nats.Subscription, 0, len(w.subs))
 	for _, as := range w.subs {
 		subs = append(subs, as.sub)

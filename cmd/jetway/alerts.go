@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/workers"
 )
@@ -29,9 +31,13 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 	}()
 	s1, err := nc.Subscribe(otel.MetricsSubjectPrefix+">", func(m *nats.Msg) {
 		var rs []otel.Record
-		if json.Unmarshal(m.Data, &rs) == nil {
-			a.ObserveRecords(rs)
+		if json.Unmarshal(m.Data, &rs) != nil {
+			return
 		}
+		// A node speaks only for itself: jetway.metrics.<role>.<id>.
+		node := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+		rs = slices.DeleteFunc(rs, func(r otel.Record) bool { return r.Node != node })
+		a.ObserveRecords(rs)
 	})
 	if err != nil {
 		return err
@@ -39,7 +45,11 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 	subs = append(subs, s1)
 	s2, err := nc.Subscribe(workers.BreakerSubjectPrefix+">", func(m *nats.Msg) {
 		var ev workers.BreakerEvent
-		if json.Unmarshal(m.Data, &ev) == nil {
+		if json.Unmarshal(m.Data, &ev) != nil {
+			return
+		}
+		// Only an event of the API's own pool counts, as for workers.
+		if api := n.watcher.Current().APIs[ev.API]; api != nil && m.Subject == bus.BreakerSubject(api.Pool, ev.API) {
 			a.ObserveBreaker(ev.API, ev.To)
 		}
 	})

@@ -42,6 +42,8 @@ Observing:
 
 Other:
   nodes     list the live nodes of the cluster from their heartbeats
+  nats-permissions
+            the NATS permissions of an edge's or a pool's workers' user, for your own cluster
   version   print the version
 
 Every command takes --help. Commands that reach NATS use --nats URL, or
@@ -88,6 +90,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdMetric(args[1:], stdout, stderr)
 	case "nodes":
 		err = cmdNodes(args[1:], stdout, stderr)
+	case "nats-permissions":
+		err = cmdNATSPermissions(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "jetway", version)
 	case "help", "-h", "--help":

@@ -198,8 +198,12 @@ func (n *node) connect(ctx context.Context, url, name, user string) (*nats.Conn,
 	}
 	if n.creds != nil { // serve with --nats-auth: each part connects as its role
 		extra = append(extra, nats.UserInfo(user, n.creds[user]))
+	} else if n.role != roleServe {
+		// An edge or a worker process connects as the user in its URL,
+		// which is its role's: every connection uses that role's inbox.
+		user = string(n.role)
 	}
-	nc, err := bus.Connect(ctx, url, bus.ConnectOptions{Name: name, Wait: true, Logger: n.log, Extra: extra})
+	nc, err := bus.Connect(ctx, url, bus.ConnectOptions{Name: name, Wait: true, Logger: n.log, Extra: extra, Role: user})
 	if err != nil {
 		return nil, err
 	}
@@ -260,12 +264,18 @@ func (n *node) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.watcher = registry.NewWatcher(registry.WatcherOptions{
+	wopts := registry.WatcherOptions{
 		Conn:         ctl,
 		SnapshotFile: filepath.Join(f.dataDir, "registry-"+string(n.role)+".json"),
 		Bucket:       registry.BucketOptions{Replicas: f.replicas},
 		Logger:       n.log,
-	})
+	}
+	if n.role == roleWorker {
+		// A worker's NATS user reads only what workers need: never the
+		// apps and their signing secrets.
+		wopts.Buckets = []string{registry.BucketAPIs, registry.BucketFlags}
+	}
+	n.watcher = registry.NewWatcher(wopts)
 
 	if n.role != roleWorker {
 		nc, err := n.connect(ctx, natsURL, "jetway-edge", bus.UserEdge)
@@ -308,9 +318,13 @@ func (n *node) run(ctx context.Context) error {
 		}
 		stopMetrics := make(chan struct{})
 		defer close(stopMetrics)
+		pub := nc // an edge's user may publish only edge metrics: serve's go as the admin
+		if n.role == roleServe {
+			pub = ctl
+		}
 		go n.metrics.Run(stopMetrics, func(rs []otel.Record) {
 			if b, err := json.Marshal(rs); err == nil {
-				_ = nc.Publish(otel.MetricsSubjectPrefix+string(n.role)+"."+n.id, b)
+				_ = pub.Publish(otel.MetricsSubjectPrefix+string(n.role)+"."+n.id, b)
 			}
 		})
 		// jetway metric asks every edge for an API's recent records.

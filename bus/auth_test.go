@@ -1,0 +1,273 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
+)
+
+// roleConn is a connection as one role's user that records the server's
+// permission violations.
+type roleConn struct {
+	*nats.Conn
+	errs chan error
+}
+
+func connectAs(t *testing.T, s *server.Server, user, pass string) *roleConn {
+	t.Helper()
+	rc := &roleConn{errs: make(chan error, 64)}
+	role := user
+	if strings.HasPrefix(user, UserWorker) {
+		role = UserWorker
+	}
+	opts := []nats.Option{nats.UserInfo(user, pass),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { rc.errs <- err })}
+	if p := InboxPrefix(role); p != "" {
+		opts = append(opts, nats.CustomInboxPrefix(p))
+	}
+	rc.Conn = natstest.Connect(t, s, opts...)
+	return rc
+}
+
+// denied runs f and waits for the server's permissions violation naming
+// subject.
+func (rc *roleConn) denied(t *testing.T, what, subject string, f func()) {
+	t.Helper()
+	f()
+	_ = rc.FlushTimeout(2 * time.Second)
+	timeout := time.After(2 * time.Second)
+	for {
+		select {
+		case err := <-rc.errs:
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), `"`+subject+`"`) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("%s: no permissions violation for %q", what, subject)
+		}
+	}
+}
+
+// allowed checks that no violation was reported so far.
+func (rc *roleConn) allowed(t *testing.T, what string) {
+	t.Helper()
+	_ = rc.FlushTimeout(2 * time.Second)
+	select {
+	case err := <-rc.errs:
+		t.Fatalf("%s: %v", what, err)
+	default:
+	}
+}
+
+// The roles' users on a real server: each may do what its role needs and
+// the server refuses the rest — above all, no edge and no worker of another
+// pool may publish a pool's breaker events, and no worker may read the apps
+// (they hold the HMAC signing secrets).
+func TestRolePermissionsOnServer(t *testing.T) {
+	creds := Credentials{UserAdmin: "a", UserEdge: "e", UserWorker: "w"}
+	opts := natstest.DefaultOptions(t)
+	opts.Users = append(creds.users(),
+		&server.User{Username: "worker-orders", Password: "wo", Permissions: RolePermissions(UserWorker, "orders")},
+		&server.User{Username: "worker-eu", Password: "we", Permissions: RolePermissions(UserWorker, "eu")})
+	s := natstest.RunServerWithOptions(t, opts)
+
+	admin := connectAs(t, s, UserAdmin, "a")
+	ajs, _ := jetstream.New(admin.Conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kvs := map[string]jetstream.KeyValue{}
+	for _, b := range []string{BucketAPIs, BucketFlags, BucketApps, BucketAlerts, BucketNonces} {
+		kv, err := ajs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvs[b] = kv
+	}
+	if _, err := kvs[BucketApps].Put(ctx, "shop", []byte(`{"signing_secret":"s3cret"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kvs[BucketAPIs].Put(ctx, "orders.get", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan string, 16) // breaker events the admin hears
+	if _, err := admin.Subscribe(BreakerPrefix+">", func(m *nats.Msg) { heard <- m.Subject }); err != nil {
+		t.Fatal(err)
+	}
+	admin.Flush()
+
+	edge := connectAs(t, s, UserEdge, "e")
+	orders := connectAs(t, s, "worker-orders", "wo")
+	eu := connectAs(t, s, "worker-eu", "we")
+	worker := connectAs(t, s, UserWorker, "w") // every pool, as on the embedded server
+
+	forged := []byte(`{"api":"orders.get","to":"open","open_until":"2999-01-01T00:00:00Z","gen":99999}`)
+	subj := BreakerSubject("orders", "orders.get")
+	edge.denied(t, "edge publishes a breaker event", subj, func() { _ = edge.Publish(subj, forged) })
+	eu.denied(t, "worker of pool eu publishes for pool orders", subj, func() { _ = eu.Publish(subj, forged) })
+	// Pool "eu" cannot pass for a pool "eu.x" either: dots are no token boundary.
+	dotted := BreakerSubject("eu.x", "a")
+	if dotted != "jetway.breaker.eu:x.a" {
+		t.Fatalf("BreakerSubject(eu.x, a) = %q", dotted)
+	}
+	eu.denied(t, "worker of pool eu publishes for pool eu.x", dotted, func() { _ = eu.Publish(dotted, forged) })
+	if err := orders.Publish(subj, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	orders.allowed(t, "worker of pool orders publishes its breaker event")
+	select {
+	case got := <-heard:
+		if got != subj {
+			t.Fatalf("heard a breaker event on %s", got)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the pool's own breaker event did not arrive")
+	}
+	select {
+	case got := <-heard:
+		t.Fatalf("a forged breaker event got through on %s", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	eu.denied(t, "worker of pool eu listens to pool orders' breakers", BreakerPrefix+"orders.>", func() {
+		_, _ = eu.Subscribe(BreakerPrefix+"orders.>", func(*nats.Msg) {})
+	})
+	for _, c := range []*roleConn{edge, orders, eu} {
+		c.denied(t, "heartbeat as another role", HeartbeatSubject("serve", "x"), func() { _ = c.Publish(HeartbeatSubject("serve", "x"), []byte(`{}`)) })
+	}
+	orders.denied(t, "worker publishes a rate-limit report", RateLimitSubject, func() { _ = orders.Publish(RateLimitSubject, []byte(`{}`)) })
+	orders.denied(t, "worker publishes metrics", MetricsPrefix+"edge.x", func() { _ = orders.Publish(MetricsPrefix+"edge.x", []byte(`[]`)) })
+
+	// Workers join only their pools' queue groups, and never listen to
+	// every request.
+	if _, err := orders.QueueSubscribe(APISubject("orders.get"), QueueGroup("orders"), func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }); err != nil {
+		t.Fatal(err)
+	}
+	orders.allowed(t, "worker of pool orders joins its queue group")
+	eu.denied(t, "worker of pool eu joins pool orders' group", APISubject("orders.get"), func() {
+		_, _ = eu.QueueSubscribe(APISubject("orders.get"), QueueGroup("orders"), func(*nats.Msg) {})
+	})
+	eu.denied(t, "worker listens to every request", APIPrefix+">", func() { _, _ = eu.Subscribe(APIPrefix+">", func(*nats.Msg) {}) })
+	// The edge calls; the worker may answer that call (and nothing else).
+	if m, err := edge.Request(APISubject("orders.get"), nil, 2*time.Second); err != nil || string(m.Data) != "ok" {
+		t.Fatalf("edge → worker → edge: %v %v", m, err)
+	}
+	orders.denied(t, "worker publishes on an inbox it was not asked on", InboxPrefixEdge+".x", func() { _ = orders.Publish(InboxPrefixEdge+".x", nil) })
+
+	// Nobody but the admin writes the registry; only edges claim nonces.
+	edge.denied(t, "edge writes an api", "$KV."+BucketAPIs+".orders.get", func() { _ = edge.Publish("$KV."+BucketAPIs+".orders.get", []byte(`{}`)) })
+	worker.denied(t, "worker claims a nonce", "$KV."+BucketNonces+".n1", func() { _ = worker.Publish("$KV."+BucketNonces+".n1", nil) })
+	ejs, _ := jetstream.New(edge.Conn)
+	nonces, err := ejs.KeyValue(ctx, BucketNonces)
+	if err != nil {
+		t.Fatalf("edge opens the nonce bucket: %v", err)
+	}
+	if _, err := nonces.Create(ctx, "n1", []byte("1")); err != nil {
+		t.Fatalf("edge claims a nonce: %v", err)
+	}
+
+	// Edges read the apps; workers read the APIs but never the apps.
+	apps, err := ejs.KeyValue(ctx, BucketApps)
+	if err != nil {
+		t.Fatalf("edge opens apps: %v", err)
+	}
+	if e, err := apps.Get(ctx, "shop"); err != nil || !strings.Contains(string(e.Value()), "s3cret") {
+		t.Fatalf("edge reads an app: %v", err)
+	}
+	w, err := apps.Watch(ctx, "shop")
+	if err != nil {
+		t.Fatalf("edge watches apps: %v", err)
+	}
+	if e := <-w.Updates(); e == nil || e.Key() != "shop" {
+		t.Fatalf("edge watch: %v", e)
+	}
+	_ = w.Stop()
+	edge.allowed(t, "edge reads and watches apps")
+
+	for _, c := range []*roleConn{worker, orders} {
+		js, _ := jetstream.New(c.Conn)
+		apis, err := js.KeyValue(ctx, BucketAPIs)
+		if err != nil {
+			t.Fatalf("worker opens apis: %v", err)
+		}
+		if _, err := apis.Get(ctx, "orders.get"); err != nil {
+			t.Fatalf("worker reads an api: %v", err)
+		}
+		aw, err := apis.WatchAll(ctx)
+		if err != nil {
+			t.Fatalf("worker watches apis: %v", err)
+		}
+		if e := <-aw.Updates(); e == nil || e.Key() != "orders.get" {
+			t.Fatalf("worker watch: %v", e)
+		}
+		_ = aw.Stop()
+		c.allowed(t, "worker reads and watches apis")
+
+		short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+		c.denied(t, "worker opens apps", "$JS.API.STREAM.INFO.KV_"+BucketApps, func() { _, _ = js.KeyValue(short, BucketApps) })
+		cancelShort()
+		direct := "$JS.API.DIRECT.GET.KV_" + BucketApps + ".$KV." + BucketApps + ".shop"
+		c.denied(t, "worker direct-gets an app", direct, func() { _ = c.PublishRequest(direct, c.NewInbox(), nil) })
+		c.denied(t, "worker consumes apps", "$JS.API.CONSUMER.CREATE.KV_"+BucketApps, func() {
+			_ = c.PublishRequest("$JS.API.CONSUMER.CREATE.KV_"+BucketApps, c.NewInbox(), []byte(`{}`))
+		})
+		c.denied(t, "worker listens to app writes", "$KV."+BucketApps+".>", func() { _, _ = c.Subscribe("$KV."+BucketApps+".>", func(*nats.Msg) {}) })
+		// Replies and watch deliveries to edges (the apps included) go to
+		// the edges' inbox, which workers may not hear.
+		c.denied(t, "worker listens to the edges' inbox", InboxPrefixEdge+".>", func() { _, _ = c.Subscribe(InboxPrefixEdge+".>", func(*nats.Msg) {}) })
+		c.denied(t, "worker listens to the default inbox", "_INBOX.>", func() { _, _ = c.Subscribe("_INBOX.>", func(*nats.Msg) {}) })
+	}
+}
+
+// An unknown role may do nothing.
+func TestRolePermissionsUnknownRole(t *testing.T) {
+	p := RolePermissions("wroker")
+	if p == nil || p.Publish == nil || len(p.Publish.Allow) != 0 || len(p.Publish.Deny) != 1 || p.Publish.Deny[0] != ">" {
+		t.Fatalf("unknown role: %+v", p)
+	}
+	if RolePermissions(UserAdmin) != nil {
+		t.Fatal("admin is narrowed")
+	}
+}
+
+// The configuration snippet for external clusters means exactly
+// RolePermissions to a nats-server.
+func TestPermissionsConfigParses(t *testing.T) {
+	for _, tc := range []struct {
+		role  string
+		pools []string
+	}{{UserEdge, nil}, {UserWorker, nil}, {UserWorker, []string{"orders", "eu.west"}}} {
+		block, err := PermissionsConfig(tc.role, tc.pools...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := filepath.Join(t.TempDir(), "n.conf")
+		text := "authorization { users = [ { user: u, password: p, " + block + " } ] }\n"
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		opts, err := server.ProcessConfigFile(conf)
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", tc.role, tc.pools, err, text)
+		}
+		got, want := opts.Users[0].Permissions, RolePermissions(tc.role, tc.pools...)
+		if !reflect.DeepEqual(got.Publish.Allow, want.Publish.Allow) || !reflect.DeepEqual(got.Subscribe.Allow, want.Subscribe.Allow) ||
+			!reflect.DeepEqual(got.Response, want.Response) {
+			t.Fatalf("%s %v: parsed %+v %+v %+v, want %+v %+v %+v", tc.role, tc.pools, got.Publish, got.Subscribe, got.Response, want.Publish, want.Subscribe, want.Response)
+		}
+	}
+	for _, bad := range [][]string{{"admin"}, {"wroker"}, {"edge", "orders"}, {"worker", "a.>"}} {
+		if _, err := PermissionsConfig(bad[0], bad[1:]...); err == nil {
+			t.Errorf("PermissionsConfig%v: no error", bad)
+		}
+	}
+}
