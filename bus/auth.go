@@ -79,11 +79,14 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			InboxPrefixEdge + ".>",
 			RateLimitSubject,
 			MetricsPrefix + ">", BreakerPrefix + ">", // the alerts' inputs
+			MetricsQuerySubject,
 			HeartbeatPrefix + ">",
 		}
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: sub},
+			// The answer to a metrics query goes to the asker's inbox.
+			Response: &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute},
 		}
 	case UserWorker:
 		pub := []string{

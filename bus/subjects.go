@@ -47,6 +47,13 @@ const (
 	// nodes than the subject's, of seconds out of the alert window, or
 	// with negative counts are dropped).
 	MetricsPrefix = "jetway.metrics."
+	// MetricsQuerySubject is where every edge answers for the per-second
+	// records it keeps of an API (jetway metric's recent history). It lies
+	// outside MetricsPrefix, so those who follow the records never see
+	// the questions. A forged query costs an edge one bounded answer
+	// (an hour of one API's records) sent to whoever asked; the records
+	// are no secret to anyone who may follow MetricsPrefix.
+	MetricsQuerySubject = "jetway.query.metrics"
 	// AlertPrefix starts the subject of alert events:
 	// jetway.alerts.<rule>.<target>. Edges publish them for operators;
 	// no Jetway node acts on them, so a forged one misleads only a

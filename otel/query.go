@@ -3,14 +3,15 @@ package otel
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/jetway-gw/jetway/bus"
 )
 
 // MetricsQuerySubject is where every edge answers for the per-second
 // records it keeps (the same ring as the admin listener's /metric), so a
 // command can show an API's recent past before it follows the live
-// records. It lies outside MetricsSubjectPrefix: those who follow the
-// records never see the questions.
-const MetricsQuerySubject = "jetway.query.metrics"
+// records.
+const MetricsQuerySubject = bus.MetricsQuerySubject
 
 // MetricsQuery asks a node for an API's records of the last Seconds.
 type MetricsQuery struct {
