@@ -66,6 +66,12 @@ func TestSignedRequests(t *testing.T) {
 	if st, b := send(r); st != 200 || b != "in" {
 		t.Fatalf("signed request: %d %s", st, b)
 	}
+	// The scheme name in any case, with several spaces after it (RFC 7235).
+	if st, b := send(signed(url1, `{"n":1}`, func(r *http.Request) {
+		r.Header.Set("Authorization", "jw1-hmac-sha256   "+strings.TrimPrefix(r.Header.Get("Authorization"), sign.Scheme+" "))
+	})); st != 200 || b != "in" {
+		t.Errorf("signed, scheme in lower case: %d %s", st, b)
+	}
 	for i, base := range []string{url1, url2} {
 		rr, _ := http.NewRequest("POST", base+"/signed?b=2&a=1", strings.NewReader(`{"n":1}`))
 		rr.Header.Set("Content-Type", "application/json")
