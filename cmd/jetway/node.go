@@ -318,6 +318,13 @@ func (n *node) run(ctx context.Context) error {
 			if err != nil {
 				n.log.Warn("creating registry buckets", "err", err)
 			}
+			// A deleted nonce bucket would leave signed APIs refused on
+			// every edge whose user may not create it: re-create it.
+			if err := registry.KeepNonces(ctx, ctl, registry.BucketOptions{Replicas: f.replicas}, func(err error) {
+				n.log.Warn("re-creating the nonce bucket", "err", err)
+			}); err != nil {
+				n.log.Warn("watching the nonce bucket", "err", err)
+			}
 		}
 		if n.tracing != nil {
 			eo.Tracing = n.tracing
