@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/sign"
 )
 
 // With --nats-auth, every role connects as its own NATS user: edges and
@@ -183,4 +188,78 @@ func TestForgedBreakerEvents(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second+time.Second {
 		t.Fatalf("the forged open_until (1h) held the circuit open %v; max_open_for is 2s", d)
 	}
+}
+
+// The nonce bucket deleted with everything up: an edge process, whose NATS
+// user may not create streams, refuses signed calls (503) until serve, the
+// admin node, has re-created the bucket, then serves them again.
+func TestNonceBucketRecreatedForEdges(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	srv := startNode(t, "serve", "serve", data, "--nats-auth")
+	srv.waitReady(t)
+	b, err := os.ReadFile(filepath.Join(data, "nats-credentials.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var creds map[string]string
+	if err := json.Unmarshal(b, &creds); err != nil {
+		t.Fatal(err)
+	}
+	withUser := func(user string) string {
+		return strings.Replace(srv.natsURL, "nats://", "nats://"+user+":"+creds[user]+"@", 1)
+	}
+	putAPI(t, withUser("admin"), `{"name":"signed.api","pool":"sg","route":{"method":"POST","path":"/v1/signed"},"backend":{"type":"mock","body":"ok"},"auth":{"methods":["hmac"]}}`)
+	res := jetway(t, "", "app", "create", "signer", "--api", "signed.*", "--hmac", "--nats", withUser("admin"))
+	m := secretRE.FindStringSubmatch(res.stdout)
+	if res.code != 0 || m == nil {
+		t.Fatalf("app create --hmac: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	secret, err := base64.RawURLEncoding.DecodeString(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge := startNode(t, "edge", "edge", "", "--nats", withUser("edge"))
+	edge.waitReady(t)
+	signed := func() (int, string) {
+		r, _ := http.NewRequest("POST", edge.edge+"/v1/signed", strings.NewReader("payload"))
+		if err := sign.Sign(r, []byte("payload"), "signer", secret); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitForFunc(t, func() error {
+		if st, b := signed(); st != 200 {
+			return fmt.Errorf("before: %d %s", st, b)
+		}
+		return nil
+	})
+
+	nc, err := nats.Connect(withUser("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := js.DeleteKeyValue(ctx, "jetway_nonces"); err != nil {
+		t.Fatal(err)
+	}
+	waitForFunc(t, func() error {
+		st, b := signed()
+		if st != 200 && st != 503 {
+			t.Fatalf("bucket gone: %d %s (want 503 until it is back)", st, b)
+		}
+		if st != 200 {
+			return fmt.Errorf("after deleting the bucket: %d %s", st, b)
+		}
+		return nil
+	})
 }

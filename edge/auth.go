@@ -94,16 +94,35 @@ func (ix *appIndex) issuerApp(token string) *authApp {
 	return ix.byIssuer[claims.Iss]
 }
 
+// CutAuthScheme reads an Authorization value of the given scheme: the
+// scheme name matched case-insensitively and one or more spaces after it
+// (RFC 7235 §2.1: credentials = auth-scheme 1*SP token68/params), so
+// "bearer  x" is "Bearer x". It returns the credentials after the spaces,
+// and false for another scheme or a scheme with nothing after it.
+func CutAuthScheme(authz, scheme string) (string, bool) {
+	if len(authz) <= len(scheme) || authz[len(scheme)] != ' ' || !strings.EqualFold(authz[:len(scheme)], scheme) {
+		return "", false
+	}
+	return strings.TrimLeft(authz[len(scheme):], " "), true
+}
+
+// hasScheme reports whether an Authorization value is of the scheme, as
+// CutAuthScheme reads it.
+func hasScheme(authz, scheme string) bool {
+	_, ok := CutAuthScheme(authz, scheme)
+	return ok
+}
+
 // apiKey takes the caller's API key from X-Api-Key or "Authorization:
 // ApiKey <key>", and removes it from the headers: credentials are never
 // passed on to backends.
 func apiKey(h http.Header) string {
 	key := h.Get("X-Api-Key")
 	delete(h, "X-Api-Key")
-	if auth := h.Get("Authorization"); strings.HasPrefix(auth, "ApiKey ") {
+	if rest, ok := CutAuthScheme(h.Get("Authorization"), "ApiKey"); ok {
 		delete(h, "Authorization")
 		if key == "" {
-			key = strings.TrimSpace(strings.TrimPrefix(auth, "ApiKey "))
+			key = strings.TrimSpace(rest)
 		}
 	}
 	return key
@@ -167,7 +186,7 @@ func (ix *appIndex) authenticate(w http.ResponseWriter, r *http.Request, rt *rou
 	var aa *authApp
 	key := apiKey(r.Header)
 	authz := r.Header.Get("Authorization")
-	bearer, hasBearer := strings.CutPrefix(authz, "Bearer ")
+	bearer, hasBearer := CutAuthScheme(authz, "Bearer")
 	switch {
 	case body != nil && rt.api.Auth.Has("hmac"): // a signed request (its body was read for the digest)
 		var ok bool

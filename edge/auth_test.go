@@ -42,7 +42,7 @@ func TestAPIKeyAuth(t *testing.T) {
 		return nil
 	})
 	g.publish(`{"name":"orders.get","pool":"p","route":{"path":"/orders"},"backend":{"type":"http","url":"` + backend.URL + `"},
-		"auth":{"methods":["key"]},"rate_limits":[{"key":["app"],"limit":2,"window":"1m"}]}`)
+		"auth":{"methods":["key"]},"rate_limits":[{"key":["app"],"limit":4,"window":"1m"}]}`)
 
 	for _, tc := range []struct {
 		name   string
@@ -56,6 +56,8 @@ func TestAPIKeyAuth(t *testing.T) {
 		{"not granted", []string{"X-Api-Key", key2}, 403, "FORBIDDEN"},
 		{"granted", []string{"X-Api-Key", key1, "X-Jetway-App", "forged"}, 200, ""},
 		{"granted, Authorization", []string{"Authorization", "ApiKey " + key1}, 200, ""},
+		{"granted, scheme in lower case", []string{"Authorization", "apikey " + key1}, 200, ""},
+		{"granted, spaces after the scheme", []string{"Authorization", "APIKEY   " + key1}, 200, ""},
 		{"app limit", []string{"X-Api-Key", key1}, 429, "RATE_LIMITED"},
 	} {
 		r := g.do("GET", "/orders", nil, tc.hdr...)

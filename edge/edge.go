@@ -425,7 +425,7 @@ func (e *Edge) handler(prod *route) http.HandlerFunc {
 		clientIP := addr.String()
 		app := "anonymous"
 		var body *bytes.Buffer // read early only for a signed request (its digest is signed)
-		if rt.apps != nil && strings.HasPrefix(r.Header.Get("Authorization"), sign.Scheme+" ") {
+		if rt.apps != nil && hasScheme(r.Header.Get("Authorization"), sign.Scheme) {
 			if body = readBody(w, r, rt, id); body == nil {
 				return
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/edge"
@@ -66,6 +67,12 @@ func TestSignedRequests(t *testing.T) {
 	if st, b := send(r); st != 200 || b != "in" {
 		t.Fatalf("signed request: %d %s", st, b)
 	}
+	// The scheme name in any case, with several spaces after it (RFC 7235).
+	if st, b := send(signed(url1, `{"n":1}`, func(r *http.Request) {
+		r.Header.Set("Authorization", "jw1-hmac-sha256   "+strings.TrimPrefix(r.Header.Get("Authorization"), sign.Scheme+" "))
+	})); st != 200 || b != "in" {
+		t.Errorf("signed, scheme in lower case: %d %s", st, b)
+	}
 	for i, base := range []string{url1, url2} {
 		rr, _ := http.NewRequest("POST", base+"/signed?b=2&a=1", strings.NewReader(`{"n":1}`))
 		rr.Header.Set("Content-Type", "application/json")
@@ -100,5 +107,62 @@ func TestSignedRequests(t *testing.T) {
 	nonceConn.Close()
 	if st, b := send(signed(url1, `{"n":4}`, nil)); st != 503 || !strings.Contains(b, "nonce store") {
 		t.Errorf("nonce store down: %d %s", st, b)
+	}
+}
+
+// The nonce bucket deleted with the bus up: signed calls are refused (503,
+// never let through) until the store has re-created it, then pass again,
+// without a restart; replays stay refused.
+func TestSignedRequestsNonceBucketDeleted(t *testing.T) {
+	g := newGatewayWith(t, edge.Options{})
+	url, w, _ := g.addEdgeWith(t, edge.Options{Nonces: registry.NewNonceStore(g.nc, registry.BucketOptions{})})
+	ctx := context.Background()
+	secret, _ := registry.NewHMACSecret()
+	if _, err := g.client.PutApp(ctx, &registry.App{ID: "shop", Status: registry.AppActive, HMACSecrets: []registry.HMACSecret{secret}, APIs: []string{"signed.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	g.publish(`{"name":"signed.post","pool":"p","route":{"method":"POST","path":"/signed"},"backend":{"type":"mock","body":"in"},"auth":{"methods":["hmac"]}}`)
+	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
+		if w.Current().APIs["signed.post"] == nil || w.Current().Apps["shop"] == nil {
+			return fmt.Errorf("not loaded")
+		}
+		return nil
+	})
+	call := func(auth string) (int, string, string) {
+		r, _ := http.NewRequest("POST", url+"/signed", strings.NewReader(`{}`))
+		if auth == "" {
+			sign.Sign(r, []byte(`{}`), "shop", secret.Bytes())
+		} else {
+			r.Header.Set("Authorization", auth)
+		}
+		resp, err := testClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), r.Header.Get("Authorization")
+	}
+	if st, b, _ := call(""); st != 200 {
+		t.Fatalf("before: %d %s", st, b)
+	}
+	js, _ := jetstream.New(g.nc)
+	if err := js.DeleteKeyValue(ctx, registry.BucketNonces); err != nil {
+		t.Fatal(err)
+	}
+	var auth string
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		st, b, a := call("")
+		if st != 200 && (st != 503 || !strings.Contains(b, "nonce store")) {
+			t.Fatalf("bucket gone: %d %s (want 503 until it is back)", st, b)
+		}
+		if st != 200 {
+			return fmt.Errorf("%d %s", st, b)
+		}
+		auth = a
+		return nil
+	})
+	if st, b, _ := call(auth); st != 401 || !strings.Contains(b, "replay") {
+		t.Errorf("replay after re-creation: %d %s", st, b)
 	}
 }

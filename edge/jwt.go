@@ -204,6 +204,9 @@ func (v *jwtVerifier) verify(token string) (string, error) {
 func (v *jwtVerifier) check(token string) (string, jwt.MapClaims, error) {
 	claims := jwt.MapClaims{}
 	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		if crit, ok := t.Header["crit"]; ok {
+			return nil, critError(crit)
+		}
 		kid, _ := t.Header["kid"].(string)
 		key, ok := v.key(kid)
 		if !ok {
@@ -243,6 +246,24 @@ func (v *jwtVerifier) check(token string) (string, jwt.MapClaims, error) {
 		return "", nil, fmt.Errorf("no %q claim naming the app", v.appClaim)
 	}
 	return app, claims, nil
+}
+
+// critError is why a token with a "crit" header is refused. RFC 7515
+// §4.1.11: a recipient must reject a JWS whose crit lists an extension it
+// does not understand, and crit must be a non-empty array of names. Jetway
+// understands no extension, so every crit is refused, before any key is
+// looked up; the message says whether it was malformed or just unknown.
+func critError(crit any) error {
+	names, ok := crit.([]any)
+	if !ok || len(names) == 0 {
+		return errors.New(`malformed "crit" header (RFC 7515 §4.1.11: a non-empty array of extension names)`)
+	}
+	for _, n := range names {
+		if s, ok := n.(string); !ok || s == "" {
+			return errors.New(`malformed "crit" header (RFC 7515 §4.1.11: a non-empty array of extension names)`)
+		}
+	}
+	return fmt.Errorf(`the "crit" header names %d extension(s) that must be understood, and this gateway understands none (RFC 7515 §4.1.11)`, len(names))
 }
 
 // jwk is one key of a JWKS (RFC 7517), of the kinds Jetway verifies with.

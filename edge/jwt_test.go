@@ -125,6 +125,28 @@ func TestJWTAuth(t *testing.T) {
 	if r := g.do("GET", "/tok", nil); r.status != 401 || !strings.Contains(r.body, "jwt") {
 		t.Errorf("no credentials: %d %s", r.status, r.body)
 	}
+	// The scheme name is case-insensitive, with one or more spaces after
+	// it (RFC 7235 §2.1); a token with a crit header is refused.
+	good := sign(jwt.SigningMethodES256, "ec1", ecKey, claims(nil))
+	for _, authz := range []string{"bearer " + good, "BEARER " + good, "bEaReR " + good, "Bearer   " + good} {
+		if r := g.do("GET", "/tok", nil, "Authorization", authz); r.status != 200 {
+			t.Errorf("%.12q…: %d %s", authz, r.status, r.body)
+		}
+	}
+	for _, authz := range []string{"Bearer" + good, "Bearer\t" + good, "Bearerx " + good} {
+		if r := g.do("GET", "/tok", nil, "Authorization", authz); r.status != 401 {
+			t.Errorf("%.12q…: %d %s", authz, r.status, r.body)
+		}
+	}
+	crit := jwt.NewWithClaims(jwt.SigningMethodES256, claims(nil))
+	crit.Header["kid"], crit.Header["crit"], crit.Header["b64"] = "ec1", []string{"b64"}, true
+	critTok, err := crit.SignedString(ecKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := g.do("GET", "/tok", nil, "Authorization", "Bearer "+critTok); r.status != 401 || r.code != "UNAUTHENTICATED" || !strings.Contains(r.body, "crit") {
+		t.Errorf("crit header: %d %s", r.status, r.body)
+	}
 }
 
 func must(b []byte, err error) []byte {

@@ -357,6 +357,47 @@ func TestJWTCacheConcurrent(t *testing.T) {
 	}
 }
 
+// critHeaders are "crit" values a token may carry: extensions Jetway does
+// not know, ones it does implement in other ways (exp, b64), and malformed
+// ones. Every one is refused (RFC 7515 §4.1.11).
+var critHeaders = []any{[]string{"exp"}, []string{"b64"}, []string{"http://example.com/ext", "kid"}, []string{}, "exp", []any{1}, []any{""}, nil, map[string]any{"exp": true}}
+
+// signCrit signs the test claims with a "crit" header (and, for b64, the
+// header it names).
+func signCrit(tb testing.TB, m jwt.SigningMethod, kid string, key any, crit any) string {
+	tb.Helper()
+	tok := jwt.NewWithClaims(m, testClaims(nil))
+	tok.Header["kid"] = kid
+	tok.Header["crit"] = crit
+	if c, ok := crit.([]string); ok && len(c) == 1 && c[0] == "b64" {
+		tok.Header["b64"] = true
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// A token naming any critical extension is refused with a reason, though
+// its signature and claims are good, and is never cached as accepted.
+func TestJWTCritRefused(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(testNow.UnixNano())
+	v := newTestVerifier(t, &clock)
+	for _, crit := range critHeaders {
+		tok := signCrit(t, jwt.SigningMethodES256, "ec1", testECKey, crit)
+		for range 2 { // the second call would be a cache hit
+			if app, err := v.verify(tok); err == nil || !strings.Contains(err.Error(), `"crit"`) {
+				t.Errorf("crit %v: app %q, err %v; want refused for its crit header", crit, app, err)
+			}
+		}
+	}
+	if _, err := v.verify(signTest(t, jwt.SigningMethodES256, "ec1", testECKey, testClaims(nil))); err != nil {
+		t.Fatalf("the same token without crit: %v", err)
+	}
+}
+
 // FuzzJWTVerify feeds whole tokens to a verifier of an ES256 and an HS256
 // key. It must never panic, and accept only what we signed: a token it
 // takes must carry one of the headers and claims signed by the test keys,
@@ -378,6 +419,11 @@ func FuzzJWTVerify(f *testing.F) {
 		tok := signTest(f, m, kid, key, testClaims(nil))
 		signed[tok[:strings.LastIndex(tok, ".")]] = true
 		f.Add(tok)
+		// Validly signed, but with a crit header: never accepted, so
+		// never in signed.
+		for _, crit := range critHeaders {
+			f.Add(signCrit(f, m, kid, key, crit))
+		}
 	}
 	f.Add("")
 	f.Fuzz(func(t *testing.T, token string) {

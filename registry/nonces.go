@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,33 +27,94 @@ var ErrReplay = errors.New("nonce already used")
 
 // NonceStore claims nonces in a JetStream KV bucket shared by every edge:
 // the first Create of a key wins, so a replay fails on any edge.
+//
+// A bucket deleted while the bus is up (by an operator, or by nats kv del)
+// heals: a claim that finds the bucket gone starts one re-open in the
+// background — bind, or create where this connection's user may — at most
+// once per nonceReopenMin, backing off to nonceReopenMax while it keeps
+// failing. The claim itself fails at once (signed requests are refused,
+// never let through). The handle in use is kept meanwhile: a KV claim is a
+// publish on the bucket's subject, so it works again the moment anyone
+// (this store, KeepNonces in the admin node) re-creates the bucket. An
+// edge whose NATS user may not create streams therefore recovers as soon as
+// the admin node has re-created it.
 type NonceStore struct {
 	nc *nats.Conn
 	o  BucketOptions
 
-	mu sync.Mutex
-	kv jetstream.KeyValue
+	kv atomic.Pointer[jetstream.KeyValue] // nil until first opened; read without a lock
+
+	mu sync.Mutex // only for the first open: claims on an open bucket never take it
+
+	reopening atomic.Bool  // a background re-open is running
+	nextTry   atomic.Int64 // Unix ns before which no re-open starts
+	backoff   atomic.Int64 // the wait after the next failed re-open
 }
+
+// Re-open pacing of a NonceStore whose bucket is gone.
+const (
+	nonceReopenMin     = time.Second
+	nonceReopenMax     = 30 * time.Second
+	nonceReopenTimeout = 5 * time.Second
+)
 
 // NewNonceStore returns a store that opens its bucket on first use.
 func NewNonceStore(nc *nats.Conn, o BucketOptions) *NonceStore { return &NonceStore{nc: nc, o: o} }
 
 func (s *NonceStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	if kv := s.kv.Load(); kv != nil {
+		return *kv, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.kv != nil {
-		return s.kv, nil
+	if kv := s.kv.Load(); kv != nil {
+		return *kv, nil
 	}
+	kv, err := s.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.kv.Store(&kv)
+	return kv, nil
+}
+
+func (s *NonceStore) open(ctx context.Context) (jetstream.KeyValue, error) {
 	js, err := jetstream.New(s.nc)
 	if err != nil {
 		return nil, err
 	}
-	kv, err := OpenNonces(ctx, js, s.o)
-	if err != nil {
-		return nil, err
+	return OpenNonces(ctx, js, s.o)
+}
+
+// bucketGone reports whether err says the bucket's stream does not exist:
+// a KV write is a publish, which no stream answers then.
+func bucketGone(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, nats.ErrNoResponders)
+}
+
+// reopen starts one background re-open of the bucket, unless one runs or
+// the last failed too recently.
+func (s *NonceStore) reopen() {
+	if time.Now().UnixNano() < s.nextTry.Load() || !s.reopening.CompareAndSwap(false, true) {
+		return
 	}
-	s.kv = kv
-	return kv, nil
+	go func() {
+		defer s.reopening.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), nonceReopenTimeout)
+		defer cancel()
+		kv, err := s.open(ctx)
+		if err == nil {
+			s.kv.Store(&kv)
+			s.backoff.Store(0)
+			s.nextTry.Store(0)
+			return
+		}
+		wait := time.Duration(s.backoff.Load())
+		wait = min(max(wait, nonceReopenMin), nonceReopenMax)
+		s.backoff.Store(int64(min(2*wait, nonceReopenMax)))
+		s.nextTry.Store(time.Now().Add(wait).UnixNano())
+	}()
 }
 
 // OpenNonces opens the jetway_nonces bucket, creating it when missing.
@@ -71,11 +133,74 @@ func (s *NonceStore) Claim(ctx context.Context, key string) error {
 		return fmt.Errorf("nonce store: %w", err)
 	}
 	_, err = kv.Create(ctx, key, nil)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
 		return ErrReplay
-	}
-	if err != nil {
+	case bucketGone(err):
+		s.reopen()
+		return fmt.Errorf("nonce store: bucket %s is gone, re-opening it: %w", BucketNonces, err)
+	case err != nil:
 		return fmt.Errorf("nonce store: %w", err)
 	}
 	return nil
 }
+
+// KeepNonces re-creates the nonce bucket whenever JetStream reports its
+// stream deleted, until ctx ends; it also checks every nonceKeepEvery, for
+// an advisory missed while disconnected, and retries a failed re-creation
+// from nonceReopenMin on. The admin node (serve) runs it over its admin
+// connection, for the edges whose NATS user may not create streams: their
+// stores recover as soon as the bucket is back. onErr (may be nil) hears
+// of a failed re-creation; retries back off to nonceKeepEvery.
+func KeepNonces(ctx context.Context, nc *nats.Conn, o BucketOptions, onErr func(error)) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	kick := make(chan struct{}, 1)
+	sub, err := nc.Subscribe(nonceDeletedAdvisory, func(*nats.Msg) {
+		select {
+		case kick <- struct{}{}:
+		default: // a re-creation is pending already
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("watching the nonce bucket: %w", err)
+	}
+	go func() {
+		defer sub.Unsubscribe()
+		t := time.NewTimer(nonceKeepEvery)
+		defer t.Stop()
+		retry := nonceReopenMin // doubles while re-creation keeps failing
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-kick:
+			case <-t.C:
+			}
+			octx, cancel := context.WithTimeout(ctx, nonceReopenTimeout)
+			_, err := OpenNonces(octx, js, o) // binds when it exists: one stream info
+			cancel()
+			next := nonceKeepEvery
+			if err == nil {
+				retry = nonceReopenMin
+			} else if ctx.Err() == nil {
+				next, retry = retry, min(2*retry, nonceKeepEvery)
+				if onErr != nil {
+					onErr(err)
+				}
+			}
+			t.Reset(next)
+		}
+	}()
+	return nil
+}
+
+// nonceKeepEvery is how often KeepNonces checks the bucket without an
+// advisory.
+const nonceKeepEvery = 30 * time.Second
+
+// nonceDeletedAdvisory is the JetStream advisory published when the nonce
+// bucket's stream is deleted.
+const nonceDeletedAdvisory = "$JS.EVENT.ADVISORY.STREAM.DELETED.KV_" + BucketNonces

@@ -109,12 +109,14 @@ type Params struct {
 }
 
 // Parse reads a JW1-HMAC-SHA256 Authorization header; every part is
-// required but headers.
+// required but headers. The scheme name is case-insensitive and may be
+// followed by several spaces (RFC 7235 §2.1); the string to sign always
+// names the scheme as Scheme, whatever the header's spelling.
 func Parse(auth string) (Params, error) {
-	rest, ok := strings.CutPrefix(auth, Scheme+" ")
-	if !ok {
+	if len(auth) <= len(Scheme) || auth[len(Scheme)] != ' ' || !strings.EqualFold(auth[:len(Scheme)], Scheme) {
 		return Params{}, fmt.Errorf("not a %s authorization", Scheme)
 	}
+	rest := strings.TrimLeft(auth[len(Scheme):], " ")
 	var p Params
 	seen := map[string]bool{}
 	for _, part := range strings.Split(rest, ",") {

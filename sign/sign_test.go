@@ -25,8 +25,33 @@ func TestSignAndParse(t *testing.T) {
 	}
 }
 
+// The scheme name is case-insensitive and may be followed by several
+// spaces (RFC 7235 §2.1), but it must be followed by one.
+func TestParseScheme(t *testing.T) {
+	const params = "app=shop,ts=1700000000,nonce=abcdefghijklmnop,sig=xyz"
+	for _, tc := range []struct {
+		auth string
+		ok   bool
+	}{
+		{Scheme + " " + params, true},
+		{strings.ToLower(Scheme) + " " + params, true},
+		{"Jw1-Hmac-Sha256   " + params, true},
+		{Scheme + params, false},
+		{Scheme + "\t" + params, false},
+		{Scheme, false},
+		{"JW1-HMAC-SHA25 " + params, false},
+		{"Bearer " + params, false},
+	} {
+		p, err := Parse(tc.auth)
+		if (err == nil) != tc.ok || tc.ok && (p.App != "shop" || p.Sig != "xyz") {
+			t.Errorf("Parse(%q) = %+v, %v; want ok %v", tc.auth, p, err, tc.ok)
+		}
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add(Scheme + " app=shop,ts=1700000000,nonce=abcdefghijklmnop,headers=content-type,sig=xyz")
+	f.Add("jw1-hmac-sha256   app=shop,ts=1700000000,nonce=abcdefghijklmnop,sig=xyz")
 	f.Add(Scheme + " app=,ts=,nonce=,sig=")
 	f.Add("Bearer x")
 	f.Fuzz(func(t *testing.T, s string) {

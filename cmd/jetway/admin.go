@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"net/http/pprof"
 	"strconv"
 	"time"
+
+	"github.com/jetway-gw/jetway/edge"
 )
 
 // adminHandler serves the admin listener: /healthz answers while the
@@ -99,18 +102,61 @@ func parseTime(s string) (time.Time, error) {
 
 // requireToken guards the admin listener with a bearer token, except
 // /healthz and /readyz, which load balancers and orchestrators probe
-// without credentials (they tell no more than up or ready and why).
+// without credentials (they tell no more than up or ready and why). The
+// scheme name is case-insensitive (RFC 7235); the tokens are compared as
+// SHA-256 digests in constant time, so neither the time taken nor an early
+// return on a length mismatch tells how much of a guess was right or how
+// long the token is.
 func requireToken(token string, next http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
+	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" ||
-			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) == 1 {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
 			next.ServeHTTP(w, r)
 			return
+		}
+		if got, ok := edge.CutAuthScheme(r.Header.Get("Authorization"), "Bearer"); ok {
+			sum := sha256.Sum256([]byte(got))
+			if subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
+				next.ServeHTTP(w, r)
+				return
+			}
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="jetway-admin"`)
 		http.Error(w, "the admin listener needs Authorization: Bearer <admin token>", http.StatusUnauthorized)
 	})
+}
+
+// Admin tokens must be at least minAdminTokenLen printable ASCII
+// characters (no spaces: they travel in a header) with at least
+// minAdminTokenDistinct different ones. 32 characters is 128 bits of
+// entropy in the weakest usual encoding of random bytes (hex, as
+// openssl rand -hex 16 makes); the distinct count refuses the obvious
+// non-random ones ("aaaa…", "abab…", "12341234…") without pretending to
+// measure entropy. Random hex of 32 characters has fewer than 8 different
+// ones with a probability under 1e-7.
+const (
+	minAdminTokenLen      = 32
+	minAdminTokenDistinct = 8
+)
+
+// checkAdminToken refuses a weak admin token, naming the rule; "" (no
+// token) is checkAdminAddr's business.
+func checkAdminToken(token string) error {
+	if token == "" {
+		return nil
+	}
+	distinct := map[rune]bool{}
+	for _, c := range token {
+		if c < '!' || c > '~' {
+			return fmt.Errorf("%w: --admin-token (or JETWAY_ADMIN_TOKEN) must be printable ASCII without spaces (make one with: openssl rand -hex 32)", errUsage)
+		}
+		distinct[c] = true
+	}
+	if len(token) < minAdminTokenLen || len(distinct) < minAdminTokenDistinct {
+		return fmt.Errorf("%w: --admin-token (or JETWAY_ADMIN_TOKEN) is too weak: it needs at least %d characters, at least %d of them different (it has %d, %d different); make one with: openssl rand -hex 32",
+			errUsage, minAdminTokenLen, minAdminTokenDistinct, len(token), len(distinct))
+	}
+	return nil
 }
 
 // checkAdminAddr refuses an admin listener reachable from other hosts

@@ -95,3 +95,27 @@ func TestChangedFields(t *testing.T) {
 		}
 	}
 }
+
+// serve --nats-auth sets up the embedded server's users; with a NATS URL
+// from --nats or JETWAY_NATS_URL nothing is embedded, and the combination
+// is refused before anything starts, saying where the URL came from.
+func TestServeNATSAuthWithURL(t *testing.T) {
+	for _, args := range [][]string{
+		// --log-level loud is refused after this check: without the check
+		// the node stops at once with another message.
+		{"serve", "--nats-auth", "--nats", "nats://127.0.0.1:1", "--log-level", "loud"},
+		{"serve", "--nats", "nats://127.0.0.1:1", "--nats-auth=true", "--log-level", "loud"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(args, strings.NewReader(""), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "--nats-auth") || !strings.Contains(stderr.String(), "--nats is given") {
+			t.Errorf("jetway %q: exit %d, stderr %q", args, code, stderr.String())
+		}
+	}
+	t.Setenv("JETWAY_NATS_URL", "nats://127.0.0.1:1")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"serve", "--nats-auth", "--data", t.TempDir(), "--log-level", "loud"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "JETWAY_NATS_URL is set") {
+		t.Errorf("JETWAY_NATS_URL and --nats-auth: exit %d, stderr %q", code, stderr.String())
+	}
+}

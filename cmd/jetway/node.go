@@ -127,7 +127,7 @@ func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
 		fs.Var(&f.ipDeny, "ip-deny", "client addresses or CIDRs refused for every API (403); comma-separated or repeated")
 	}
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz, /metrics, /nodes, ...); empty disables it")
-	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "bearer token the admin listener requires (except /healthz and /readyz); required when --admin is not on loopback (env JETWAY_ADMIN_TOKEN)")
+	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "bearer token the admin listener requires (except /healthz and /readyz); required when --admin is not on loopback; 32 printable characters at least, 8 of them different: openssl rand -hex 32 (env JETWAY_ADMIN_TOKEN)")
 	if r == roleWorker {
 		fs.Var(&f.pools, "pool", "pool to serve; repeat or comma-separate for several (required)")
 	}
@@ -152,7 +152,13 @@ func cmdNode(r role, args []string, stderr io.Writer) error {
 	if len(pos) > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
 	}
+	if err := checkAdminToken(f.adminToken); err != nil {
+		return err
+	}
 	if err := checkAdminAddr(f.admin, f.adminToken); err != nil {
+		return err
+	}
+	if err := checkNATSAuth(fs, f); err != nil {
 		return err
 	}
 	if r == roleWorker && len(f.pools) == 0 {
@@ -167,6 +173,25 @@ func cmdNode(r role, args []string, stderr io.Writer) error {
 	defer stop()
 	n := &node{role: r, f: f, log: log, id: nuid.Next()}
 	return n.run(ctx)
+}
+
+// checkNATSAuth refuses serve --nats-auth with a NATS URL: the flag sets up
+// the users of the embedded server, and with --nats (or JETWAY_NATS_URL)
+// nothing is embedded, so it would silently do nothing while the operator
+// believes NATS is locked down.
+func checkNATSAuth(fs *flag.FlagSet, f *nodeFlags) error {
+	if !f.natsAuth || f.natsURL == "" {
+		return nil
+	}
+	from := "JETWAY_NATS_URL is set"
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "nats" {
+			from = "--nats is given"
+		}
+	})
+	return fmt.Errorf("%w: --nats-auth sets up the users of the embedded NATS server, but %s, so none is embedded and it would do nothing: "+
+		"drop --nats-auth and put the admin user in the URL (nats://admin:<password>@host:port; an external NATS has its own users, see deploy/nats/README.md), "+
+		"or drop the URL to embed a server", errUsage, from)
 }
 
 // node is one running jetway process and what it owns.
@@ -305,6 +330,13 @@ func (n *node) run(ctx context.Context) error {
 			cancel()
 			if err != nil {
 				n.log.Warn("creating registry buckets", "err", err)
+			}
+			// A deleted nonce bucket would leave signed APIs refused on
+			// every edge whose user may not create it: re-create it.
+			if err := registry.KeepNonces(ctx, ctl, registry.BucketOptions{Replicas: f.replicas}, func(err error) {
+				n.log.Warn("re-creating the nonce bucket", "err", err)
+			}); err != nil {
+				n.log.Warn("watching the nonce bucket", "err", err)
 			}
 		}
 		if n.tracing != nil {
