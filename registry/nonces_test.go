@@ -66,7 +66,7 @@ func TestKeepNoncesForEdgesThatCannotCreate(t *testing.T) {
 	}
 	s := natstest.RunServerWithOptions(t, o)
 	admin := natstest.Connect(t, s, nats.UserInfo(bus.UserAdmin, "admin-pw"))
-	edge := natstest.Connect(t, s, nats.UserInfo(bus.UserEdge, "edge-pw"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	edge := natstest.Connect(t, s, nats.UserInfo(bus.UserEdge, "edge-pw"), nats.CustomInboxPrefix(bus.InboxPrefix(bus.UserEdge)), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	js, _ := jetstream.New(admin)
 	if _, err := registry.OpenNonces(context.Background(), js, registry.BucketOptions{}); err != nil {
 		t.Fatal(err)
