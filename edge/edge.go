@@ -507,8 +507,10 @@ func (e *Edge) handler(prod *route) http.HandlerFunc {
 
 		h := nats.Header(r.Header)
 		bus.CleanHeaders(h)
+		dropCallerForwarding(h)
 		delete(h, "Content-Length")
 		h["X-Forwarded-For"] = []string{chain}
+		h["X-Real-Ip"] = []string{clientIP}
 		h["X-Forwarded-Host"] = []string{r.Host}
 		if r.TLS != nil {
 			h["X-Forwarded-Proto"] = []string{"https"}
