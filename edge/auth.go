@@ -151,7 +151,7 @@ func (ix *appIndex) verifySigned(w http.ResponseWriter, r *http.Request, rt *rou
 		writeError(w, bus.CodeUnauthenticated, "signature timestamp missing or more than 5 minutes off", id)
 		return nil, false
 	}
-	s := sign.StringToSign(r.Method, r.URL.RawPath, r.URL.RawQuery, p.TS, p.Nonce, body, p.Headers, r.Header)
+	s := sign.StringToSign(r.Method, sentPath(w, r), r.URL.RawQuery, p.TS, p.Nonce, body, p.Headers, r.Header)
 	valid := false
 	for _, sec := range aa.app.HMACSecrets {
 		if hmac.Equal([]byte(sign.MAC(sec.Bytes(), s)), []byte(p.Sig)) {

@@ -69,3 +69,31 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) (addr netip.Addr, chain
 	}
 	return addr, chain
 }
+
+// callerForwarding are request headers that tell some backends who the
+// client is or which URL was asked for (IIS and Symfony take X-Original-Url
+// as the path). Only the edge says that: it drops these, whoever sent them,
+// and sets X-Forwarded-For (see clientAddr), X-Forwarded-Host,
+// X-Forwarded-Proto and X-Real-Ip itself.
+var callerForwarding = []string{
+	"Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip", "X-Cluster-Client-Ip",
+	"X-Original-Url", "X-Rewrite-Url",
+}
+
+// dropCallerForwarding removes, in place, the request headers a backend
+// must not get from a caller: every X-Forwarded-* and callerForwarding
+// header, and every header whose name has a '_'. CGI, WSGI and Rack
+// backends read '_' and '-' alike, so X_Forwarded_For would pass for the
+// edge's X-Forwarded-For and X_Jetway_App for the worker's X-Jetway-App;
+// like nginx's default (underscores_in_headers off), such names are
+// dropped rather than mapped. h holds canonical names, as net/http makes.
+func dropCallerForwarding(h map[string][]string) {
+	for k := range h {
+		if strings.IndexByte(k, '_') >= 0 || strings.HasPrefix(k, "X-Forwarded-") {
+			delete(h, k)
+		}
+	}
+	for _, k := range callerForwarding {
+		delete(h, k)
+	}
+}

@@ -383,20 +383,27 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// Route on the escaped path, always: the parameters forwarded to the
-	// backend are then exactly the bytes the caller sent.
-	r.URL.RawPath = r.URL.EscapedPath()
-	if !checkPath(r.URL.RawPath) {
-		writeError(w, bus.CodeBadRequest, "request path is not in canonical form (dot segments, empty segments, encoded slashes or control characters)", id)
+	// Route, authenticate and forward one string: the canonical escaped
+	// path (see canonicalPath). It is computed from the bytes the caller
+	// sent, which Go keeps in RawPath unless they are the default escaping
+	// of Path. Path, the decoded form, is the same for both.
+	sent := r.URL.RawPath
+	if sent == "" {
+		sent = r.URL.EscapedPath()
+	}
+	canon, err := canonicalPath(sent)
+	if err != nil {
+		writeError(w, bus.CodeBadRequest, "request path "+err.Error(), id)
 		return
 	}
+	r.URL.RawPath = canon
 	addr, chain := clientAddr(r, e.o.TrustedProxies)
 	if !e.o.IPRules.empty() && !e.o.IPRules.Allows(addr) {
 		writeError(w, bus.CodeForbidden, "client address not allowed", id)
 		return
 	}
 	rec := recorderPool.Get().(*recorder)
-	*rec = recorder{ResponseWriter: w, addr: addr, chain: chain}
+	*rec = recorder{ResponseWriter: w, addr: addr, chain: chain, sentPath: sent}
 	start := time.Now()
 	e.router.Load().mux.ServeHTTP(rec, r)
 	e.observe(rec, r, id, start)
@@ -475,8 +482,10 @@ func (e *Edge) handler(prod *route) http.HandlerFunc {
 
 		h := nats.Header(r.Header)
 		bus.CleanHeaders(h)
+		dropCallerForwarding(h)
 		delete(h, "Content-Length")
 		h["X-Forwarded-For"] = []string{chain}
+		h["X-Real-Ip"] = []string{clientIP}
 		h["X-Forwarded-Host"] = []string{r.Host}
 		if r.TLS != nil {
 			h["X-Forwarded-Proto"] = []string{"https"}

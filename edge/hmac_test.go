@@ -103,6 +103,19 @@ func TestSignedRequests(t *testing.T) {
 			t.Errorf("%s: %d %s", name, st, b)
 		}
 	}
+	// The path signed is the path as sent; the edge routes its canonical
+	// form, so another spelling of the same path needs its own signature.
+	rs, _ := http.NewRequest("POST", url1+"/sign%65d?b=2&a=1", strings.NewReader(`{"n":5}`))
+	if err := sign.Sign(rs, []byte(`{"n":5}`), "shop", secret.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if st, b := send(rs); st != 200 || b != "in" {
+		t.Errorf("signed, path not canonical: %d %s", st, b)
+	}
+	rs = signed(url1, `{"n":6}`, func(r *http.Request) { r.URL.RawPath, r.URL.Path = "/sign%65d", "/signed" })
+	if st, b := send(rs); st != 401 {
+		t.Errorf("signed /signed, sent /sign%%65d: %d %s", st, b)
+	}
 	// The nonce store goes away: signed requests are refused (503), never let through.
 	nonceConn.Close()
 	if st, b := send(signed(url1, `{"n":4}`, nil)); st != 503 || !strings.Contains(b, "nonce store") {

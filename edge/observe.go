@@ -22,6 +22,8 @@ type recorder struct {
 	addr   netip.Addr // the client's address (clientAddr)
 	chain  string     // the X-Forwarded-For to send on
 	app    string     // the authenticated app, if any
+
+	sentPath string // the escaped path as the caller sent it, before canonicalPath
 }
 
 // markApp notes the authenticated app of a request.
@@ -37,6 +39,16 @@ func requestAddr(w http.ResponseWriter, r *http.Request) (netip.Addr, string) {
 		return rec.addr, rec.chain
 	}
 	return clientAddr(r, nil)
+}
+
+// sentPath is the escaped path as the caller sent it: what a signed
+// request signs. Its canonical form, which is routed and forwarded, is a
+// function of it, so the signature covers that too.
+func sentPath(w http.ResponseWriter, r *http.Request) string {
+	if rec, ok := w.(*recorder); ok && rec.sentPath != "" {
+		return rec.sentPath
+	}
+	return r.URL.RawPath
 }
 
 var recorderPool = sync.Pool{New: func() any { return new(recorder) }}

@@ -490,14 +490,17 @@ func validParamName(s string) bool {
 }
 
 // pathChar reports RFC 3986 pchar characters, without '%' (literal route
-// segments are matched against the decoded path, so they are written
-// unescaped) and without '{', '}' and '*', which have meaning in patterns.
+// segments are matched against the canonical path, in which these are
+// never escaped), without '{', '}' and '*', which have meaning in patterns,
+// and without ';', which the edge refuses in request paths (servlet
+// containers read it as path parameters), so a route with it would never
+// match.
 func pathChar(c byte) bool {
 	switch {
 	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 		return true
 	}
-	return strings.IndexByte("-._~!$&'()+,;=:@", c) >= 0
+	return strings.IndexByte("-._~!$&'()+,=:@", c) >= 0
 }
 
 // checkBackendURL checks an http backend URL template: absolute http(s),

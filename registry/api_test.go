@@ -152,11 +152,14 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestParseRoutePath(t *testing.T) {
+	if _, _, err := parseRoutePath("/v1/a:b@c!$&'()+,=-._~"); err != nil {
+		t.Errorf("pchar literal refused: %v", err)
+	}
 	params, catchAll, err := parseRoutePath("/v1/{a}/x/{b_2}/*")
 	if err != nil || len(params) != 2 || params[0] != "a" || params[1] != "b_2" || !catchAll {
 		t.Fatalf("got %v %v %v", params, catchAll, err)
 	}
-	for _, bad := range []string{"", "x", "/a//b", "/{a}/{a}", "/{1a}", "/{a", "/a b", "/a%20b", "/.", "/a/*/b", "/{a}x"} {
+	for _, bad := range []string{"", "x", "/a//b", "/{a}/{a}", "/{1a}", "/{a", "/a b", "/a%20b", "/.", "/a/*/b", "/{a}x", "/a;b", "/a/..;"} {
 		if _, _, err := parseRoutePath(bad); err == nil {
 			t.Errorf("parseRoutePath(%q) accepted", bad)
 		}
