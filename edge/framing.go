@@ -166,8 +166,7 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		n, err := c.Conn.Read(p)
 		c.feed(p[:n])
 		c.err = err
-		var ne net.Error
-		if err != nil && len(c.hdr) > 0 && !(errors.As(err, &ne) && ne.Timeout()) {
+		if err != nil && len(c.hdr) > 0 && !isTimeout(err) {
 			// The connection ended inside a header block: hand over what
 			// came, unchecked (the server refuses an unfinished request).
 			// A timeout is different: the server uses a past deadline to
@@ -186,6 +185,13 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// isTimeout reports whether err is a timeout. Its own function, so that
+// the net.Error errors.As needs on the heap is allocated only on an error.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // keepBuf is the most a connection keeps of a buffer between reads: an

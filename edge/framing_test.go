@@ -175,6 +175,28 @@ func TestGuardFramingMemory(t *testing.T) {
 	}
 }
 
+// TestGuardFramingAllocs: the watch allocates nothing per request, stray
+// line ends after a POST included.
+func TestGuardFramingAllocs(t *testing.T) {
+	pair := postA + "\r\n" + "GET /b HTTP/1.1\r\nHost: x\r\n\r\n"
+	buf := make([]byte, 4096)
+	run := func(n int) float64 {
+		data := []byte(strings.Repeat(pair, n))
+		return testing.AllocsPerRun(5, func() {
+			c := &framingConn{Conn: &chunkConn{data: data, n: 700}, max: 1 << 16}
+			for {
+				if _, err := c.Read(buf); err != nil {
+					break
+				}
+			}
+		})
+	}
+	// A buffer may grow once more on the longer stream; per request is 1000s.
+	if few, many := run(10), run(1000); many > few+2 {
+		t.Errorf("%v allocations for 10 pairs of requests, %v for 1000", few, many)
+	}
+}
+
 func TestBlockEnd(t *testing.T) {
 	for in, want := range map[string]int{
 		"GET / HTTP/1.1\r\nHost: x\r\n\r\nrest": 27,
