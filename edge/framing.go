@@ -23,13 +23,37 @@ import (
 // through ConnContext) counts the requests it serves on the connection and
 // answers that one 400 BAD_REQUEST, closing the connection.
 //
-// The guard follows request framing only as far as it needs to: a
-// Content-Length body is counted and the next header block watched again.
-// A chunked body, a length it cannot parse or an oversized header block ends
-// the watch; the edge then closes the connection after that request, so no
-// request is ever served unwatched. Put the guard outermost, and set
-// ConnContext and DisableGeneralOptionsHandler on the http.Server (the edge
-// must see every request for its count to match the guard's).
+// The guard keeps one invariant: its block n is exactly the bytes Go's
+// server parses as request n of the connection, for every n up to the block
+// at which the watch ends; the edge closes the connection after that one, so
+// no later request is ever served unwatched. To keep it, the guard frames
+// the stream as net/http's server does (conn.readRequest, textproto):
+//   - after a request whose method is exactly POST, the server drops up to
+//     four CR or LF bytes before the next request line; the guard passes
+//     them on without counting them as a block (however the reads split
+//     them);
+//   - the request line is exactly the first line; the server refuses an
+//     empty one, so a block starting with CR or LF is not followed;
+//   - a header block ends at the first empty line (CRLF or bare LF);
+//   - a body is exactly its Content-Length. A body the handler leaves
+//     unread is discarded up to 256 KiB or the connection is closed, and
+//     Expect: 100-continue with an unread body closes it too: either way
+//     the next request starts where the guard expects it, or is never read.
+//
+// Where it cannot be sure it stops watching: a chunked body, a length it
+// cannot parse or lengths that differ, a folded header line (obs-fold: the
+// server joins it to the field before), a protocol other than HTTP/1.0 or
+// HTTP/1.1 (such as "PRI * HTTP/2.0"). A block it hands over unchecked (an
+// empty request line, one over the size limit, one the connection's end cut
+// short) is one the server refuses itself; it is marked refused all the
+// same, should the server ever serve it. After HTTP/1.0 without keep-alive,
+// Connection: close or an upgrade the server or the edge closes after the
+// response, so what follows is never served, whatever the guard makes of it.
+//
+// Put the guard outermost, and set ConnContext and
+// DisableGeneralOptionsHandler on the http.Server (the edge must see every
+// request for its count to match the guard's); do not enable unencrypted
+// HTTP/2 (http.Server.Protocols) on its listener: the guard frames HTTP/1.
 //
 // The watch costs one copy of the header bytes and no allocation per
 // request; an idle connection keeps no more than a few KiB.
@@ -93,11 +117,16 @@ type framingConn struct {
 	max    int
 	state  int
 	left   int64  // body bytes still to pass (watchBody)
+	skip   int    // stray CR/LF bytes the server drops before the next request line
 	hdr    []byte // the header block read so far (watchHeaders)
 	out    []byte // checked bytes; the server has read out[off:] yet
 	off    int
 	err    error // a read error to return (once) when out is empty
 	blocks int64 // header blocks handed to the server
+
+	// onBlock, for tests, is called with each header block as it is
+	// handed over (nil for one handed over unchecked).
+	onBlock func(block []byte)
 
 	badAt  atomic.Int64 // number of the ambiguous block; 0: none
 	offAt  atomic.Int64 // number of the block after which the watch ended; 0: watching
@@ -137,14 +166,12 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		n, err := c.Conn.Read(p)
 		c.feed(p[:n])
 		c.err = err
-		var ne net.Error
-		if err != nil && len(c.hdr) > 0 && !(errors.As(err, &ne) && ne.Timeout()) {
+		if err != nil && len(c.hdr) > 0 && !isTimeout(err) {
 			// The connection ended inside a header block: hand over what
 			// came, unchecked (the server refuses an unfinished request).
 			// A timeout is different: the server uses a past deadline to
 			// stop its background read, and reads on afterwards.
-			c.stop()
-			c.out, c.hdr = append(c.out, c.hdr...), nil
+			c.unchecked(nil)
 		}
 	}
 	n := copy(p, c.out[c.off:])
@@ -160,15 +187,36 @@ func (c *framingConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// isTimeout reports whether err is a timeout. Its own function, so that
+// the net.Error errors.As needs on the heap is allocated only on an error.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 // keepBuf is the most a connection keeps of a buffer between reads: an
 // occasional big header block must not stay with every idle connection.
 const keepBuf = 8 << 10
 
-// stop ends the watch after the blocks handed over so far (at least one:
-// the block being handed over when the watch ends).
+// stop ends the watch after the block being handed over (c.blocks).
 func (c *framingConn) stop() {
 	c.state = watchOff
-	c.offAt.Store(max(c.blocks, 1))
+	c.offAt.Store(c.blocks)
+}
+
+// unchecked hands over the block being read and rest without checking
+// them, numbering the block, marking it refused and ending the watch. It is
+// for a block the server refuses itself, so that if it ever served one the
+// edge would refuse it.
+func (c *framingConn) unchecked(rest []byte) {
+	c.blocks++
+	c.badAt.Store(c.blocks)
+	c.stop()
+	if c.onBlock != nil {
+		c.onBlock(nil)
+	}
+	c.out = append(append(c.out, c.hdr...), rest...)
+	c.hdr = nil
 }
 
 // feed takes bytes read from the connection in watchHeaders state and moves
@@ -179,20 +227,42 @@ func (c *framingConn) feed(b []byte) {
 			c.out = append(c.out, b...)
 			return
 		}
+		if len(c.hdr) == 0 {
+			// Between requests. After a POST the server drops up to four
+			// CR or LF bytes (what it peeks of them) before the request
+			// line: pass them on, not as a block of their own.
+			n := 0
+			for n < c.skip && n < len(b) && (b[n] == '\r' || b[n] == '\n') {
+				n++
+			}
+			c.out = append(c.out, b[:n]...)
+			c.skip -= n
+			if b = b[n:]; len(b) == 0 {
+				return // more may follow in the next read
+			}
+			c.skip = 0
+			if b[0] == '\r' || b[0] == '\n' {
+				// An empty request line: the server refuses it and
+				// closes the connection.
+				c.unchecked(b)
+				return
+			}
+		}
 		start := len(c.hdr)
 		c.hdr = append(c.hdr, b...)
 		end := blockEnd(c.hdr, max(start-3, 0))
 		if end < 0 {
 			if len(c.hdr) > c.max { // the server answers 431 itself
-				c.blocks++
-				c.stop()
-				c.out, c.hdr = append(c.out, c.hdr...), nil
+				c.unchecked(nil)
 			}
 			return
 		}
 		block := c.hdr[:end]
 		rest := b[len(b)-(len(c.hdr)-end):]
 		c.blocks++
+		if c.onBlock != nil {
+			c.onBlock(block)
+		}
 		c.check(block)
 		c.out = append(c.out, block...)
 		if cap(c.hdr) > keepBuf {
@@ -232,21 +302,30 @@ func blockEnd(b []byte, from int) int {
 	return -1
 }
 
-// check reads one request's header block and sets the watch state for what
-// follows it.
+// check reads one request's header block (it starts with neither CR nor
+// LF) and sets the watch state for what follows it.
 func (c *framingConn) check(block []byte) {
-	var line []byte
-	rest := block
-	for len(line) == 0 && len(rest) > 0 { // the request line (Go skips a CRLF after a POST body)
-		line, rest, _ = bytes.Cut(rest, []byte("\n"))
-		line = bytes.TrimRight(line, "\r")
+	// The request line is exactly the first line, split as the server
+	// splits it (parseRequestLine), with its line end taken off.
+	line, rest, _ := bytes.Cut(block, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	method, target, ok1 := bytes.Cut(line, []byte(" "))
+	_, proto, ok2 := bytes.Cut(target, []byte(" "))
+	http10 := string(proto) == "HTTP/1.0"
+	http1 := ok1 && ok2 && (http10 || string(proto) == "HTTP/1.1")
+	if string(method) == "POST" {
+		c.skip = 4
 	}
-	http10 := bytes.HasSuffix(line, []byte(" HTTP/1.0"))
 	var cl []byte
-	clCount, te := 0, false
+	clCount, te, folded := 0, false, false
 	for len(rest) > 0 {
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))
-		name, value, ok := bytes.Cut(bytes.TrimRight(line, "\r"), []byte(":"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
+			folded = true // continues the field before it
+			continue
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
 			continue
 		}
@@ -268,9 +347,10 @@ func (c *framingConn) check(block []byte) {
 	case te && (clCount != 0 || http10):
 		c.badAt.Store(c.blocks)
 		c.stop()
-	case te, clCount < 0, clCount > 0 && !ok:
-		// Chunked (the edge closes after it), or lengths the server
-		// refuses, or one too long to follow: watch no further.
+	case te, clCount < 0, clCount > 0 && !ok, folded, !http1:
+		// Chunked (the edge closes after it), lengths the server refuses
+		// or one too long to follow, a field the server joins across
+		// lines, or a protocol not framed as HTTP/1.1: watch no further.
 		c.stop()
 	case clCount > 0 && n > 0:
 		c.state, c.left = watchBody, n
