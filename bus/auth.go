@@ -99,12 +99,14 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		sub := []string{InboxPrefixWorker + ".>", HeartbeatPrefix + ">"}
 		if len(pools) == 0 {
 			pub = append(pub, BreakerPrefix+">")
-			sub = append(sub, APIPrefix+"> "+QueuePrefix+">", SandboxPrefix+"> "+QueuePrefix+">", BreakerPrefix+">")
+			sub = append(sub, APIPrefix+"*.> "+QueuePrefix+">", SandboxPrefix+"*.> "+QueuePrefix+">", BreakerPrefix+">")
 		}
 		for _, p := range pools {
 			breakers := BreakerPrefix + PoolToken(p) + ".>"
 			pub = append(pub, breakers)
-			sub = append(sub, APIPrefix+"> "+QueueGroup(p), SandboxPrefix+"> "+QueueGroup(p), breakers)
+			// Its pools' calls only: the pool is in the API subject.
+			tok := PoolToken(p) + ".>"
+			sub = append(sub, APIPrefix+tok+" "+QueueGroup(p), SandboxPrefix+tok+" "+QueueGroup(p), breakers)
 		}
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub},

@@ -149,16 +149,21 @@ func TestRolePermissionsOnServer(t *testing.T) {
 
 	// Workers join only their pools' queue groups, and never listen to
 	// every request.
-	if _, err := orders.QueueSubscribe(APISubject("orders.get"), QueueGroup("orders"), func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }); err != nil {
+	if _, err := orders.QueueSubscribe(APISubject("orders", "orders.get"), QueueGroup("orders"), func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }); err != nil {
 		t.Fatal(err)
 	}
 	orders.allowed(t, "worker of pool orders joins its queue group")
-	eu.denied(t, "worker of pool eu joins pool orders' group", APISubject("orders.get"), func() {
-		_, _ = eu.QueueSubscribe(APISubject("orders.get"), QueueGroup("orders"), func(*nats.Msg) {})
+	eu.denied(t, "worker of pool eu joins pool orders' group", APISubject("orders", "orders.get"), func() {
+		_, _ = eu.QueueSubscribe(APISubject("orders", "orders.get"), QueueGroup("orders"), func(*nats.Msg) {})
 	})
 	eu.denied(t, "worker listens to every request", APIPrefix+">", func() { _, _ = eu.Subscribe(APIPrefix+">", func(*nats.Msg) {}) })
+	// Not even in its own queue group: the pool is in the subject, so a
+	// worker of pool eu cannot take pool orders' calls (bodies, callers).
+	eu.denied(t, "worker of pool eu takes pool orders' calls in its own group", APISubject("orders", "orders.get"), func() {
+		_, _ = eu.QueueSubscribe(APISubject("orders", "orders.get"), QueueGroup("eu"), func(*nats.Msg) {})
+	})
 	// The edge calls; the worker may answer that call (and nothing else).
-	if m, err := edge.Request(APISubject("orders.get"), nil, 2*time.Second); err != nil || string(m.Data) != "ok" {
+	if m, err := edge.Request(APISubject("orders", "orders.get"), nil, 2*time.Second); err != nil || string(m.Data) != "ok" {
 		t.Fatalf("edge → worker → edge: %v %v", m, err)
 	}
 	orders.denied(t, "worker publishes on an inbox it was not asked on", InboxPrefixEdge+".x", func() { _ = orders.Publish(InboxPrefixEdge+".x", nil) })

@@ -10,9 +10,10 @@ import (
 )
 
 // Subject and queue group prefixes. An API's requests travel on
-// APIPrefix+name; every worker of the API's pool subscribes to that subject
-// in the queue group QueuePrefix+pool, so each request reaches exactly one
-// worker of the pool. An API's sandbox tier travels on SandboxPrefix+name.
+// APIPrefix+pool token+"."+name (APISubject); every worker of the API's pool
+// subscribes to that subject in the queue group QueuePrefix+pool, so each
+// request reaches exactly one worker of the pool. An API's sandbox tier
+// travels on SandboxPrefix+pool token+"."+name with the tier's pool.
 const (
 	APIPrefix     = "jetway.api."
 	SandboxPrefix = "jetway.sandbox."
@@ -129,14 +130,18 @@ func ValidName(s string) error {
 	return nil
 }
 
-// APISubject is the subject an API's requests are published on. The name
-// must have passed ValidName.
-func APISubject(api string) string { return APIPrefix + api }
+// APISubject is the subject an API's requests are published on:
+// jetway.api.<pool token>.<api>. The pool is in the subject so that a
+// worker's NATS user can be allowed to hear its own pools' calls only (a
+// compromised worker of one pool cannot take another pool's calls, bodies
+// and callers included). Names must have passed ValidName.
+func APISubject(pool, api string) string { return APIPrefix + PoolToken(pool) + "." + api }
 
-// SandboxSubject is the subject of the calls to an API's sandbox tier: a
-// subject space of its own, so sandbox traffic never reaches a production
+// SandboxSubject is the subject of the calls to an API's sandbox tier,
+// jetway.sandbox.<pool token>.<api> with the tier's own pool: a subject
+// space of its own, so sandbox traffic never reaches a production
 // subscription.
-func SandboxSubject(api string) string { return SandboxPrefix + api }
+func SandboxSubject(pool, api string) string { return SandboxPrefix + PoolToken(pool) + "." + api }
 
 // QueueGroup is the queue group of a pool's workers.
 func QueueGroup(pool string) string { return QueuePrefix + pool }

@@ -69,7 +69,7 @@ func TestTracesInJaeger(t *testing.T) {
 
 	// Jaeger has the whole trace: edge server span, NATS send, worker
 	// process, backend call.
-	want := []string{"GET /v1/traced", "send jetway.api.traced.api", "process jetway.api.traced.api", "GET"}
+	want := []string{"GET /v1/traced", "send jetway.api.traced.traced.api", "process jetway.api.traced.traced.api", "GET"}
 	natstest.CheckFor(t, 30*time.Second, 250*time.Millisecond, func() error {
 		resp, err := http.Get("http://127.0.0.1:16686/api/traces/" + traceID)
 		if err != nil {

@@ -328,7 +328,7 @@ func TestExpiredRequestIsDropped(t *testing.T) {
 	defer backend.Close()
 	g := newGateway(t)
 	g.publish(`{"name":"e","pool":"p","route":{"path":"/e"},"backend":{"type":"http","url":"` + backend.URL + `"}}`)
-	msg := nats.NewMsg(bus.APISubject("e"))
+	msg := nats.NewMsg(bus.APISubject("p", "e"))
 	msg.Header.Set(bus.HdrDeadline, fmt.Sprint(time.Now().Add(-time.Second).UnixNano()))
 	if _, err := g.nc.RequestMsg(msg, 300*time.Millisecond); err != nats.ErrTimeout {
 		t.Fatalf("expired request answered: %v", err)

@@ -109,8 +109,8 @@ func TestTraceAcrossNATS(t *testing.T) {
 	}
 	for name, kind := range map[string]trace.SpanKind{
 		"GET /tr":               trace.SpanKindServer, // edge
-		"send jetway.api.tr":    trace.SpanKindClient, // edge → NATS
-		"process jetway.api.tr": trace.SpanKindServer, // worker
+		"send jetway.api.p.tr":    trace.SpanKindClient, // edge → NATS
+		"process jetway.api.p.tr": trace.SpanKindServer, // worker
 		"GET":                   trace.SpanKindClient, // worker → backend
 	} {
 		if got, ok := kinds[name]; !ok || got != kind {
@@ -118,7 +118,7 @@ func TestTraceAcrossNATS(t *testing.T) {
 		}
 	}
 	// The authenticated app shows on the edge's span and the worker's.
-	for _, name := range []string{"GET /tr", "process jetway.api.tr"} {
+	for _, name := range []string{"GET /tr", "process jetway.api.p.tr"} {
 		found := false
 		if sp := byName[name]; sp != nil {
 			for _, kv := range sp.Attributes() {
@@ -130,7 +130,7 @@ func TestTraceAcrossNATS(t *testing.T) {
 		}
 	}
 	// Each hop is the child of the one before.
-	for child, parent := range map[string]string{"send jetway.api.tr": "GET /tr", "process jetway.api.tr": "send jetway.api.tr", "GET": "process jetway.api.tr"} {
+	for child, parent := range map[string]string{"send jetway.api.p.tr": "GET /tr", "process jetway.api.p.tr": "send jetway.api.p.tr", "GET": "process jetway.api.p.tr"} {
 		c, p := byName[child], byName[parent]
 		if c == nil || p == nil || c.Parent().SpanID() != p.SpanContext().SpanID() {
 			t.Errorf("%q is not a child of %q", child, parent)

@@ -25,7 +25,7 @@ func TestParseAPIGood(t *testing.T) {
 		time.Duration(a.Timeout) != 800*time.Millisecond || a.Concurrency != 64 || a.MaxBody != 1<<20 {
 		t.Fatalf("parsed %+v", a)
 	}
-	if a.Subject() != "jetway.api.orders.get" {
+	if a.Subject() != "jetway.api.orders.orders.get" {
 		t.Errorf("subject %q", a.Subject())
 	}
 }

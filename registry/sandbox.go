@@ -64,12 +64,13 @@ func (a *API) Key() string {
 }
 
 // Subject is the NATS subject the API's requests travel on:
-// jetway.api.<name>, or jetway.sandbox.<name> for the sandbox tier.
+// jetway.api.<pool>.<name>, or jetway.sandbox.<sandbox pool>.<name> for the
+// sandbox tier (see bus.APISubject).
 func (a *API) Subject() string {
 	if a.sandbox {
-		return bus.SandboxSubject(a.Name)
+		return bus.SandboxSubject(a.Pool, a.Name)
 	}
-	return bus.APISubject(a.Name)
+	return bus.APISubject(a.Pool, a.Name)
 }
 
 func (sb *Sandbox) applyDefaults(a *API) {

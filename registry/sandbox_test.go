@@ -26,12 +26,12 @@ sandbox:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.IsSandbox() || a.Key() != "orders.get" || a.Subject() != "jetway.api.orders.get" {
+	if a.IsSandbox() || a.Key() != "orders.get" || a.Subject() != "jetway.api.orders.orders.get" {
 		t.Errorf("production tier: sandbox %v key %q subject %q", a.IsSandbox(), a.Key(), a.Subject())
 	}
 	sb := a.SandboxAPI()
 	switch {
-	case !sb.IsSandbox() || sb.Key() != "orders.get@sandbox" || sb.Subject() != "jetway.sandbox.orders.get":
+	case !sb.IsSandbox() || sb.Key() != "orders.get@sandbox" || sb.Subject() != "jetway.sandbox.sandbox.orders.get":
 		t.Errorf("sandbox tier: key %q subject %q", sb.Key(), sb.Subject())
 	case sb.Pool != DefaultSandboxPool || sb.TimeoutOrDefault() != 2*time.Second || sb.Concurrency != DefaultConcurrency:
 		t.Errorf("sandbox defaults: pool %q timeout %v concurrency %d", sb.Pool, sb.TimeoutOrDefault(), sb.Concurrency)

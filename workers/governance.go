@@ -326,6 +326,13 @@ func releaseResp(r *Response) {
 // callAPI sends the request to another API over NATS within ctx's deadline
 // and returns its answer, or nil if it failed too.
 func (w *Worker) callAPI(ctx context.Context, api string, req *Request) *Response {
+	var target *registry.API
+	if s := w.snap.Load(); s != nil {
+		target = s.APIs[api]
+	}
+	if target == nil {
+		return nil // not published (the entry was checked at publish, but may be gone)
+	}
 	h := nats.Header{}
 	for k, v := range req.Header {
 		h[bus.EncodeHeaderName(k)] = v
@@ -342,7 +349,7 @@ func (w *Worker) callAPI(ctx context.Context, api string, req *Request) *Respons
 	if dl, ok := ctx.Deadline(); ok {
 		h[bus.HdrDeadline] = []string{strconv.FormatInt(dl.UnixNano(), 10)}
 	}
-	m, err := w.o.Conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: bus.APISubject(api), Header: h, Data: req.Body})
+	m, err := w.o.Conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: target.Subject(), Header: h, Data: req.Body})
 	if err != nil || m.Header.Get(bus.HdrError) != "" {
 		return nil
 	}

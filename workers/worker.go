@@ -52,6 +52,10 @@ type Worker struct {
 	id       string               // this worker's id in breaker events
 	breakers []*nats.Subscription // the pools' breaker changes
 
+	// snap is the registry as last applied: a fallback to another API
+	// finds that API's subject (its pool) there.
+	snap atomic.Pointer[registry.Snapshot]
+
 	inflight atomic.Int64 // calls in flight across all APIs
 	dropped  atomic.Int64 // requests dropped because their deadline had passed
 }
@@ -140,6 +144,7 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 	if w.closing {
 		return
 	}
+	w.snap.Store(s)
 	// The API tiers this worker serves, by API.Key: each API of its
 	// pools, and each sandbox tier of its pools.
 	want := map[string]*registry.API{}
