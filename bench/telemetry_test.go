@@ -2,7 +2,13 @@ package bench
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"syscall"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -57,4 +63,81 @@ func BenchmarkJetwayTelemetry(b *testing.B) {
 			runParallel(b, j.url+"/hello")
 		})
 	}
+}
+
+// collector is an OTLP/HTTP trace endpoint that reads and drops what it
+// gets: a live collector whose own cost is as small as can be.
+func collector(tb testing.TB) string {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	}))
+	tb.Cleanup(s.Close)
+	return s.URL
+}
+
+// deadEndpoint is a loopback URL nothing listens on (a port bound, then
+// closed): every export is refused at once.
+func deadEndpoint(tb testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u := "http://" + l.Addr().String()
+	l.Close()
+	return u
+}
+
+// BenchmarkJetwayTracing measures what `jetway serve` pays for tracing
+// every call (sampling 1.0) with the real OTLP/HTTP exporter of
+// otel.SetupTracing, side by side in one run: tracing off, a live
+// collector, and a dead one. cpu-us/op is the CPU time of the whole
+// process (client, edge, NATS server, worker, backend, collector) per call.
+//
+//	go test -run '^$' -bench JetwayTracing -benchtime=3s -count=3 ./bench/
+func BenchmarkJetwayTracing(b *testing.B) {
+	be := backend(b)
+	live, dead := collector(b), deadEndpoint(b)
+	for _, tc := range []struct{ name, endpoint string }{
+		{"off", ""},
+		{"otlp-live", live},
+		{"otlp-dead", dead},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var eo edge.Options
+			var wo workers.Options
+			if tc.endpoint != "" {
+				b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tc.endpoint)
+				b.Setenv("OTEL_SERVICE_NAME", "jetway-bench")
+				tp, err := otel.SetupTracing(context.Background(), "jetway-bench", quiet)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+				eo.Tracing, wo.Tracing = tp, tp
+			}
+			j := startJetwayWith(b, eo, wo, helloAPI(be.URL))
+			runParallelCPU(b, j.url+"/hello")
+		})
+	}
+}
+
+// runParallelCPU is runParallel that also reports the process's CPU time
+// per call (cpu-us/op), from getrusage.
+func runParallelCPU(b *testing.B, u string) {
+	c0 := rusage()
+	runParallel(b, u)
+	if c1 := rusage(); c0 > 0 {
+		b.ReportMetric(float64(c1-c0)/float64(time.Microsecond)/float64(b.N), "cpu-us/op")
+	}
+}
+
+// rusage is the process's user + system CPU time, to the microsecond.
+func rusage() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -3,11 +3,11 @@ package edge
 import (
 	"context"
 	"net/http"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetway-gw/jetway/otel"
@@ -22,39 +22,51 @@ func (e *Edge) startServer(w http.ResponseWriter, r *http.Request, rt *route) (c
 	if e.tracer == nil {
 		return r.Context(), noop
 	}
-	ctx := otel.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx := otel.Propagator.Extract(r.Context(), otel.HeaderCarrier(r.Header))
 	ctx, span := e.tracer.Start(ctx, r.Method+" "+rt.api.Route.Path, trace.WithSpanKind(trace.SpanKindServer))
 	if !span.IsRecording() { // sampled out: no attributes to build, nothing to end
 		return ctx, noop
 	}
-	span.SetAttributes(
-		attribute.String("http.request.method", r.Method),
-		attribute.String("http.route", rt.api.Route.Path),
-		attribute.String("url.path", r.URL.RawPath),
-		attribute.String("client.address", peerIP(r.RemoteAddr)),
-		attribute.String("jetway.api", rt.api.Name),
-		attribute.String("jetway.pool", rt.api.Pool),
-		attribute.String("jetway.request_id", w.Header().Get("X-Request-Id")),
-	)
 	return ctx, func() {
+		// All attributes in one call, once the outcome is known: the SDK
+		// grows the span's attribute slice on every call.
+		ab := attrPool.Get().(*attrBuf)
+		a := append(ab.a[:0],
+			attribute.String("http.request.method", r.Method),
+			attribute.String("http.route", rt.api.Route.Path),
+			attribute.String("url.path", r.URL.RawPath),
+			attribute.String("client.address", peerIP(r.RemoteAddr)),
+			attribute.String("jetway.api", rt.api.Name),
+			attribute.String("jetway.pool", rt.api.Pool),
+			attribute.String("jetway.request_id", w.Header().Get("X-Request-Id")),
+		)
 		if rec, ok := w.(*recorder); ok {
-			span.SetAttributes(attribute.Int("http.response.status_code", rec.status))
+			a = append(a, attribute.Int("http.response.status_code", rec.status))
 			if rec.code != "" {
-				span.SetAttributes(attribute.String("jetway.error", string(rec.code)))
+				a = append(a, attribute.String("jetway.error", string(rec.code)))
 			}
 			if rec.app != "" {
-				span.SetAttributes(attribute.String("jetway.app", rec.app))
+				a = append(a, attribute.String("jetway.app", rec.app))
 			}
 			if rec.rt != nil && rec.rt.api.IsSandbox() {
-				span.SetAttributes(attribute.Bool("jetway.sandbox", true))
+				a = append(a, attribute.Bool("jetway.sandbox", true))
 			}
 			if rec.status >= 500 {
 				span.SetStatus(codes.Error, string(rec.code))
 			}
 		}
+		span.SetAttributes(a...)
+		clear(a)
+		ab.a = a[:0]
+		attrPool.Put(ab)
 		span.End()
 	}
 }
+
+// attrBuf is a reusable attribute list: SetAttributes copies what it gets.
+type attrBuf struct{ a []attribute.KeyValue }
+
+var attrPool = sync.Pool{New: func() any { return &attrBuf{a: make([]attribute.KeyValue, 0, 12)} }}
 
 // startSend starts the client span of the NATS request and puts its trace
 // context in the message headers, so the worker continues the trace.
