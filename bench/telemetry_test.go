@@ -6,12 +6,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/jetway-gw/jetway/bench/internal/benchsrv"
 	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/workers"
@@ -90,37 +92,84 @@ func deadEndpoint(tb testing.TB) string {
 }
 
 // BenchmarkJetwayTracing measures what `jetway serve` pays for tracing
-// every call (sampling 1.0) with the real OTLP/HTTP exporter of
-// otel.SetupTracing, side by side in one run: tracing off, a live
-// collector, and a dead one. cpu-us/op is the CPU time of the whole
-// process (client, edge, NATS server, worker, backend, collector) per call.
+// every call (sampling 1.0) with the exporter of otel.SetupTracing, side
+// by side: three in-process Jetways (each its own nats-server, edge,
+// worker), one with tracing off, one exporting to a live OTLP/HTTP
+// collector, one to a dead one (a closed port), all on the same backend.
+// They serve alternate blocks of 512 calls (16 goroutines), so that a busy
+// neighbour on a shared machine weighs on all three alike. For each it
+// reports the process's CPU time per call (cpu-us/op: client, edge,
+// nats-server, worker, backend and collector all run in the test process)
+// and wall time per call; the ratios to "off" are the figures to read:
+// cpu-x (CPU per call, traced / off) and thru-x (throughput, traced / off).
+// b.N is the number of calls each stack serves.
 //
-//	go test -run '^$' -bench JetwayTracing -benchtime=3s -count=3 ./bench/
+//	go test -run '^$' -bench 'JetwayTracing$' -benchtime=20000x -count=5 ./bench/
 func BenchmarkJetwayTracing(b *testing.B) {
 	be := backend(b)
 	live, dead := collector(b), deadEndpoint(b)
-	for _, tc := range []struct{ name, endpoint string }{
-		{"off", ""},
-		{"otlp-live", live},
-		{"otlp-dead", dead},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			var eo edge.Options
-			var wo workers.Options
-			if tc.endpoint != "" {
-				b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tc.endpoint)
-				b.Setenv("OTEL_SERVICE_NAME", "jetway-bench")
-				tp, err := otel.SetupTracing(context.Background(), "jetway-bench", quiet)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-				eo.Tracing, wo.Tracing = tp, tp
-			}
-			j := startJetwayWith(b, eo, wo, helloAPI(be.URL))
-			runParallelCPU(b, j.url+"/hello")
-		})
+	type stack struct {
+		name     string
+		url      string
+		cpu, run time.Duration
 	}
+	var stacks []*stack
+	for _, tc := range []struct{ name, endpoint string }{{"off", ""}, {"live", live}, {"dead", dead}} {
+		var eo edge.Options
+		var wo workers.Options
+		if tc.endpoint != "" {
+			b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tc.endpoint)
+			tp, err := otel.SetupTracing(context.Background(), "jetway-bench", quiet)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+			eo.Tracing, wo.Tracing = tp, tp
+		}
+		j := startJetwayWith(b, eo, wo, helloAPI(be.URL))
+		stacks = append(stacks, &stack{name: tc.name, url: j.url + "/hello"})
+	}
+	c := benchsrv.Client()
+	const block, workers = 512, 2 * parallelism
+	calls := func(u string, n int) {
+		var wg sync.WaitGroup
+		for g := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := g; i < n; i += workers {
+					if code, err := get(c, u); err != nil || code != http.StatusOK {
+						b.Errorf("GET %s: %d %v", u, code, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	for _, s := range stacks { // warm-up: connections, pools, the exporters' first batch
+		calls(s.url, 2*block)
+	}
+	b.ResetTimer()
+	for done := 0; done < b.N; done += block {
+		n := min(block, b.N-done)
+		for _, s := range stacks {
+			c0, t0 := rusage(), time.Now()
+			calls(s.url, n)
+			s.run += time.Since(t0)
+			s.cpu += rusage() - c0
+		}
+	}
+	b.StopTimer()
+	off := stacks[0]
+	for _, s := range stacks {
+		b.ReportMetric(float64(s.cpu)/float64(time.Microsecond)/float64(b.N), s.name+"-cpu-us/op")
+		if s != off {
+			b.ReportMetric(float64(s.cpu)/float64(off.cpu), s.name+"-cpu-x")
+			b.ReportMetric(float64(off.run)/float64(s.run), s.name+"-thru-x")
+		}
+	}
+	b.ReportMetric(0, "ns/op") // wall time is per stack, above
 }
 
 // runParallelCPU is runParallel that also reports the process's CPU time

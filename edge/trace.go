@@ -10,10 +10,14 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/otel"
 )
 
 func noop() {}
+
+// noMsgTrace is shared by every traced request: nats.go only reads it.
+var noMsgTrace = []string{bus.NoMsgTrace}
 
 // startServer starts the edge's server span of a routed call, continuing
 // the caller's traceparent. It returns the call's context and the function
@@ -23,7 +27,7 @@ func (e *Edge) startServer(w http.ResponseWriter, r *http.Request, rt *route) (c
 		return r.Context(), noop
 	}
 	ctx := otel.Propagator.Extract(r.Context(), otel.HeaderCarrier(r.Header))
-	ctx, span := e.tracer.Start(ctx, r.Method+" "+rt.api.Route.Path, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := e.tracer.Start(ctx, r.Method+" "+rt.api.Route.Path, serverKind...)
 	if !span.IsRecording() { // sampled out: no attributes to build, nothing to end
 		return ctx, noop
 	}
@@ -66,6 +70,13 @@ func (e *Edge) startServer(w http.ResponseWriter, r *http.Request, rt *route) (c
 // attrBuf is a reusable attribute list: SetAttributes copies what it gets.
 type attrBuf struct{ a []attribute.KeyValue }
 
+// The span kinds as start options, made once: passing a fresh
+// trace.WithSpanKind allocates on every call.
+var (
+	serverKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	clientKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+)
+
 var attrPool = sync.Pool{New: func() any { return &attrBuf{a: make([]attribute.KeyValue, 0, 12)} }}
 
 // startSend starts the client span of the NATS request and puts its trace
@@ -74,8 +85,11 @@ func (e *Edge) startSend(ctx context.Context, rt *route, h nats.Header) (context
 	if e.tracer == nil {
 		return ctx, nil
 	}
-	ctx, span := e.tracer.Start(ctx, "send "+rt.subject, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := e.tracer.Start(ctx, "send "+rt.subject, clientKind...)
 	otel.Propagator.Inject(ctx, otel.HeaderCarrier(h)) // sampled or not, the worker follows the decision
+	if span.SpanContext().IsSampled() {
+		h[bus.HdrNatsTraceDest] = noMsgTrace
+	}
 	if !span.IsRecording() {
 		return ctx, nil
 	}

@@ -87,22 +87,29 @@ func appendFixed32(b []byte, field int, v uint32) []byte {
 	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
 }
 
-// beginMsg starts an embedded message: it writes the tag and returns where
-// the body starts; endMsg then puts the body's length in front of it.
+// beginMsg starts an embedded message: it writes the tag and one byte for
+// the body's length, and returns where that byte is; endMsg then writes
+// the length there, moving the body when it needs more bytes (bodies of
+// 128 bytes or more: spans, and the batch's containers). Most messages,
+// attributes and their values, are shorter and move nothing.
 func beginMsg(b []byte, field int) ([]byte, int) {
 	b = appendTag(b, field, wireBytes)
-	return b, len(b)
+	return append(b, 0), len(b)
 }
 
 var zeros [10]byte
 
-func endMsg(b []byte, start int) []byte {
-	n := len(b) - start
+func endMsg(b []byte, at int) []byte {
+	n := len(b) - at - 1
+	if n < 0x80 {
+		b[at] = byte(n)
+		return b
+	}
 	k := varintLen(uint64(n))
-	b = append(b, zeros[:k]...)
-	copy(b[start+k:], b[start:start+n])
+	b = append(b, zeros[:k-1]...)
+	copy(b[at+k:], b[at+1:at+1+n])
 	v := uint64(n)
-	for i := start; ; i++ {
+	for i := at; ; i++ {
 		if v < 0x80 {
 			b[i] = byte(v)
 			break
@@ -280,21 +287,27 @@ func appendRequest(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
 		res   *resource.Resource
 		scope instrumentation.Scope
 	}
-	var groups []group
 	var seen [8]group
-	groups = seen[:0]
-	for _, s := range spans {
-		g := group{s.Resource(), s.InstrumentationScope()}
-		found := false
-		for _, h := range groups {
-			if h.res == g.res && scopeEqual(h.scope, g.scope) {
-				found = true
+	groups := seen[:0]
+	of := make([]uint16, len(spans)) // each span's group
+	for i, s := range spans {
+		res, scope := s.Resource(), s.InstrumentationScope()
+		gi := -1
+		for j := range groups {
+			if groups[j].res == res && scopeEqual(groups[j].scope, scope) {
+				gi = j
 				break
 			}
 		}
-		if !found {
-			groups = append(groups, g)
+		if gi < 0 {
+			if len(groups) == 1<<16-1 {
+				gi = 0 // absurd; keep the encoding valid, if mislabelled
+			} else {
+				gi = len(groups)
+				groups = append(groups, group{res, scope})
+			}
 		}
+		of[i] = uint16(gi)
 	}
 	for i, g := range groups {
 		if slices.ContainsFunc(groups[:i], func(h group) bool { return h.res == g.res }) {
@@ -308,15 +321,16 @@ func appendRequest(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
 			b = appendKeyValues(b, 1, g.res.Attributes())
 			b = endMsg(b, rr)
 		}
-		for _, h := range groups[i:] {
+		for j := i; j < len(groups); j++ {
+			h := groups[j]
 			if h.res != g.res {
 				continue
 			}
 			var sa int
 			b, sa = beginMsg(b, 2) // scope_spans
 			b = appendScope(b, 1, h.scope)
-			for _, s := range spans {
-				if s.Resource() == h.res && scopeEqual(s.InstrumentationScope(), h.scope) {
+			for k, s := range spans {
+				if int(of[k]) == j {
 					b = appendSpan(b, 2, s)
 				}
 			}

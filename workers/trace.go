@@ -20,6 +20,13 @@ type pendingSpan struct {
 	attrs []attribute.KeyValue
 }
 
+// The span kinds as start options, made once: passing a fresh
+// trace.WithSpanKind allocates on every call.
+var (
+	serverKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	clientKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+)
+
 var spanPool = sync.Pool{New: func() any { return &pendingSpan{attrs: make([]attribute.KeyValue, 0, 12)} }}
 
 func newPending(span trace.Span) *pendingSpan {
@@ -36,7 +43,7 @@ func (w *Worker) startProcess(ctx context.Context, req *Request, subject string)
 		return ctx, nil
 	}
 	ctx = otel.Propagator.Extract(ctx, otel.HeaderCarrier(req.Header))
-	ctx, span := w.tracer.Start(ctx, "process "+subject, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := w.tracer.Start(ctx, "process "+subject, serverKind...)
 	if !span.IsRecording() {
 		return ctx, nil
 	}
@@ -95,7 +102,7 @@ func startBackend(ctx context.Context, tracer trace.Tracer, method, url string, 
 	if tracer == nil {
 		return ctx, nil
 	}
-	ctx, span := tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := tracer.Start(ctx, method, clientKind...)
 	otel.Propagator.Inject(ctx, otel.HeaderCarrier(h))
 	if !span.IsRecording() {
 		return ctx, nil
