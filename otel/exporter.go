@@ -132,6 +132,9 @@ func loadExporterConfig() (exporterConfig, error) {
 	default:
 		return c, fmt.Errorf("%w: %s=%q: only gzip and none are supported", ErrExporterConfig, n, v)
 	}
+	if n, v := envFirst("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"); v != "" && v != "http/protobuf" {
+		return c, fmt.Errorf("%w: %s=%q: Jetway exports http/protobuf only", ErrExporterConfig, n, v)
+	}
 	if c.tls, err = loadTLS(); err != nil {
 		return c, err
 	}

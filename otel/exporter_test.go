@@ -394,6 +394,7 @@ func TestExporterConfigErrors(t *testing.T) {
 		"compression": {"OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"},
 		"batch":       {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "0"},
 		"ca":          {"OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent.pem"},
+		"grpc":        {"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(env[0], env[1])
