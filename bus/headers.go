@@ -13,6 +13,18 @@ var hopHeaders = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
+// HdrNatsTraceDest is the NATS server's message-tracing header, and
+// NoMsgTrace the value that turns message tracing off for one message.
+// The server inspects every message that carries a sampled W3C
+// traceparent (for its own, account-level tracing, which Jetway does not
+// use): it copies all the message's headers into a map first, ~30
+// allocations per traced call. The edge sets NoMsgTrace on its traced
+// requests, which the server checks without copying.
+const (
+	HdrNatsTraceDest = "Nats-Trace-Dest"
+	NoMsgTrace       = "trace disabled"
+)
+
 // CleanHeaders removes, in place, the hop-by-hop headers, the headers named
 // in Connection, and every header in the reserved wire namespace. h holds
 // canonical header names (as net/http produces them).
@@ -27,6 +39,10 @@ func CleanHeaders(h map[string][]string) {
 	for _, k := range hopHeaders {
 		delete(h, k)
 	}
+	// NATS's own message-tracing header: a caller must not pick where the
+	// NATS server sends trace events of a message, and the edge's value
+	// (see NoMsgTrace) is for the server only.
+	delete(h, HdrNatsTraceDest)
 	for k := range h {
 		if IsReserved(k) {
 			delete(h, k)

@@ -79,7 +79,16 @@ func TestTracesInJaeger(t *testing.T) {
 		var body struct {
 			Data []struct {
 				Spans []struct {
+					SpanID        string `json:"spanID"`
 					OperationName string `json:"operationName"`
+					References    []struct {
+						RefType string `json:"refType"`
+						SpanID  string `json:"spanID"`
+					} `json:"references"`
+					Tags []struct {
+						Key   string `json:"key"`
+						Value any    `json:"value"`
+					} `json:"tags"`
 				} `json:"spans"`
 			} `json:"data"`
 		}
@@ -87,13 +96,40 @@ func TestTracesInJaeger(t *testing.T) {
 			return fmt.Errorf("trace not in jaeger yet (%v)", err)
 		}
 		have := map[string]bool{}
+		byName := map[string]string{} // operation -> span id
+		parent := map[string]string{} // span id -> parent span id
+		tags := map[string]map[string]string{}
 		for _, s := range body.Data[0].Spans {
 			have[s.OperationName] = true
+			byName[s.OperationName] = s.SpanID
+			for _, r := range s.References {
+				if r.RefType == "CHILD_OF" {
+					parent[s.SpanID] = r.SpanID
+				}
+			}
+			tags[s.OperationName] = map[string]string{}
+			for _, tg := range s.Tags {
+				tags[s.OperationName][tg.Key] = fmt.Sprint(tg.Value)
+			}
 		}
 		for _, w := range want {
 			if !have[w] {
 				return fmt.Errorf("trace lacks span %q (has %v)", w, have)
 			}
+		}
+		// One chain: caller -> edge -> NATS send -> worker -> backend call.
+		up := "00f067aa0ba902b7"
+		for _, w := range want {
+			if got := parent[byName[w]]; got != up {
+				t.Fatalf("span %q has parent %q, want %q", w, got, up)
+			}
+			up = byName[w]
+		}
+		if tg := tags["GET /v1/traced"]; tg["jetway.api"] != "traced.api" || tg["http.response.status_code"] != "200" {
+			t.Fatalf("edge span tags %v", tg)
+		}
+		if tg := tags["process jetway.api.traced.api"]; tg["messaging.system"] != "nats" || tg["http.response.status_code"] != "200" {
+			t.Fatalf("worker span tags %v", tg)
 		}
 		return nil
 	})

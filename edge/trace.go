@@ -3,17 +3,21 @@ package edge
 import (
 	"context"
 	"net/http"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/otel"
 )
 
 func noop() {}
+
+// noMsgTrace is shared by every traced request: nats.go only reads it.
+var noMsgTrace = []string{bus.NoMsgTrace}
 
 // startServer starts the edge's server span of a routed call, continuing
 // the caller's traceparent. It returns the call's context and the function
@@ -22,39 +26,58 @@ func (e *Edge) startServer(w http.ResponseWriter, r *http.Request, rt *route) (c
 	if e.tracer == nil {
 		return r.Context(), noop
 	}
-	ctx := otel.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := e.tracer.Start(ctx, r.Method+" "+rt.api.Route.Path, trace.WithSpanKind(trace.SpanKindServer))
+	ctx := otel.Propagator.Extract(r.Context(), otel.HeaderCarrier(r.Header))
+	ctx, span := e.tracer.Start(ctx, r.Method+" "+rt.api.Route.Path, serverKind...)
 	if !span.IsRecording() { // sampled out: no attributes to build, nothing to end
 		return ctx, noop
 	}
-	span.SetAttributes(
-		attribute.String("http.request.method", r.Method),
-		attribute.String("http.route", rt.api.Route.Path),
-		attribute.String("url.path", r.URL.RawPath),
-		attribute.String("client.address", peerIP(r.RemoteAddr)),
-		attribute.String("jetway.api", rt.api.Name),
-		attribute.String("jetway.pool", rt.api.Pool),
-		attribute.String("jetway.request_id", w.Header().Get("X-Request-Id")),
-	)
 	return ctx, func() {
+		// All attributes in one call, once the outcome is known: the SDK
+		// grows the span's attribute slice on every call.
+		ab := attrPool.Get().(*attrBuf)
+		a := append(ab.a[:0],
+			attribute.String("http.request.method", r.Method),
+			attribute.String("http.route", rt.api.Route.Path),
+			attribute.String("url.path", r.URL.RawPath),
+			attribute.String("client.address", peerIP(r.RemoteAddr)),
+			attribute.String("jetway.api", rt.api.Name),
+			attribute.String("jetway.pool", rt.api.Pool),
+			attribute.String("jetway.request_id", w.Header().Get("X-Request-Id")),
+		)
 		if rec, ok := w.(*recorder); ok {
-			span.SetAttributes(attribute.Int("http.response.status_code", rec.status))
+			a = append(a, attribute.Int("http.response.status_code", rec.status))
 			if rec.code != "" {
-				span.SetAttributes(attribute.String("jetway.error", string(rec.code)))
+				a = append(a, attribute.String("jetway.error", string(rec.code)))
 			}
 			if rec.app != "" {
-				span.SetAttributes(attribute.String("jetway.app", rec.app))
+				a = append(a, attribute.String("jetway.app", rec.app))
 			}
 			if rec.rt != nil && rec.rt.api.IsSandbox() {
-				span.SetAttributes(attribute.Bool("jetway.sandbox", true))
+				a = append(a, attribute.Bool("jetway.sandbox", true))
 			}
 			if rec.status >= 500 {
 				span.SetStatus(codes.Error, string(rec.code))
 			}
 		}
+		span.SetAttributes(a...)
+		clear(a)
+		ab.a = a[:0]
+		attrPool.Put(ab)
 		span.End()
 	}
 }
+
+// attrBuf is a reusable attribute list: SetAttributes copies what it gets.
+type attrBuf struct{ a []attribute.KeyValue }
+
+// The span kinds as start options, made once: passing a fresh
+// trace.WithSpanKind allocates on every call.
+var (
+	serverKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	clientKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+)
+
+var attrPool = sync.Pool{New: func() any { return &attrBuf{a: make([]attribute.KeyValue, 0, 12)} }}
 
 // startSend starts the client span of the NATS request and puts its trace
 // context in the message headers, so the worker continues the trace.
@@ -62,8 +85,11 @@ func (e *Edge) startSend(ctx context.Context, rt *route, h nats.Header) (context
 	if e.tracer == nil {
 		return ctx, nil
 	}
-	ctx, span := e.tracer.Start(ctx, "send "+rt.subject, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := e.tracer.Start(ctx, "send "+rt.subject, clientKind...)
 	otel.Propagator.Inject(ctx, otel.HeaderCarrier(h)) // sampled or not, the worker follows the decision
+	if span.SpanContext().IsSampled() {
+		h[bus.HdrNatsTraceDest] = noMsgTrace
+	}
 	if !span.IsRecording() {
 		return ctx, nil
 	}

@@ -23,11 +23,12 @@ import (
 // One trace spans edge → NATS → worker → backend, continuing the caller's
 // traceparent, with the trace context carried in NATS headers.
 func TestTraceAcrossNATS(t *testing.T) {
-	var backendTP string
+	var backendTP, backendTraceDest string
 	var mu sync.Mutex
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		backendTP = r.Header.Get("Traceparent")
+		backendTraceDest = r.Header.Get("Nats-Trace-Dest")
 		mu.Unlock()
 		io.WriteString(w, "traced")
 	}))
@@ -77,10 +78,18 @@ func TestTraceAcrossNATS(t *testing.T) {
 		return nil
 	})
 
+	// A copy of what the edge puts on the bus.
+	onBus, err := natstest.Connect(t, s).SubscribeSync("jetway.api.tr")
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	req, _ := http.NewRequest("GET", srv.URL+"/tr", nil)
 	req.Header.Set("Traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01")
 	req.Header.Set("X-Api-Key", key)
+	// A caller may not pick where the NATS server sends message traces.
+	req.Header.Set("Nats-Trace-Dest", "caller.picks")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +98,22 @@ func TestTraceAcrossNATS(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
+
+	// The traced request tells the NATS server not to trace it itself (it
+	// would copy every header of every message), and that header goes no
+	// further than the bus.
+	m, err := onBus.NextMsg(2 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Header.Values("Nats-Trace-Dest"); len(got) != 1 || got[0] != "trace disabled" {
+		t.Errorf("Nats-Trace-Dest on the bus %q, want [\"trace disabled\"]", got)
+	}
+	mu.Lock()
+	if backendTraceDest != "" {
+		t.Errorf("backend got Nats-Trace-Dest %q", backendTraceDest)
+	}
+	mu.Unlock()
 
 	var spans []sdktrace.ReadOnlySpan
 	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {

@@ -10,7 +10,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 )
 
-// HeaderCarrier adapts nats.Header to propagation.TextMapCarrier. NATS
+// HeaderCarrier adapts nats.Header (and http.Header, the same map type:
+// HeaderCarrier(h)) to propagation.TextMapCarrier. NATS
 // headers are case-sensitive; Jetway writes header names in their canonical
 // HTTP form (Traceparent), and Get also finds the lower-case form that other
 // NATS clients write.
@@ -18,9 +19,23 @@ type HeaderCarrier nats.Header
 
 var _ propagation.TextMapCarrier = HeaderCarrier(nil)
 
+// canonicalKey is textproto.CanonicalMIMEHeaderKey without its allocation
+// for the propagators' own keys, which they ask for on every call.
+func canonicalKey(key string) string {
+	switch key {
+	case "traceparent":
+		return "Traceparent"
+	case "tracestate":
+		return "Tracestate"
+	case "baggage":
+		return "Baggage"
+	}
+	return textproto.CanonicalMIMEHeaderKey(key)
+}
+
 // Get returns the first value of key.
 func (c HeaderCarrier) Get(key string) string {
-	if v := c[textproto.CanonicalMIMEHeaderKey(key)]; len(v) > 0 {
+	if v := c[canonicalKey(key)]; len(v) > 0 {
 		return v[0]
 	}
 	if v := c[key]; len(v) > 0 {
@@ -31,7 +46,7 @@ func (c HeaderCarrier) Get(key string) string {
 
 // Set sets key to value, under its canonical name.
 func (c HeaderCarrier) Set(key, value string) {
-	c[textproto.CanonicalMIMEHeaderKey(key)] = []string{value}
+	c[canonicalKey(key)] = []string{value}
 }
 
 // Keys lists the header names.

@@ -2,11 +2,10 @@ package otel
 
 import (
 	"context"
-	"errors"
+	"log/slog"
 	"os"
 	"strings"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -28,23 +27,28 @@ func TracingEnabled() bool {
 }
 
 // SetupTracing builds a tracer provider that exports spans over OTLP/HTTP,
-// configured the standard OpenTelemetry way: the endpoint, headers and
-// timeouts from OTEL_EXPORTER_OTLP_*, the sampler from OTEL_TRACES_SAMPLER
-// and OTEL_TRACES_SAMPLER_ARG (default: parent-based, always on), the
-// service name from OTEL_SERVICE_NAME (default serviceName). Spans go
-// through a batch processor with a bounded queue: when the collector is
-// slow or gone, spans are dropped and calls are never held up.
+// configured the standard OpenTelemetry way: the endpoint, headers,
+// timeout, compression and certificates from OTEL_EXPORTER_OTLP_*, the
+// batching from OTEL_BSP_SCHEDULE_DELAY, OTEL_BSP_MAX_EXPORT_BATCH_SIZE and
+// OTEL_BSP_MAX_QUEUE_SIZE, the sampler from OTEL_TRACES_SAMPLER and
+// OTEL_TRACES_SAMPLER_ARG (default: parent-based, always on), the service
+// name from OTEL_SERVICE_NAME (default serviceName). Spans are batched
+// with a bounded queue (see batcher): when the collector is slow or gone,
+// spans are dropped and counted, and calls are never held up. Errors of
+// the exporter and the SDK go to log (nil: slog.Default), at most one line
+// per distinct error every 30 s, with the count of those suppressed.
 //
 // It returns nil, nil when TracingEnabled is false: callers then trace
 // nothing and pay nothing.
-func SetupTracing(ctx context.Context, serviceName string) (*sdktrace.TracerProvider, error) {
+func SetupTracing(ctx context.Context, serviceName string, log *slog.Logger) (*sdktrace.TracerProvider, error) {
 	if !TracingEnabled() {
 		return nil, nil
 	}
-	exp, err := otlptracehttp.New(ctx)
+	cfg, err := loadExporterConfig()
 	if err != nil {
-		return nil, errors.Join(errors.New("creating the OTLP trace exporter"), err)
+		return nil, err
 	}
+	installErrorLog(log, errorPeriod)
 	if os.Getenv("OTEL_SERVICE_NAME") == "" {
 		os.Setenv("OTEL_SERVICE_NAME", serviceName)
 	}
@@ -52,8 +56,12 @@ func SetupTracing(ctx context.Context, serviceName string) (*sdktrace.TracerProv
 	if err != nil {
 		res = resource.Default()
 	}
+	b := newBatcher(cfg)
+	handlerMu.Lock()
+	lastBatcher = b
+	handlerMu.Unlock()
 	return sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp, sdktrace.WithMaxQueueSize(4096)),
+		sdktrace.WithSpanProcessor(b),
 		sdktrace.WithResource(res),
 	), nil
 }

@@ -3,14 +3,37 @@ package workers
 import (
 	"context"
 	"net/http"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetway-gw/jetway/otel"
 )
+
+// pendingSpan is a span whose attributes are set in one call when it ends:
+// the SDK grows the span's attribute slice on every SetAttributes call.
+// It is pooled; endSpan puts it back.
+type pendingSpan struct {
+	trace.Span
+	attrs []attribute.KeyValue
+}
+
+// The span kinds as start options, made once: passing a fresh
+// trace.WithSpanKind allocates on every call.
+var (
+	serverKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	clientKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+)
+
+var spanPool = sync.Pool{New: func() any { return &pendingSpan{attrs: make([]attribute.KeyValue, 0, 12)} }}
+
+func newPending(span trace.Span) *pendingSpan {
+	p := spanPool.Get().(*pendingSpan)
+	p.Span = span
+	return p
+}
 
 // startProcess starts the worker's span of a call, continuing the edge's
 // trace from the message headers (which, after decodeRequest, are the
@@ -19,12 +42,13 @@ func (w *Worker) startProcess(ctx context.Context, req *Request, subject string)
 	if w.tracer == nil {
 		return ctx, nil
 	}
-	ctx = otel.Propagator.Extract(ctx, propagation.HeaderCarrier(req.Header))
-	ctx, span := w.tracer.Start(ctx, "process "+subject, trace.WithSpanKind(trace.SpanKindServer))
+	ctx = otel.Propagator.Extract(ctx, otel.HeaderCarrier(req.Header))
+	ctx, span := w.tracer.Start(ctx, "process "+subject, serverKind...)
 	if !span.IsRecording() {
 		return ctx, nil
 	}
-	span.SetAttributes(
+	p := newPending(span)
+	p.attrs = append(p.attrs,
 		attribute.String("messaging.system", "nats"),
 		attribute.String("messaging.destination.name", subject),
 		attribute.String("messaging.operation.type", "process"),
@@ -33,12 +57,12 @@ func (w *Worker) startProcess(ctx context.Context, req *Request, subject string)
 		attribute.String("jetway.request_id", req.RequestID),
 	)
 	if req.App != "" {
-		span.SetAttributes(attribute.String("jetway.app", req.App))
+		p.attrs = append(p.attrs, attribute.String("jetway.app", req.App))
 	}
 	if req.API.IsSandbox() {
-		span.SetAttributes(attribute.Bool("jetway.sandbox", true))
+		p.attrs = append(p.attrs, attribute.Bool("jetway.sandbox", true))
 	}
-	return ctx, span
+	return ctx, p
 }
 
 // endSpan ends a span with the call's outcome (nil span: tracing off).
@@ -46,8 +70,22 @@ func endSpan(span trace.Span, status int, err error) {
 	if span == nil {
 		return
 	}
+	p, _ := span.(*pendingSpan)
+	if p != nil {
+		span = p.Span
+	}
 	if status > 0 {
-		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if p != nil {
+			p.attrs = append(p.attrs, attribute.Int("http.response.status_code", status))
+		} else {
+			span.SetAttributes(attribute.Int("http.response.status_code", status))
+		}
+	}
+	if p != nil {
+		span.SetAttributes(p.attrs...)
+		clear(p.attrs)
+		p.attrs, p.Span = p.attrs[:0], nil
+		spanPool.Put(p)
 	}
 	if err != nil {
 		span.RecordError(err)
@@ -64,14 +102,15 @@ func startBackend(ctx context.Context, tracer trace.Tracer, method, url string, 
 	if tracer == nil {
 		return ctx, nil
 	}
-	ctx, span := tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient))
-	otel.Propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	ctx, span := tracer.Start(ctx, method, clientKind...)
+	otel.Propagator.Inject(ctx, otel.HeaderCarrier(h))
 	if !span.IsRecording() {
 		return ctx, nil
 	}
-	span.SetAttributes(
+	p := newPending(span)
+	p.attrs = append(p.attrs,
 		attribute.String("http.request.method", method),
 		attribute.String("url.full", url),
 	)
-	return ctx, span
+	return ctx, p
 }

@@ -271,7 +271,7 @@ func (n *node) run(ctx context.Context) error {
 		n.log.Info("embedded nats started", "url", natsURL, "data", filepath.Join(f.dataDir, "nats"))
 	}
 
-	tp, err := otel.SetupTracing(ctx, "jetway-"+string(n.role))
+	tp, err := otel.SetupTracing(ctx, "jetway-"+string(n.role), n.log)
 	if err != nil {
 		return err
 	}
