@@ -39,10 +39,6 @@ func CleanHeaders(h map[string][]string) {
 	for _, k := range hopHeaders {
 		delete(h, k)
 	}
-	// NATS's own message-tracing header: a caller must not pick where the
-	// NATS server sends trace events of a message, and the edge's value
-	// (see NoMsgTrace) is for the server only.
-	delete(h, HdrNatsTraceDest)
 	for k := range h {
 		if IsReserved(k) {
 			delete(h, k)

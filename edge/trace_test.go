@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/registry"
@@ -79,7 +80,7 @@ func TestTraceAcrossNATS(t *testing.T) {
 	})
 
 	// A copy of what the edge puts on the bus.
-	onBus, err := natstest.Connect(t, s).SubscribeSync("jetway.api.tr")
+	onBus, err := natstest.Connect(t, s).SubscribeSync(bus.APISubject("p", "tr"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,9 @@ func TestTraceAcrossNATS(t *testing.T) {
 	req, _ := http.NewRequest("GET", srv.URL+"/tr", nil)
 	req.Header.Set("Traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-01")
 	req.Header.Set("X-Api-Key", key)
-	// A caller may not pick where the NATS server sends message traces.
+	// A caller may not pick where the NATS server sends message traces:
+	// its header travels escaped (bus.EncodeHeaderName), an HTTP header
+	// like any other, and reaches the backend as it was sent.
 	req.Header.Set("Nats-Trace-Dest", "caller.picks")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -100,8 +103,8 @@ func TestTraceAcrossNATS(t *testing.T) {
 	}
 
 	// The traced request tells the NATS server not to trace it itself (it
-	// would copy every header of every message), and that header goes no
-	// further than the bus.
+	// would copy every header of every message); that header goes no
+	// further than the bus, and the caller's own never acts on NATS.
 	m, err := onBus.NextMsg(2 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -110,8 +113,8 @@ func TestTraceAcrossNATS(t *testing.T) {
 		t.Errorf("Nats-Trace-Dest on the bus %q, want [\"trace disabled\"]", got)
 	}
 	mu.Lock()
-	if backendTraceDest != "" {
-		t.Errorf("backend got Nats-Trace-Dest %q", backendTraceDest)
+	if backendTraceDest != "caller.picks" {
+		t.Errorf("backend got Nats-Trace-Dest %q, want the caller's own", backendTraceDest)
 	}
 	mu.Unlock()
 
@@ -133,10 +136,10 @@ func TestTraceAcrossNATS(t *testing.T) {
 		kinds[sp.Name()] = sp.SpanKind()
 	}
 	for name, kind := range map[string]trace.SpanKind{
-		"GET /tr":               trace.SpanKindServer, // edge
+		"GET /tr":                 trace.SpanKindServer, // edge
 		"send jetway.api.p.tr":    trace.SpanKindClient, // edge → NATS
 		"process jetway.api.p.tr": trace.SpanKindServer, // worker
-		"GET":                   trace.SpanKindClient, // worker → backend
+		"GET":                     trace.SpanKindClient, // worker → backend
 	} {
 		if got, ok := kinds[name]; !ok || got != kind {
 			t.Errorf("span %q: kind %v (present %v); spans %v", name, got, ok, kinds)
