@@ -128,7 +128,7 @@ func TestTracesInJaeger(t *testing.T) {
 		if tg := tags["GET /v1/traced"]; tg["jetway.api"] != "traced.api" || tg["http.response.status_code"] != "200" {
 			t.Fatalf("edge span tags %v", tg)
 		}
-		if tg := tags["process jetway.api.traced.api"]; tg["messaging.system"] != "nats" || tg["http.response.status_code"] != "200" {
+		if tg := tags["process jetway.api.traced.traced.api"]; tg["messaging.system"] != "nats" || tg["http.response.status_code"] != "200" {
 			t.Fatalf("worker span tags %v", tg)
 		}
 		return nil
