@@ -20,12 +20,12 @@ import (
 	"github.com/jetway-gw/jetway/sign"
 )
 
-// With --nats-auth, every role connects as its own NATS user: edges and
-// workers serve, but only the admin user can write the registry.
-func TestNATSRolesLeastPrivilege(t *testing.T) {
-	t.Parallel()
+// startAuthServe starts serve --nats-auth and returns it with a function
+// that gives its NATS URL with a role's credentials in it.
+func startAuthServe(t *testing.T) (srv *node, withUser func(role string) string) {
+	t.Helper()
 	data := t.TempDir()
-	srv := startNode(t, "serve", "serve", data, "--nats-auth")
+	srv = startNode(t, "serve", "serve", data, "--nats-auth")
 	srv.waitReady(t)
 	b, err := os.ReadFile(filepath.Join(data, "nats-credentials.json"))
 	if err != nil {
@@ -35,9 +35,16 @@ func TestNATSRolesLeastPrivilege(t *testing.T) {
 	if err := json.Unmarshal(b, &creds); err != nil {
 		t.Fatal(err)
 	}
-	withUser := func(user string) string {
-		return strings.Replace(srv.natsURL, "nats://", "nats://"+user+":"+creds[user]+"@", 1)
+	return srv, func(role string) string {
+		return strings.Replace(srv.natsURL, "nats://", "nats://"+role+":"+creds[role]+"@", 1)
 	}
+}
+
+// With --nats-auth, every role connects as its own NATS user: edges and
+// workers serve, but only the admin user can write the registry.
+func TestNATSRolesLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	srv, withUser := startAuthServe(t)
 	// No credentials: no entry.
 	if res := jetway(t, "", "api", "list", "--nats", srv.natsURL); res.code == 0 {
 		t.Fatalf("api list without credentials worked:\n%s", res.stdout)
@@ -120,20 +127,7 @@ func TestNATSRolesLeastPrivilege(t *testing.T) {
 // it claims.
 func TestForgedBreakerEvents(t *testing.T) {
 	t.Parallel()
-	data := t.TempDir()
-	srv := startNode(t, "serve", "serve", data, "--nats-auth")
-	srv.waitReady(t)
-	b, err := os.ReadFile(filepath.Join(data, "nats-credentials.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var creds map[string]string
-	if err := json.Unmarshal(b, &creds); err != nil {
-		t.Fatal(err)
-	}
-	withUser := func(user string) string {
-		return strings.Replace(srv.natsURL, "nats://", "nats://"+user+":"+creds[user]+"@", 1)
-	}
+	srv, withUser := startAuthServe(t)
 	putAPI(t, withUser("admin"), entry("brk.api", "brkp", "GET", "/v1/brk", mockBackend("fine"),
 		map[string]any{"breaker": map[string]any{"open_for": "1s", "max_open_for": "2s", "slow_start": "-1s"}}))
 	waitBody(t, srv.edge+"/v1/brk", "fine")
@@ -195,20 +189,7 @@ func TestForgedBreakerEvents(t *testing.T) {
 // admin node, has re-created the bucket, then serves them again.
 func TestNonceBucketRecreatedForEdges(t *testing.T) {
 	t.Parallel()
-	data := t.TempDir()
-	srv := startNode(t, "serve", "serve", data, "--nats-auth")
-	srv.waitReady(t)
-	b, err := os.ReadFile(filepath.Join(data, "nats-credentials.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var creds map[string]string
-	if err := json.Unmarshal(b, &creds); err != nil {
-		t.Fatal(err)
-	}
-	withUser := func(user string) string {
-		return strings.Replace(srv.natsURL, "nats://", "nats://"+user+":"+creds[user]+"@", 1)
-	}
+	_, withUser := startAuthServe(t)
 	putAPI(t, withUser("admin"), `{"name":"signed.api","pool":"sg","route":{"method":"POST","path":"/v1/signed"},"backend":{"type":"mock","body":"ok"},"auth":{"methods":["hmac"]}}`)
 	res := jetway(t, "", "app", "create", "signer", "--api", "signed.*", "--hmac", "--nats", withUser("admin"))
 	m := secretRE.FindStringSubmatch(res.stdout)
