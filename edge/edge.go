@@ -492,25 +492,15 @@ func (e *Edge) handler(prod *route) http.HandlerFunc {
 		} else {
 			h["X-Forwarded-Proto"] = []string{"http"}
 		}
-		// The HTTP headers so far; none may pass for a NATS status or a
-		// wire header, so the colliding names travel escaped.
-		bus.EncodeHTTPHeaders(h)
-		h[bus.HdrMethod] = []string{r.Method}
-		h[bus.HdrPath] = []string{r.URL.RawPath}
-		if r.URL.RawQuery != "" {
-			h[bus.HdrQuery] = []string{r.URL.RawQuery}
+		meta := bus.Meta{Method: r.Method, Path: r.URL.RawPath, RawQuery: r.URL.RawQuery,
+			RequestID: id, ClientIP: clientIP, Deadline: deadline}
+		if rt.apps != nil { // an open API has no app ("anonymous" only keys its limits)
+			meta.App = app
 		}
 		if rt.params {
-			if p := encodeParams(r); p != "" {
-				h[bus.HdrParams] = []string{p}
-			}
+			meta.RawParams = encodeParams(r)
 		}
-		h[bus.HdrRequestID] = []string{id}
-		h[bus.HdrClientIP] = []string{clientIP}
-		if rt.apps != nil {
-			h[bus.HdrApp] = []string{app}
-		}
-		h[bus.HdrDeadline] = []string{strconv.FormatInt(deadline.UnixNano(), 10)}
+		bus.EncodeRequest(h, &meta)
 
 		ctx, send := e.startSend(ctx, rt, h)
 		ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -601,13 +591,13 @@ func (e *Edge) requestError(w http.ResponseWriter, r *http.Request, rt *route, i
 // writeReply turns a worker's reply into the HTTP response and returns
 // the status sent (0 for a malformed reply).
 func writeReply(w http.ResponseWriter, m *nats.Msg, id string) int {
-	status, err := strconv.Atoi(m.Header.Get(bus.HdrStatus))
-	if err != nil || status < 100 || status > 999 {
+	rep, ok := bus.DecodeReply(m.Header)
+	if !ok {
 		writeError(w, bus.CodeBadGateway, "malformed reply from worker", id)
 		return 0
 	}
-	if code := m.Header.Get(bus.HdrError); code != "" {
-		markCode(w, bus.Code(code))
+	if rep.Code != "" {
+		markCode(w, rep.Code)
 	}
 	dst := w.Header()
 	for k, vs := range m.Header {
@@ -618,12 +608,12 @@ func writeReply(w http.ResponseWriter, m *nats.Msg, id string) int {
 	if _, ok := dst["Content-Type"]; !ok {
 		dst["Content-Type"] = nil // no sniffing: send what the backend sent
 	}
-	w.WriteHeader(status)
+	w.WriteHeader(rep.Status)
 	_, _ = w.Write(m.Data)
-	if m.Header.Get(bus.HdrError) != "" {
+	if rep.Code != "" {
 		return 0 // a gateway error is never a good response
 	}
-	return status
+	return rep.Status
 }
 
 // peerIP is the IP of the socket peer (never a forwarding header).

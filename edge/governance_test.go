@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
 )
 
@@ -250,4 +252,39 @@ func TestBreakerEventOfAnotherPoolIgnored(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A fallback to another API is the same call: that API's backend learns the
+// authenticated app and the caller's address as the first backend would
+// have (the worker used to re-encode the request without them).
+func TestFallbackAPIGetsTheApp(t *testing.T) {
+	be := newFlaky(t)
+	be.failing.Store(true)
+	var seen atomic.Value
+	alt := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(fmt.Sprintf("app=%s ip=%s", r.Header.Get("X-Jetway-App"), r.Header.Get("X-Real-Ip")))
+		io.WriteString(w, "from alt")
+	}))
+	defer alt.Close()
+	g := newGateway(t)
+	key, rec, _ := registry.NewAPIKey()
+	if _, err := g.client.PutApp(context.Background(), &registry.App{ID: "shop", Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"*"}}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
+		if g.edgeW.Current().Apps["shop"] == nil {
+			return fmt.Errorf("app not loaded")
+		}
+		return nil
+	})
+	g.publish(`{"name":"fba.alt","pool":"q","route":{"path":"/fba/alt"},"backend":{"type":"http","url":"` + alt.URL + `"}}`)
+	g.publish(`{"name":"fba.api","pool":"p","route":{"path":"/fba/api"},"backend":{"type":"http","url":"` + be.URL + `"},
+		"auth":{"methods":["key"]},"fallback":{"api":"fba.alt"}}`)
+	r := g.do("GET", "/fba/api", nil, "X-Api-Key", key)
+	if r.status != 200 || r.body != "from alt" || r.header.Get("X-Jetway-Fallback") != "api fba.alt" {
+		t.Fatalf("api fallback: %d %q %v", r.status, r.body, r.header)
+	}
+	if got := seen.Load(); got != "app=shop ip=127.0.0.1" {
+		t.Errorf("the fallback API's backend saw %v, want the app and the caller's address", got)
+	}
 }

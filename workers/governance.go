@@ -333,35 +333,28 @@ func (w *Worker) callAPI(ctx context.Context, api string, req *Request) *Respons
 	if target == nil {
 		return nil // not published (the entry was checked at publish, but may be gone)
 	}
-	h := nats.Header{}
+	// The same request, by the same codec as the edge's: the fallback API's
+	// backend learns the caller's app and address like the first one did.
+	h := make(nats.Header, len(req.Header)+8)
 	for k, v := range req.Header {
-		h[bus.EncodeHeaderName(k)] = v
+		h[k] = v
 	}
-	h[bus.HdrMethod] = []string{req.Method}
-	h[bus.HdrPath] = []string{req.Path}
-	if req.RawQuery != "" {
-		h[bus.HdrQuery] = []string{req.RawQuery}
-	}
-	if req.RawParams != "" {
-		h[bus.HdrParams] = []string{req.RawParams}
-	}
-	h[bus.HdrRequestID] = []string{req.RequestID}
-	if dl, ok := ctx.Deadline(); ok {
-		h[bus.HdrDeadline] = []string{strconv.FormatInt(dl.UnixNano(), 10)}
-	}
+	dl, _ := ctx.Deadline()
+	bus.EncodeRequest(h, &bus.Meta{Method: req.Method, Path: req.Path, RawQuery: req.RawQuery, RawParams: req.RawParams,
+		RequestID: req.RequestID, ClientIP: req.ClientIP, App: req.App, Deadline: dl})
 	m, err := w.o.Conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: target.Subject(), Header: h, Data: req.Body})
-	if err != nil || m.Header.Get(bus.HdrError) != "" {
+	if err != nil {
 		return nil
 	}
-	status, err := strconv.Atoi(m.Header.Get(bus.HdrStatus))
-	if err != nil || status >= 500 {
+	rep, ok := bus.DecodeReply(m.Header)
+	if !ok || rep.Code != "" || rep.Status >= 500 {
 		return nil
 	}
 	rh := http.Header(m.Header)
 	bus.DecodeHTTPHeaders(rh)
 	bus.CleanHeaders(rh)
 	rh.Set("X-Jetway-Fallback", "api "+api)
-	return &Response{Status: status, Header: rh, Body: m.Data}
+	return &Response{Status: rep.Status, Header: rh, Body: m.Data}
 }
 
 func cacheKey(req *Request) string {

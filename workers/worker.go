@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,14 +216,10 @@ func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
 	}
 	now := time.Now()
 	deadline := now.Add(st.timeout)
-	if v := m.Header.Get(bus.HdrDeadline); v != "" {
-		if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
-			// Never beyond the API's own timeout from now, whatever the
-			// sender's clock says.
-			if d := time.Unix(0, ns); d.Before(deadline) {
-				deadline = d
-			}
-		}
+	// Never beyond the API's own timeout from now, whatever the sender's
+	// clock says.
+	if d := bus.RequestDeadline(m.Header); !d.IsZero() && d.Before(deadline) {
+		deadline = d
 	}
 	if !deadline.After(now) {
 		w.dropped.Add(1)
@@ -272,24 +267,20 @@ func (w *Worker) serve(as *apiSub, st *apiState, m *nats.Msg, deadline time.Time
 // decodeRequest takes the wire metadata out of the message headers; what is
 // left are the HTTP request headers for the backend.
 func decodeRequest(a *registry.API, m *nats.Msg) *Request {
-	h := m.Header
+	meta := bus.DecodeRequest(m.Header)
+	app := meta.App
 	req := &Request{
 		API:       a,
-		Method:    h.Get(bus.HdrMethod),
-		Path:      h.Get(bus.HdrPath),
-		RawQuery:  h.Get(bus.HdrQuery),
-		RawParams: h.Get(bus.HdrParams),
-		RequestID: h.Get(bus.HdrRequestID),
-		ClientIP:  h.Get(bus.HdrClientIP),
+		Method:    meta.Method,
+		Path:      meta.Path,
+		RawQuery:  meta.RawQuery,
+		RawParams: meta.RawParams,
+		RequestID: meta.RequestID,
+		ClientIP:  meta.ClientIP,
+		App:       app,
 		Body:      m.Data,
 	}
-	if req.Method == "" {
-		req.Method = http.MethodGet
-	}
-	app := h.Get(bus.HdrApp)
-	req.App = app
-	hh := http.Header(h)
-	bus.DecodeHTTPHeaders(hh)
+	hh := http.Header(m.Header)
 	bus.CleanHeaders(hh)
 	// Backends learn the authenticated app from X-Jetway-App, and that the
 	// call is a sandbox call from X-Jetway-Sandbox, which only Jetway sets:
@@ -314,8 +305,7 @@ func (w *Worker) reply(m *nats.Msg, resp *Response) {
 		h[k] = vs
 	}
 	bus.CleanHeaders(h)
-	bus.EncodeHTTPHeaders(h) // a backend's Status must not pass for the protocol's
-	h[bus.HdrStatus] = []string{strconv.Itoa(resp.Status)}
+	bus.EncodeReply(h, resp.Status)
 	if err := m.RespondMsg(&nats.Msg{Header: h, Data: resp.Body}); err != nil {
 		w.log.Warn("sending reply", "subject", m.Subject, "err", err)
 	}
@@ -324,13 +314,7 @@ func (w *Worker) reply(m *nats.Msg, resp *Response) {
 // replyError sends a gateway-made error. requestID is passed in because
 // decodeRequest strips the wire headers from m.
 func (w *Worker) replyError(m *nats.Msg, requestID string, code bus.Code, msg string) {
-	h := nats.Header{
-		bus.HdrStatus:  []string{strconv.Itoa(code.Status())},
-		bus.HdrError:   []string{string(code)},
-		"Content-Type": []string{"application/json"},
-	}
-	body := bus.ErrorJSON(code, msg, requestID)
-	if err := m.RespondMsg(&nats.Msg{Header: h, Data: body}); err != nil {
+	if err := m.RespondMsg(bus.ErrorReply(code, msg, requestID)); err != nil {
 		w.log.Warn("sending error reply", "subject", m.Subject, "err", err)
 	}
 }

@@ -1,0 +1,132 @@
+package bus
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Meta is what travels with a call on the bus besides its HTTP headers and
+// body: set by the edge (or by a worker calling another API as a fallback),
+// read by the worker that serves the call.
+type Meta struct {
+	Method    string
+	Path      string // the canonical escaped path the edge routed on
+	RawQuery  string // without '?'
+	RawParams string // route parameters, URL-query encoded
+	RequestID string
+	ClientIP  string    // the caller's address as the edge saw it
+	App       string    // the authenticated app; "" for an open API
+	Deadline  time.Time // zero: none (the API's own timeout applies)
+}
+
+// EncodeRequest makes h, the HTTP request headers for the backend (already
+// cleaned of hop-by-hop and reserved names by the caller), into the headers
+// of a request message: the names that NATS would read as its own travel
+// escaped (EncodeHTTPHeaders), then m is added under the reserved names.
+// It changes and returns h; ordinary headers cost no allocation.
+func EncodeRequest(h nats.Header, m *Meta) nats.Header {
+	EncodeHTTPHeaders(h)
+	h[HdrMethod] = []string{m.Method}
+	h[HdrPath] = []string{m.Path}
+	if m.RawQuery != "" {
+		h[HdrQuery] = []string{m.RawQuery}
+	}
+	if m.RawParams != "" {
+		h[HdrParams] = []string{m.RawParams}
+	}
+	h[HdrRequestID] = []string{m.RequestID}
+	if m.ClientIP != "" {
+		h[HdrClientIP] = []string{m.ClientIP}
+	}
+	if m.App != "" {
+		h[HdrApp] = []string{m.App}
+	}
+	if !m.Deadline.IsZero() {
+		h[HdrDeadline] = []string{strconv.FormatInt(m.Deadline.UnixNano(), 10)}
+	}
+	return h
+}
+
+// DecodeRequest reads a request message's metadata and turns its headers,
+// in place, back into the HTTP request headers (the wire's own names and
+// any NATS name the sender did not escape are dropped). A missing method is
+// GET; a deadline that does not parse is none.
+func DecodeRequest(h nats.Header) Meta {
+	m := Meta{
+		Method:    first(h, HdrMethod),
+		Path:      first(h, HdrPath),
+		RawQuery:  first(h, HdrQuery),
+		RawParams: first(h, HdrParams),
+		RequestID: first(h, HdrRequestID),
+		ClientIP:  first(h, HdrClientIP),
+		App:       first(h, HdrApp),
+	}
+	if m.Method == "" {
+		m.Method = "GET"
+	}
+	m.Deadline = RequestDeadline(h)
+	DecodeHTTPHeaders(h)
+	return m
+}
+
+// RequestDeadline is the deadline a request message carries (zero: none or
+// malformed), read without decoding the rest: a worker drops a call whose
+// caller has given up before it does anything else.
+func RequestDeadline(h nats.Header) time.Time {
+	if v := first(h, HdrDeadline); v != "" {
+		if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return time.Unix(0, ns)
+		}
+	}
+	return time.Time{}
+}
+
+// EncodeReply makes h, a backend's HTTP response headers (cleaned by the
+// caller), into the headers of a reply message with the status.
+func EncodeReply(h nats.Header, status int) nats.Header {
+	EncodeHTTPHeaders(h) // a backend's Status must not pass for the protocol's
+	h[HdrStatus] = []string{strconv.Itoa(status)}
+	return h
+}
+
+// ErrorReply is the reply message of a gateway-made error: the code's
+// status, the code, and the JSON body a caller receives.
+func ErrorReply(code Code, msg, requestID string) *nats.Msg {
+	return &nats.Msg{
+		Header: nats.Header{
+			HdrStatus:      []string{strconv.Itoa(code.Status())},
+			HdrError:       []string{string(code)},
+			"Content-Type": []string{"application/json"},
+		},
+		Data: ErrorJSON(code, msg, requestID),
+	}
+}
+
+// Reply is what a reply message says besides its HTTP headers and body.
+type Reply struct {
+	Status int  // the HTTP status
+	Code   Code // set only on a gateway-made error
+}
+
+// DecodeReply reads a reply message's status and error code; ok is false
+// for a reply without a valid status (a malformed reply). The HTTP headers
+// stay in h under their wire names: DecodeHeaderName gives each its HTTP
+// name (or says to drop it), so a caller copies them without a second map.
+func DecodeReply(h nats.Header) (r Reply, ok bool) {
+	status, err := strconv.Atoi(first(h, HdrStatus))
+	if err != nil || status < 100 || status > 999 {
+		return Reply{}, false
+	}
+	return Reply{Status: status, Code: Code(first(h, HdrError))}, true
+}
+
+// first is h's first value of a name given in canonical form (the wire's
+// names are), without the canonicalisation nats.Header.Get does.
+func first(h nats.Header, name string) string {
+	if vs := h[name]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
