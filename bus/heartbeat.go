@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -247,7 +249,7 @@ const (
 // boundHeartbeat bounds what a received beat may claim: a role may beat
 // only under its own role (NATS permissions), but any node of that role may
 // forge one. Pools are valid names, at most maxHeartbeatPools; texts are cut
-// to maxHeartbeatText bytes; counts are not negative.
+// to maxHeartbeatText bytes and made printable; counts are not negative.
 func boundHeartbeat(hb Heartbeat) Heartbeat {
 	pools := make([]string, 0, min(len(hb.Pools), maxHeartbeatPools))
 	for _, p := range hb.Pools {
@@ -261,9 +263,9 @@ func boundHeartbeat(hb Heartbeat) Heartbeat {
 	hb.Pools = pools
 	cut := func(s string) string {
 		if len(s) > maxHeartbeatText {
-			return s[:maxHeartbeatText]
+			s = s[:maxHeartbeatText]
 		}
-		return s
+		return printable(s)
 	}
 	hb.Version, hb.Host, hb.Admin = cut(hb.Version), cut(hb.Host), cut(hb.Admin)
 	hb.InFlight, hb.APIs = max(hb.InFlight, 0), max(hb.APIs, 0)
@@ -271,6 +273,29 @@ func boundHeartbeat(hb Heartbeat) Heartbeat {
 		hb.Uptime = 0
 	}
 	return hb
+}
+
+// printable returns s with every control character (C0, DEL, C1: the
+// terminal escapes ESC and CSI among them) and every invalid UTF-8 byte
+// replaced by '?': a beat's texts end up on an operator's terminal
+// (`jetway nodes`), and any node of a role may forge its role's beats.
+func printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // observe records a beat received at now.

@@ -89,6 +89,23 @@ func InboxPrefix(role string) string {
 	return ""
 }
 
+// IsReplyInbox reports whether a reply subject is an inbox, where Jetway's
+// requesters (edges, workers, the CLI) wait for answers: under nats.go's
+// default prefix "_INBOX." or a role's own. A worker answers only there.
+// The reply subject is the sender's to choose and NATS lets the receiver
+// publish its answer on it whatever it is (allow_responses), so an edge or
+// a worker of another pool could otherwise name a control subject —
+// jetway.breaker.<pool>.<api> of any pool — and have an honest worker
+// publish a backend's answer there, which an echoing API lets it write.
+func IsReplyInbox(subject string) bool {
+	for _, p := range [...]string{"_INBOX.", InboxPrefixEdge + ".", InboxPrefixWorker + "."} {
+		if len(subject) > len(p) && subject[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
 // Registry buckets (JetStream KV). A bucket's stream is KV_<bucket>; who
 // may read and write each is in RolePermissions.
 const (

@@ -71,13 +71,16 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) (addr netip.Addr, chain
 }
 
 // callerForwarding are request headers that tell some backends who the
-// client is or which URL was asked for (IIS and Symfony take X-Original-Url
-// as the path). Only the edge says that: it drops these, whoever sent them,
-// and sets X-Forwarded-For (see clientAddr), X-Forwarded-Host,
-// X-Forwarded-Proto and X-Real-Ip itself.
+// client is or which request was made: the URL (IIS and Symfony take
+// X-Original-Url as the path) or the method (Rack, hence Rails, and Symfony
+// take X-HTTP-Method-Override on a POST as the method, so a POST route would
+// reach the backend's DELETE). Only the edge says that: it drops these,
+// whoever sent them, and sets X-Forwarded-For (see clientAddr),
+// X-Forwarded-Host, X-Forwarded-Proto and X-Real-Ip itself.
 var callerForwarding = []string{
 	"Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip", "X-Cluster-Client-Ip",
 	"X-Original-Url", "X-Rewrite-Url",
+	"X-Http-Method-Override", "X-Http-Method", "X-Method-Override",
 }
 
 // dropCallerForwarding removes, in place, the request headers a backend

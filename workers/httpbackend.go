@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -127,10 +128,13 @@ type urlTemplate struct {
 	parts  []string // literal, name, literal, name, ..., literal
 	static string   // the URL when it has no placeholders
 	hasQ   bool     // the template has its own query string
+	// queryFrom is the index in parts of the first placeholder in the
+	// query (after '?'); len(parts) when there is none.
+	queryFrom int
 }
 
 func compileURL(raw string) urlTemplate {
-	t := urlTemplate{hasQ: strings.Contains(raw, "?")}
+	t := urlTemplate{hasQ: strings.Contains(raw, "?"), queryFrom: -1}
 	rest := raw
 	for {
 		i := strings.IndexByte(rest, '{')
@@ -140,7 +144,13 @@ func compileURL(raw string) urlTemplate {
 		}
 		j := strings.IndexByte(rest[i:], '}') // validated at publish
 		t.parts = append(t.parts, rest[:i], rest[i+1:i+j])
+		if t.queryFrom < 0 && strings.Contains(raw[:len(raw)-len(rest)+i], "?") {
+			t.queryFrom = len(t.parts) - 1
+		}
 		rest = rest[i+j+1:]
+	}
+	if t.queryFrom < 0 {
+		t.queryFrom = len(t.parts)
 	}
 	if len(t.parts) == 1 {
 		t.static = raw
@@ -149,7 +159,10 @@ func compileURL(raw string) urlTemplate {
 }
 
 // expand fills the placeholders from the route parameters, which arrive in
-// their escaped form and are inserted as they are, and appends the query.
+// their escaped form (a canonical path segment), and appends the query. In
+// the path they are inserted as they are; in the query they are escaped
+// for the query, where '&', '=' and '+' of a segment would otherwise start
+// parameters of the caller's choosing or read as a space.
 func (t *urlTemplate) expand(req *Request) string {
 	var b strings.Builder
 	if t.static != "" {
@@ -161,10 +174,17 @@ func (t *urlTemplate) expand(req *Request) string {
 	} else {
 		params := req.Params()
 		for i, p := range t.parts {
-			if i%2 == 0 {
+			switch {
+			case i%2 == 0:
 				b.WriteString(p)
-			} else {
+			case i < t.queryFrom:
 				b.WriteString(params.Get(p))
+			default:
+				v := params.Get(p)
+				if d, err := url.PathUnescape(v); err == nil {
+					v = d
+				}
+				b.WriteString(url.QueryEscape(v))
 			}
 		}
 	}

@@ -211,8 +211,11 @@ func (w *Worker) build(a *registry.API, gov *governance) *apiState {
 // per-API concurrency limit bounds those goroutines.
 func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
 	st := as.state.Load()
-	if m.Reply == "" {
-		return // nobody waits for an answer
+	if !bus.IsReplyInbox(m.Reply) {
+		// Nobody waits for an answer, or the sender named a subject that
+		// is no inbox (a control subject) for the answer to be published
+		// on: never answer there.
+		return
 	}
 	now := time.Now()
 	deadline := now.Add(st.timeout)
