@@ -312,6 +312,15 @@ func KeepNonces(ctx context.Context, nc *nats.Conn, o BucketOptions, onErr func(
 			case <-ctx.Done():
 				return
 			case <-kick:
+				// The server sends the advisory before it removes the old
+				// stream's files: a stream created at once can recover the
+				// old messages and lose its files under it, and then never
+				// answers a claim. Let the deletion finish.
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(nonceRecreateAfter):
+				}
 			case <-t.C:
 			}
 			octx, cancel := context.WithTimeout(ctx, nonceReopenTimeout)
@@ -335,6 +344,10 @@ func KeepNonces(ctx context.Context, nc *nats.Conn, o BucketOptions, onErr func(
 // nonceKeepEvery is how often KeepNonces checks the bucket without an
 // advisory.
 const nonceKeepEvery = 30 * time.Second
+
+// nonceRecreateAfter is how long KeepNonces lets the server finish
+// deleting the bucket's stream after its advisory.
+const nonceRecreateAfter = time.Second
 
 // nonceLearnEvery is how often a NonceStore reads its bucket's creation
 // without a reason to.
