@@ -128,7 +128,10 @@ func (s *NonceStore) learn(ctx context.Context, kv jetstream.KeyValue) error {
 		return fmt.Errorf("reading the creation of bucket %s: no stream info", BucketNonces)
 	}
 	info := bs.StreamInfo()
-	s.lostBefore(info.Created)
+	// Signatures carry whole seconds: a request signed in the second the
+	// bucket was created passes. None claimed in the old bucket was: no
+	// bucket is re-created within nonceRecreateAfter of its deletion.
+	s.lostBefore(info.Created.Truncate(time.Second))
 	s.seenRev.Store(info.State.LastSeq)
 	return nil
 }
@@ -214,6 +217,7 @@ func (s *NonceStore) reopen() {
 	}
 	go func() {
 		defer s.reopening.Store(false)
+		time.Sleep(nonceRecreateAfter) // as KeepNonces: never a new bucket within a second of the old one's end
 		ctx, cancel := context.WithTimeout(context.Background(), nonceReopenTimeout)
 		defer cancel()
 		kv, err := s.open(ctx)
@@ -345,8 +349,10 @@ func KeepNonces(ctx context.Context, nc *nats.Conn, o BucketOptions, onErr func(
 // advisory.
 const nonceKeepEvery = 30 * time.Second
 
-// nonceRecreateAfter is how long KeepNonces lets the server finish
-// deleting the bucket's stream after its advisory.
+// nonceRecreateAfter is how long KeepNonces (and a store re-opening its
+// bucket) lets the server finish deleting the bucket's stream. At least a
+// second: a request signed in the second a bucket was created is let
+// through, so no nonce of the bucket before may have been claimed in it.
 const nonceRecreateAfter = time.Second
 
 // nonceLearnEvery is how often a NonceStore reads its bucket's creation

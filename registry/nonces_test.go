@@ -174,9 +174,23 @@ func TestNonceStoreRefusesRequestsSignedBeforeRecreation(t *testing.T) {
 	if err := a.Claim(ctx, keys[a], signed); !errors.Is(err, registry.ErrSignedBeforeLoss) {
 		t.Errorf("edge a, replay signed before the deletion: %v", err)
 	}
+	// Signatures carry whole seconds: one signed in the second the bucket
+	// was created passes (it is re-created a second after the deletion at
+	// the soonest, so nothing claimed before was signed in that second).
+	info, err := js.Stream(ctx, "KV_"+registry.BucketNonces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := info.CachedInfo().Created
+	if !created.Truncate(time.Second).After(deleted) {
+		t.Errorf("re-created at %v, within a second of the deletion at %v", created, deleted)
+	}
 	for name, st := range map[string]*registry.NonceStore{"a": a, "b": b, "c": c} {
 		if err := claim(st); err != nil {
 			t.Errorf("edge %s, signed after the re-creation: %v", name, err)
+		}
+		if err := st.Claim(ctx, "shop."+nuid.Next(), created.Truncate(time.Second)); err != nil {
+			t.Errorf("edge %s, signed in the second of the re-creation: %v", name, err)
 		}
 	}
 }
