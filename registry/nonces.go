@@ -52,7 +52,10 @@ var ErrSignedBeforeLoss = errors.New("signed before the replay record was lost; 
 // revision is not above one it knew before sending (a re-created stream
 // numbers from 1 again: no edge need have seen the outage); on the
 // deletion advisory (at once: "not before now"); and every nonceLearnEvery
-// as a fallback. An ordinary claim only adds atomic loads to the KV create.
+// as a fallback. An ordinary claim only adds atomic operations (no lock, no
+// syscall) to the KV create. Not covered: a client whose clock runs ahead
+// by more than the outage stamps requests sent before it with times after
+// the re-creation; a replay of those passes.
 type NonceStore struct {
 	nc *nats.Conn
 	o  BucketOptions
