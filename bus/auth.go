@@ -81,6 +81,9 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			MetricsPrefix + ">", BreakerPrefix + ">", // the alerts' inputs
 			MetricsQuerySubject,
 			HeartbeatPrefix + ">",
+			// The nonce bucket deleted: the edge refuses requests signed
+			// before, whose nonces went with it (registry.NonceStore).
+			NonceBucketDeleted,
 		}
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub},

@@ -198,6 +198,23 @@ func TestRolePermissionsOnServer(t *testing.T) {
 	_ = w.Stop()
 	edge.allowed(t, "edge reads and watches apps")
 
+	// Edges hear the nonce bucket deleted (they then refuse requests signed
+	// before); workers do not.
+	deleted := make(chan string, 1)
+	if _, err := edge.Subscribe(NonceBucketDeleted, func(m *nats.Msg) { deleted <- m.Subject }); err != nil {
+		t.Fatal(err)
+	}
+	edge.allowed(t, "edge hears the nonce bucket deleted")
+	worker.denied(t, "worker hears the nonce bucket deleted", NonceBucketDeleted, func() { _, _ = worker.Subscribe(NonceBucketDeleted, func(*nats.Msg) {}) })
+	if err := ajs.DeleteKeyValue(ctx, BucketNonces); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-deleted:
+	case <-time.After(2 * time.Second):
+		t.Fatal("edge: no advisory of the nonce bucket deleted")
+	}
+
 	for _, c := range []*roleConn{worker, orders} {
 		js, _ := jetstream.New(c.Conn)
 		apis, err := js.KeyValue(ctx, BucketAPIs)

@@ -116,6 +116,11 @@ const (
 	BucketNonces = "jetway_nonces" // nonces of signed requests: edges write
 )
 
+// NonceBucketDeleted is the JetStream advisory of the nonce bucket's stream
+// deleted: the admin node re-creates it, edges then refuse requests signed
+// before (their nonces went with it).
+const NonceBucketDeleted = "$JS.EVENT.ADVISORY.STREAM.DELETED.KV_" + BucketNonces
+
 // BreakerSubject is the subject of the breaker changes of an API of a pool.
 func BreakerSubject(pool, api string) string { return BreakerPrefix + PoolToken(pool) + "." + api }
 

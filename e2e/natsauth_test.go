@@ -186,7 +186,8 @@ func TestForgedBreakerEvents(t *testing.T) {
 
 // The nonce bucket deleted with everything up: an edge process, whose NATS
 // user may not create streams, refuses signed calls (503) until serve, the
-// admin node, has re-created the bucket, then serves them again.
+// admin node, has re-created the bucket, then serves them again — but not
+// the replay of a request signed before, whose nonce went with the bucket.
 func TestNonceBucketRecreatedForEdges(t *testing.T) {
 	t.Parallel()
 	_, withUser := startAuthServe(t)
@@ -202,11 +203,15 @@ func TestNonceBucketRecreatedForEdges(t *testing.T) {
 	}
 	edge := startNode(t, "edge", "edge", "", "--nats", withUser("edge"))
 	edge.waitReady(t)
-	signed := func() (int, string) {
+	var auth string // the last signed request's
+	signedWith := func(replay string) (int, string) {
 		r, _ := http.NewRequest("POST", edge.edge+"/v1/signed", strings.NewReader("payload"))
-		if err := sign.Sign(r, []byte("payload"), "signer", secret); err != nil {
+		if replay != "" {
+			r.Header.Set("Authorization", replay)
+		} else if err := sign.Sign(r, []byte("payload"), "signer", secret); err != nil {
 			t.Fatal(err)
 		}
+		auth = r.Header.Get("Authorization")
 		resp, err := http.DefaultClient.Do(r)
 		if err != nil {
 			return 0, err.Error()
@@ -215,12 +220,14 @@ func TestNonceBucketRecreatedForEdges(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	signed := func() (int, string) { return signedWith("") }
 	waitForFunc(t, func() error {
 		if st, b := signed(); st != 200 {
 			return fmt.Errorf("before: %d %s", st, b)
 		}
 		return nil
 	})
+	before := auth
 
 	nc, err := nats.Connect(withUser("admin"))
 	if err != nil {
@@ -235,7 +242,8 @@ func TestNonceBucketRecreatedForEdges(t *testing.T) {
 	}
 	waitForFunc(t, func() error {
 		st, b := signed()
-		if st != 200 && st != 503 {
+		// 401 for a request signed in the second the edge heard of the deletion.
+		if st != 200 && st != 503 && (st != 401 || !strings.Contains(b, "sign again")) {
 			t.Fatalf("bucket gone: %d %s (want 503 until it is back)", st, b)
 		}
 		if st != 200 {
@@ -243,4 +251,8 @@ func TestNonceBucketRecreatedForEdges(t *testing.T) {
 		}
 		return nil
 	})
+	// The new bucket never saw the nonce of a request signed before.
+	if st, b := signedWith(before); st != 401 || !strings.Contains(b, "signed before the replay record was lost") {
+		t.Errorf("replay across the deletion: %d %s", st, b)
+	}
 }

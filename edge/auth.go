@@ -29,10 +29,12 @@ type appIndex struct {
 }
 
 // NonceStore claims signed requests' nonces for the whole cluster
-// (registry.NonceStore); Claim returns registry.ErrReplay for a nonce seen
-// before and another error when the store cannot be reached.
+// (registry.NonceStore) for a request signed at signed; Claim returns
+// registry.ErrReplay for a nonce seen before, registry.ErrSignedBeforeLoss
+// for a request signed before the store lost its record of nonces, and
+// another error when the store cannot be reached.
 type NonceStore interface {
-	Claim(ctx context.Context, key string) error
+	Claim(ctx context.Context, key string, signed time.Time) error
 }
 
 type authApp struct {
@@ -168,9 +170,12 @@ func (ix *appIndex) verifySigned(w http.ResponseWriter, r *http.Request, rt *rou
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
-	switch err := ix.nonces.Claim(ctx, p.App+"."+p.Nonce); {
+	switch err := ix.nonces.Claim(ctx, p.App+"."+p.Nonce, time.Unix(ts, 0)); {
 	case errors.Is(err, registry.ErrReplay):
 		writeError(w, bus.CodeUnauthenticated, "nonce already used (replay)", id)
+		return nil, false
+	case errors.Is(err, registry.ErrSignedBeforeLoss):
+		writeError(w, bus.CodeUnauthenticated, "signed before the replay record was lost; sign again", id)
 		return nil, false
 	case err != nil:
 		writeError(w, bus.CodeBusUnavailable, "nonce store unreachable: signed requests are refused", id)

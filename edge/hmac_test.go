@@ -125,10 +125,19 @@ func TestSignedRequests(t *testing.T) {
 
 // The nonce bucket deleted with the bus up: signed calls are refused (503,
 // never let through) until the store has re-created it, then pass again,
-// without a restart; replays stay refused.
+// without a restart; replays stay refused — also of a request signed
+// before the deletion, whose nonce the new bucket never saw (401: sign
+// again).
 func TestSignedRequestsNonceBucketDeleted(t *testing.T) {
 	g := newGatewayWith(t, edge.Options{})
 	url, w, _ := g.addEdgeWith(t, edge.Options{Nonces: registry.NewNonceStore(g.nc, registry.BucketOptions{})})
+	// Another edge, which sees no signed request before the replay.
+	otherConn, err := nats.Connect(g.nc.ConnectedUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(otherConn.Close)
+	other, w2, _ := g.addEdgeWith(t, edge.Options{Nonces: registry.NewNonceStore(otherConn, registry.BucketOptions{})})
 	ctx := context.Background()
 	secret, _ := registry.NewHMACSecret()
 	if _, err := g.client.PutApp(ctx, &registry.App{ID: "shop", Status: registry.AppActive, HMACSecrets: []registry.HMACSecret{secret}, APIs: []string{"signed.*"}}); err != nil {
@@ -136,12 +145,14 @@ func TestSignedRequestsNonceBucketDeleted(t *testing.T) {
 	}
 	g.publish(`{"name":"signed.post","pool":"p","route":{"method":"POST","path":"/signed"},"backend":{"type":"mock","body":"in"},"auth":{"methods":["hmac"]}}`)
 	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
-		if w.Current().APIs["signed.post"] == nil || w.Current().Apps["shop"] == nil {
-			return fmt.Errorf("not loaded")
+		for _, w := range []*registry.Watcher{w, w2} {
+			if w.Current().APIs["signed.post"] == nil || w.Current().Apps["shop"] == nil {
+				return fmt.Errorf("not loaded")
+			}
 		}
 		return nil
 	})
-	call := func(auth string) (int, string, string) {
+	callOn := func(url, auth string) (int, string, string) {
 		r, _ := http.NewRequest("POST", url+"/signed", strings.NewReader(`{}`))
 		if auth == "" {
 			sign.Sign(r, []byte(`{}`), "shop", secret.Bytes())
@@ -156,7 +167,9 @@ func TestSignedRequestsNonceBucketDeleted(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b), r.Header.Get("Authorization")
 	}
-	if st, b, _ := call(""); st != 200 {
+	call := func(auth string) (int, string, string) { return callOn(url, auth) }
+	st, b, before := call("")
+	if st != 200 {
 		t.Fatalf("before: %d %s", st, b)
 	}
 	js, _ := jetstream.New(g.nc)
@@ -166,7 +179,8 @@ func TestSignedRequestsNonceBucketDeleted(t *testing.T) {
 	var auth string
 	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		st, b, a := call("")
-		if st != 200 && (st != 503 || !strings.Contains(b, "nonce store")) {
+		// Signed in the second the bucket came back: refused, sign again.
+		if st != 200 && (st != 503 || !strings.Contains(b, "nonce store")) && (st != 401 || !strings.Contains(b, "sign again")) {
 			t.Fatalf("bucket gone: %d %s (want 503 until it is back)", st, b)
 		}
 		if st != 200 {
@@ -177,5 +191,10 @@ func TestSignedRequestsNonceBucketDeleted(t *testing.T) {
 	})
 	if st, b, _ := call(auth); st != 401 || !strings.Contains(b, "replay") {
 		t.Errorf("replay after re-creation: %d %s", st, b)
+	}
+	for i, u := range []string{url, other} {
+		if st, b, _ := callOn(u, before); st != 401 || !strings.Contains(b, "signed before the replay record was lost") {
+			t.Errorf("replay across the deletion on edge %d: %d %s", i, st, b)
+		}
 	}
 }

@@ -25,6 +25,11 @@ const NonceTTL = 10 * time.Minute
 // ErrReplay is returned for a nonce seen before.
 var ErrReplay = errors.New("nonce already used")
 
+// ErrSignedBeforeLoss is returned for a request signed before the nonce
+// bucket in use was created: the nonces claimed before went with the old
+// bucket, so such a request might be a replay that nothing remembers.
+var ErrSignedBeforeLoss = errors.New("signed before the replay record was lost; sign again")
+
 // NonceStore claims nonces in a JetStream KV bucket shared by every edge:
 // the first Create of a key wins, so a replay fails on any edge.
 //
@@ -38,6 +43,19 @@ var ErrReplay = errors.New("nonce already used")
 // (this store, KeepNonces in the admin node) re-creates the bucket. An
 // edge whose NATS user may not create streams therefore recovers as soon as
 // the admin node has re-created it.
+//
+// A re-created bucket has forgotten the nonces claimed before, so a claim
+// also refuses (ErrSignedBeforeLoss) a request signed before the bucket's
+// stream was created — or before this store heard of its deletion — which
+// could be a replay of a request claimed in the old bucket. The store
+// learns the creation time when it opens the bucket; when a claim's
+// revision is not above one it knew before sending (a re-created stream
+// numbers from 1 again: no edge need have seen the outage); on the
+// deletion advisory (at once: "not before now"); and every nonceLearnEvery
+// as a fallback. An ordinary claim only adds atomic operations (no lock, no
+// syscall) to the KV create. Not covered: a client whose clock runs ahead
+// by more than the outage stamps requests sent before it with times after
+// the re-creation; a replay of those passes.
 type NonceStore struct {
 	nc *nats.Conn
 	o  BucketOptions
@@ -45,6 +63,10 @@ type NonceStore struct {
 	kv atomic.Pointer[jetstream.KeyValue] // nil until first opened; read without a lock
 
 	mu sync.Mutex // only for the first open: claims on an open bucket never take it
+
+	notBefore atomic.Int64  // Unix ns: a request signed earlier is refused
+	seenRev   atomic.Uint64 // a revision of the bucket's current stream: its stream info's last, or a claim's
+	watching  atomic.Bool   // the deletion advisory and the periodic look are set up
 
 	reopening atomic.Bool  // a background re-open is running
 	nextTry   atomic.Int64 // Unix ns before which no re-open starts
@@ -75,15 +97,112 @@ func (s *NonceStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 		return nil, err
 	}
 	s.kv.Store(&kv)
+	s.watch()
 	return kv, nil
 }
 
+// open binds (or creates) the bucket and learns its stream's creation: a
+// handle is never used before its "not before" is known.
 func (s *NonceStore) open(ctx context.Context) (jetstream.KeyValue, error) {
 	js, err := jetstream.New(s.nc)
 	if err != nil {
 		return nil, err
 	}
-	return OpenNonces(ctx, js, s.o)
+	kv, err := OpenNonces(ctx, js, s.o)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.learn(ctx, kv); err != nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+// learn reads the bucket's stream info: requests signed before its
+// creation are refused from now on, and its last sequence is a revision a
+// later claim in the same stream must exceed.
+func (s *NonceStore) learn(ctx context.Context, kv jetstream.KeyValue) error {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the creation of bucket %s: %w", BucketNonces, err)
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return fmt.Errorf("reading the creation of bucket %s: no stream info", BucketNonces)
+	}
+	info := bs.StreamInfo()
+	// Signatures carry whole seconds: a request signed in the second the
+	// bucket was created passes. None claimed in the old bucket was: no
+	// bucket is re-created within nonceRecreateAfter of its deletion.
+	s.lostBefore(info.Created.Truncate(time.Second))
+	s.seenRev.Store(info.State.LastSeq)
+	return nil
+}
+
+// lostBefore refuses from now on requests signed before t. It only ever
+// moves forward, and never past the present: a NATS server whose clock is
+// ahead must not refuse every request for as long.
+func (s *NonceStore) lostBefore(t time.Time) {
+	ns := min(t.UnixNano(), time.Now().UnixNano())
+	for {
+		cur := s.notBefore.Load()
+		if ns <= cur || s.notBefore.CompareAndSwap(cur, ns) {
+			return
+		}
+	}
+}
+
+// NotBefore is the signing time before which requests are refused: the
+// creation of the bucket in use, or the moment this store heard it was
+// deleted; zero before the bucket was first opened.
+func (s *NonceStore) NotBefore() time.Time {
+	if ns := s.notBefore.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// watch starts, once, listening to the bucket's deletion advisory and a
+// look at its stream every nonceLearnEvery, for a deletion whose advisory
+// was missed (a reconnect) that no claim revealed. Both end with the
+// connection. An edge user without the advisory in its allow list (an
+// external cluster's older configuration) still has the other two ways.
+func (s *NonceStore) watch() {
+	if !s.watching.CompareAndSwap(false, true) {
+		return
+	}
+	kick := make(chan struct{}, 1)
+	sub, err := s.nc.Subscribe(nonceDeletedAdvisory, func(*nats.Msg) {
+		s.lostBefore(time.Now()) // whatever was claimed until now is gone
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		sub = nil
+	}
+	go func() {
+		t := time.NewTicker(nonceLearnEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-kick:
+			}
+			if s.nc.IsClosed() {
+				if sub != nil {
+					_ = sub.Unsubscribe()
+				}
+				return
+			}
+			if kv := s.kv.Load(); kv != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), nonceReopenTimeout)
+				_ = s.learn(ctx, *kv) // a bucket still gone: claims fail and re-open it
+				cancel()
+			}
+		}
+	}()
 }
 
 // bucketGone reports whether err says the bucket's stream does not exist:
@@ -101,6 +220,7 @@ func (s *NonceStore) reopen() {
 	}
 	go func() {
 		defer s.reopening.Store(false)
+		time.Sleep(nonceRecreateAfter) // as KeepNonces: never a new bucket within a second of the old one's end
 		ctx, cancel := context.WithTimeout(context.Background(), nonceReopenTimeout)
 		defer cancel()
 		kv, err := s.open(ctx)
@@ -125,14 +245,23 @@ func OpenNonces(ctx context.Context, js jetstream.JetStream, o BucketOptions) (j
 	})
 }
 
-// Claim records a nonce; ErrReplay if it was seen, another error if the
-// store cannot be reached (callers must then refuse: fail closed).
-func (s *NonceStore) Claim(ctx context.Context, key string) error {
+// Claim records the nonce of a request signed at signed; ErrReplay if it
+// was seen, ErrSignedBeforeLoss if it was signed before the replay record
+// was lost, another error if the store cannot be reached (callers must
+// then refuse: fail closed).
+func (s *NonceStore) Claim(ctx context.Context, key string, signed time.Time) error {
+	at := signed.UnixNano()
+	if at < s.notBefore.Load() {
+		return ErrSignedBeforeLoss
+	}
 	kv, err := s.bucket(ctx)
 	if err != nil {
 		return fmt.Errorf("nonce store: %w", err)
 	}
-	_, err = kv.Create(ctx, key, nil)
+	// Any revision known now was sequenced before this create is sent: in
+	// the same stream, the claim's revision is above it.
+	known := s.seenRev.Load()
+	rev, err := kv.Create(ctx, key, nil)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists):
 		return ErrReplay
@@ -141,6 +270,19 @@ func (s *NonceStore) Claim(ctx context.Context, key string) error {
 		return fmt.Errorf("nonce store: bucket %s is gone, re-opening it: %w", BucketNonces, err)
 	case err != nil:
 		return fmt.Errorf("nonce store: %w", err)
+	}
+	if rev <= known {
+		// A re-created stream: learn when, before answering.
+		if err := s.learn(ctx, kv); err != nil {
+			return fmt.Errorf("nonce store: bucket %s was re-created: %w", BucketNonces, err)
+		}
+	} else {
+		for cur := known; rev > cur && !s.seenRev.CompareAndSwap(cur, rev); {
+			cur = s.seenRev.Load()
+		}
+	}
+	if at < s.notBefore.Load() {
+		return ErrSignedBeforeLoss
 	}
 	return nil
 }
@@ -177,6 +319,15 @@ func KeepNonces(ctx context.Context, nc *nats.Conn, o BucketOptions, onErr func(
 			case <-ctx.Done():
 				return
 			case <-kick:
+				// The server sends the advisory before it removes the old
+				// stream's files: a stream created at once can recover the
+				// old messages and lose its files under it, and then never
+				// answers a claim. Let the deletion finish.
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(nonceRecreateAfter):
+				}
 			case <-t.C:
 			}
 			octx, cancel := context.WithTimeout(ctx, nonceReopenTimeout)
@@ -201,6 +352,16 @@ func KeepNonces(ctx context.Context, nc *nats.Conn, o BucketOptions, onErr func(
 // advisory.
 const nonceKeepEvery = 30 * time.Second
 
+// nonceRecreateAfter is how long KeepNonces (and a store re-opening its
+// bucket) lets the server finish deleting the bucket's stream. At least a
+// second: a request signed in the second a bucket was created is let
+// through, so no nonce of the bucket before may have been claimed in it.
+const nonceRecreateAfter = time.Second
+
+// nonceLearnEvery is how often a NonceStore reads its bucket's creation
+// without a reason to.
+const nonceLearnEvery = 15 * time.Second
+
 // nonceDeletedAdvisory is the JetStream advisory published when the nonce
 // bucket's stream is deleted.
-const nonceDeletedAdvisory = "$JS.EVENT.ADVISORY.STREAM.DELETED.KV_" + BucketNonces
+const nonceDeletedAdvisory = bus.NonceBucketDeleted

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 func claim(s *registry.NonceStore) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	return s.Claim(ctx, "shop."+nuid.Next())
+	return s.Claim(ctx, "shop."+nuid.Next(), time.Now())
 }
 
 func deleteNonces(t *testing.T, nc *nats.Conn) {
@@ -37,6 +38,12 @@ func deleteNonces(t *testing.T, nc *nats.Conn) {
 func TestNonceStoreRecreatesDeletedBucket(t *testing.T) {
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s)
+	js, _ := jetstream.New(nc)
+	// Created up front, as serve does: a request signed before the bucket
+	// existed is refused.
+	if _, err := registry.OpenNonces(context.Background(), js, registry.BucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	store := registry.NewNonceStore(nc, registry.BucketOptions{})
 	if err := claim(store); err != nil {
 		t.Fatal(err)
@@ -47,10 +54,11 @@ func TestNonceStoreRecreatesDeletedBucket(t *testing.T) {
 	}
 	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error { return claim(store) })
 	ctx := context.Background()
-	if err := store.Claim(ctx, "shop.0123456789abcdef"); err != nil {
+	now := time.Now()
+	if err := store.Claim(ctx, "shop.0123456789abcdef", now); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Claim(ctx, "shop.0123456789abcdef"); !errors.Is(err, registry.ErrReplay) {
+	if err := store.Claim(ctx, "shop.0123456789abcdef", now); !errors.Is(err, registry.ErrReplay) {
 		t.Fatalf("replay after re-creation: %v", err)
 	}
 }
@@ -90,4 +98,99 @@ func TestKeepNoncesForEdgesThatCannotCreate(t *testing.T) {
 		}
 		return claim(store)
 	})
+}
+
+// A re-created bucket has forgotten the nonces claimed before: requests
+// signed before it are refused on every edge — the edge that claimed them,
+// one that heard of the deletion but saw no traffic during it (its claim's
+// revision is above any it knew: only the advisory tells), and one that may
+// not hear the advisory (an older permission list), whose first claim
+// lands in the new bucket with a revision it has seen. Requests signed
+// after the re-creation pass on all three.
+func TestNonceStoreRefusesRequestsSignedBeforeRecreation(t *testing.T) {
+	noAdvisory := bus.RolePermissions(bus.UserEdge)
+	noAdvisory.Subscribe.Allow = slices.DeleteFunc(slices.Clone(noAdvisory.Subscribe.Allow), func(s string) bool { return s == bus.NonceBucketDeleted })
+	o := natstest.DefaultOptions(t)
+	o.Users = []*server.User{
+		{Username: bus.UserAdmin, Password: "admin-pw", Permissions: bus.RolePermissions(bus.UserAdmin)},
+		{Username: bus.UserEdge, Password: "edge-pw", Permissions: bus.RolePermissions(bus.UserEdge)},
+		{Username: "edge-old", Password: "old-pw", Permissions: noAdvisory},
+	}
+	s := natstest.RunServerWithOptions(t, o)
+	admin := natstest.Connect(t, s, nats.UserInfo(bus.UserAdmin, "admin-pw"))
+	edgeConn := func(user, pw string) *nats.Conn {
+		return natstest.Connect(t, s, nats.UserInfo(user, pw), nats.CustomInboxPrefix(bus.InboxPrefix(bus.UserEdge)), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	}
+	js, _ := jetstream.New(admin)
+	ctx := context.Background()
+	if _, err := registry.OpenNonces(ctx, js, registry.BucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	keepCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := registry.KeepNonces(keepCtx, admin, registry.BucketOptions{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	a := registry.NewNonceStore(edgeConn(bus.UserEdge, "edge-pw"), registry.BucketOptions{})
+	b := registry.NewNonceStore(edgeConn(bus.UserEdge, "edge-pw"), registry.BucketOptions{})
+	c := registry.NewNonceStore(edgeConn("edge-old", "old-pw"), registry.BucketOptions{})
+	other := registry.NewNonceStore(admin, registry.BucketOptions{}) // the traffic of further edges
+
+	// Three requests signed and claimed on edge a, then traffic on b and c.
+	signed := time.Now()
+	keys := map[*registry.NonceStore]string{a: "shop.a" + nuid.Next(), b: "shop.b" + nuid.Next(), c: "shop.c" + nuid.Next()}
+	for _, st := range []*registry.NonceStore{a, b, c} {
+		if err := a.Claim(ctx, keys[st], signed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, st := range []*registry.NonceStore{b, c, c} {
+		if err := claim(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleted := time.Now()
+	deleteNonces(t, admin)
+	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if !b.NotBefore().After(deleted) {
+			return fmt.Errorf("edge b has not heard of the deletion: not before %v", b.NotBefore())
+		}
+		_, err := js.KeyValue(ctx, registry.BucketNonces)
+		return err // re-created by KeepNonces
+	})
+	// c's first claim in the new bucket: revision 1, below what it knew.
+	if err := c.Claim(ctx, keys[c], signed); !errors.Is(err, registry.ErrSignedBeforeLoss) {
+		t.Errorf("edge c, replay signed before the deletion: %v", err)
+	}
+	// Traffic elsewhere lifts the new bucket's revisions above what b knew.
+	for range 5 {
+		if err := claim(other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Claim(ctx, keys[b], signed); !errors.Is(err, registry.ErrSignedBeforeLoss) {
+		t.Errorf("edge b, replay signed before the deletion: %v", err)
+	}
+	if err := a.Claim(ctx, keys[a], signed); !errors.Is(err, registry.ErrSignedBeforeLoss) {
+		t.Errorf("edge a, replay signed before the deletion: %v", err)
+	}
+	// Signatures carry whole seconds: one signed in the second the bucket
+	// was created passes (it is re-created a second after the deletion at
+	// the soonest, so nothing claimed before was signed in that second).
+	info, err := js.Stream(ctx, "KV_"+registry.BucketNonces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := info.CachedInfo().Created
+	if !created.Truncate(time.Second).After(deleted) {
+		t.Errorf("re-created at %v, within a second of the deletion at %v", created, deleted)
+	}
+	for name, st := range map[string]*registry.NonceStore{"a": a, "b": b, "c": c} {
+		if err := claim(st); err != nil {
+			t.Errorf("edge %s, signed after the re-creation: %v", name, err)
+		}
+		if err := st.Claim(ctx, "shop."+nuid.Next(), created.Truncate(time.Second)); err != nil {
+			t.Errorf("edge %s, signed in the second of the re-creation: %v", name, err)
+		}
+	}
 }
