@@ -99,7 +99,9 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		for _, b := range []string{BucketAPIs, BucketFlags} {
 			pub = append(pub, kvRead(b)...)
 		}
-		sub := []string{InboxPrefixWorker + ".>", HeartbeatPrefix + ">"}
+		// Its own inbox only: the pool set's, or every worker's for a user
+		// of every pool.
+		sub := []string{InboxPrefix(UserWorker, pools...) + ".>", HeartbeatPrefix + ">"}
 		if len(pools) == 0 {
 			pub = append(pub, BreakerPrefix+">")
 			sub = append(sub, APIPrefix+"*.> "+QueuePrefix+">", SandboxPrefix+"*.> "+QueuePrefix+">", BreakerPrefix+">")

@@ -28,12 +28,13 @@ func connectAs(t *testing.T, s *server.Server, user, pass string) *roleConn {
 	t.Helper()
 	rc := &roleConn{errs: make(chan error, 64)}
 	role := user
-	if strings.HasPrefix(user, UserWorker) {
-		role = UserWorker
+	var pools []string
+	if pool, ok := strings.CutPrefix(user, UserWorker+"-"); ok {
+		role, pools = UserWorker, []string{pool} // worker-<pool>: a user of one pool
 	}
 	opts := []nats.Option{nats.UserInfo(user, pass),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { rc.errs <- err })}
-	if p := InboxPrefix(role); p != "" {
+	if p := InboxPrefix(role, pools...); p != "" {
 		opts = append(opts, nats.CustomInboxPrefix(p))
 	}
 	rc.Conn = natstest.Connect(t, s, opts...)
@@ -167,6 +168,15 @@ func TestRolePermissionsOnServer(t *testing.T) {
 		t.Fatalf("edge → worker → edge: %v %v", m, err)
 	}
 	orders.denied(t, "worker publishes on an inbox it was not asked on", InboxPrefixEdge+".x", func() { _ = orders.Publish(InboxPrefixEdge+".x", nil) })
+	// A worker of one pool cannot overhear the answers to another pool's
+	// workers (their fallback calls): each pool set has its own inbox.
+	ordersInbox := InboxPrefix(UserWorker, "orders") + ".>"
+	eu.denied(t, "worker of pool eu listens to pool orders' inbox", ordersInbox, func() { _, _ = eu.Subscribe(ordersInbox, func(*nats.Msg) {}) })
+	eu.denied(t, "worker of pool eu listens to every worker's inbox", InboxPrefixWorker+".>", func() { _, _ = eu.Subscribe(InboxPrefixWorker+".>", func(*nats.Msg) {}) })
+	if _, err := orders.Subscribe(ordersInbox, func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	orders.allowed(t, "worker of pool orders listens to its own inbox")
 
 	// Nobody but the admin writes the registry; only edges claim nonces.
 	edge.denied(t, "edge writes an api", "$KV."+BucketAPIs+".orders.get", func() { _ = edge.Publish("$KV."+BucketAPIs+".orders.get", []byte(`{}`)) })

@@ -64,3 +64,21 @@ func TestCodeStatus(t *testing.T) {
 		t.Errorf("ErrorJSON = %s", got)
 	}
 }
+
+func TestInboxPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		role  string
+		pools []string
+		want  string
+	}{
+		{UserEdge, nil, "_INBOX_edge"},
+		{UserWorker, nil, "_INBOX_worker"},
+		{UserWorker, []string{"orders"}, "_INBOX_worker.orders"},
+		{UserWorker, []string{"eu.west", "b", "b"}, "_INBOX_worker.b+eu:west"},
+		{UserAdmin, []string{"x"}, ""},
+	} {
+		if got := InboxPrefix(tc.role, tc.pools...); got != tc.want {
+			t.Errorf("InboxPrefix(%s, %v) = %q, want %q", tc.role, tc.pools, got, tc.want)
+		}
+	}
+}

@@ -26,8 +26,9 @@ type ConnectOptions struct {
 	Logger *slog.Logger
 	// Role, when UserEdge or UserWorker, makes the connection use the
 	// role's inbox prefix (InboxPrefix), the only inbox its NATS user may
-	// subscribe to.
-	Role string
+	// subscribe to; a worker's Pools pick its pool set's prefix.
+	Role  string
+	Pools []string
 	// Extra are appended to Jetway's defaults (credentials, TLS, ...).
 	Extra []nats.Option
 }
@@ -76,7 +77,7 @@ func Connect(ctx context.Context, url string, opts ConnectOptions) (*nats.Conn, 
 			log.Warn("nats async error", "subject", subj, "err", err)
 		}),
 	}
-	if p := InboxPrefix(opts.Role); p != "" {
+	if p := InboxPrefix(opts.Role, opts.Pools...); p != "" {
 		o = append(o, nats.CustomInboxPrefix(p))
 	}
 	if opts.Wait {

@@ -6,6 +6,7 @@ package bus
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -78,13 +79,26 @@ const (
 )
 
 // InboxPrefix is the inbox prefix a role's connections use ("" for the
-// admin, which keeps nats.go's default).
-func InboxPrefix(role string) string {
+// admin, which keeps nats.go's default). A worker narrowed to pools hears
+// replies under a prefix of its own pool set, _INBOX_worker.<pool
+// tokens joined by '+'> ('+' is in no name), so that a worker of one pool
+// cannot overhear the answers to another pool's fallback calls: its user
+// may subscribe to its own prefix only (RolePermissions). No pools (serve,
+// every pool) is _INBOX_worker.
+func InboxPrefix(role string, pools ...string) string {
 	switch role {
 	case UserEdge:
 		return InboxPrefixEdge
 	case UserWorker:
-		return InboxPrefixWorker
+		if len(pools) == 0 {
+			return InboxPrefixWorker
+		}
+		toks := make([]string, len(pools))
+		for i, p := range pools {
+			toks[i] = PoolToken(p)
+		}
+		slices.Sort(toks)
+		return InboxPrefixWorker + "." + strings.Join(slices.Compact(toks), "+")
 	}
 	return ""
 }

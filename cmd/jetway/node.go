@@ -228,7 +228,11 @@ func (n *node) connect(ctx context.Context, url, name, user string) (*nats.Conn,
 		// which is its role's: every connection uses that role's inbox.
 		user = string(n.role)
 	}
-	nc, err := bus.Connect(ctx, url, bus.ConnectOptions{Name: name, Wait: true, Logger: n.log, Extra: extra, Role: user})
+	var pools []string
+	if user == bus.UserWorker {
+		pools = n.f.pools // its pool set's inbox (bus.InboxPrefix)
+	}
+	nc, err := bus.Connect(ctx, url, bus.ConnectOptions{Name: name, Wait: true, Logger: n.log, Extra: extra, Role: user, Pools: pools})
 	if err != nil {
 		return nil, err
 	}
