@@ -409,3 +409,37 @@ func TestListsSkipInvalidKeys(t *testing.T) {
 	}
 	check("alert list", keys, errs, []string{">"}, 1)
 }
+
+// Two APIs published on one route at the same moment: exactly one wins,
+// the other is refused naming it, and a third API elsewhere written at the
+// same time is not held up. The route check reads the whole bucket, so the
+// write is a compare-and-set on the whole bucket.
+func TestConcurrentPutsOnOneRouteRefuseOne(t *testing.T) {
+	s := natstest.RunServer(t)
+	cs := clients(t, s, 3)
+	ctx := context.Background()
+	for round := range 20 {
+		path := fmt.Sprintf("/r%d/{x}", round)
+		doc := func(name, path string) []byte {
+			return fmt.Appendf(nil, `{"name":%q,"pool":"p","route":{"path":%q},"backend":{"type":"mock"}}`, name, path)
+		}
+		var errA, errB, errC error
+		together(
+			func() { _, errA = cs[0].Put(ctx, doc(fmt.Sprintf("a%d.hello", round), path)) },
+			func() { _, errB = cs[1].Put(ctx, doc(fmt.Sprintf("b%d.hello", round), path)) },
+			func() { _, errC = cs[2].Put(ctx, doc(fmt.Sprintf("c%d.other", round), fmt.Sprintf("/o%d", round))) },
+		)
+		if errC != nil {
+			t.Fatalf("round %d: the API on its own route: %v", round, errC)
+		}
+		var rc *registry.RouteConflictError
+		switch {
+		case errA == nil && errB == nil:
+			t.Fatalf("round %d: both APIs on %s were published", round, path)
+		case errA != nil && errB != nil:
+			t.Fatalf("round %d: neither was published: %v / %v", round, errA, errB)
+		case !errors.As(errors.Join(errA, errB), &rc):
+			t.Fatalf("round %d: the loser's error is not a route conflict: %v %v", round, errA, errB)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -14,8 +15,12 @@ import (
 )
 
 // publishAttempts bounds the retries of a write that lost a race with
-// another write of the same key.
-const publishAttempts = 3
+// another write to the APIs bucket; publishPause is the most one pause
+// between them lasts (jittered, growing).
+const (
+	publishAttempts = 10
+	publishPause    = 50 * time.Millisecond
+)
 
 // publish writes js, the JSON of the validated entry a, as the new value of
 // its key. The value carries the created revision of the API in force under
@@ -24,17 +29,34 @@ const publishAttempts = 3
 // across edits and rollbacks. The write is refused with a
 // *RouteConflictError when an API would lose its route by it.
 //
-// The write is a compare-and-set on the key's newest revision: a concurrent
-// delete or edit of the same key is never overwritten with a stale created
-// revision; the read and check are then repeated. With IfRevision the
-// write expects the caller's revision instead and is not repeated: a
-// mismatch is a *ConflictError.
+// The route check reads the whole bucket, so the write is a compare-and-set
+// on the whole bucket: it is taken only if no write of any key came after
+// the read (the stream's last sequence) and the key is at the revision read.
+// Two APIs published on one route at the same moment therefore cannot both
+// succeed: the second is read again, checked again, and refused. A write
+// that lost such a race is repeated (publishAttempts, within ctx). With
+// IfRevision the key must be at the caller's revision (0: not exist), or
+// the write fails with a *ConflictError, whatever else happened.
 func (c *Client) publish(ctx context.Context, a *API, js []byte, opts []WriteOption) (*API, error) {
 	o := collect(opts)
+	pause := 2 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		inForce, latest, err := c.allInForce(ctx)
+		seq, err := c.apisLastSeq(ctx)
 		if err != nil {
 			return nil, err
+		}
+		inForce, latest, live, err := c.allInForce(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if o.ifRevision != nil {
+			cur := latest[a.Name]
+			if !live[a.Name] {
+				cur = 0 // never written, or deleted: does not exist
+			}
+			if cur != *o.ifRevision {
+				return nil, &ConflictError{Kind: "api", Key: a.Name, Want: *o.ifRevision, Current: cur}
+			}
 		}
 		next := *a
 		next.Created, next.Revision = math.MaxUint64, math.MaxUint64 // published last
@@ -49,60 +71,90 @@ func (c *Client) publish(ctx context.Context, a *API, js []byte, opts []WriteOpt
 		if err != nil {
 			return nil, fmt.Errorf("writing %s: %w", a.Name, err)
 		}
-		var rev uint64
-		switch {
-		case o.ifRevision == nil:
-			rev, err = c.kv.Update(ctx, a.Name, val, latest[a.Name])
-			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) && attempt < publishAttempts {
-				continue
+		ack, err := c.js.Publish(ctx, kvSubject(BucketAPIs, a.Name), val,
+			jetstream.WithExpectLastSequence(seq), jetstream.WithExpectLastSequencePerSubject(latest[a.Name]))
+		if isWrongLastSeq(err) && attempt < publishAttempts {
+			// Another write came between the read and this one: read
+			// again (the route check and IfRevision included).
+			if err := sleepCtx(ctx, pause/2+rand.N(pause/2+1)); err != nil {
+				return nil, fmt.Errorf("writing %s: %w", a.Name, err)
 			}
-		case *o.ifRevision == 0:
-			rev, err = c.kv.Create(ctx, a.Name, val)
-		default:
-			rev, err = c.kv.Update(ctx, a.Name, val, *o.ifRevision)
-		}
-		if o.ifRevision != nil && isConflict(err) {
-			return nil, conflict(ctx, c.kv, "api", a.Name, *o.ifRevision)
+			pause = min(2*pause, publishPause)
+			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("writing %s: %w", a.Name, err)
 		}
-		a.Revision, a.Created = rev, created
+		a.Revision, a.Created = ack.Sequence, created
 		if created == 0 {
-			a.Created = rev
+			a.Created = ack.Sequence
 		}
 		return a, nil
+	}
+}
+
+// apisLastSeq is the sequence of the newest message in the APIs bucket's
+// stream: every write of any key comes after it.
+func (c *Client) apisLastSeq(ctx context.Context) (uint64, error) {
+	st, err := c.js.Stream(ctx, "KV_"+BucketAPIs)
+	if err != nil {
+		return 0, fmt.Errorf("reading apis: %w", err)
+	}
+	return st.CachedInfo().State.LastSeq, nil
+}
+
+// kvSubject is the subject a KV write of key in bucket is published on.
+func kvSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// isWrongLastSeq reports whether a publish was refused by its expected
+// sequence (10071; 10164 on replicated streams).
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
 // allInForce reads the APIs every node serves: the newest value of each key,
 // or for a key whose newest value is invalid the newest valid one since the
 // key was last deleted (as the watcher falls back). latest is each key's
-// newest revision, deletions included.
-func (c *Client) allInForce(ctx context.Context) (apis map[string]*API, latest map[string]uint64, err error) {
+// newest revision, deletions included, and live says whose newest is a
+// value (not a deletion).
+func (c *Client) allInForce(ctx context.Context) (apis map[string]*API, latest map[string]uint64, live map[string]bool, err error) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	w, err := c.kv.WatchAll(wctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading apis: %w", err)
+		return nil, nil, nil, fmt.Errorf("reading apis: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	apis, latest = map[string]*API{}, map[string]uint64{}
+	apis, latest, live = map[string]*API{}, map[string]uint64{}, map[string]bool{}
 	invalid := map[string]bool{}
 	for done := false; !done; {
 		select {
 		case <-wctx.Done():
-			return nil, nil, fmt.Errorf("reading apis: %w", wctx.Err())
+			return nil, nil, nil, fmt.Errorf("reading apis: %w", wctx.Err())
 		case e, ok := <-w.Updates():
 			switch {
 			case !ok:
-				return nil, nil, errors.New("reading apis: watch closed")
+				return nil, nil, nil, errors.New("reading apis: watch closed")
 			case e == nil: // replay done
 				done = true
 				continue
 			}
 			key := e.Key()
 			latest[key] = e.Revision()
+			live[key] = e.Operation() == jetstream.KeyValuePut
 			delete(apis, key)
 			delete(invalid, key)
 			if e.Operation() != jetstream.KeyValuePut {
@@ -118,7 +170,7 @@ func (c *Client) allInForce(ctx context.Context) (apis map[string]*API, latest m
 	for key := range invalid {
 		hs, err := c.kv.History(wctx, key)
 		if err != nil {
-			return nil, nil, fmt.Errorf("reading history of %s: %w", key, err)
+			return nil, nil, nil, fmt.Errorf("reading history of %s: %w", key, err)
 		}
 		for i := len(hs) - 1; i >= 0 && hs[i].Operation() == jetstream.KeyValuePut; i-- {
 			if a, err := parseAPIAt(key, hs[i].Value(), hs[i].Revision()); err == nil {
@@ -127,7 +179,7 @@ func (c *Client) allInForce(ctx context.Context) (apis map[string]*API, latest m
 			}
 		}
 	}
-	return apis, latest, nil
+	return apis, latest, live, nil
 }
 
 // withCreated returns the JSON object js with its created_revision member

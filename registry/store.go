@@ -60,6 +60,7 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyVa
 // Client reads and writes API entries; the CLI and tests use it. Writes are
 // validated first: an invalid entry is never written.
 type Client struct {
+	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	flags  jetstream.KeyValue
 	alerts jetstream.KeyValue
@@ -93,7 +94,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if _, err := OpenNonces(ctx, js, o); err != nil {
 		return nil, err
 	}
-	return &Client{kv: kv, flags: flags, alerts: alerts, apps: apps}, nil
+	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps}, nil
 }
 
 // ErrNotFound is returned for an API or revision that does not exist.
