@@ -1,6 +1,3 @@
-// Package bus holds everything Jetway nodes share about NATS: how to
-// connect, how to embed a server, and the wire between edge and worker
-// (subjects, queue groups and header names).
 package bus
 
 import (

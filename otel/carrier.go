@@ -1,6 +1,3 @@
-// Package otel is Jetway's OpenTelemetry glue. HeaderCarrier lets the
-// standard W3C propagators read and write trace context in NATS message
-// headers, so one trace can span edge → NATS → worker → backend.
 package otel
 
 import (

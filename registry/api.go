@@ -1,6 +1,3 @@
-// Package registry holds Jetway's registry: typed entries stored in
-// JetStream KV buckets, their validation, and the watcher that turns the
-// bucket into immutable snapshots that the hot path reads without locks.
 package registry
 
 import (

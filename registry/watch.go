@@ -87,8 +87,9 @@ type WatcherOptions struct {
 	Buckets []string
 }
 
-// Watcher keeps the current Snapshot of the registry buckets (jetway_apis
-// and jetway_flags). Create it with NewWatcher, register OnChange
+// Watcher keeps the current Snapshot of the registry buckets (jetway_apis,
+// jetway_flags, jetway_alerts and jetway_apps, or those of
+// WatcherOptions.Buckets). Create it with NewWatcher, register OnChange
 // callbacks, then call Run.
 type Watcher struct {
 	o   WatcherOptions
@@ -201,8 +202,9 @@ func (w *Watcher) WaitLive(ctx context.Context) error {
 	return nil
 }
 
-// Run loads the local snapshot file, then watches both buckets until ctx
-// ends, re-establishing a watch after any failure. It returns ctx's error.
+// Run loads the local snapshot file, then watches each bucket of
+// WatcherOptions.Buckets (all four by default) until ctx ends,
+// re-establishing a watch after any failure. It returns ctx's error.
 func (w *Watcher) Run(ctx context.Context) error {
 	if w.o.SnapshotFile != "" {
 		if err := w.loadFile(); err != nil && !errors.Is(err, os.ErrNotExist) {

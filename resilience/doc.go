@@ -17,8 +17,11 @@
 // with per-value exceptions for hot values. Every limiter answers a Decision:
 // allowed now, allowed after a wait, or refused with a Retry-After.
 //
-// Circuit breakers (Breaker) and retry budgets (RetryBudget) protect the
-// backends from the workers' side.
+// Circuit breakers (Breaker, breaker.go) and retry budgets (RetryBudget,
+// retry.go) protect the backends from the workers' side. ClusterLimiter
+// (cluster.go) keeps one limit across all live edges from the reports they
+// exchange, and LastGood (lastgood.go) keeps the last good responses that
+// fallbacks and degrade switches answer with.
 //
 // Every type here is safe for concurrent use; each holds a small mutex
 // around a few arithmetic operations and does not allocate on its hot path.

@@ -1,6 +1,3 @@
-// Package schemas ships the JSON Schemas of Jetway's registry entries and
-// validates documents against them. The schema files are the contract: the
-// same files serve editors and other tools (see api.schema.json).
 package schemas
 
 import (
