@@ -31,17 +31,17 @@ func TestAPIKeyAuth(t *testing.T) {
 		{ID: "other", Status: registry.AppActive, Keys: []registry.AppKey{rec2}, APIs: []string{"users.*"}},
 		{ID: "gone", Status: registry.AppDisabled, Keys: []registry.AppKey{rec3}, APIs: []string{"*"}},
 	} {
-		if _, err := g.client.PutApp(ctx, a); err != nil {
+		if _, err := g.Client.PutApp(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
-		if len(g.edgeW.Current().Apps) != 3 {
+		if len(g.EdgeWatcher.Current().Apps) != 3 {
 			return fmt.Errorf("apps not loaded")
 		}
 		return nil
 	})
-	g.publish(`{"name":"orders.get","pool":"p","route":{"path":"/orders"},"backend":{"type":"http","url":"` + backend.URL + `"},
+	g.Publish(`{"name":"orders.get","pool":"p","route":{"path":"/orders"},"backend":{"type":"http","url":"` + backend.URL + `"},
 		"auth":{"methods":["key"]},"rate_limits":[{"key":["app"],"limit":4,"window":"1m"}]}`)
 
 	for _, tc := range []struct {
@@ -60,9 +60,9 @@ func TestAPIKeyAuth(t *testing.T) {
 		{"granted, spaces after the scheme", []string{"Authorization", "APIKEY   " + key1}, 200, ""},
 		{"app limit", []string{"X-Api-Key", key1}, 429, "RATE_LIMITED"},
 	} {
-		r := g.do("GET", "/orders", nil, tc.hdr...)
-		if r.status != tc.status || r.code != tc.code {
-			t.Errorf("%s: %d %s, want %d %s", tc.name, r.status, r.body, tc.status, tc.code)
+		r := g.Do("GET", "/orders", nil, tc.hdr...)
+		if r.Status != tc.status || r.Code != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, r.Status, r.Body, tc.status, tc.code)
 		}
 		if tc.status == 200 && seen.Load() != "app=shop key= auth=" {
 			t.Errorf("%s: backend saw %v (want the app, no credentials)", tc.name, seen.Load())
@@ -74,21 +74,21 @@ func TestAPIKeyAuth(t *testing.T) {
 func TestAppOwnRateLimit(t *testing.T) {
 	g := newGateway(t)
 	key, rec, _ := registry.NewAPIKey()
-	if _, err := g.client.PutApp(context.Background(), &registry.App{ID: "lim", Status: registry.AppActive, Keys: []registry.AppKey{rec},
+	if _, err := g.Client.PutApp(context.Background(), &registry.App{ID: "lim", Status: registry.AppActive, Keys: []registry.AppKey{rec},
 		APIs: []string{"*"}, RateLimit: &registry.AppLimit{Limit: 3, Window: registry.Duration(time.Minute)}}); err != nil {
 		t.Fatal(err)
 	}
 	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
-		if g.edgeW.Current().Apps["lim"] == nil {
+		if g.EdgeWatcher.Current().Apps["lim"] == nil {
 			return fmt.Errorf("app not loaded")
 		}
 		return nil
 	})
-	g.publish(`{"name":"l.one","pool":"p","route":{"path":"/l1"},"backend":{"type":"mock"},"auth":{"methods":["key"]}}`)
-	g.publish(`{"name":"l.two","pool":"p","route":{"path":"/l2"},"backend":{"type":"mock"},"auth":{"methods":["key"]}}`)
+	g.Publish(`{"name":"l.one","pool":"p","route":{"path":"/l1"},"backend":{"type":"mock"},"auth":{"methods":["key"]}}`)
+	g.Publish(`{"name":"l.two","pool":"p","route":{"path":"/l2"},"backend":{"type":"mock"},"auth":{"methods":["key"]}}`)
 	statuses := []int{}
 	for _, p := range []string{"/l1", "/l2", "/l1", "/l2", "/l1"} {
-		statuses = append(statuses, g.do("GET", p, nil, "X-Api-Key", key).status)
+		statuses = append(statuses, g.Do("GET", p, nil, "X-Api-Key", key).Status)
 	}
 	if fmt.Sprint(statuses) != "[200 200 200 429 429]" {
 		t.Fatalf("statuses %v, want 3 calls across both APIs then 429", statuses)

@@ -27,17 +27,17 @@ func TestEncodedPathCannotBypassAuth(t *testing.T) {
 	defer backend.Close()
 	g := newGateway(t)
 	key, rec, _ := registry.NewAPIKey()
-	if _, err := g.client.PutApp(context.Background(), &registry.App{ID: "ops", Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"admin.*"}}); err != nil {
+	if _, err := g.Client.PutApp(context.Background(), &registry.App{ID: "ops", Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"admin.*"}}); err != nil {
 		t.Fatal(err)
 	}
 	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
-		if g.edgeW.Current().Apps["ops"] == nil {
+		if g.EdgeWatcher.Current().Apps["ops"] == nil {
 			return fmt.Errorf("app not loaded")
 		}
 		return nil
 	})
-	g.publish(`{"name":"pub.all","pool":"p","route":{"path":"/pub/*"},"backend":{"type":"http","url":"` + backend.URL + `/public/{*}"}}`)
-	g.publish(`{"name":"admin.all","pool":"p","route":{"path":"/pub/admin/*"},"backend":{"type":"http","url":"` + backend.URL + `/admin/{*}"},
+	g.Publish(`{"name":"pub.all","pool":"p","route":{"path":"/pub/*"},"backend":{"type":"http","url":"` + backend.URL + `/public/{*}"}}`)
+	g.Publish(`{"name":"admin.all","pool":"p","route":{"path":"/pub/admin/*"},"backend":{"type":"http","url":"` + backend.URL + `/admin/{*}"},
 		"auth":{"methods":["key"]}}`)
 
 	for _, tc := range []struct {
@@ -72,9 +72,9 @@ func TestEncodedPathCannotBypassAuth(t *testing.T) {
 		if tc.key {
 			hdr = []string{"X-Api-Key", key}
 		}
-		r := g.do("GET", tc.path, nil, hdr...)
-		if r.status != tc.status {
-			t.Errorf("%s (key %v): %d %s, want %d", tc.path, tc.key, r.status, r.body, tc.status)
+		r := g.Do("GET", tc.path, nil, hdr...)
+		if r.Status != tc.status {
+			t.Errorf("%s (key %v): %d %s, want %d", tc.path, tc.key, r.Status, r.Body, tc.status)
 			continue
 		}
 		if got := seen.Load(); got != tc.sees {

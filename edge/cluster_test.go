@@ -1,18 +1,15 @@
 package edge_test
 
 import (
-	"context"
 	"fmt"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -24,29 +21,7 @@ func (g *gateway) addEdge(t *testing.T) (string, *registry.Watcher, *edge.Edge) 
 
 // addEdgeWith is addEdge with edge options (the connection is filled in).
 func (g *gateway) addEdgeWith(t *testing.T, eo edge.Options) (string, *registry.Watcher, *edge.Edge) {
-	nc, err := nats.Connect(g.nc.ConnectedUrl())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	eo.Conn = nc
-	e, err := edge.New(eo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := registry.NewWatcher(registry.WatcherOptions{Conn: nc})
-	w.OnChange(e.Apply)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = w.Run(ctx) }()
-	go func() { defer wg.Done(); _ = e.Run(ctx) }()
-	srv := httptest.NewServer(e)
-	t.Cleanup(func() { srv.Close(); cancel(); wg.Wait() })
-	if err := w.WaitLive(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return srv.URL, w, e
+	return g.AddEdge(t, eo)
 }
 
 // A cluster-wide limit holds for the total across three edges.
@@ -55,14 +30,14 @@ func TestClusterWideRateLimit(t *testing.T) {
 	url2, w2, e2 := g.addEdge(t)
 	url3, w3, e3 := g.addEdge(t)
 	natstest.CheckFor(t, 3*time.Second, 10*time.Millisecond, func() error {
-		for i, e := range []*edge.Edge{g.edge, e2, e3} {
+		for i, e := range []*edge.Edge{g.Edge, e2, e3} {
 			if n := e.Edges(); n != 3 {
 				return fmt.Errorf("edge %d knows %d edges", i, n)
 			}
 		}
 		return nil
 	})
-	a := g.publish(`{"name":"cw","pool":"p","route":{"path":"/cw"},"backend":{"type":"mock","body":"ok"},
+	a := g.Publish(`{"name":"cw","pool":"p","route":{"path":"/cw"},"backend":{"type":"mock","body":"ok"},
 		"rate_limits":[{"name":"cluster","limit":100,"window":"10s","scope":"cluster"}]}`)
 	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
 		for _, w := range []*registry.Watcher{w2, w3} {
@@ -75,21 +50,19 @@ func TestClusterWideRateLimit(t *testing.T) {
 	var ok, limited atomic.Int64
 	var wg sync.WaitGroup
 	stop := time.Now().Add(1500 * time.Millisecond)
-	for _, base := range []string{g.url, url2, url3} {
+	for _, base := range []string{g.URL, url2, url3} {
 		for c := 0; c < 4; c++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for time.Now().Before(stop) {
-					g2 := *g
-					g2.url = base
-					switch r := g2.do("GET", "/cw", nil); r.status {
+					switch r := jetwaytest.Do(g.T, base, "GET", "/cw", nil); r.Status {
 					case 200:
 						ok.Add(1)
 					case 429:
 						limited.Add(1)
 					default:
-						t.Errorf("unexpected %d %s", r.status, r.body)
+						t.Errorf("unexpected %d %s", r.Status, r.Body)
 						return
 					}
 				}

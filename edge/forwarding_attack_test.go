@@ -25,13 +25,13 @@ func TestCallerMethodOverrideDropped(t *testing.T) {
 	}))
 	defer backend.Close()
 	g := newGateway(t)
-	g.publish(`{"name":"items.add","pool":"p","route":{"method":"POST","path":"/items"},"backend":{"type":"http","url":"` + backend.URL + `"}}`)
-	if r := g.do("DELETE", "/items", nil); r.status != 405 {
-		t.Fatalf("DELETE /items: %d, want 405 (not published)", r.status)
+	g.Publish(`{"name":"items.add","pool":"p","route":{"method":"POST","path":"/items"},"backend":{"type":"http","url":"` + backend.URL + `"}}`)
+	if r := g.Do("DELETE", "/items", nil); r.Status != 405 {
+		t.Fatalf("DELETE /items: %d, want 405 (not published)", r.Status)
 	}
 	for _, h := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"} {
-		if r := g.do("POST", "/items", nil, h, "DELETE"); r.status != 200 {
-			t.Fatalf("POST /items: %d %s", r.status, r.body)
+		if r := g.Do("POST", "/items", nil, h, "DELETE"); r.Status != 200 {
+			t.Fatalf("POST /items: %d %s", r.Status, r.Body)
 		}
 		if m := <-acted; m != "POST" {
 			t.Errorf("with %s the backend acted on %s /items, which the edge does not route", h, m)

@@ -31,8 +31,8 @@ func TestCallerForwardingHeadersDropped(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGatewayWith(t, edge.Options{TrustedProxies: tc.trusted})
-			g.publish(`{"name":"fw","pool":"p","route":{"path":"/fw"},"backend":{"type":"http","url":"` + backend.URL + `"}}`)
-			r := g.do("GET", "/fw", nil,
+			g.Publish(`{"name":"fw","pool":"p","route":{"path":"/fw"},"backend":{"type":"http","url":"` + backend.URL + `"}}`)
+			r := g.Do("GET", "/fw", nil,
 				"X-Forwarded-For", tc.xff,
 				"X-Real-Ip", "6.6.6.6",
 				"Forwarded", "for=6.6.6.6;proto=https",
@@ -49,8 +49,8 @@ func TestCallerForwardingHeadersDropped(t *testing.T) {
 				"X_Custom", "dropped too",
 				"X-Custom", "kept",
 			)
-			if r.status != 200 {
-				t.Fatalf("got %d %s", r.status, r.body)
+			if r.Status != 200 {
+				t.Fatalf("got %d %s", r.Status, r.Body)
 			}
 			h := <-seen
 			for k := range h {

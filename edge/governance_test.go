@@ -46,7 +46,7 @@ func newFlaky(t *testing.T) *flaky {
 
 func breakerEvents(t *testing.T, g *gateway, api string) <-chan workers.BreakerEvent {
 	ch := make(chan workers.BreakerEvent, 16)
-	sub, err := g.nc.Subscribe(workers.BreakerSubjectPrefix+"*."+api, func(m *nats.Msg) {
+	sub, err := g.Conn.Subscribe(workers.BreakerSubjectPrefix+"*."+api, func(m *nats.Msg) {
 		var ev workers.BreakerEvent
 		if json.Unmarshal(m.Data, &ev) == nil {
 			ch <- ev
@@ -56,7 +56,7 @@ func breakerEvents(t *testing.T, g *gateway, api string) <-chan workers.BreakerE
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sub.Unsubscribe() })
-	g.nc.Flush()
+	g.Conn.Flush()
 	return ch
 }
 
@@ -75,12 +75,12 @@ func TestBreakerOpensAndProbesBack(t *testing.T) {
 	be := newFlaky(t)
 	g := newGateway(t)
 	events := breakerEvents(t, g, "br")
-	g.publish(`{"name":"br","pool":"p","route":{"path":"/br"},"backend":{"type":"http","url":"` + be.URL + `"},
+	g.Publish(`{"name":"br","pool":"p","route":{"path":"/br"},"backend":{"type":"http","url":"` + be.URL + `"},
 		"breaker":{"consecutive_failures":3,"open_for":"300ms","half_open_probes":1,"slow_start":"-1s"}}`)
 	be.failing.Store(true)
 	for i := 0; i < 3; i++ {
-		if r := g.do("GET", "/br", nil); r.status != 500 || r.body != "backend failed" {
-			t.Fatalf("call %d: %d %q (a backend's own error passes through)", i, r.status, r.body)
+		if r := g.Do("GET", "/br", nil); r.Status != 500 || r.Body != "backend failed" {
+			t.Fatalf("call %d: %d %q (a backend's own error passes through)", i, r.Status, r.Body)
 		}
 	}
 	ev := nextEvent(t, events)
@@ -89,15 +89,15 @@ func TestBreakerOpensAndProbesBack(t *testing.T) {
 	}
 	hits := be.hits.Load()
 	start := time.Now()
-	r := g.do("GET", "/br", nil)
-	if r.status != 503 || r.code != "CIRCUIT_OPEN" || be.hits.Load() != hits || time.Since(start) > time.Second {
-		t.Fatalf("while open: %d %s after %v (backend hits %d → %d)", r.status, r.body, time.Since(start), hits, be.hits.Load())
+	r := g.Do("GET", "/br", nil)
+	if r.Status != 503 || r.Code != "CIRCUIT_OPEN" || be.hits.Load() != hits || time.Since(start) > time.Second {
+		t.Fatalf("while open: %d %s after %v (backend hits %d → %d)", r.Status, r.Body, time.Since(start), hits, be.hits.Load())
 	}
 	// The backend recovers; after the open period one probe closes it.
 	be.failing.Store(false)
 	natstest.CheckFor(t, 3*time.Second, 20*time.Millisecond, func() error {
-		if r := g.do("GET", "/br", nil); r.status != 200 {
-			return fmt.Errorf("still %d %s", r.status, r.code)
+		if r := g.Do("GET", "/br", nil); r.Status != 200 {
+			return fmt.Errorf("still %d %s", r.Status, r.Code)
 		}
 		return nil
 	})
@@ -110,8 +110,8 @@ func TestBreakerOpensAndProbesBack(t *testing.T) {
 func TestBreakerSharedAcrossPool(t *testing.T) {
 	be := newFlaky(t)
 	g := newGateway(t, "p")
-	second := g.addWorker(t.Context(), g.nc.ConnectedUrl(), "p")
-	g.publish(`{"name":"sh","pool":"p","route":{"path":"/sh"},"backend":{"type":"http","url":"` + be.URL + `"},
+	second := g.AddWorker("p")
+	g.Publish(`{"name":"sh","pool":"p","route":{"path":"/sh"},"backend":{"type":"http","url":"` + be.URL + `"},
 		"breaker":{"consecutive_failures":2,"open_for":"1m"}}`)
 	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
 		if len(second.Subscribed()) == 0 {
@@ -125,7 +125,7 @@ func TestBreakerSharedAcrossPool(t *testing.T) {
 	events := breakerEvents(t, g, "sh")
 	be.failing.Store(true)
 	natstest.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
-		g.do("GET", "/sh", nil)
+		g.Do("GET", "/sh", nil)
 		select {
 		case ev := <-events:
 			if ev.To != "open" {
@@ -138,7 +138,7 @@ func TestBreakerSharedAcrossPool(t *testing.T) {
 	})
 	be.failing.Store(false)
 	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
-		for i, w := range []*workers.Worker{g.worker, second} {
+		for i, w := range []*workers.Worker{g.Worker, second} {
 			if st, _ := w.BreakerState("sh"); st != "open" {
 				return fmt.Errorf("worker %d breaker %q", i, st)
 			}
@@ -147,8 +147,8 @@ func TestBreakerSharedAcrossPool(t *testing.T) {
 	})
 	hits := be.hits.Load()
 	for i := 0; i < 20; i++ {
-		if r := g.do("GET", "/sh", nil); r.code != "CIRCUIT_OPEN" {
-			t.Fatalf("call %d reached a worker whose breaker did not open: %d %s", i, r.status, r.body)
+		if r := g.Do("GET", "/sh", nil); r.Code != "CIRCUIT_OPEN" {
+			t.Fatalf("call %d reached a worker whose breaker did not open: %d %s", i, r.Status, r.Body)
 		}
 	}
 	if be.hits.Load() != hits {
@@ -159,27 +159,27 @@ func TestBreakerSharedAcrossPool(t *testing.T) {
 func TestRetryPolicyAndBudget(t *testing.T) {
 	be := newFlaky(t)
 	g := newGateway(t)
-	g.publish(`{"name":"rt","pool":"p","route":{"method":"*","path":"/rt"},"backend":{"type":"http","url":"` + be.URL + `"},
+	g.Publish(`{"name":"rt","pool":"p","route":{"method":"*","path":"/rt"},"backend":{"type":"http","url":"` + be.URL + `"},
 		"retry":{"attempts":3,"on":["5xx"],"backoff":"1ms","max_backoff":"5ms","budget":{"ratio":0.1,"min_per_second":0.5,"window":"10s"}}}`)
 	be.failN.Store(2)
-	r := g.do("GET", "/rt", nil)
-	if r.status != 200 || be.hits.Load() != 3 {
-		t.Fatalf("GET after 2 failures: %d %q, %d backend hits (want 200 after 3)", r.status, r.body, be.hits.Load())
+	r := g.Do("GET", "/rt", nil)
+	if r.Status != 200 || be.hits.Load() != 3 {
+		t.Fatalf("GET after 2 failures: %d %q, %d backend hits (want 200 after 3)", r.Status, r.Body, be.hits.Load())
 	}
-	budget, _ := strconv.Atoi(strings.TrimPrefix(r.body[strings.Index(r.body, "budget="):], "budget="))
+	budget, _ := strconv.Atoi(strings.TrimPrefix(r.Body[strings.Index(r.Body, "budget="):], "budget="))
 	if budget <= 0 || budget > 10000 {
-		t.Errorf("backend was told %q of remaining budget", r.body)
+		t.Errorf("backend was told %q of remaining budget", r.Body)
 	}
 	// POST is not idempotent: no retry, unless it has an Idempotency-Key.
 	be.hits.Store(0)
 	be.failN.Store(1)
-	if r := g.do("POST", "/rt", strings.NewReader("x")); r.status != 500 || be.hits.Load() != 1 {
-		t.Fatalf("POST: %d, %d hits", r.status, be.hits.Load())
+	if r := g.Do("POST", "/rt", strings.NewReader("x")); r.Status != 500 || be.hits.Load() != 1 {
+		t.Fatalf("POST: %d, %d hits", r.Status, be.hits.Load())
 	}
 	be.hits.Store(0)
 	be.failN.Store(1)
-	if r := g.do("POST", "/rt", strings.NewReader("x"), "Idempotency-Key", "k1"); r.status != 200 || be.hits.Load() != 2 {
-		t.Fatalf("POST with Idempotency-Key: %d, %d hits", r.status, be.hits.Load())
+	if r := g.Do("POST", "/rt", strings.NewReader("x"), "Idempotency-Key", "k1"); r.Status != 200 || be.hits.Load() != 2 {
+		t.Fatalf("POST with Idempotency-Key: %d, %d hits", r.Status, be.hits.Load())
 	}
 	// A storm: the backend fails every call. Retries stay within the
 	// budget: 10% of the calls plus 0.5/s × 10s.
@@ -187,7 +187,7 @@ func TestRetryPolicyAndBudget(t *testing.T) {
 	be.hits.Store(0)
 	const calls = 100
 	for i := 0; i < calls; i++ {
-		g.do("GET", "/rt", nil)
+		g.Do("GET", "/rt", nil)
 	}
 	if retries := be.hits.Load() - calls; retries > calls/10+5+3 {
 		t.Fatalf("%d retries for %d failing calls: the budget did not hold", retries, calls)
@@ -197,23 +197,23 @@ func TestRetryPolicyAndBudget(t *testing.T) {
 func TestFallbackChain(t *testing.T) {
 	be := newFlaky(t)
 	g := newGateway(t)
-	g.publish(`{"name":"fb.alt","pool":"p","route":{"path":"/alt"},"backend":{"type":"mock","body":"from alt"}}`)
-	g.publish(`{"name":"fb.api","pool":"p","route":{"path":"/fb/api"},"backend":{"type":"http","url":"` + be.URL + `"},
+	g.Publish(`{"name":"fb.alt","pool":"p","route":{"path":"/alt"},"backend":{"type":"mock","body":"from alt"}}`)
+	g.Publish(`{"name":"fb.api","pool":"p","route":{"path":"/fb/api"},"backend":{"type":"http","url":"` + be.URL + `"},
 		"fallback":{"api":"fb.alt"}}`)
-	g.publish(`{"name":"fb.cache","pool":"p","route":{"path":"/fb/cache"},"backend":{"type":"http","url":"` + be.URL + `"},
+	g.Publish(`{"name":"fb.cache","pool":"p","route":{"path":"/fb/cache"},"backend":{"type":"http","url":"` + be.URL + `"},
 		"fallback":{"cached":true,"static":{"status":200,"body":"static"}}}`)
-	if r := g.do("GET", "/fb/cache?q=1", nil); r.status != 200 || !strings.HasPrefix(r.body, "ok q=1") {
-		t.Fatalf("healthy: %d %q", r.status, r.body)
+	if r := g.Do("GET", "/fb/cache?q=1", nil); r.Status != 200 || !strings.HasPrefix(r.Body, "ok q=1") {
+		t.Fatalf("healthy: %d %q", r.Status, r.Body)
 	}
 	be.failing.Store(true)
-	if r := g.do("GET", "/fb/api", nil); r.status != 200 || r.body != "from alt" || r.header.Get("X-Jetway-Fallback") != "api fb.alt" {
-		t.Errorf("api fallback: %d %q %v", r.status, r.body, r.header)
+	if r := g.Do("GET", "/fb/api", nil); r.Status != 200 || r.Body != "from alt" || r.Header.Get("X-Jetway-Fallback") != "api fb.alt" {
+		t.Errorf("api fallback: %d %q %v", r.Status, r.Body, r.Header)
 	}
-	if r := g.do("GET", "/fb/cache?q=1", nil); r.status != 200 || !strings.HasPrefix(r.body, "ok q=1") || r.header.Get("X-Jetway-Fallback") != "cached" {
-		t.Errorf("cached fallback: %d %q %v", r.status, r.body, r.header)
+	if r := g.Do("GET", "/fb/cache?q=1", nil); r.Status != 200 || !strings.HasPrefix(r.Body, "ok q=1") || r.Header.Get("X-Jetway-Fallback") != "cached" {
+		t.Errorf("cached fallback: %d %q %v", r.Status, r.Body, r.Header)
 	}
-	if r := g.do("GET", "/fb/cache?q=2", nil); r.status != 200 || r.body != "static" || r.header.Get("X-Jetway-Fallback") != "static" {
-		t.Errorf("static fallback (nothing cached for q=2): %d %q %v", r.status, r.body, r.header)
+	if r := g.Do("GET", "/fb/cache?q=2", nil); r.Status != 200 || r.Body != "static" || r.Header.Get("X-Jetway-Fallback") != "static" {
+		t.Errorf("static fallback (nothing cached for q=2): %d %q %v", r.Status, r.Body, r.Header)
 	}
 }
 
@@ -222,11 +222,11 @@ func TestFallbackChain(t *testing.T) {
 // another pool's subject is ignored, whatever API it names.
 func TestBreakerEventOfAnotherPoolIgnored(t *testing.T) {
 	g := newGateway(t) // the worker serves every pool, so it hears them all
-	g.publish(`{"name":"bp","pool":"p","route":{"path":"/bp"},"backend":{"type":"mock","body":"fine"},
+	g.Publish(`{"name":"bp","pool":"p","route":{"path":"/bp"},"backend":{"type":"mock","body":"fine"},
 		"breaker":{"open_for":"1m"}}`)
 	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
-		if r := g.do("GET", "/bp", nil); r.status != 200 {
-			return fmt.Errorf("%d %s", r.status, r.body)
+		if r := g.Do("GET", "/bp", nil); r.Status != 200 {
+			return fmt.Errorf("%d %s", r.Status, r.Body)
 		}
 		return nil
 	})
@@ -234,21 +234,21 @@ func TestBreakerEventOfAnotherPoolIgnored(t *testing.T) {
 		now := time.Now()
 		b, _ := json.Marshal(workers.BreakerEvent{API: "bp", Node: "forger", From: "closed", To: "open", At: now,
 			OpenFor: "1m", OpenUntil: now.Add(time.Minute), Gen: 7})
-		if err := g.nc.Publish(subject, b); err != nil {
+		if err := g.Conn.Publish(subject, b); err != nil {
 			t.Fatal(err)
 		}
-		g.nc.Flush()
+		g.Conn.Flush()
 	}
 	forged(bus.BreakerSubject("q", "bp"))
 	forged(workers.BreakerSubjectPrefix + "bp") // the old subject, without a pool
 	time.Sleep(200 * time.Millisecond)
-	if st, _ := g.worker.BreakerState("bp"); st != "closed" {
+	if st, _ := g.Worker.BreakerState("bp"); st != "closed" {
 		t.Fatalf("an event of another pool set the breaker %q", st)
 	}
 	forged(bus.BreakerSubject("p", "bp"))
 	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
-		if r := g.do("GET", "/bp", nil); r.code != "CIRCUIT_OPEN" {
-			return fmt.Errorf("the pool's own event not applied: %d %s", r.status, r.body)
+		if r := g.Do("GET", "/bp", nil); r.Code != "CIRCUIT_OPEN" {
+			return fmt.Errorf("the pool's own event not applied: %d %s", r.Status, r.Body)
 		}
 		return nil
 	})
@@ -268,21 +268,21 @@ func TestFallbackAPIGetsTheApp(t *testing.T) {
 	defer alt.Close()
 	g := newGateway(t)
 	key, rec, _ := registry.NewAPIKey()
-	if _, err := g.client.PutApp(context.Background(), &registry.App{ID: "shop", Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"*"}}); err != nil {
+	if _, err := g.Client.PutApp(context.Background(), &registry.App{ID: "shop", Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"*"}}); err != nil {
 		t.Fatal(err)
 	}
 	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
-		if g.edgeW.Current().Apps["shop"] == nil {
+		if g.EdgeWatcher.Current().Apps["shop"] == nil {
 			return fmt.Errorf("app not loaded")
 		}
 		return nil
 	})
-	g.publish(`{"name":"fba.alt","pool":"q","route":{"path":"/fba/alt"},"backend":{"type":"http","url":"` + alt.URL + `"}}`)
-	g.publish(`{"name":"fba.api","pool":"p","route":{"path":"/fba/api"},"backend":{"type":"http","url":"` + be.URL + `"},
+	g.Publish(`{"name":"fba.alt","pool":"q","route":{"path":"/fba/alt"},"backend":{"type":"http","url":"` + alt.URL + `"}}`)
+	g.Publish(`{"name":"fba.api","pool":"p","route":{"path":"/fba/api"},"backend":{"type":"http","url":"` + be.URL + `"},
 		"auth":{"methods":["key"]},"fallback":{"api":"fba.alt"}}`)
-	r := g.do("GET", "/fba/api", nil, "X-Api-Key", key)
-	if r.status != 200 || r.body != "from alt" || r.header.Get("X-Jetway-Fallback") != "api fba.alt" {
-		t.Fatalf("api fallback: %d %q %v", r.status, r.body, r.header)
+	r := g.Do("GET", "/fba/api", nil, "X-Api-Key", key)
+	if r.Status != 200 || r.Body != "from alt" || r.Header.Get("X-Jetway-Fallback") != "api fba.alt" {
+		t.Fatalf("api fallback: %d %q %v", r.Status, r.Body, r.Header)
 	}
 	if got := seen.Load(); got != "app=shop ip=127.0.0.1" {
 		t.Errorf("the fallback API's backend saw %v, want the app and the caller's address", got)

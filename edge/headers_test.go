@@ -31,21 +31,21 @@ func TestResponseHeadersNamedLikeNATS(t *testing.T) {
 	}))
 	defer backend.Close()
 	g := newGateway(t)
-	g.publish(`{"name":"rh","pool":"p","route":{"path":"/rh"},"backend":{"type":"http","url":"` + backend.URL + `"}}`)
+	g.Publish(`{"name":"rh","pool":"p","route":{"path":"/rh"},"backend":{"type":"http","url":"` + backend.URL + `"}}`)
 	cases := append(natsNamed, [2]string{"status", "503"}, [2]string{"Nats-Service-Error", "boom"})
 	for _, c := range cases {
-		r := g.do("GET", "/rh?name="+c[0]+"&value="+c[1], nil)
-		if r.status != 200 || r.body != "" || r.code != "" {
-			t.Errorf("backend header %s: %s: client got %d %q, want the backend's empty 200", c[0], c[1], r.status, r.body)
+		r := g.Do("GET", "/rh?name="+c[0]+"&value="+c[1], nil)
+		if r.Status != 200 || r.Body != "" || r.Code != "" {
+			t.Errorf("backend header %s: %s: client got %d %q, want the backend's empty 200", c[0], c[1], r.Status, r.Body)
 			continue
 		}
-		if got := r.header[http.CanonicalHeaderKey(c[0])]; len(got) != 1 || got[0] != c[1] {
-			t.Errorf("backend header %s: %s: client got %v in %v", c[0], c[1], got, r.header)
+		if got := r.Header[http.CanonicalHeaderKey(c[0])]; len(got) != 1 || got[0] != c[1] {
+			t.Errorf("backend header %s: %s: client got %v in %v", c[0], c[1], got, r.Header)
 		}
-		if !strings.EqualFold(c[0], "Status") && r.header.Get("Status") != "" {
-			t.Errorf("backend header %s: a Status appeared: %v", c[0], r.header)
+		if !strings.EqualFold(c[0], "Status") && r.Header.Get("Status") != "" {
+			t.Errorf("backend header %s: a Status appeared: %v", c[0], r.Header)
 		}
-		for k := range r.header {
+		for k := range r.Header {
 			if strings.HasPrefix(k, "Jetway-") {
 				t.Errorf("reserved header %s reached the client", k)
 			}
@@ -62,20 +62,20 @@ func TestRequestHeadersNamedLikeNATS(t *testing.T) {
 	}))
 	defer backend.Close()
 	g := newGateway(t)
-	g.publish(`{"name":"qh","pool":"p","route":{"path":"/qh"},"timeout":"2s","backend":{"type":"http","url":"` + backend.URL + `"}}`)
+	g.Publish(`{"name":"qh","pool":"p","route":{"path":"/qh"},"timeout":"2s","backend":{"type":"http","url":"` + backend.URL + `"}}`)
 	// Unescaped, this pair makes nats-server send a trace of the request
 	// to the caller's subject and not deliver it at all.
-	r := g.do("GET", "/qh", nil, "Nats-Trace-Dest", "trace.sink", "Nats-Trace-Only", "true")
-	if r.status != 200 {
-		t.Fatalf("request with Nats-Trace-Dest and Nats-Trace-Only: got %d %s", r.status, r.code)
+	r := g.Do("GET", "/qh", nil, "Nats-Trace-Dest", "trace.sink", "Nats-Trace-Only", "true")
+	if r.Status != 200 {
+		t.Fatalf("request with Nats-Trace-Dest and Nats-Trace-Only: got %d %s", r.Status, r.Code)
 	}
 	if in := <-seen; in.Get("Nats-Trace-Dest") != "trace.sink" || in.Get("Nats-Trace-Only") != "true" {
 		t.Errorf("backend saw %v", in)
 	}
 	for _, c := range natsNamed {
-		r := g.do("GET", "/qh", nil, c[0], c[1], "Jetway-H-Description", "forged")
-		if r.status != 200 {
-			t.Errorf("request header %s: %s: got %d %s", c[0], c[1], r.status, r.code)
+		r := g.Do("GET", "/qh", nil, c[0], c[1], "Jetway-H-Description", "forged")
+		if r.Status != 200 {
+			t.Errorf("request header %s: %s: got %d %s", c[0], c[1], r.Status, r.Code)
 			continue
 		}
 		in := <-seen
@@ -100,12 +100,12 @@ func TestFallbackAPIHeadersNamedLikeNATS(t *testing.T) {
 	be := newFlaky(t)
 	be.failing.Store(true)
 	g := newGateway(t)
-	g.publish(`{"name":"fbh.alt","pool":"p","route":{"path":"/fbh/alt"},"backend":{"type":"http","url":"` + alt.URL + `"}}`)
-	g.publish(`{"name":"fbh.api","pool":"p","route":{"path":"/fbh/api"},"backend":{"type":"http","url":"` + be.URL + `"},
+	g.Publish(`{"name":"fbh.alt","pool":"p","route":{"path":"/fbh/alt"},"backend":{"type":"http","url":"` + alt.URL + `"}}`)
+	g.Publish(`{"name":"fbh.api","pool":"p","route":{"path":"/fbh/api"},"backend":{"type":"http","url":"` + be.URL + `"},
 		"fallback":{"api":"fbh.alt"}}`)
-	r := g.do("GET", "/fbh/api", nil, "Nats-Trace-Only", "true")
-	if r.status != 200 || r.header.Get("X-Jetway-Fallback") != "api fbh.alt" || r.header.Get("Status") != "503" {
-		t.Fatalf("api fallback: %d %q %v", r.status, r.body, r.header)
+	r := g.Do("GET", "/fbh/api", nil, "Nats-Trace-Only", "true")
+	if r.Status != 200 || r.Header.Get("X-Jetway-Fallback") != "api fbh.alt" || r.Header.Get("Status") != "503" {
+		t.Fatalf("api fallback: %d %q %v", r.Status, r.Body, r.Header)
 	}
 	// The first call went to the failing backend; the alternative got
 	// the caller's header through the worker's own request.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/sign"
 )
@@ -23,18 +24,18 @@ import (
 // refuses signed requests.
 func TestSignedRequests(t *testing.T) {
 	g := newGatewayWith(t, edge.Options{})
-	nonceConn, _ := nats.Connect(g.nc.ConnectedUrl())
+	nonceConn, _ := nats.Connect(g.Conn.ConnectedUrl())
 	t.Cleanup(nonceConn.Close)
 	store := registry.NewNonceStore(nonceConn, registry.BucketOptions{})
 	// The gateway's edge was built without a store; build two edges with one.
 	url1, w1, _ := g.addEdgeWith(t, edge.Options{Nonces: store})
-	url2, _, _ := g.addEdgeWith(t, edge.Options{Nonces: registry.NewNonceStore(g.nc, registry.BucketOptions{})})
+	url2, _, _ := g.addEdgeWith(t, edge.Options{Nonces: registry.NewNonceStore(g.Conn, registry.BucketOptions{})})
 	ctx := context.Background()
 	secret, _ := registry.NewHMACSecret()
-	if _, err := g.client.PutApp(ctx, &registry.App{ID: "shop", Status: registry.AppActive, HMACSecrets: []registry.HMACSecret{secret}, APIs: []string{"signed.*"}}); err != nil {
+	if _, err := g.Client.PutApp(ctx, &registry.App{ID: "shop", Status: registry.AppActive, HMACSecrets: []registry.HMACSecret{secret}, APIs: []string{"signed.*"}}); err != nil {
 		t.Fatal(err)
 	}
-	g.publish(`{"name":"signed.post","pool":"p","route":{"method":"POST","path":"/signed"},"backend":{"type":"mock","body":"in"},"auth":{"methods":["hmac"]}}`)
+	g.Publish(`{"name":"signed.post","pool":"p","route":{"method":"POST","path":"/signed"},"backend":{"type":"mock","body":"in"},"auth":{"methods":["hmac"]}}`)
 	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
 		if w1.Current().APIs["signed.post"] == nil || w1.Current().Apps["shop"] == nil {
 			return fmt.Errorf("not loaded")
@@ -53,7 +54,7 @@ func TestSignedRequests(t *testing.T) {
 		return r
 	}
 	send := func(r *http.Request) (int, string) {
-		resp, err := testClient.Do(r)
+		resp, err := jetwaytest.Client.Do(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,9 +131,9 @@ func TestSignedRequests(t *testing.T) {
 // again).
 func TestSignedRequestsNonceBucketDeleted(t *testing.T) {
 	g := newGatewayWith(t, edge.Options{})
-	url, w, _ := g.addEdgeWith(t, edge.Options{Nonces: registry.NewNonceStore(g.nc, registry.BucketOptions{})})
+	url, w, _ := g.addEdgeWith(t, edge.Options{Nonces: registry.NewNonceStore(g.Conn, registry.BucketOptions{})})
 	// Another edge, which sees no signed request before the replay.
-	otherConn, err := nats.Connect(g.nc.ConnectedUrl())
+	otherConn, err := nats.Connect(g.Conn.ConnectedUrl())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +141,10 @@ func TestSignedRequestsNonceBucketDeleted(t *testing.T) {
 	other, w2, _ := g.addEdgeWith(t, edge.Options{Nonces: registry.NewNonceStore(otherConn, registry.BucketOptions{})})
 	ctx := context.Background()
 	secret, _ := registry.NewHMACSecret()
-	if _, err := g.client.PutApp(ctx, &registry.App{ID: "shop", Status: registry.AppActive, HMACSecrets: []registry.HMACSecret{secret}, APIs: []string{"signed.*"}}); err != nil {
+	if _, err := g.Client.PutApp(ctx, &registry.App{ID: "shop", Status: registry.AppActive, HMACSecrets: []registry.HMACSecret{secret}, APIs: []string{"signed.*"}}); err != nil {
 		t.Fatal(err)
 	}
-	g.publish(`{"name":"signed.post","pool":"p","route":{"method":"POST","path":"/signed"},"backend":{"type":"mock","body":"in"},"auth":{"methods":["hmac"]}}`)
+	g.Publish(`{"name":"signed.post","pool":"p","route":{"method":"POST","path":"/signed"},"backend":{"type":"mock","body":"in"},"auth":{"methods":["hmac"]}}`)
 	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
 		for _, w := range []*registry.Watcher{w, w2} {
 			if w.Current().APIs["signed.post"] == nil || w.Current().Apps["shop"] == nil {
@@ -159,7 +160,7 @@ func TestSignedRequestsNonceBucketDeleted(t *testing.T) {
 		} else {
 			r.Header.Set("Authorization", auth)
 		}
-		resp, err := testClient.Do(r)
+		resp, err := jetwaytest.Client.Do(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +173,7 @@ func TestSignedRequestsNonceBucketDeleted(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("before: %d %s", st, b)
 	}
-	js, _ := jetstream.New(g.nc)
+	js, _ := jetstream.New(g.Conn)
 	if err := js.DeleteKeyValue(ctx, registry.BucketNonces); err != nil {
 		t.Fatal(err)
 	}

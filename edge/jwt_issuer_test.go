@@ -56,10 +56,10 @@ func TestAppOwnIssuer(t *testing.T) {
 	const partnerIss, apiIss = "https://idp.partner.example", "https://id.example.com"
 	partner := &registry.App{ID: "partner", Status: registry.AppActive, APIs: []string{"*"},
 		JWT: &registry.JWTAuth{Issuer: partnerIss, Audience: "jetway", Algorithms: []string{"ES256"}, JWKSFile: ecJWKS(t, partnerKey)}}
-	g.putApps(partner, &registry.App{ID: "shop", Status: registry.AppActive, APIs: []string{"*"}})
-	g.publish(`{"name":"withapi","pool":"p","route":{"path":"/withapi"},"backend":{"type":"http","url":"` + backend.URL + `"},
+	g.PutApps(partner, &registry.App{ID: "shop", Status: registry.AppActive, APIs: []string{"*"}})
+	g.Publish(`{"name":"withapi","pool":"p","route":{"path":"/withapi"},"backend":{"type":"http","url":"` + backend.URL + `"},
 		"auth":{"methods":["jwt"],"jwt":{"issuer":"` + apiIss + `","algorithms":["ES256"],"jwks_file":"` + ecJWKS(t, apiKey) + `"}}}`)
-	g.publish(`{"name":"appsonly","pool":"p","route":{"path":"/appsonly"},"backend":{"type":"http","url":"` + backend.URL + `"},
+	g.Publish(`{"name":"appsonly","pool":"p","route":{"path":"/appsonly"},"backend":{"type":"http","url":"` + backend.URL + `"},
 		"auth":{"methods":["jwt"]}}`)
 
 	exp := time.Now().Add(time.Hour).Unix()
@@ -78,26 +78,26 @@ func TestAppOwnIssuer(t *testing.T) {
 		{"the app's issuer, expired", "/appsonly", es256(t, partnerKey, jwt.MapClaims{"iss": partnerIss, "aud": "jetway", "exp": time.Now().Add(-time.Hour).Unix()}), 401, ""},
 		{"an unknown issuer", "/appsonly", es256(t, partnerKey, jwt.MapClaims{"iss": "https://evil.example", "aud": "jetway", "exp": exp}), 401, ""},
 	} {
-		r := g.do("GET", tc.path, nil, "Authorization", "Bearer "+tc.token)
-		if r.status != tc.status || (tc.status == 200 && r.body != tc.app) {
-			t.Errorf("%s: %d %q, want %d %q", tc.name, r.status, r.body, tc.status, tc.app)
+		r := g.Do("GET", tc.path, nil, "Authorization", "Bearer "+tc.token)
+		if r.Status != tc.status || (tc.status == 200 && r.Body != tc.app) {
+			t.Errorf("%s: %d %q, want %d %q", tc.name, r.Status, r.Body, tc.status, tc.app)
 		}
 	}
 
 	// A disabled app's tokens fail at once, cached or not.
 	disabled := *partner
 	disabled.Status = registry.AppDisabled
-	g.putApps(&disabled)
-	if r := g.do("GET", "/appsonly", nil, "Authorization", "Bearer "+partnerTok); r.status != 401 {
-		t.Errorf("disabled app's token: %d %s", r.status, r.body)
+	g.PutApps(&disabled)
+	if r := g.Do("GET", "/appsonly", nil, "Authorization", "Bearer "+partnerTok); r.Status != 401 {
+		t.Errorf("disabled app's token: %d %s", r.Status, r.Body)
 	}
 	// Two apps naming one issuer: neither gets its tokens.
-	g.putApps(partner, &registry.App{ID: "copycat", Status: registry.AppActive, APIs: []string{"*"}, JWT: partner.JWT})
-	if r := g.do("GET", "/appsonly", nil, "Authorization", "Bearer "+partnerTok); r.status != 401 {
-		t.Errorf("issuer shared by two apps: %d %s", r.status, r.body)
+	g.PutApps(partner, &registry.App{ID: "copycat", Status: registry.AppActive, APIs: []string{"*"}, JWT: partner.JWT})
+	if r := g.Do("GET", "/appsonly", nil, "Authorization", "Bearer "+partnerTok); r.Status != 401 {
+		t.Errorf("issuer shared by two apps: %d %s", r.Status, r.Body)
 	}
-	g.putApps(&registry.App{ID: "copycat", Status: registry.AppActive, APIs: []string{"*"}})
-	if r := g.do("GET", "/appsonly", nil, "Authorization", "Bearer "+partnerTok); r.status != 200 || r.body != "partner" {
-		t.Errorf("once the issuer is the partner's alone again: %d %s", r.status, r.body)
+	g.PutApps(&registry.App{ID: "copycat", Status: registry.AppActive, APIs: []string{"*"}})
+	if r := g.Do("GET", "/appsonly", nil, "Authorization", "Bearer "+partnerTok); r.Status != 200 || r.Body != "partner" {
+		t.Errorf("once the issuer is the partner's alone again: %d %s", r.Status, r.Body)
 	}
 }

@@ -54,17 +54,17 @@ func TestJWTAuth(t *testing.T) {
 		{ID: "shop", Status: registry.AppActive, APIs: []string{"tok.*"}},
 		{ID: "stranger", Status: registry.AppActive, APIs: []string{"other.*"}},
 	} {
-		if _, err := g.client.PutApp(ctx, a); err != nil {
+		if _, err := g.Client.PutApp(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
-		if len(g.edgeW.Current().Apps) != 2 {
+		if len(g.EdgeWatcher.Current().Apps) != 2 {
 			return fmt.Errorf("apps not loaded")
 		}
 		return nil
 	})
-	g.publish(`{"name":"tok.get","pool":"p","route":{"path":"/tok"},"backend":{"type":"mock","body":"in"},
+	g.Publish(`{"name":"tok.get","pool":"p","route":{"path":"/tok"},"backend":{"type":"mock","body":"in"},
 		"auth":{"methods":["jwt"],"jwt":{"issuer":"https://id.test","audience":"orders","algorithms":["RS256","ES256","EdDSA","HS256"],"jwks_file":"` + file + `","leeway":"5s"}}}`)
 
 	now := time.Now()
@@ -114,28 +114,28 @@ func TestJWTAuth(t *testing.T) {
 		{"unknown app", sign(jwt.SigningMethodRS256, "rsa1", rsaKey, claims(func(c jwt.MapClaims) { c["sub"] = "ghost" })), 401},
 		{"app not granted", sign(jwt.SigningMethodRS256, "rsa1", rsaKey, claims(func(c jwt.MapClaims) { c["sub"] = "stranger" })), 403},
 	} {
-		r := g.do("GET", "/tok", nil, "Authorization", "Bearer "+tc.token)
-		if r.status != tc.status {
-			t.Errorf("%s: %d %s, want %d", tc.name, r.status, r.body, tc.status)
+		r := g.Do("GET", "/tok", nil, "Authorization", "Bearer "+tc.token)
+		if r.Status != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, r.Status, r.Body, tc.status)
 		}
-		if tc.status == 401 && r.code != "UNAUTHENTICATED" || tc.status == 500 {
-			t.Errorf("%s: code %q", tc.name, r.code)
+		if tc.status == 401 && r.Code != "UNAUTHENTICATED" || tc.status == 500 {
+			t.Errorf("%s: code %q", tc.name, r.Code)
 		}
 	}
-	if r := g.do("GET", "/tok", nil); r.status != 401 || !strings.Contains(r.body, "jwt") {
-		t.Errorf("no credentials: %d %s", r.status, r.body)
+	if r := g.Do("GET", "/tok", nil); r.Status != 401 || !strings.Contains(r.Body, "jwt") {
+		t.Errorf("no credentials: %d %s", r.Status, r.Body)
 	}
 	// The scheme name is case-insensitive, with one or more spaces after
 	// it (RFC 7235 §2.1); a token with a crit header is refused.
 	good := sign(jwt.SigningMethodES256, "ec1", ecKey, claims(nil))
 	for _, authz := range []string{"bearer " + good, "BEARER " + good, "bEaReR " + good, "Bearer   " + good} {
-		if r := g.do("GET", "/tok", nil, "Authorization", authz); r.status != 200 {
-			t.Errorf("%.12q…: %d %s", authz, r.status, r.body)
+		if r := g.Do("GET", "/tok", nil, "Authorization", authz); r.Status != 200 {
+			t.Errorf("%.12q…: %d %s", authz, r.Status, r.Body)
 		}
 	}
 	for _, authz := range []string{"Bearer" + good, "Bearer\t" + good, "Bearerx " + good} {
-		if r := g.do("GET", "/tok", nil, "Authorization", authz); r.status != 401 {
-			t.Errorf("%.12q…: %d %s", authz, r.status, r.body)
+		if r := g.Do("GET", "/tok", nil, "Authorization", authz); r.Status != 401 {
+			t.Errorf("%.12q…: %d %s", authz, r.Status, r.Body)
 		}
 	}
 	crit := jwt.NewWithClaims(jwt.SigningMethodES256, claims(nil))
@@ -144,8 +144,8 @@ func TestJWTAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := g.do("GET", "/tok", nil, "Authorization", "Bearer "+critTok); r.status != 401 || r.code != "UNAUTHENTICATED" || !strings.Contains(r.body, "crit") {
-		t.Errorf("crit header: %d %s", r.status, r.body)
+	if r := g.Do("GET", "/tok", nil, "Authorization", "Bearer "+critTok); r.Status != 401 || r.Code != "UNAUTHENTICATED" || !strings.Contains(r.Body, "crit") {
+		t.Errorf("crit header: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -170,10 +170,10 @@ func TestJWTFromJWKSURL(t *testing.T) {
 	}))
 	defer srv.Close()
 	g := newGateway(t)
-	if _, err := g.client.PutApp(context.Background(), &registry.App{ID: "shop", Status: registry.AppActive, APIs: []string{"*"}}); err != nil {
+	if _, err := g.Client.PutApp(context.Background(), &registry.App{ID: "shop", Status: registry.AppActive, APIs: []string{"*"}}); err != nil {
 		t.Fatal(err)
 	}
-	g.publish(`{"name":"tokurl","pool":"p","route":{"path":"/tokurl"},"backend":{"type":"mock","body":"in"},
+	g.Publish(`{"name":"tokurl","pool":"p","route":{"path":"/tokurl"},"backend":{"type":"mock","body":"in"},
 		"auth":{"methods":["jwt"],"jwt":{"algorithms":["RS256"],"jwks_url":"` + srv.URL + `"}}}`)
 	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"sub": "shop", "exp": time.Now().Add(time.Minute).Unix()})
 	tok.Header["kid"] = "r1"
@@ -182,8 +182,8 @@ func TestJWTFromJWKSURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
-		if r := g.do("GET", "/tokurl", nil, "Authorization", "Bearer "+signed); r.status != 200 {
-			return fmt.Errorf("%d %s", r.status, r.body)
+		if r := g.Do("GET", "/tokurl", nil, "Authorization", "Bearer "+signed); r.Status != 200 {
+			return fmt.Errorf("%d %s", r.Status, r.Body)
 		}
 		return nil
 	})
@@ -193,9 +193,9 @@ func TestJWTFromJWKSURL(t *testing.T) {
 	// An unrelated registry change keeps the verifier, its keys and its
 	// cache: no refetch, and no moment without keys (which would be 401s).
 	before := fetches.Load()
-	g.publish(`{"name":"other","pool":"p","route":{"path":"/other"},"backend":{"type":"mock"}}`)
-	if r := g.do("GET", "/tokurl", nil, "Authorization", "Bearer "+signed); r.status != 200 {
-		t.Fatalf("right after an unrelated change: %d %s", r.status, r.body)
+	g.Publish(`{"name":"other","pool":"p","route":{"path":"/other"},"backend":{"type":"mock"}}`)
+	if r := g.Do("GET", "/tokurl", nil, "Authorization", "Bearer "+signed); r.Status != 200 {
+		t.Fatalf("right after an unrelated change: %d %s", r.Status, r.Body)
 	}
 	if n := fetches.Load(); n != before {
 		t.Errorf("an unrelated registry change refetched the JWKS (%d → %d fetches)", before, n)

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
 )
 
 // burst sends n requests at once and tallies statuses.
@@ -20,13 +22,13 @@ func (g *gateway) burst(n int, path string, hdr ...string) map[int]int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := g.do("GET", path, nil, hdr...)
+			r := g.Do("GET", path, nil, hdr...)
 			mu.Lock()
-			got[r.status]++
+			got[r.Status]++
 			mu.Unlock()
-			if r.status == 429 {
-				if r.code != "RATE_LIMITED" || r.header.Get("Retry-After") == "" {
-					g.t.Errorf("429 without code or Retry-After: %v %s", r.header, r.body)
+			if r.Status == 429 {
+				if r.Code != "RATE_LIMITED" || r.Header.Get("Retry-After") == "" {
+					g.T.Errorf("429 without code or Retry-After: %v %s", r.Header, r.Body)
 				}
 			}
 		}()
@@ -37,25 +39,25 @@ func (g *gateway) burst(n int, path string, hdr ...string) map[int]int {
 
 func TestRateLimitRejectExactCounts(t *testing.T) {
 	g := newGateway(t)
-	g.publish(`{"name":"rl","pool":"p","route":{"path":"/rl/{id}"},"backend":{"type":"mock","body":"ok"},
+	g.Publish(`{"name":"rl","pool":"p","route":{"path":"/rl/{id}"},"backend":{"type":"mock","body":"ok"},
 		"rate_limits":[{"name":"per-minute","limit":5,"window":"1m"}]}`)
 	if got := g.burst(12, "/rl/1"); got[200] != 5 || got[429] != 7 {
 		t.Fatalf("burst of 12 against 5/min: %v", got)
 	}
-	r := g.do("GET", "/rl/1", nil)
-	if secs, _ := strconv.Atoi(r.header.Get("Retry-After")); r.status != 429 || secs < 1 || secs > 60 {
-		t.Fatalf("Retry-After %q (status %d)", r.header.Get("Retry-After"), r.status)
+	r := g.Do("GET", "/rl/1", nil)
+	if secs, _ := strconv.Atoi(r.Header.Get("Retry-After")); r.Status != 429 || secs < 1 || secs > 60 {
+		t.Fatalf("Retry-After %q (status %d)", r.Header.Get("Retry-After"), r.Status)
 	}
 	// An unrelated registry change keeps the rule's count.
-	g.publish(`{"name":"other","pool":"p","route":{"path":"/other"},"backend":{"type":"mock"}}`)
-	if r := g.do("GET", "/rl/1", nil); r.status != 429 {
-		t.Fatalf("after an unrelated change the limit reset: %d", r.status)
+	g.Publish(`{"name":"other","pool":"p","route":{"path":"/other"},"backend":{"type":"mock"}}`)
+	if r := g.Do("GET", "/rl/1", nil); r.Status != 429 {
+		t.Fatalf("after an unrelated change the limit reset: %d", r.Status)
 	}
 }
 
 func TestRateLimitKeyedAndHotValues(t *testing.T) {
 	g := newGateway(t)
-	g.publish(`{"name":"k","pool":"p","route":{"path":"/k/{item}"},"backend":{"type":"mock","body":"ok"},
+	g.Publish(`{"name":"k","pool":"p","route":{"path":"/k/{item}"},"backend":{"type":"mock","body":"ok"},
 		"rate_limits":[
 			{"name":"region","key":["header:X-Region"],"limit":3,"window":"1m"},
 			{"name":"item","key":["param:item"],"limit":2,"window":"1m","exceptions":{"hot":4,"banned":0}}]}`)
@@ -75,7 +77,7 @@ func TestRateLimitKeyedAndHotValues(t *testing.T) {
 
 func TestRateLimitQueueSpacesCalls(t *testing.T) {
 	g := newGateway(t)
-	g.publish(`{"name":"q","pool":"p","route":{"path":"/q"},"backend":{"type":"mock","body":"ok"},
+	g.Publish(`{"name":"q","pool":"p","route":{"path":"/q"},"backend":{"type":"mock","body":"ok"},
 		"rate_limits":[{"behavior":"queue","limit":20,"window":"1s","max_queue":"2s"}]}`)
 	start := time.Now()
 	if got := g.burst(5, "/q"); got[200] != 5 {
@@ -86,7 +88,7 @@ func TestRateLimitQueueSpacesCalls(t *testing.T) {
 		t.Fatalf("5 queued calls took %v: they were not spaced", d)
 	}
 	// A queue that would outlast the max_queue refuses.
-	g.publish(`{"name":"q2","pool":"p","route":{"path":"/q2"},"backend":{"type":"mock","body":"ok"},
+	g.Publish(`{"name":"q2","pool":"p","route":{"path":"/q2"},"backend":{"type":"mock","body":"ok"},
 		"rate_limits":[{"behavior":"queue","limit":1,"window":"1s","max_queue":"100ms"}]}`)
 	if got := g.burst(3, "/q2"); got[200] != 1 || got[429] != 2 {
 		t.Fatalf("queue past max_queue: %v", got)
@@ -107,13 +109,13 @@ func TestConcurrencyCaps(t *testing.T) {
 	defer backend.Close()
 	defer close(release)
 	g := newGateway(t)
-	g.publish(`{"name":"c","pool":"p","route":{"path":"/c"},"timeout":"5s","backend":{"type":"http","url":"` + backend.URL + `"},
+	g.Publish(`{"name":"c","pool":"p","route":{"path":"/c"},"timeout":"5s","backend":{"type":"http","url":"` + backend.URL + `"},
 		"rate_limits":[{"behavior":"concurrency","key":["header:X-App"],"limit":1}]}`)
-	g.publish(`{"name":"e","pool":"p","route":{"path":"/e"},"timeout":"5s","edge_concurrency":1,"backend":{"type":"http","url":"` + backend.URL + `"}}`)
+	g.Publish(`{"name":"e","pool":"p","route":{"path":"/e"},"timeout":"5s","edge_concurrency":1,"backend":{"type":"http","url":"` + backend.URL + `"}}`)
 
-	done := make(chan result, 3)
-	go func() { done <- g.do("GET", "/c", nil, "X-App", "a") }()
-	go func() { done <- g.do("GET", "/e", nil) }()
+	done := make(chan jetwaytest.Result, 3)
+	go func() { done <- g.Do("GET", "/c", nil, "X-App", "a") }()
+	go func() { done <- g.Do("GET", "/e", nil) }()
 	waitFor := func(n int64) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); inBackend.Load() < n; time.Sleep(time.Millisecond) {
@@ -123,14 +125,14 @@ func TestConcurrencyCaps(t *testing.T) {
 		}
 	}
 	waitFor(2)
-	if r := g.do("GET", "/c", nil, "X-App", "a"); r.status != 429 || r.code != "RATE_LIMITED" {
-		t.Errorf("second call of app a: %d %s", r.status, r.body)
+	if r := g.Do("GET", "/c", nil, "X-App", "a"); r.Status != 429 || r.Code != "RATE_LIMITED" {
+		t.Errorf("second call of app a: %d %s", r.Status, r.Body)
 	}
-	if r := g.do("GET", "/e", nil); r.status != 503 || r.code != "OVERLOADED" {
-		t.Errorf("second call over edge_concurrency 1: %d %s", r.status, r.body)
+	if r := g.Do("GET", "/e", nil); r.Status != 503 || r.Code != "OVERLOADED" {
+		t.Errorf("second call over edge_concurrency 1: %d %s", r.Status, r.Body)
 	}
 	// Another key is not held up by app a.
-	go func() { done <- g.do("GET", "/c", nil, "X-App", "b") }()
+	go func() { done <- g.Do("GET", "/c", nil, "X-App", "b") }()
 	waitFor(3)
 	for i := 0; i < 3; i++ {
 		select {
@@ -140,8 +142,8 @@ func TestConcurrencyCaps(t *testing.T) {
 		}
 	}
 	for i := 0; i < 3; i++ {
-		if r := <-done; r.status != 200 {
-			t.Errorf("held call: %d %s", r.status, r.body)
+		if r := <-done; r.Status != 200 {
+			t.Errorf("held call: %d %s", r.Status, r.Body)
 		}
 	}
 }
@@ -152,12 +154,12 @@ func TestClientShortensDeadline(t *testing.T) {
 	}))
 	defer backend.Close()
 	g := newGateway(t)
-	g.publish(`{"name":"s","pool":"p","route":{"path":"/s"},"timeout":"3s","backend":{"type":"http","url":"` + backend.URL + `"}}`)
+	g.Publish(`{"name":"s","pool":"p","route":{"path":"/s"},"timeout":"3s","backend":{"type":"http","url":"` + backend.URL + `"}}`)
 	for _, v := range []string{"200ms", "200"} {
 		start := time.Now()
-		r := g.do("GET", "/s", nil, "X-Request-Timeout", v)
-		if took := time.Since(start); r.status != 504 || took > 2*time.Second {
-			t.Errorf("X-Request-Timeout %s: %d after %v", v, r.status, took)
+		r := g.Do("GET", "/s", nil, "X-Request-Timeout", v)
+		if took := time.Since(start); r.Status != 504 || took > 2*time.Second {
+			t.Errorf("X-Request-Timeout %s: %d after %v", v, r.Status, took)
 		}
 	}
 }
@@ -166,12 +168,12 @@ func TestClientShortensDeadline(t *testing.T) {
 // wire's own header.
 func TestAppKeyCannotBeSpoofed(t *testing.T) {
 	g := newGateway(t)
-	g.publish(`{"name":"ak","pool":"p","route":{"path":"/ak"},"backend":{"type":"mock","body":"ok"},
+	g.Publish(`{"name":"ak","pool":"p","route":{"path":"/ak"},"backend":{"type":"mock","body":"ok"},
 		"rate_limits":[{"key":["app"],"limit":1,"window":"1m"}]}`)
-	if r := g.do("GET", "/ak", nil, "Jetway-App", "a"); r.status != 200 {
-		t.Fatalf("first: %d", r.status)
+	if r := g.Do("GET", "/ak", nil, "Jetway-App", "a"); r.Status != 200 {
+		t.Fatalf("first: %d", r.Status)
 	}
-	if r := g.do("GET", "/ak", nil, "Jetway-App", "b"); r.status != 429 {
-		t.Fatalf("a forged Jetway-App bought a fresh limit: %d", r.status)
+	if r := g.Do("GET", "/ak", nil, "Jetway-App", "b"); r.Status != 429 {
+		t.Fatalf("a forged Jetway-App bought a fresh limit: %d", r.Status)
 	}
 }

@@ -19,30 +19,30 @@ func TestMetricsAfterScriptedMix(t *testing.T) {
 	}))
 	defer backend.Close()
 	g := newGateway(t, "p")
-	g.publish(`{"name":"mx","pool":"p","route":{"path":"/mx"},"backend":{"type":"http","url":"` + backend.URL + `"},
+	g.Publish(`{"name":"mx","pool":"p","route":{"path":"/mx"},"backend":{"type":"http","url":"` + backend.URL + `"},
 		"rate_limits":[{"limit":8,"window":"1m"}]}`)
-	if _, err := g.client.Put(t.Context(), []byte(`{"name":"mx.orphan","pool":"nobody","route":{"path":"/orphan"},"backend":{"type":"mock"}}`)); err != nil {
+	if _, err := g.Client.Put(t.Context(), []byte(`{"name":"mx.orphan","pool":"nobody","route":{"path":"/orphan"},"backend":{"type":"mock"}}`)); err != nil {
 		t.Fatal(err)
 	}
-	for g.edgeW.Current().APIs["mx.orphan"] == nil {
+	for g.EdgeWatcher.Current().APIs["mx.orphan"] == nil {
 		time.Sleep(time.Millisecond)
 	}
 	for i := 0; i < 5; i++ {
-		g.do("GET", "/mx", nil)
+		g.Do("GET", "/mx", nil)
 	}
 	for i := 0; i < 3; i++ {
-		g.do("GET", "/mx?fail=1", nil)
+		g.Do("GET", "/mx?fail=1", nil)
 	}
 	for i := 0; i < 2; i++ {
-		if r := g.do("GET", "/mx", nil); r.status != 429 {
-			t.Fatalf("want 429, got %d", r.status)
+		if r := g.Do("GET", "/mx", nil); r.Status != 429 {
+			t.Fatalf("want 429, got %d", r.Status)
 		}
 	}
-	g.do("GET", "/orphan", nil)
-	g.do("GET", "/nope", nil) // unrouted: not an API's call
+	g.Do("GET", "/orphan", nil)
+	g.Do("GET", "/nope", nil) // unrouted: not an API's call
 
 	var b strings.Builder
-	if err := g.metrics.WritePrometheus(&b); err != nil {
+	if err := g.Metrics.WritePrometheus(&b); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -62,7 +62,7 @@ func TestMetricsAfterScriptedMix(t *testing.T) {
 	if strings.Contains(out, `api=""`) {
 		t.Error("unrouted request counted as an API")
 	}
-	recs := g.metrics.Tick(time.Now().Add(time.Second))
+	recs := g.Metrics.Tick(time.Now().Add(time.Second))
 	for _, r := range recs {
 		if r.API == "mx" && (r.Pass != 8 || r.Block != 2 || r.Success != 5 || r.Error != 3) {
 			t.Errorf("per-second record %+v", r)

@@ -1,7 +1,6 @@
 package edge_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,63 +39,31 @@ func (b *tierBackend) calls() []string {
 	return append([]string(nil), b.seen...)
 }
 
-// putApps stores apps and waits until the edge has them.
-func (g *gateway) putApps(apps ...*registry.App) {
-	g.t.Helper()
-	revs := map[string]uint64{}
-	for _, a := range apps {
-		got, err := g.client.PutApp(context.Background(), a)
-		if err != nil {
-			g.t.Fatal(err)
-		}
-		revs[a.ID] = got.Revision
-	}
-	natstest.CheckFor(g.t, 3*time.Second, 2*time.Millisecond, func() error {
-		for id, rev := range revs {
-			if a := g.edgeW.Current().Apps[id]; a == nil || a.Revision != rev {
-				return fmt.Errorf("edge has not applied app %s@%d", id, rev)
-			}
-		}
-		return nil
-	})
-}
-
-// waitServing waits until the worker serves an API tier (API.Key).
-func (g *gateway) waitServing(key string, rev uint64) {
-	g.t.Helper()
-	natstest.CheckFor(g.t, 3*time.Second, 2*time.Millisecond, func() error {
-		if got, ok := g.worker.Serving(key); !ok || got != rev {
-			return fmt.Errorf("worker not serving %s@%d", key, rev)
-		}
-		return nil
-	})
-}
-
 func TestSandboxTier(t *testing.T) {
 	prod, sandbox := newTierBackend(t, "production"), newTierBackend(t, "sandbox")
 	g := newGateway(t) // its worker serves every pool
 	liveKey, liveRec, _ := registry.NewAPIKey()
 	testKey, testRec, _ := registry.NewAPIKey()
-	g.putApps(
+	g.PutApps(
 		&registry.App{ID: "live", Status: registry.AppActive, Keys: []registry.AppKey{liveRec}, APIs: []string{"*"}},
 		&registry.App{ID: "tester", Status: registry.AppActive, Keys: []registry.AppKey{testRec}, APIs: []string{"*"}, Sandbox: true},
 	)
-	a := g.publish(`{"name":"orders.get","pool":"orders","route":{"path":"/orders/{id}"},
+	a := g.Publish(`{"name":"orders.get","pool":"orders","route":{"path":"/orders/{id}"},
 		"backend":{"type":"http","url":"` + prod.URL + `/orders/{id}"},
 		"auth":{"methods":["key"]},"rate_limits":[{"limit":3,"window":"1m"}],
 		"sandbox":{"backend":{"type":"http","url":"` + sandbox.URL + `/sb/{id}"},"rate_limits":[{"limit":2,"window":"1m"}]}}`)
-	g.waitServing("orders.get@sandbox", a.Revision)
-	g.publish(`{"name":"users.get","pool":"users","route":{"path":"/users"},"backend":{"type":"http","url":"` + prod.URL + `/users"},
+	g.WaitServing("orders.get@sandbox", a.Revision)
+	g.Publish(`{"name":"users.get","pool":"users","route":{"path":"/users"},"backend":{"type":"http","url":"` + prod.URL + `/users"},
 		"auth":{"methods":["key"]}}`)
 
 	t.Run("each app reaches its own tier", func(t *testing.T) {
-		r := g.do("GET", "/orders/1", nil, "X-Api-Key", liveKey, "X-Jetway-Sandbox", "true")
-		if r.status != 200 || r.body != "production" || r.header.Get("X-Jetway-Sandbox") != "" {
-			t.Fatalf("live app: %d %q sandbox header %q", r.status, r.body, r.header.Get("X-Jetway-Sandbox"))
+		r := g.Do("GET", "/orders/1", nil, "X-Api-Key", liveKey, "X-Jetway-Sandbox", "true")
+		if r.Status != 200 || r.Body != "production" || r.Header.Get("X-Jetway-Sandbox") != "" {
+			t.Fatalf("live app: %d %q sandbox header %q", r.Status, r.Body, r.Header.Get("X-Jetway-Sandbox"))
 		}
-		r = g.do("GET", "/orders/2", nil, "X-Api-Key", testKey)
-		if r.status != 200 || r.body != "sandbox" || r.header.Get("X-Jetway-Sandbox") != "true" {
-			t.Fatalf("sandbox app: %d %q sandbox header %q", r.status, r.body, r.header.Get("X-Jetway-Sandbox"))
+		r = g.Do("GET", "/orders/2", nil, "X-Api-Key", testKey)
+		if r.Status != 200 || r.Body != "sandbox" || r.Header.Get("X-Jetway-Sandbox") != "true" {
+			t.Fatalf("sandbox app: %d %q sandbox header %q", r.Status, r.Body, r.Header.Get("X-Jetway-Sandbox"))
 		}
 		// A caller's own X-Jetway-Sandbox never reaches a backend.
 		if got := fmt.Sprint(prod.calls(), sandbox.calls()); got != "[live  /orders/1] [tester true /sb/2]" {
@@ -105,8 +72,8 @@ func TestSandboxTier(t *testing.T) {
 	})
 	t.Run("an API without a sandbox tier refuses sandbox apps", func(t *testing.T) {
 		before := len(prod.calls())
-		if r := g.do("GET", "/users", nil, "X-Api-Key", testKey); r.status != 403 || r.code != "NO_SANDBOX" {
-			t.Fatalf("%d %s %s", r.status, r.code, r.body)
+		if r := g.Do("GET", "/users", nil, "X-Api-Key", testKey); r.Status != 403 || r.Code != "NO_SANDBOX" {
+			t.Fatalf("%d %s %s", r.Status, r.Code, r.Body)
 		}
 		if len(prod.calls()) != before {
 			t.Fatal("a sandbox app's call reached production")
@@ -117,25 +84,25 @@ func TestSandboxTier(t *testing.T) {
 		// one more, while production's own count (1 of 3) is untouched.
 		want := []int{200, 429}
 		for i, w := range want {
-			if r := g.do("GET", "/orders/3", nil, "X-Api-Key", testKey); r.status != w {
-				t.Fatalf("sandbox call %d: %d %s, want %d", i, r.status, r.body, w)
+			if r := g.Do("GET", "/orders/3", nil, "X-Api-Key", testKey); r.Status != w {
+				t.Fatalf("sandbox call %d: %d %s, want %d", i, r.Status, r.Body, w)
 			}
 		}
 		for i := range 2 {
-			if r := g.do("GET", "/orders/4", nil, "X-Api-Key", liveKey); r.status != 200 {
-				t.Fatalf("production call %d after the sandbox's limit: %d %s", i, r.status, r.body)
+			if r := g.Do("GET", "/orders/4", nil, "X-Api-Key", liveKey); r.Status != 200 {
+				t.Fatalf("production call %d after the sandbox's limit: %d %s", i, r.Status, r.Body)
 			}
 		}
 	})
 	t.Run("flipping the mark is live", func(t *testing.T) {
-		g.putApps(&registry.App{ID: "tester", Status: registry.AppActive, Keys: []registry.AppKey{testRec}, APIs: []string{"*"}})
-		if r := g.do("GET", "/users", nil, "X-Api-Key", testKey); r.status != 200 || r.body != "production" {
-			t.Fatalf("after the mark went off: %d %s", r.status, r.body)
+		g.PutApps(&registry.App{ID: "tester", Status: registry.AppActive, Keys: []registry.AppKey{testRec}, APIs: []string{"*"}})
+		if r := g.Do("GET", "/users", nil, "X-Api-Key", testKey); r.Status != 200 || r.Body != "production" {
+			t.Fatalf("after the mark went off: %d %s", r.Status, r.Body)
 		}
 	})
 	t.Run("metrics keep the tiers apart", func(t *testing.T) {
 		var b strings.Builder
-		if err := g.metrics.WritePrometheus(&b); err != nil {
+		if err := g.Metrics.WritePrometheus(&b); err != nil {
 			t.Fatal(err)
 		}
 		for _, want := range []string{`jetway_requests_total{api="orders.get",pool="orders"`, `jetway_requests_total{api="orders.get@sandbox",pool="sandbox"`,
@@ -147,10 +114,10 @@ func TestSandboxTier(t *testing.T) {
 		}
 	})
 	t.Run("removing the tier ends its subscription", func(t *testing.T) {
-		g.publish(`{"name":"orders.get","pool":"orders","route":{"path":"/orders/{id}"},"backend":{"type":"http","url":"` + prod.URL + `/orders/{id}"}}`)
+		g.Publish(`{"name":"orders.get","pool":"orders","route":{"path":"/orders/{id}"},"backend":{"type":"http","url":"` + prod.URL + `/orders/{id}"}}`)
 		natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
-			if _, ok := g.worker.Serving("orders.get@sandbox"); ok {
-				return fmt.Errorf("still subscribed: %v", g.worker.Subscribed())
+			if _, ok := g.Worker.Serving("orders.get@sandbox"); ok {
+				return fmt.Errorf("still subscribed: %v", g.Worker.Subscribed())
 			}
 			return nil
 		})
@@ -164,20 +131,20 @@ func TestSandboxPoolIsABulkhead(t *testing.T) {
 	g := newGateway(t, "orders") // no worker for the sandbox pool
 	liveKey, liveRec, _ := registry.NewAPIKey()
 	testKey, testRec, _ := registry.NewAPIKey()
-	g.putApps(
+	g.PutApps(
 		&registry.App{ID: "live", Status: registry.AppActive, Keys: []registry.AppKey{liveRec}, APIs: []string{"*"}},
 		&registry.App{ID: "tester", Status: registry.AppActive, Keys: []registry.AppKey{testRec}, APIs: []string{"*"}, Sandbox: true},
 	)
-	g.publish(`{"name":"orders.get","pool":"orders","route":{"path":"/orders"},"backend":{"type":"http","url":"` + prod.URL + `"},
+	g.Publish(`{"name":"orders.get","pool":"orders","route":{"path":"/orders"},"backend":{"type":"http","url":"` + prod.URL + `"},
 		"auth":{"methods":["key"]},"sandbox":{"pool":"orders-sandbox","backend":{"type":"mock","json":{"id":"fake"}}}}`)
-	if _, ok := g.worker.Serving("orders.get@sandbox"); ok {
+	if _, ok := g.Worker.Serving("orders.get@sandbox"); ok {
 		t.Fatal("a worker of pool orders serves the sandbox pool")
 	}
-	if r := g.do("GET", "/orders", nil, "X-Api-Key", testKey); r.status != 503 || r.code != "NO_WORKERS" {
-		t.Fatalf("sandbox call: %d %s", r.status, r.body)
+	if r := g.Do("GET", "/orders", nil, "X-Api-Key", testKey); r.Status != 503 || r.Code != "NO_WORKERS" {
+		t.Fatalf("sandbox call: %d %s", r.Status, r.Body)
 	}
-	if r := g.do("GET", "/orders", nil, "X-Api-Key", liveKey); r.status != 200 || r.body != "production" {
-		t.Fatalf("production call: %d %s", r.status, r.body)
+	if r := g.Do("GET", "/orders", nil, "X-Api-Key", liveKey); r.Status != 200 || r.Body != "production" {
+		t.Fatalf("production call: %d %s", r.Status, r.Body)
 	}
 	if got := fmt.Sprint(prod.calls()); got != "[live  /]" {
 		t.Fatalf("production backend saw %s", got)

@@ -49,7 +49,7 @@ func TestWorkerAnswersOnlyOnAnInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	wc := natstest.Connect(t, s, nats.UserInfo("worker-orders", "wo"), nats.CustomInboxPrefix(bus.InboxPrefixWorker))
+	wc := natstest.Connect(t, s, nats.UserInfo("worker-orders", "wo"), nats.CustomInboxPrefix(bus.InboxPrefix(bus.UserWorker, "orders")))
 	w, err := workers.New(workers.Options{Conn: wc, Pools: []string{"orders"}})
 	if err != nil {
 		t.Fatal(err)
