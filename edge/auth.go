@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"encoding/base64"
@@ -130,6 +129,123 @@ func apiKey(h http.Header) string {
 	return key
 }
 
+// AuthPolicy is how an API that requires an authenticated app knows its
+// callers: the methods it accepts, the snapshot's apps, its token checks.
+// Built once per snapshot, read-only afterwards; nil for an open API.
+type AuthPolicy struct {
+	api  *registry.API // its name and Auth settings
+	apps *appIndex
+	jwt  *jwtVerifier // the API's token checks; nil: none (or its keys did not load)
+}
+
+// Caller is what Authenticate needs of a caller besides its request.
+type Caller struct {
+	// Addr is the client's address (clientAddr), checked against the
+	// app's own address list.
+	Addr netip.Addr
+	// Path is the escaped path as the caller sent it, which a signed
+	// request signs; "" means r.URL.RawPath.
+	Path string
+	// Body is the request body, whole, for a signed request (its digest
+	// is signed); unread otherwise.
+	Body []byte
+}
+
+// Authenticate finds the app calling an API under policy p — by its API
+// key, by a bearer token the API's or the app's own issuer signed, or by a
+// signed request — and checks that the app may call: the API's grant, the
+// app's own address list and rate limit. It writes nothing: a refusal is
+// an *Error (401 UNAUTHENTICATED, 403 FORBIDDEN, 429 RATE_LIMITED, 503
+// BUS_UNAVAILABLE when the nonce store cannot be reached), for the caller
+// to send on whatever transport it speaks. Credentials are removed from
+// r.Header: they never reach backends. When the app is known but refused,
+// it is returned with the error, so that its refusals count as its own.
+// A nil policy (an open API) admits everyone as no app: nil, nil.
+func Authenticate(r *http.Request, p *AuthPolicy, c Caller) (*registry.App, error) {
+	if p == nil {
+		return nil, nil
+	}
+	aa, err := p.identify(r, c)
+	if err != nil {
+		return nil, err
+	}
+	return aa.app, p.grant(aa, c.Addr)
+}
+
+// signed reports whether a request is signed (its body must then be read
+// before identify, for the digest).
+func (p *AuthPolicy) signed(r *http.Request) bool {
+	return hasScheme(r.Header.Get("Authorization"), sign.Scheme)
+}
+
+// unauthenticated is a 401 refusal.
+func unauthenticated(msg string) *Error { return &Error{Code: bus.CodeUnauthenticated, Message: msg} }
+
+// identify finds the app calling: the first half of Authenticate.
+func (p *AuthPolicy) identify(r *http.Request, c Caller) (*authApp, error) {
+	ix := p.apps
+	var aa *authApp
+	key := apiKey(r.Header)
+	authz := r.Header.Get("Authorization")
+	bearer, hasBearer := CutAuthScheme(authz, "Bearer")
+	switch {
+	case hasScheme(authz, sign.Scheme) && p.api.Auth.Has("hmac"): // a signed request
+		var err error
+		if aa, err = ix.verifySigned(r, c, authz); err != nil {
+			return nil, err
+		}
+		delete(r.Header, "Authorization")
+	case key != "" && p.api.Auth.Has("key"):
+		aa = ix.byKey[registry.KeyDigest(key)]
+		if aa == nil || aa.app.Status != registry.AppActive {
+			return nil, unauthenticated("unknown or disabled API key")
+		}
+	case hasBearer && p.api.Auth.Has("jwt"):
+		token := strings.TrimSpace(bearer)
+		v := p.jwt
+		if own := ix.issuerApp(token); own != nil {
+			v = own.jwt // an app's own issuer: only its settings and keys
+			if v == nil {
+				return nil, unauthenticated("tokens of app " + own.app.ID + "'s issuer cannot be checked now (its keys did not load)")
+			}
+		}
+		if v == nil {
+			return nil, unauthenticated("tokens for api " + p.api.Name + " cannot be checked now (no issuer settings, or its keys did not load)")
+		}
+		appID, err := v.verify(token)
+		if err != nil {
+			return nil, unauthenticated("invalid token: " + err.Error())
+		}
+		aa = ix.byID[appID]
+		if aa == nil || aa.app.Status != registry.AppActive {
+			return nil, unauthenticated("the token names no active app")
+		}
+		delete(r.Header, "Authorization") // credentials never reach backends
+	default:
+		e := unauthenticated("api " + p.api.Name + " needs credentials (" + strings.Join(p.api.Auth.Methods, " or ") + ")")
+		e.Challenge = `ApiKey realm="jetway", Bearer realm="jetway"`
+		return nil, e
+	}
+	return aa, nil
+}
+
+// grant checks that a known app may call the API, from its address, now:
+// the second half of Authenticate.
+func (p *AuthPolicy) grant(aa *authApp, addr netip.Addr) error {
+	if p.api.Auth.OnlyGranted() && !aa.app.Granted(p.api.Name) {
+		return &Error{Code: bus.CodeForbidden, Message: "app " + aa.app.ID + " is not granted api " + p.api.Name}
+	}
+	if len(aa.allow) > 0 && !contains(aa.allow, addr) {
+		return &Error{Code: bus.CodeForbidden, Message: "app " + aa.app.ID + " may not call from this address"}
+	}
+	if aa.limit != nil {
+		if d := aa.limit.Take(time.Now(), 0); !d.Allowed {
+			return &Error{Code: bus.CodeRateLimited, Message: "app " + aa.app.ID + " is over its own rate limit", RetryAfter: retryAfterSecs(d.RetryAfter)}
+		}
+	}
+	return nil
+}
+
 // maxSkew is how far a signed request's timestamp may be from the edge's clock.
 const maxSkew = 5 * time.Minute
 
@@ -137,23 +253,24 @@ const maxSkew = 5 * time.Minute
 // its timestamp is within ±5 minutes, and its nonce was never used on any
 // edge in the last 10 minutes. The nonce store unreachable → refused (fail
 // closed) with 503.
-func (ix *appIndex) verifySigned(w http.ResponseWriter, r *http.Request, rt *route, id, authz string, body []byte) (*authApp, bool) {
+func (ix *appIndex) verifySigned(r *http.Request, c Caller, authz string) (*authApp, error) {
 	p, err := sign.Parse(authz)
 	if err != nil {
-		writeError(w, bus.CodeUnauthenticated, "bad signature header: "+err.Error(), id)
-		return nil, false
+		return nil, unauthenticated("bad signature header: " + err.Error())
 	}
 	aa := ix.byID[p.App]
 	if aa == nil || aa.app.Status != registry.AppActive || len(aa.app.HMACSecrets) == 0 {
-		writeError(w, bus.CodeUnauthenticated, "unknown or disabled app, or no signing secret", id)
-		return nil, false
+		return nil, unauthenticated("unknown or disabled app, or no signing secret")
 	}
 	ts, err := strconv.ParseInt(p.TS, 10, 64)
 	if err != nil || time.Since(time.Unix(ts, 0)).Abs() > maxSkew {
-		writeError(w, bus.CodeUnauthenticated, "signature timestamp missing or more than 5 minutes off", id)
-		return nil, false
+		return nil, unauthenticated("signature timestamp missing or more than 5 minutes off")
 	}
-	s := sign.StringToSign(r.Method, sentPath(w, r), r.URL.RawQuery, p.TS, p.Nonce, body, p.Headers, r.Header)
+	path := c.Path
+	if path == "" {
+		path = r.URL.RawPath
+	}
+	s := sign.StringToSign(r.Method, path, r.URL.RawQuery, p.TS, p.Nonce, c.Body, p.Headers, r.Header)
 	valid := false
 	for _, sec := range aa.app.HMACSecrets {
 		if hmac.Equal([]byte(sign.MAC(sec.Bytes(), s)), []byte(p.Sig)) {
@@ -161,96 +278,20 @@ func (ix *appIndex) verifySigned(w http.ResponseWriter, r *http.Request, rt *rou
 		}
 	}
 	if !valid {
-		writeError(w, bus.CodeUnauthenticated, "signature does not match", id)
-		return nil, false
+		return nil, unauthenticated("signature does not match")
 	}
 	if ix.nonces == nil {
-		writeError(w, bus.CodeBusUnavailable, "nonce store not configured: signed requests are refused", id)
-		return nil, false
+		return nil, &Error{Code: bus.CodeBusUnavailable, Message: "nonce store not configured: signed requests are refused"}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
 	switch err := ix.nonces.Claim(ctx, p.App+"."+p.Nonce, time.Unix(ts, 0)); {
 	case errors.Is(err, registry.ErrReplay):
-		writeError(w, bus.CodeUnauthenticated, "nonce already used (replay)", id)
-		return nil, false
+		return nil, unauthenticated("nonce already used (replay)")
 	case errors.Is(err, registry.ErrSignedBeforeLoss):
-		writeError(w, bus.CodeUnauthenticated, "signed before the replay record was lost; sign again", id)
-		return nil, false
+		return nil, unauthenticated("signed before the replay record was lost; sign again")
 	case err != nil:
-		writeError(w, bus.CodeBusUnavailable, "nonce store unreachable: signed requests are refused", id)
-		return nil, false
+		return nil, &Error{Code: bus.CodeBusUnavailable, Message: "nonce store unreachable: signed requests are refused"}
 	}
-	return aa, true
-}
-
-// authenticate finds the app calling an API that requires one — by its API
-// key, or by a bearer token the API's JWT settings accept — or answers 401
-// UNAUTHENTICATED / 403 FORBIDDEN itself and returns false.
-func (ix *appIndex) authenticate(w http.ResponseWriter, r *http.Request, rt *route, addr netip.Addr, id string, body *bytes.Buffer) (*registry.App, bool) {
-	var aa *authApp
-	key := apiKey(r.Header)
-	authz := r.Header.Get("Authorization")
-	bearer, hasBearer := CutAuthScheme(authz, "Bearer")
-	switch {
-	case body != nil && rt.api.Auth.Has("hmac"): // a signed request (its body was read for the digest)
-		var ok bool
-		if aa, ok = ix.verifySigned(w, r, rt, id, authz, body.Bytes()); !ok {
-			return nil, false
-		}
-		delete(r.Header, "Authorization")
-	case key != "" && rt.api.Auth.Has("key"):
-		aa = ix.byKey[registry.KeyDigest(key)]
-		if aa == nil || aa.app.Status != registry.AppActive {
-			writeError(w, bus.CodeUnauthenticated, "unknown or disabled API key", id)
-			return nil, false
-		}
-	case hasBearer && rt.api.Auth.Has("jwt"):
-		token := strings.TrimSpace(bearer)
-		v := rt.jwt
-		if own := ix.issuerApp(token); own != nil {
-			v = own.jwt // an app's own issuer: only its settings and keys
-			if v == nil {
-				writeError(w, bus.CodeUnauthenticated, "tokens of app "+own.app.ID+"'s issuer cannot be checked now (its keys did not load)", id)
-				return nil, false
-			}
-		}
-		if v == nil {
-			writeError(w, bus.CodeUnauthenticated, "tokens for api "+rt.api.Name+" cannot be checked now (no issuer settings, or its keys did not load)", id)
-			return nil, false
-		}
-		appID, err := v.verify(token)
-		if err != nil {
-			writeError(w, bus.CodeUnauthenticated, "invalid token: "+err.Error(), id)
-			return nil, false
-		}
-		aa = ix.byID[appID]
-		if aa == nil || aa.app.Status != registry.AppActive {
-			writeError(w, bus.CodeUnauthenticated, "the token names no active app", id)
-			return nil, false
-		}
-		delete(r.Header, "Authorization") // credentials never reach backends
-	default:
-		w.Header().Set("WWW-Authenticate", `ApiKey realm="jetway", Bearer realm="jetway"`)
-		writeError(w, bus.CodeUnauthenticated, "api "+rt.api.Name+" needs credentials ("+strings.Join(rt.api.Auth.Methods, " or ")+")", id)
-		return nil, false
-	}
-	markApp(w, aa.app.ID) // known from here on: its refusals count as its own
-	if rt.api.Auth.OnlyGranted() && !aa.app.Granted(rt.api.Name) {
-		writeError(w, bus.CodeForbidden, "app "+aa.app.ID+" is not granted api "+rt.api.Name, id)
-		return nil, false
-	}
-	if len(aa.allow) > 0 && !contains(aa.allow, addr) {
-		writeError(w, bus.CodeForbidden, "app "+aa.app.ID+" may not call from this address", id)
-		return nil, false
-	}
-	if aa.limit != nil {
-		if d := aa.limit.Take(time.Now(), 0); !d.Allowed {
-			secs := int64((d.RetryAfter + time.Second - 1) / time.Second)
-			w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-			writeError(w, bus.CodeRateLimited, "app "+aa.app.ID+" is over its own rate limit", id)
-			return nil, false
-		}
-	}
-	return aa.app, true
+	return aa, nil
 }

@@ -5,19 +5,15 @@
 package edge
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,7 +25,6 @@ import (
 	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
-	"github.com/jetway-gw/jetway/sign"
 )
 
 // Options configure an Edge.
@@ -88,9 +83,8 @@ type router struct {
 
 // route is what a request of one API needs; built once per snapshot.
 type route struct {
-	ipRules     *IPRules     // nil: none
-	apps        *appIndex    // non-nil when the API requires an authenticated app
-	jwt         *jwtVerifier // the API's token checks; nil: none (or its keys did not load)
+	ipRules     *IPRules    // nil: none
+	auth        *AuthPolicy // non-nil when the API requires an authenticated app
 	api         *registry.API
 	subject     string
 	timeout     time.Duration
@@ -107,11 +101,11 @@ type route struct {
 
 // degraded is a degrade switch's answer, compiled once per snapshot.
 type degraded struct {
-	sw     *registry.Degrade
-	status int
-	header http.Header
-	body   []byte               // nil: the default {"code":"DEGRADED",...} answer
-	cache  *resilience.LastGood // the API's last good responses, when the switch wants them
+	status  int
+	header  http.Header
+	body    []byte               // nil: the refusal is the answer
+	refusal *Error               // the default {"code":"DEGRADED",...} answer, with the switch's status and headers
+	cache   *resilience.LastGood // the API's last good responses, when the switch wants them
 }
 
 func compileDegrade(d *registry.Degrade, cache *resilience.LastGood) *degraded {
@@ -122,39 +116,12 @@ func compileDegrade(d *registry.Degrade, cache *resilience.LastGood) *degraded {
 	if !d.HasBody() {
 		body = nil
 	}
-	dg := &degraded{sw: d, status: status, header: h, body: body}
+	dg := &degraded{status: status, header: h, body: body,
+		refusal: &Error{Code: bus.CodeDegraded, Status: status, Message: d.Message(), Header: h}}
 	if d.Cached {
 		dg.cache = cache
 	}
 	return dg
-}
-
-// serve answers a request of a degraded API from the switch.
-func (d *degraded) serve(w http.ResponseWriter, r *http.Request, id string) {
-	markCode(w, bus.CodeDegraded)
-	if d.cache != nil {
-		if c := d.cache.Get(lastGoodKey(r), time.Now()); c != nil {
-			dst := w.Header()
-			for k, v := range c.Header {
-				dst[k] = v
-			}
-			dst["X-Jetway-Degraded"] = []string{"cached"}
-			dst["Age"] = []string{strconv.Itoa(int(time.Since(c.At) / time.Second))}
-			w.WriteHeader(c.Status)
-			_, _ = w.Write(c.Body)
-			return
-		}
-	}
-	dst := w.Header()
-	for k, v := range d.header {
-		dst[k] = v
-	}
-	if d.body == nil {
-		writeErrorStatus(w, d.status, bus.CodeDegraded, d.sw.Message(), id)
-		return
-	}
-	w.WriteHeader(d.status)
-	_, _ = w.Write(d.body)
 }
 
 // headerRoom is what a request leaves of the NATS max payload for headers.
@@ -211,10 +178,13 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		st := e.state(states, rt.key)
 		rt.cache = st.lastGood(a.Fallback)
 		if a.Auth.Requires() {
-			rt.apps = apps
+			rt.auth = &AuthPolicy{api: a, apps: apps}
 		}
 		if a.Auth.Has("jwt") && a.Auth.JWT != nil {
-			rt.jwt = e.verifier(jwts, a.Name, a.Auth.JWT, "")
+			jwt := e.verifier(jwts, a.Name, a.Auth.JWT, "")
+			if rt.auth != nil {
+				rt.auth.jwt = jwt
+			}
 		}
 		if a.IPRules != nil {
 			allow, _ := registry.ParsePrefixes(a.IPRules.Allow) // validated at publish
@@ -230,11 +200,11 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			rt.maxBody = maxPayload - headerRoom
 		}
 		if sba := a.SandboxAPI(); sba != nil {
-			// The handler switches to it once production's route has
-			// authenticated a sandbox app: from there on the tier's own
-			// subject, timeout and limits, and none of production's
-			// governance (apps stays set: the app id goes on the wire).
-			sb := &route{apps: rt.apps, api: sba, key: sba.Key(), subject: sba.Subject(),
+			// The call switches to it once production's route has
+			// authenticated a sandbox app (call.switchSandbox): from there
+			// on the tier's own subject, timeout and limits, and none of
+			// production's governance.
+			sb := &route{api: sba, key: sba.Key(), subject: sba.Subject(),
 				timeout: sba.TimeoutOrDefault(), maxBody: rt.maxBody, params: rt.params}
 			sb.state = e.state(states, sb.key)
 			sb.rules = e.compileRules(sb.state, sba)
@@ -402,153 +372,16 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, bus.CodeForbidden, "client address not allowed", id)
 		return
 	}
-	rec := recorderPool.Get().(*recorder)
-	*rec = recorder{ResponseWriter: w, addr: addr, chain: chain, sentPath: sent}
+	c := e.newCall(w, id, sent, addr, chain)
 	start := time.Now()
-	e.router.Load().mux.ServeHTTP(rec, r)
-	e.observe(rec, r, id, start)
-	*rec = recorder{}
-	recorderPool.Put(rec)
-}
-
-// bodyPool holds request body buffers. A buffer goes back once the NATS
-// request has been written out (nats.go copies the payload).
-var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// handler turns an HTTP request for rt's API into a NATS request and the
-// reply into the HTTP response.
-func (e *Edge) handler(prod *route) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		rt := prod // becomes the sandbox tier's route for a sandbox app
-		markRoute(w, rt)
-		ctx, endSpan := e.startServer(w, r, rt)
-		defer endSpan()
-		id := w.Header().Get("X-Request-Id")
-		addr, chain := requestAddr(w, r)
-		if rt.ipRules != nil && !rt.ipRules.Allows(addr) {
-			writeError(w, bus.CodeForbidden, "client address not allowed for api "+rt.api.Name, id)
-			return
-		}
-		clientIP := addr.String()
-		app := "anonymous"
-		var body *bytes.Buffer // read early only for a signed request (its digest is signed)
-		if rt.apps != nil && hasScheme(r.Header.Get("Authorization"), sign.Scheme) {
-			if body = readBody(w, r, rt, id); body == nil {
-				return
-			}
-			defer bodyPool.Put(body)
-		}
-		if rt.apps != nil {
-			a, ok := rt.apps.authenticate(w, r, rt, addr, id, body)
-			if !ok {
-				return
-			}
-			app = a.ID
-			if a.Sandbox {
-				if rt.sandbox == nil {
-					writeError(w, bus.CodeNoSandbox, "app "+app+" is a sandbox app and api "+rt.api.Name+" has no sandbox tier", id)
-					return
-				}
-				rt = rt.sandbox
-				markRoute(w, rt)
-				w.Header()["X-Jetway-Sandbox"] = []string{"true"}
-			}
-		}
-		deadline := time.Now().Add(requestedTimeout(r, rt.timeout))
-		decisions, ok := admit(w, r, rt.rules, deadline, id, clientIP, app)
-		if !ok {
-			return
-		}
-		defer release(decisions)
-		if rt.degrade != nil {
-			rt.degrade.serve(w, r, id)
-			return
-		}
-		if rt.maxInFlight > 0 {
-			n := rt.state.inflight.Add(1)
-			defer rt.state.inflight.Add(-1)
-			if n > rt.maxInFlight {
-				writeError(w, bus.CodeOverloaded, fmt.Sprintf("api %s has %d calls in flight on this edge, its limit", rt.api.Name, rt.maxInFlight), id)
-				return
-			}
-		}
-		if body == nil {
-			if body = readBody(w, r, rt, id); body == nil {
-				return
-			}
-			defer bodyPool.Put(body)
-		}
-		buf := body
-
-		h := nats.Header(r.Header)
-		bus.CleanHeaders(h)
-		dropCallerForwarding(h)
-		delete(h, "Content-Length")
-		h["X-Forwarded-For"] = []string{chain}
-		h["X-Real-Ip"] = []string{clientIP}
-		h["X-Forwarded-Host"] = []string{r.Host}
-		if r.TLS != nil {
-			h["X-Forwarded-Proto"] = []string{"https"}
-		} else {
-			h["X-Forwarded-Proto"] = []string{"http"}
-		}
-		meta := bus.Meta{Method: r.Method, Path: r.URL.RawPath, RawQuery: r.URL.RawQuery,
-			RequestID: id, ClientIP: clientIP, Deadline: deadline}
-		if rt.apps != nil { // an open API has no app ("anonymous" only keys its limits)
-			meta.App = app
-		}
-		if rt.params {
-			meta.RawParams = encodeParams(r)
-		}
-		bus.EncodeRequest(h, &meta)
-
-		ctx, send := e.startSend(ctx, rt, h)
-		ctx, cancel := context.WithDeadline(ctx, deadline)
-		reply, err := e.o.Conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: rt.subject, Header: h, Data: buf.Bytes()})
-		cancel()
-		endSend(send, err)
-		if err != nil {
-			e.requestError(w, r, rt, id, err)
-			return
-		}
-		status := writeReply(w, reply, id)
-		if rt.cache != nil && status >= 200 && status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && reply.Header.Get("X-Jetway-Fallback") == "" {
-			h := w.Header().Clone()
-			delete(h, "X-Request-Id") // each answer gets its own
-			rt.cache.Put(lastGoodKey(r), time.Now(), status, h, reply.Data)
-		}
-	}
+	e.router.Load().mux.ServeHTTP(c, r)
+	e.observe(c, r, start)
+	c.free()
 }
 
 // lastGoodKey identifies "the same request" for the last-good cache.
 func lastGoodKey(r *http.Request) string {
 	return r.Method + " " + r.URL.RawPath + "?" + r.URL.RawQuery
-}
-
-// readBody reads a request body within the API's limit, or answers 413 or
-// 400 itself and returns nil. The buffer comes from bodyPool.
-func readBody(w http.ResponseWriter, r *http.Request, rt *route, id string) *bytes.Buffer {
-	if r.ContentLength > rt.maxBody {
-		writeError(w, bus.CodePayloadTooLarge, fmt.Sprintf("request body of %d bytes exceeds the %d byte limit of api %s", r.ContentLength, rt.maxBody, rt.api.Name), id)
-		return nil
-	}
-	buf := bodyPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, rt.maxBody+1))
-	if err != nil {
-		bodyPool.Put(buf)
-		writeError(w, bus.CodeBadRequest, "reading request body: "+err.Error(), id)
-		return nil
-	}
-	if n > rt.maxBody {
-		bodyPool.Put(buf)
-		writeError(w, bus.CodePayloadTooLarge, fmt.Sprintf("request body exceeds the %d byte limit of api %s", rt.maxBody, rt.api.Name), id)
-		return nil
-	}
-	return buf
 }
 
 // encodeParams writes the route parameters as a URL query string.
@@ -567,53 +400,6 @@ func encodeParams(r *http.Request) string {
 		b.WriteString(url.QueryEscape(rctx.URLParams.Values[i]))
 	}
 	return b.String()
-}
-
-// requestError maps a failed NATS request to the caller's error.
-func (e *Edge) requestError(w http.ResponseWriter, r *http.Request, rt *route, id string, err error) {
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		writeError(w, bus.CodeNoWorkers, "no worker of pool "+rt.api.Pool+" is serving api "+rt.key, id)
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		writeError(w, bus.CodeGatewayTimeout, fmt.Sprintf("api %s did not answer within its deadline", rt.api.Name), id)
-	case r.Context().Err() != nil:
-		// The caller went away; nobody reads this, but log it.
-		e.log.Debug("caller cancelled", "api", rt.api.Name, "request_id", id)
-		w.WriteHeader(499)
-	case errors.Is(err, nats.ErrMaxPayload):
-		writeError(w, bus.CodePayloadTooLarge, "request exceeds the bus max payload", id)
-	default:
-		e.log.Warn("nats request failed", "api", rt.api.Name, "request_id", id, "err", err)
-		writeError(w, bus.CodeBusUnavailable, "the message bus is not reachable from this edge", id)
-	}
-}
-
-// writeReply turns a worker's reply into the HTTP response and returns
-// the status sent (0 for a malformed reply).
-func writeReply(w http.ResponseWriter, m *nats.Msg, id string) int {
-	rep, ok := bus.DecodeReply(m.Header)
-	if !ok {
-		writeError(w, bus.CodeBadGateway, "malformed reply from worker", id)
-		return 0
-	}
-	if rep.Code != "" {
-		markCode(w, rep.Code)
-	}
-	dst := w.Header()
-	for k, vs := range m.Header {
-		if name, ok := bus.DecodeHeaderName(k); ok {
-			dst[name] = vs
-		}
-	}
-	if _, ok := dst["Content-Type"]; !ok {
-		dst["Content-Type"] = nil // no sniffing: send what the backend sent
-	}
-	w.WriteHeader(rep.Status)
-	_, _ = w.Write(m.Data)
-	if rep.Code != "" {
-		return 0 // a gateway error is never a good response
-	}
-	return rep.Status
 }
 
 // peerIP is the IP of the socket peer (never a forwarding header).

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -134,38 +133,39 @@ func (lr *limitRule) key(r *http.Request, app, ip string, query *url.Values) str
 	return b.String()
 }
 
-// admit runs the API's rate-limit rules. It returns the decisions to
-// release when the call ends, or false after answering 429 itself. A queue
-// rule's wait is slept here, bounded by the deadline.
-func admit(w http.ResponseWriter, r *http.Request, rules []*limitRule, deadline time.Time, id, ip, app string) ([]resilience.Decision, bool) {
+// rateLimit runs the API's rate-limit rules, keeping the decisions to
+// release when the call ends. A queue rule's wait is slept here, bounded
+// by the deadline; a caller gone meanwhile ends the call unanswered.
+func (c *call) rateLimit() error {
+	rules := c.rt.rules
 	if len(rules) == 0 {
-		return nil, true
+		return nil
 	}
+	r := c.r
 	now := time.Now()
-	maxWait := deadline.Sub(now)
+	maxWait := c.deadline.Sub(now)
 	// app is the authenticated app ("anonymous" for open APIs), never
 	// read from the request's own headers: a caller could name any app.
+	app := c.appName()
 	var query url.Values
-	taken := make([]resilience.Decision, 0, len(rules))
 	var wait time.Duration
 	for _, lr := range rules {
 		var d resilience.Decision
 		switch {
 		case lr.keyed != nil:
-			d = lr.keyed.Take(lr.key(r, app, ip, &query), now, maxWait)
+			d = lr.keyed.Take(lr.key(r, app, c.clientIP, &query), now, maxWait)
 		case lr.cluster != nil:
 			d = lr.cluster.Take(now)
 		default:
 			d = lr.lim.Take(now, maxWait)
 		}
 		if !d.Allowed {
-			release(taken)
-			secs := int64((d.RetryAfter + time.Second - 1) / time.Second)
-			w.Header()["Retry-After"] = []string{fmt.Sprint(max(secs, 1))}
-			writeError(w, bus.CodeRateLimited, "rate limit "+lr.name+" exceeded", id)
-			return nil, false
+			c.releaseTaken()
+			e := c.refuse(bus.CodeRateLimited, "rate limit "+lr.name+" exceeded")
+			e.RetryAfter = retryAfterSecs(d.RetryAfter)
+			return e
 		}
-		taken = append(taken, d)
+		c.taken = append(c.taken, d)
 		wait = max(wait, d.Wait)
 	}
 	if wait > 0 {
@@ -174,37 +174,15 @@ func admit(w http.ResponseWriter, r *http.Request, rules []*limitRule, deadline 
 		case <-t.C:
 		case <-r.Context().Done():
 			t.Stop()
-			release(taken)
-			return nil, false
+			c.releaseTaken()
+			return errEnded
 		}
 	}
-	return taken, true
+	return nil
 }
 
 func release(ds []resilience.Decision) {
 	for _, d := range ds {
 		d.Release()
 	}
-}
-
-// requestedTimeout reads a caller's X-Request-Timeout ("250ms", "2s" or a
-// number of milliseconds). A caller may shorten its deadline, never extend
-// it past the API's.
-func requestedTimeout(r *http.Request, apiTimeout time.Duration) time.Duration {
-	v := r.Header.Get("X-Request-Timeout")
-	if v == "" {
-		return apiTimeout
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		ms, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || ms > int64(apiTimeout/time.Millisecond) {
-			return apiTimeout
-		}
-		d = time.Duration(ms) * time.Millisecond
-	}
-	if d <= 0 || d > apiTimeout {
-		return apiTimeout
-	}
-	return d
 }

@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"net/http"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -22,7 +21,8 @@ var noMsgTrace = []string{bus.NoMsgTrace}
 // startServer starts the edge's server span of a routed call, continuing
 // the caller's traceparent. It returns the call's context and the function
 // that ends the span; both cost nothing when tracing is off.
-func (e *Edge) startServer(w http.ResponseWriter, r *http.Request, rt *route) (context.Context, func()) {
+func (e *Edge) startServer(c *call, rt *route) (context.Context, func()) {
+	r := c.r
 	if e.tracer == nil {
 		return r.Context(), noop
 	}
@@ -42,22 +42,20 @@ func (e *Edge) startServer(w http.ResponseWriter, r *http.Request, rt *route) (c
 			attribute.String("client.address", peerIP(r.RemoteAddr)),
 			attribute.String("jetway.api", rt.api.Name),
 			attribute.String("jetway.pool", rt.api.Pool),
-			attribute.String("jetway.request_id", w.Header().Get("X-Request-Id")),
+			attribute.String("jetway.request_id", c.id),
+			attribute.Int("http.response.status_code", c.status),
 		)
-		if rec, ok := w.(*recorder); ok {
-			a = append(a, attribute.Int("http.response.status_code", rec.status))
-			if rec.code != "" {
-				a = append(a, attribute.String("jetway.error", string(rec.code)))
-			}
-			if rec.app != "" {
-				a = append(a, attribute.String("jetway.app", rec.app))
-			}
-			if rec.rt != nil && rec.rt.api.IsSandbox() {
-				a = append(a, attribute.Bool("jetway.sandbox", true))
-			}
-			if rec.status >= 500 {
-				span.SetStatus(codes.Error, string(rec.code))
-			}
+		if c.code != "" {
+			a = append(a, attribute.String("jetway.error", string(c.code)))
+		}
+		if c.app != nil {
+			a = append(a, attribute.String("jetway.app", c.app.app.ID))
+		}
+		if c.rt.api.IsSandbox() {
+			a = append(a, attribute.Bool("jetway.sandbox", true))
+		}
+		if c.status >= 500 {
+			span.SetStatus(codes.Error, string(c.code))
 		}
 		span.SetAttributes(a...)
 		clear(a)
@@ -113,9 +111,4 @@ func endSend(span trace.Span, err error) {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
-}
-
-func clientIPString(w http.ResponseWriter, r *http.Request) string {
-	a, _ := requestAddr(w, r)
-	return a.String()
 }

@@ -1,0 +1,448 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/resilience"
+)
+
+// steps are the edge's policies for one routed call, in the order they
+// apply (../shared/DESIGN.md, "The order of one call at the edge"). Each
+// returns nil to go on, or the error that ends the call; fail writes it.
+var steps = [...]func(*call) error{
+	(*call).checkAddress,  // the API's client address rules
+	(*call).authenticate,  // which app calls: API key, token or signature
+	(*call).grant,         // may it call this API, from there, now
+	(*call).switchSandbox, // a sandbox app goes on in the API's sandbox tier
+	(*call).setDeadline,   // the tier's timeout, or the caller's shorter one
+	(*call).rateLimit,     // the tier's rate-limit rules (limits.go)
+	(*call).degrade,       // the API's degrade switch answers instead
+	(*call).limitInFlight, // the API's edge_concurrency
+	(*call).readBody,      // within the API's max_body
+	(*call).send,          // one NATS request on the tier's subject
+	(*call).reply,         // the worker's reply becomes the response
+}
+
+// handler serves the calls routed to an API: its steps, then the error
+// that ended them, if any.
+func (e *Edge) handler(prod *route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c := e.callOf(w, r)
+		c.r, c.rt = r, prod
+		ctx, endSpan := e.startServer(c, prod)
+		defer endSpan()
+		c.ctx = ctx
+		defer c.finish()
+		for _, step := range steps {
+			if err := step(c); err != nil {
+				c.fail(err)
+				return
+			}
+		}
+	}
+}
+
+// call is what the edge knows of one request, from ServeHTTP to the
+// reply. It is the http.ResponseWriter the router and the handler get, so
+// that it also learns how the call ended (for metrics, the access log and
+// the trace). Pooled: a call allocates nothing of its own.
+type call struct {
+	w  http.ResponseWriter // the caller's
+	e  *Edge
+	r  *http.Request // the routed request (with its route parameters)
+	id string        // the request id
+
+	sentPath string     // the escaped path as the caller sent it, before canonicalPath
+	addr     netip.Addr // the client's address (clientAddr)
+	chain    string     // the X-Forwarded-For to send on
+	clientIP string     // addr as text, once the API's address rules passed
+
+	rt       *route          // the API tier; the sandbox tier's for a sandbox app
+	ctx      context.Context // the call's trace context
+	app      *authApp        // the authenticated app; nil: anonymous
+	deadline time.Time
+	taken    []resilience.Decision // the rate limits taken, released at the end
+	counted  *apiState             // whose in-flight count this call holds; nil: none
+	body     *bytes.Buffer         // from bodyPool; nil: not read yet
+	msg      *nats.Msg             // the worker's reply
+
+	status int      // the status sent; 0: none yet
+	code   bus.Code // the gateway error code sent, if any
+	bytes  int      // the body bytes sent
+
+	refusal Error // what refuse returns, so that refusing allocates nothing more
+}
+
+var callPool = sync.Pool{New: func() any { return new(call) }}
+
+// newCall takes a call from the pool for a request that has its id, its
+// canonical path and its client address.
+func (e *Edge) newCall(w http.ResponseWriter, id, sent string, addr netip.Addr, chain string) *call {
+	c := callPool.Get().(*call)
+	*c = call{w: w, e: e, id: id, sentPath: sent, addr: addr, chain: chain, taken: c.taken[:0]}
+	return c
+}
+
+// free puts a finished call back in the pool.
+func (c *call) free() {
+	clear(c.taken[:cap(c.taken)])
+	*c = call{taken: c.taken[:0]}
+	callPool.Put(c)
+}
+
+// callOf is the call a routed request's writer is. Only a handler called
+// by another way than ServeHTTP (never, today) gets a new one.
+func (e *Edge) callOf(w http.ResponseWriter, r *http.Request) *call {
+	if c, ok := w.(*call); ok {
+		return c
+	}
+	addr, chain := clientAddr(r, nil)
+	return &call{w: w, e: e, id: w.Header().Get("X-Request-Id"), sentPath: r.URL.RawPath, addr: addr, chain: chain}
+}
+
+func (c *call) Header() http.Header { return c.w.Header() }
+
+func (c *call) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+	c.w.WriteHeader(status)
+}
+
+func (c *call) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	n, err := c.w.Write(b)
+	c.bytes += n
+	return n, err
+}
+
+var (
+	// errEnded ends a call whose response is written already (a degrade
+	// switch's own answer), or that nobody waits for any more.
+	errEnded = errors.New("call ended")
+	// errCallerGone ends a call whose caller went away: 499, no body.
+	errCallerGone = errors.New("caller went away")
+)
+
+// refuse is the refusal of this call, kept in the call itself.
+func (c *call) refuse(code bus.Code, msg string) *Error {
+	c.refusal = Error{Code: code, Message: msg}
+	return &c.refusal
+}
+
+// fail ends the call with a step's error: the one place where a refusal
+// becomes the caller's response.
+func (c *call) fail(err error) {
+	switch err {
+	case errEnded:
+		return
+	case errCallerGone:
+		c.WriteHeader(499)
+		return
+	}
+	e := asError(err)
+	if e.Code == bus.CodeInternal {
+		c.e.log.Error("edge step failed", "api", c.rt.api.Name, "request_id", c.id, "err", err)
+	}
+	c.code = e.Code
+	writeRefusal(c, e, c.id)
+}
+
+// finish gives back what the call holds, once its response is written.
+func (c *call) finish() {
+	if c.body != nil {
+		bodyPool.Put(c.body)
+	}
+	if c.counted != nil {
+		c.counted.inflight.Add(-1)
+	}
+	c.releaseTaken()
+}
+
+func (c *call) releaseTaken() {
+	release(c.taken)
+	clear(c.taken)
+	c.taken = c.taken[:0]
+}
+
+// appName keys rate limits: the app's id, or "anonymous".
+func (c *call) appName() string {
+	if c.app == nil {
+		return "anonymous"
+	}
+	return c.app.app.ID
+}
+
+// checkAddress applies the API's own client address rules (the edge's
+// apply to every request, in ServeHTTP).
+func (c *call) checkAddress() error {
+	if c.rt.ipRules != nil && !c.rt.ipRules.Allows(c.addr) {
+		return c.refuse(bus.CodeForbidden, "client address not allowed for api "+c.rt.api.Name)
+	}
+	c.clientIP = c.addr.String()
+	return nil
+}
+
+// authenticate finds the app calling an API that requires one. A signed
+// request's body is read first: its digest is signed.
+func (c *call) authenticate() error {
+	p := c.rt.auth
+	if p == nil {
+		return nil // an open API: the caller stays anonymous
+	}
+	var body []byte
+	if p.signed(c.r) {
+		if err := c.readBody(); err != nil {
+			return err
+		}
+		body = c.body.Bytes()
+	}
+	aa, err := p.identify(c.r, Caller{Addr: c.addr, Path: c.sentPath, Body: body})
+	if err != nil {
+		return err
+	}
+	c.app = aa // known from here on: its refusals count as its own
+	return nil
+}
+
+// grant checks that the app may call the API: its grant, its own address
+// list and rate limit.
+func (c *call) grant() error {
+	if c.app == nil {
+		return nil
+	}
+	return c.rt.auth.grant(c.app, c.addr)
+}
+
+// switchSandbox moves a sandbox app's call to the API's sandbox tier: its
+// own subject, timeout and limits, and none of production's governance.
+func (c *call) switchSandbox() error {
+	if c.app == nil || !c.app.app.Sandbox {
+		return nil
+	}
+	if c.rt.sandbox == nil {
+		return c.refuse(bus.CodeNoSandbox, "app "+c.app.app.ID+" is a sandbox app and api "+c.rt.api.Name+" has no sandbox tier")
+	}
+	c.rt = c.rt.sandbox
+	c.Header()["X-Jetway-Sandbox"] = []string{"true"}
+	return nil
+}
+
+// setDeadline fixes when the call ends, answered or not: the tier's
+// timeout, or the caller's shorter X-Request-Timeout.
+func (c *call) setDeadline() error {
+	c.deadline = time.Now().Add(requestedTimeout(c.r, c.rt.timeout))
+	return nil
+}
+
+// requestedTimeout reads a caller's X-Request-Timeout ("250ms", "2s" or a
+// number of milliseconds). A caller may shorten its deadline, never extend
+// it past the API's.
+func requestedTimeout(r *http.Request, apiTimeout time.Duration) time.Duration {
+	v := r.Header.Get("X-Request-Timeout")
+	if v == "" {
+		return apiTimeout
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms > int64(apiTimeout/time.Millisecond) {
+			return apiTimeout
+		}
+		d = time.Duration(ms) * time.Millisecond
+	}
+	if d <= 0 || d > apiTimeout {
+		return apiTimeout
+	}
+	return d
+}
+
+// degrade lets the API's degrade switch answer, when it is on.
+func (c *call) degrade() error {
+	if c.rt.degrade == nil {
+		return nil
+	}
+	return c.rt.degrade.answer(c)
+}
+
+// limitInFlight holds one of the API's edge_concurrency slots for the call.
+func (c *call) limitInFlight() error {
+	rt := c.rt
+	if rt.maxInFlight <= 0 {
+		return nil
+	}
+	c.counted = rt.state
+	if n := rt.state.inflight.Add(1); n > rt.maxInFlight {
+		return c.refuse(bus.CodeOverloaded, fmt.Sprintf("api %s has %d calls in flight on this edge, its limit", rt.api.Name, rt.maxInFlight))
+	}
+	return nil
+}
+
+// bodyPool holds request body buffers. A buffer goes back once the NATS
+// request has been written out (nats.go copies the payload).
+var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// readBody reads the request body within the API's limit into a buffer
+// from bodyPool (unless authenticate read it already).
+func (c *call) readBody() error {
+	if c.body != nil {
+		return nil
+	}
+	r, rt := c.r, c.rt
+	if r.ContentLength > rt.maxBody {
+		return c.refuse(bus.CodePayloadTooLarge, fmt.Sprintf("request body of %d bytes exceeds the %d byte limit of api %s", r.ContentLength, rt.maxBody, rt.api.Name))
+	}
+	buf := bodyPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, rt.maxBody+1))
+	if err != nil {
+		bodyPool.Put(buf)
+		return c.refuse(bus.CodeBadRequest, "reading request body: "+err.Error())
+	}
+	if n > rt.maxBody {
+		bodyPool.Put(buf)
+		return c.refuse(bus.CodePayloadTooLarge, fmt.Sprintf("request body exceeds the %d byte limit of api %s", rt.maxBody, rt.api.Name))
+	}
+	c.body = buf
+	return nil
+}
+
+// send turns the call into one NATS request on the tier's subject and
+// waits for the worker's reply until the deadline.
+func (c *call) send() error {
+	r, rt := c.r, c.rt
+	h := nats.Header(r.Header)
+	bus.CleanHeaders(h)
+	dropCallerForwarding(h)
+	delete(h, "Content-Length")
+	h["X-Forwarded-For"] = []string{c.chain}
+	h["X-Real-Ip"] = []string{c.clientIP}
+	h["X-Forwarded-Host"] = []string{r.Host}
+	if r.TLS != nil {
+		h["X-Forwarded-Proto"] = []string{"https"}
+	} else {
+		h["X-Forwarded-Proto"] = []string{"http"}
+	}
+	meta := bus.Meta{Method: r.Method, Path: r.URL.RawPath, RawQuery: r.URL.RawQuery,
+		RequestID: c.id, ClientIP: c.clientIP, Deadline: c.deadline}
+	if c.app != nil { // an open API has no app ("anonymous" only keys its limits)
+		meta.App = c.app.app.ID
+	}
+	if rt.params {
+		meta.RawParams = encodeParams(r)
+	}
+	bus.EncodeRequest(h, &meta)
+
+	ctx, span := c.e.startSend(c.ctx, rt, h)
+	ctx, cancel := context.WithDeadline(ctx, c.deadline)
+	msg, err := c.e.o.Conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: rt.subject, Header: h, Data: c.body.Bytes()})
+	cancel()
+	endSend(span, err)
+	if err != nil {
+		return c.requestError(err)
+	}
+	c.msg = msg
+	return nil
+}
+
+// requestError is the refusal for a failed NATS request.
+func (c *call) requestError(err error) error {
+	rt := c.rt
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return c.refuse(bus.CodeNoWorkers, "no worker of pool "+rt.api.Pool+" is serving api "+rt.key)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return c.refuse(bus.CodeGatewayTimeout, fmt.Sprintf("api %s did not answer within its deadline", rt.api.Name))
+	case c.r.Context().Err() != nil:
+		// The caller went away; nobody reads this, but log it.
+		c.e.log.Debug("caller cancelled", "api", rt.api.Name, "request_id", c.id)
+		return errCallerGone
+	case errors.Is(err, nats.ErrMaxPayload):
+		return c.refuse(bus.CodePayloadTooLarge, "request exceeds the bus max payload")
+	default:
+		c.e.log.Warn("nats request failed", "api", rt.api.Name, "request_id", c.id, "err", err)
+		return c.refuse(bus.CodeBusUnavailable, "the message bus is not reachable from this edge")
+	}
+}
+
+// reply turns the worker's reply into the HTTP response, and keeps a good
+// answer of an API with a cached fallback.
+func (c *call) reply() error {
+	m := c.msg
+	rep, ok := bus.DecodeReply(m.Header)
+	if !ok {
+		return c.refuse(bus.CodeBadGateway, "malformed reply from worker")
+	}
+	if rep.Code != "" {
+		c.code = rep.Code
+	}
+	dst := c.Header()
+	for k, vs := range m.Header {
+		if name, ok := bus.DecodeHeaderName(k); ok {
+			dst[name] = vs
+		}
+	}
+	if _, ok := dst["Content-Type"]; !ok {
+		dst["Content-Type"] = nil // no sniffing: send what the backend sent
+	}
+	c.WriteHeader(rep.Status)
+	_, _ = c.Write(m.Data)
+	if rep.Code != "" {
+		return nil // a gateway error is never a good response
+	}
+	r, rt := c.r, c.rt
+	if rt.cache != nil && rep.Status >= 200 && rep.Status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && m.Header.Get("X-Jetway-Fallback") == "" {
+		h := dst.Clone()
+		delete(h, "X-Request-Id") // each answer gets its own
+		rt.cache.Put(lastGoodKey(r), time.Now(), rep.Status, h, m.Data)
+	}
+	return nil
+}
+
+// answer is a degrade switch's answer to a call: the API's last good
+// response to the same request when the switch wants it and has it, else
+// the switch's own response, else its DEGRADED refusal.
+func (d *degraded) answer(c *call) error {
+	if d.cache != nil {
+		if cached := d.cache.Get(lastGoodKey(c.r), time.Now()); cached != nil {
+			c.code = bus.CodeDegraded
+			dst := c.Header()
+			for k, v := range cached.Header {
+				dst[k] = v
+			}
+			dst["X-Jetway-Degraded"] = []string{"cached"}
+			dst["Age"] = []string{strconv.Itoa(int(time.Since(cached.At) / time.Second))}
+			c.WriteHeader(cached.Status)
+			_, _ = c.Write(cached.Body)
+			return errEnded
+		}
+	}
+	if d.body == nil {
+		return d.refusal
+	}
+	c.code = bus.CodeDegraded
+	dst := c.Header()
+	for k, v := range d.header {
+		dst[k] = v
+	}
+	c.WriteHeader(d.status)
+	_, _ = c.Write(d.body)
+	return errEnded
+}
