@@ -79,6 +79,7 @@ type Edge struct {
 type router struct {
 	mux    *chi.Mux
 	routes int
+	auth   map[string]*AuthPolicy // by API name, for AuthPolicy
 }
 
 // route is what a request of one API needs; built once per snapshot.
@@ -161,6 +162,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	mux.NotFound(notFound)
 	mux.MethodNotAllowed(methodNotAllowed)
 	n := 0
+	auth := map[string]*AuthPolicy{}
 	states := make(map[string]*apiState, len(apis))
 	for _, a := range apis {
 		if other, ok := conflicts[a.Name]; ok {
@@ -214,6 +216,9 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			e.log.Warn("route rejected; api not routed", "api", a.Name, "err", err)
 			continue
 		}
+		if rt.auth != nil {
+			auth[a.Name] = rt.auth
+		}
 		n++
 	}
 	e.states = states // state of removed APIs goes with the old routes
@@ -227,8 +232,14 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		}
 	}
 	e.cluster.setRules(shared)
-	e.router.Store(&router{mux: mux, routes: n})
+	e.router.Store(&router{mux: mux, routes: n, auth: auth})
 }
+
+// AuthPolicy is how the registry in force authenticates the callers of an
+// API (for Authenticate): nil for an API that is open or not routed. A
+// transport of the edge's own (push over WebSocket or TCP, say) admits its
+// clients with it, by the same keys, tokens and signed requests.
+func (e *Edge) AuthPolicy(api string) *AuthPolicy { return e.router.Load().auth[api] }
 
 // verifier returns the token checks of settings c, kept under key in next:
 // the verifier of the last snapshot while c and its JWKS are unchanged (its
