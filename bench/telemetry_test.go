@@ -172,16 +172,6 @@ func BenchmarkJetwayTracing(b *testing.B) {
 	b.ReportMetric(0, "ns/op") // wall time is per stack, above
 }
 
-// runParallelCPU is runParallel that also reports the process's CPU time
-// per call (cpu-us/op), from getrusage.
-func runParallelCPU(b *testing.B, u string) {
-	c0 := rusage()
-	runParallel(b, u)
-	if c1 := rusage(); c0 > 0 {
-		b.ReportMetric(float64(c1-c0)/float64(time.Microsecond)/float64(b.N), "cpu-us/op")
-	}
-}
-
 // rusage is the process's user + system CPU time, to the microsecond.
 func rusage() time.Duration {
 	var ru syscall.Rusage

@@ -49,7 +49,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("embedded nats cannot listen on %s: %w", cfg.Listen, err)
 		}
-		ln.Close()
+		_ = ln.Close() // only a probe of the port
 	}
 	name := cfg.ServerName
 	if name == "" {

@@ -132,7 +132,7 @@ func (b *Beater) Run(ctx context.Context) error {
 		return errors.New("heartbeat: already running")
 	}
 	defer b.running.Store(false)
-	b.beat(false)
+	_ = b.beat(false) // a lost beat is sent again within a period
 	t := time.NewTicker(b.period)
 	defer t.Stop()
 	for {
@@ -143,7 +143,7 @@ func (b *Beater) Run(ctx context.Context) error {
 			}
 			return nil
 		case <-t.C:
-			b.beat(false)
+			_ = b.beat(false)
 		}
 	}
 }

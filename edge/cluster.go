@@ -127,7 +127,7 @@ func (c *cluster) run(ctx context.Context, nc *nats.Conn) error {
 	if err != nil {
 		return err
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
 	for {

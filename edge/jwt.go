@@ -126,7 +126,7 @@ func (v *jwtVerifier) refresh() {
 		if err != nil {
 			return
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		if resp.StatusCode != http.StatusOK {
 			return
 		}
@@ -325,8 +325,18 @@ func (k jwk) key() (any, error) {
 		if !ok || errors.Join(err1, err2) != nil {
 			return nil, errors.New("bad EC key")
 		}
-		pub := &ecdsa.PublicKey{Curve: c, X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
-		if _, err := pub.ECDH(); err != nil { // checks the point is on the curve
+		// The uncompressed point 0x04 || X || Y, each padded to the
+		// curve's size; parsing it checks the point is on the curve.
+		size := (c.Params().BitSize + 7) / 8
+		if len(x) > size || len(y) > size {
+			return nil, errors.New("bad EC key")
+		}
+		pt := make([]byte, 1+2*size)
+		pt[0] = 4
+		copy(pt[1+size-len(x):1+size], x)
+		copy(pt[1+2*size-len(y):], y)
+		pub, err := ecdsa.ParseUncompressedPublicKey(c, pt)
+		if err != nil {
 			return nil, errors.New("EC point not on the curve")
 		}
 		return pub, nil

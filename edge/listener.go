@@ -31,7 +31,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		case l.sem <- struct{}{}:
 			return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
 		default:
-			c.Close() // over the cap: refuse, keep accepting
+			_ = c.Close() // over the cap: refuse, keep accepting
 		}
 	}
 }

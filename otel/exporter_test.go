@@ -110,8 +110,8 @@ func TestEncodeMatchesProto(t *testing.T) {
 		}
 		for i, kv := range want.Attributes() {
 			g := got.Attributes[i]
-			if g.Key != string(kv.Key) || anyValue(g.Value) != kv.Value.Emit() {
-				t.Errorf("%s: attribute %s = %q, want %q", want.Name(), g.Key, anyValue(g.Value), kv.Value.Emit())
+			if g.Key != string(kv.Key) || anyValue(g.Value) != kv.Value.String() {
+				t.Errorf("%s: attribute %s = %q, want %q", want.Name(), g.Key, anyValue(g.Value), kv.Value.String())
 			}
 		}
 	}
@@ -128,17 +128,17 @@ func TestEncodeMatchesProto(t *testing.T) {
 }
 
 // anyValue turns an AnyValue back into the attribute value it came from
-// and renders it as attribute.Value.Emit does.
+// and renders it as attribute.Value.String does.
 func anyValue(v *commonpb.AnyValue) string {
 	switch x := v.Value.(type) {
 	case *commonpb.AnyValue_StringValue:
-		return attribute.StringValue(x.StringValue).Emit()
+		return attribute.StringValue(x.StringValue).String()
 	case *commonpb.AnyValue_BoolValue:
-		return attribute.BoolValue(x.BoolValue).Emit()
+		return attribute.BoolValue(x.BoolValue).String()
 	case *commonpb.AnyValue_IntValue:
-		return attribute.Int64Value(x.IntValue).Emit()
+		return attribute.Int64Value(x.IntValue).String()
 	case *commonpb.AnyValue_DoubleValue:
-		return attribute.Float64Value(x.DoubleValue).Emit()
+		return attribute.Float64Value(x.DoubleValue).String()
 	case *commonpb.AnyValue_ArrayValue:
 		vs := x.ArrayValue.Values
 		switch vs[0].Value.(type) {
@@ -147,25 +147,25 @@ func anyValue(v *commonpb.AnyValue) string {
 			for i, e := range vs {
 				out[i] = e.GetStringValue()
 			}
-			return attribute.StringSliceValue(out).Emit()
+			return attribute.StringSliceValue(out).String()
 		case *commonpb.AnyValue_BoolValue:
 			out := make([]bool, len(vs))
 			for i, e := range vs {
 				out[i] = e.GetBoolValue()
 			}
-			return attribute.BoolSliceValue(out).Emit()
+			return attribute.BoolSliceValue(out).String()
 		case *commonpb.AnyValue_IntValue:
 			out := make([]int64, len(vs))
 			for i, e := range vs {
 				out[i] = e.GetIntValue()
 			}
-			return attribute.Int64SliceValue(out).Emit()
+			return attribute.Int64SliceValue(out).String()
 		case *commonpb.AnyValue_DoubleValue:
 			out := make([]float64, len(vs))
 			for i, e := range vs {
 				out[i] = e.GetDoubleValue()
 			}
-			return attribute.Float64SliceValue(out).Emit()
+			return attribute.Float64SliceValue(out).String()
 		}
 	}
 	return "?"

@@ -50,7 +50,7 @@ func SetupTracing(ctx context.Context, serviceName string, log *slog.Logger) (*s
 	}
 	installErrorLog(log, errorPeriod)
 	if os.Getenv("OTEL_SERVICE_NAME") == "" {
-		os.Setenv("OTEL_SERVICE_NAME", serviceName)
+		_ = os.Setenv("OTEL_SERVICE_NAME", serviceName) // a valid name: cannot fail
 	}
 	res, err := resource.New(ctx, resource.WithFromEnv(), resource.WithTelemetrySDK(), resource.WithHost())
 	if err != nil {

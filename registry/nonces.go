@@ -310,7 +310,7 @@ func KeepNonces(ctx context.Context, nc *nats.Conn, o BucketOptions, onErr func(
 		return fmt.Errorf("watching the nonce bucket: %w", err)
 	}
 	go func() {
-		defer sub.Unsubscribe()
+		defer func() { _ = sub.Unsubscribe() }()
 		t := time.NewTimer(nonceKeepEvery)
 		defer t.Stop()
 		retry := nonceReopenMin // doubles while re-creation keeps failing

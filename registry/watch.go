@@ -302,7 +302,7 @@ func watchSet[T any](ctx context.Context, w *Watcher, s *kvSet[T]) (wentLive boo
 	// Stopping deletes the server-side consumer with a JetStream API call
 	// that waits up to 5 s when the server is gone; never hold up a
 	// re-watch or a shutdown for it (the consumer is ephemeral anyway).
-	defer func() { go watcher.Stop() }()
+	defer func() { go func() { _ = watcher.Stop() }() }()
 
 	// The replay builds a fresh set; keys absent from it were deleted while
 	// this node was not watching.
@@ -357,7 +357,7 @@ func watchSet[T any](ctx context.Context, w *Watcher, s *kvSet[T]) (wentLive boo
 			continue
 		}
 		w.mu.Lock()
-		apply(w, s, s.good, e)
+		_ = apply(w, s, s.good, e) // an invalid entry is logged and skipped
 		// Coalesce a burst of changes into one snapshot.
 	drain:
 		for {
@@ -367,7 +367,7 @@ func watchSet[T any](ctx context.Context, w *Watcher, s *kvSet[T]) (wentLive boo
 					break drain
 				}
 				if e2 != nil {
-					apply(w, s, s.good, e2)
+					_ = apply(w, s, s.good, e2)
 				}
 			default:
 				break drain
@@ -550,13 +550,13 @@ func (w *Watcher) saveFile() error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone after the rename; left only on failure
 	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {

@@ -318,7 +318,7 @@ func TestBreakerCancelFreesProbe(t *testing.T) {
 func TestBreakerDoublingCapAndReset(t *testing.T) {
 	b := mustBreaker(t, BreakerConfig{OpenFor: time.Second, MaxOpenFor: 5 * time.Second, HalfOpenProbes: 2})
 	tr := brTrip(t, b, brT0)
-	now := brT0
+	var now time.Time
 	var gen uint64 = 1
 	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second} {
 		if tr.OpenFor != want || tr.Gen != gen {

@@ -125,7 +125,7 @@ func (n *node) postWebhooks(ctx context.Context, events <-chan otel.AlertEvent) 
 				n.log.Warn("alert webhook failed", "rule", ev.Rule, "err", err)
 				continue
 			}
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode >= 300 {
 				n.log.Warn("alert webhook refused", "rule", ev.Rule, "status", resp.StatusCode)
 			}

@@ -189,10 +189,9 @@ func describeInvalid(err error, stderr io.Writer, what string) error {
 func printJSON(w io.Writer, b []byte) {
 	var out bytes.Buffer
 	if json.Indent(&out, b, "", "  ") != nil {
-		w.Write(b)
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
 	out.WriteByte('\n')
-	w.Write(out.Bytes())
+	fmt.Fprint(w, out.String())
 }

@@ -293,7 +293,7 @@ func metricHistory(ctx context.Context, nc *nats.Conn, api string, d time.Durati
 	if err != nil {
 		return nil, err
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 	q, _ := json.Marshal(otel.MetricsQuery{API: api, Seconds: int(d.Seconds())})
 	if err := nc.PublishRequest(otel.MetricsQuerySubject, inbox, q); err != nil {
 		return nil, fmt.Errorf("asking for %s's records: %w", api, err)

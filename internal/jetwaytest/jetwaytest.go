@@ -325,7 +325,7 @@ func Do(t testing.TB, base, method, path string, body io.Reader, hdr ...string) 
 		t.Error(err)
 		return Result{}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	r := Result{Status: resp.StatusCode, Header: resp.Header, Body: string(b)}
 	var e struct {
