@@ -34,12 +34,6 @@ const (
 	MaxMaxBody = Size(bus.EmbeddedMaxPayload - HeaderRoom)
 )
 
-// Backend types.
-const (
-	BackendHTTP = "http"
-	BackendMock = "mock"
-)
-
 // API is one published API: the value of its key in the jetway_apis bucket.
 // The JSON form is the contract described by schemas/api.schema.json.
 //
@@ -338,9 +332,7 @@ func (a *API) applyDefaults() {
 	if a.MaxBody == 0 {
 		a.MaxBody = DefaultMaxBody
 	}
-	if a.Backend.Type == BackendMock && a.Backend.Status == 0 {
-		a.Backend.Status = http.StatusOK
-	}
+	a.Backend.applyDefaults()
 	if a.Sandbox != nil {
 		a.Sandbox.applyDefaults(a)
 	}
@@ -387,25 +379,6 @@ func checkTimeout(path string, d Duration, add func(path, format string, args ..
 		add(path, "must be between 1ms and %v", MaxTimeout)
 	} else if d != 0 && time.Duration(d) < time.Millisecond {
 		add(path, "must be at least 1ms")
-	}
-}
-
-// checkBackend adds the problems of a backend at path; params and catchAll
-// describe the route path its URL may take placeholders from.
-func checkBackend(path string, b *Backend, params []string, catchAll bool, add func(path, format string, args ...any)) {
-	switch b.Type {
-	case BackendHTTP:
-		if b.URL == "" {
-			add(path+".url", "is required for http backends")
-		} else if err := checkBackendURL(b.URL, params, catchAll); err != nil {
-			add(path+".url", "%v", err)
-		}
-	case BackendMock:
-		b.Static.check(path, add)
-	case "":
-		add(path+".type", "is required (http or mock)")
-	default:
-		add(path+".type", "must be http or mock (got %q)", b.Type)
 	}
 }
 

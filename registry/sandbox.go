@@ -1,10 +1,6 @@
 package registry
 
-import (
-	"net/http"
-
-	"github.com/jetway-gw/jetway/bus"
-)
+import "github.com/jetway-gw/jetway/bus"
 
 // DefaultSandboxPool serves sandbox tiers that name no pool of their own.
 const DefaultSandboxPool = "sandbox"
@@ -83,9 +79,7 @@ func (sb *Sandbox) applyDefaults(a *API) {
 	if sb.Concurrency == 0 {
 		sb.Concurrency = DefaultConcurrency
 	}
-	if sb.Backend.Type == BackendMock && sb.Backend.Status == 0 {
-		sb.Backend.Status = http.StatusOK
-	}
+	sb.Backend.applyDefaults()
 }
 
 // check adds the sandbox's problems; params and catchAll describe the

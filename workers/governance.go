@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetway-gw/jetway/backend"
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
@@ -37,10 +38,13 @@ type BreakerEvent struct {
 	Gen       uint64    `json:"gen"`
 }
 
-// governance is the per-API state of the policies that must outlive
-// registry snapshots: a breaker keeps its state, a budget its window, a
-// cache its entries, for as long as their configuration is unchanged.
+// governance is the per-API state that must outlive registry snapshots: a
+// backend instance keeps its connections, a breaker its state, a budget its
+// window, a cache its entries, for as long as their configuration is
+// unchanged.
 type governance struct {
+	backendCfg string
+	backend    *held
 	breakerCfg string
 	breaker    *resilience.Breaker
 	budgetCfg  string
@@ -54,55 +58,22 @@ func fingerprint(v any) string {
 	return string(b)
 }
 
-// govern wraps an API's backend in its governance middlewares, outermost
-// first: fallback, retry, breaker (each attempt asks the breaker, and an
-// open circuit is never retried but may fall back).
-func (w *Worker) govern(a *registry.API, g *governance, b Backend) Backend {
-	var mws []Middleware
-	if f := a.Fallback; f != nil {
-		if f.Cached {
-			if fp := fingerprint([]any{f.CacheEntries, f.CacheTTL}); g.cache == nil || g.cacheCfg != fp {
-				g.cache, g.cacheCfg = resilience.NewLastGood(f.CacheEntries, time.Duration(f.CacheTTL)), fp
-			}
-		} else {
-			g.cache = nil
-		}
-		mws = append(mws, w.fallback(a, f, g.cache))
-	}
-	if r := a.Retry; r != nil {
-		if fp := fingerprint(r.Budget); g.budget == nil || g.budgetCfg != fp {
-			bud, err := resilience.NewRetryBudget(r.BudgetConfig())
-			if err != nil {
-				w.log.Warn("retry budget not applied", "api", a.Name, "err", err)
-			} else {
-				g.budget, g.budgetCfg = bud, fp
-			}
-		}
-		if g.budget != nil {
-			mws = append(mws, retry(a, r, g.budget))
+// instance returns the API's backend instance: the one held while its
+// backend spec is unchanged, else a new one (the caller retires the old).
+// A failed build is not kept: the next registry change tries again.
+func (w *Worker) instance(a *registry.API, g *governance) *held {
+	if fp := fingerprint(a.Backend); g.backend == nil || g.backendCfg != fp {
+		g.backend, g.backendCfg = w.hold(a), fp
+		if g.backend.inst == nil {
+			g.backendCfg = ""
 		}
 	}
-	if bc := a.Breaker; bc != nil {
-		if fp := fingerprint(bc.Config()); g.breaker == nil || g.breakerCfg != fp {
-			br, err := resilience.NewBreaker(bc.Config())
-			if err != nil {
-				w.log.Warn("breaker not applied", "api", a.Name, "err", err)
-			} else {
-				g.breaker, g.breakerCfg = br, fp
-			}
-		}
-		if g.breaker != nil {
-			mws = append(mws, w.breaker(a, g.breaker))
-		}
-	} else {
-		g.breaker = nil
-	}
-	return Chain(b, mws...)
+	return g.backend
 }
 
 // failure classifies a backend result: "" for success, else the retry or
 // fallback condition it meets.
-func failure(resp *Response, err error) string {
+func failure(resp *backend.Response, err error) string {
 	if err != nil {
 		var ge *bus.Error
 		if errors.As(err, &ge) {
@@ -124,12 +95,30 @@ func failure(resp *Response, err error) string {
 }
 
 // breaker fails calls fast while the backend's circuit is open, records
-// every outcome, and publishes state changes for the rest of the pool.
-func (w *Worker) breaker(a *registry.API, br *resilience.Breaker) Middleware {
-	name, pool, backend := a.Name, a.Pool, a.Backend.Type+" "+a.Backend.URL
-	shared := a.Breaker.IsShared()
-	return func(next Backend) Backend {
-		return func(ctx context.Context, req *Request) (*Response, error) {
+// every outcome, and publishes state changes for the rest of the pool. The
+// breaker is kept while its policy is unchanged; nil without a policy.
+func (w *Worker) breaker(a *registry.API, g *governance) backend.Middleware {
+	bc := a.Breaker
+	if bc == nil {
+		g.breaker = nil
+		return nil
+	}
+	if fp := fingerprint(bc.Config()); g.breaker == nil || g.breakerCfg != fp {
+		br, err := resilience.NewBreaker(bc.Config())
+		if err != nil {
+			w.log.Warn("breaker not applied", "api", a.Name, "err", err)
+		} else {
+			g.breaker, g.breakerCfg = br, fp
+		}
+	}
+	br := g.breaker
+	if br == nil {
+		return nil
+	}
+	name, pool, label := a.Name, a.Pool, a.Backend.Label()
+	shared := bc.IsShared()
+	return func(next backend.Backend) backend.Backend {
+		return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {
 			tk := br.Allow(time.Now())
 			if !tk.OK {
 				return nil, bus.Errorf(bus.CodeCircuitOpen, fmt.Sprintf("circuit open for the backend of api %s (%s); retry in %v", name, tk.Refusal, tk.RetryAfter.Round(time.Millisecond)))
@@ -139,16 +128,16 @@ func (w *Worker) breaker(a *registry.API, br *resilience.Breaker) Middleware {
 			end := time.Now()
 			failed := failure(resp, err) != ""
 			if tr, changed := br.Record(tk, end, end.Sub(start), failed); changed {
-				w.publishBreaker(pool, name, backend, tr, shared)
+				w.publishBreaker(pool, name, label, tr, shared)
 			}
 			return resp, err
 		}
 	}
 }
 
-func (w *Worker) publishBreaker(pool, api, backend string, tr resilience.Transition, shared bool) {
+func (w *Worker) publishBreaker(pool, api, label string, tr resilience.Transition, shared bool) {
 	w.log.Warn("breaker changed", "api", api, "from", tr.From, "to", tr.To, "reason", tr.Reason)
-	ev := BreakerEvent{API: api, Backend: backend, Node: w.id, From: tr.From.String(), To: tr.To.String(),
+	ev := BreakerEvent{API: api, Backend: label, Node: w.id, From: tr.From.String(), To: tr.To.String(),
 		Reason: tr.Reason, At: tr.At, OpenUntil: tr.OpenUntil, Gen: tr.Gen}
 	if tr.OpenFor > 0 {
 		ev.OpenFor = tr.OpenFor.String()
@@ -201,7 +190,7 @@ func (w *Worker) onBreakerEvent(m *nats.Msg) {
 }
 
 // idempotent reports whether a request may be sent twice.
-func idempotent(req *Request) bool {
+func idempotent(req *backend.Request) bool {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete:
 		return true
@@ -210,8 +199,25 @@ func idempotent(req *Request) bool {
 }
 
 // retry retries what the policy allows, within the call's deadline and the
-// API's retry budget, with full-jitter backoff.
-func retry(a *registry.API, r *registry.Retry, budget *resilience.RetryBudget) Middleware {
+// API's retry budget, with full-jitter backoff. The budget is kept while
+// its policy is unchanged; nil without a policy.
+func (w *Worker) retry(a *registry.API, g *governance) backend.Middleware {
+	r := a.Retry
+	if r == nil {
+		return nil
+	}
+	if fp := fingerprint(r.Budget); g.budget == nil || g.budgetCfg != fp {
+		bud, err := resilience.NewRetryBudget(r.BudgetConfig())
+		if err != nil {
+			w.log.Warn("retry budget not applied", "api", a.Name, "err", err)
+		} else {
+			g.budget, g.budgetCfg = bud, fp
+		}
+	}
+	budget := g.budget
+	if budget == nil {
+		return nil
+	}
 	attemptTimeout := time.Duration(r.AttemptTimeout)
 	if attemptTimeout <= 0 {
 		attemptTimeout = a.TimeoutOrDefault()
@@ -227,8 +233,8 @@ func retry(a *registry.API, r *registry.Retry, budget *resilience.RetryBudget) M
 	if maxBackoff <= 0 {
 		maxBackoff = 250 * time.Millisecond
 	}
-	return func(next Backend) Backend {
-		return func(ctx context.Context, req *Request) (*Response, error) {
+	return func(next backend.Backend) backend.Backend {
+		return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {
 			budget.Deposit(time.Now())
 			deadline, _ := ctx.Deadline()
 			for attempt := 1; ; attempt++ {
@@ -244,9 +250,7 @@ func retry(a *registry.API, r *registry.Retry, budget *resilience.RetryBudget) M
 					attempt >= r.Attempts || !idempotent(req) || !budget.TryRetry(time.Now()) {
 					return resp, err
 				}
-				if resp != nil && resp.Release != nil {
-					resp.Release()
-				}
+				resp.Free()
 				pause := resilience.Backoff(attempt, base, maxBackoff, rand.Uint64())
 				if time.Until(deadline) < pause+floor {
 					return resp, err // the last outcome stands: no time to wait and try
@@ -264,16 +268,29 @@ func retry(a *registry.API, r *registry.Retry, budget *resilience.RetryBudget) M
 }
 
 // fallback answers a failed call from, in order, another API, the cached
-// last good response, or a static response.
-func (w *Worker) fallback(a *registry.API, f *registry.Fallback, cache *resilience.LastGood) Middleware {
-	var static *Response
+// last good response, or a static response. The cache is kept while its
+// size and TTL are unchanged; nil without a policy.
+func (w *Worker) fallback(a *registry.API, g *governance) backend.Middleware {
+	f := a.Fallback
+	if f == nil {
+		return nil
+	}
+	if f.Cached {
+		if fp := fingerprint([]any{f.CacheEntries, f.CacheTTL}); g.cache == nil || g.cacheCfg != fp {
+			g.cache, g.cacheCfg = resilience.NewLastGood(f.CacheEntries, time.Duration(f.CacheTTL)), fp
+		}
+	} else {
+		g.cache = nil
+	}
+	cache := g.cache
+	var static *backend.Response
 	if f.Static != nil {
 		status, h, body := f.Static.Compile(http.StatusOK)
 		h.Set("X-Jetway-Fallback", "static")
-		static = &Response{Status: status, Header: h, Body: body}
+		static = &backend.Response{Status: status, Header: h, Body: body}
 	}
-	return func(next Backend) Backend {
-		return func(ctx context.Context, req *Request) (*Response, error) {
+	return func(next backend.Backend) backend.Backend {
+		return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {
 			resp, err := next(ctx, req)
 			cond := failure(resp, err)
 			if cond == "" {
@@ -290,18 +307,18 @@ func (w *Worker) fallback(a *registry.API, f *registry.Fallback, cache *resilien
 			}
 			if f.API != "" && ctx.Err() == nil {
 				if fr := w.callAPI(ctx, f.API, req); fr != nil {
-					releaseResp(resp)
+					resp.Free()
 					return fr, nil
 				}
 			}
 			if cache != nil {
 				if c := cache.Get(cacheKey(req), time.Now()); c != nil {
-					releaseResp(resp)
+					resp.Free()
 					return cachedResponse(c), nil
 				}
 			}
 			if static != nil {
-				releaseResp(resp)
+				resp.Free()
 				return static, nil
 			}
 			return resp, err
@@ -310,22 +327,16 @@ func (w *Worker) fallback(a *registry.API, f *registry.Fallback, cache *resilien
 }
 
 // cachedResponse answers from a cached response, saying so and how old it is.
-func cachedResponse(c *resilience.Cached) *Response {
+func cachedResponse(c *resilience.Cached) *backend.Response {
 	h := c.Header.Clone()
 	h.Set("X-Jetway-Fallback", "cached")
 	h.Set("Age", strconv.Itoa(int(time.Since(c.At)/time.Second)))
-	return &Response{Status: c.Status, Header: h, Body: c.Body}
-}
-
-func releaseResp(r *Response) {
-	if r != nil && r.Release != nil {
-		r.Release()
-	}
+	return &backend.Response{Status: c.Status, Header: h, Body: c.Body}
 }
 
 // callAPI sends the request to another API over NATS within ctx's deadline
 // and returns its answer, or nil if it failed too.
-func (w *Worker) callAPI(ctx context.Context, api string, req *Request) *Response {
+func (w *Worker) callAPI(ctx context.Context, api string, req *backend.Request) *backend.Response {
 	var target *registry.API
 	if s := w.snap.Load(); s != nil {
 		target = s.APIs[api]
@@ -354,10 +365,10 @@ func (w *Worker) callAPI(ctx context.Context, api string, req *Request) *Respons
 	bus.DecodeHTTPHeaders(rh)
 	bus.CleanHeaders(rh)
 	rh.Set("X-Jetway-Fallback", "api "+api)
-	return &Response{Status: rep.Status, Header: rh, Body: m.Data}
+	return &backend.Response{Status: rep.Status, Header: rh, Body: m.Data}
 }
 
-func cacheKey(req *Request) string {
+func cacheKey(req *backend.Request) string {
 	return req.Method + " " + req.Path + "?" + req.RawQuery
 }
 

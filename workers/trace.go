@@ -9,7 +9,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetway-gw/jetway/backend"
 	"github.com/jetway-gw/jetway/otel"
+	"github.com/jetway-gw/jetway/registry"
 )
 
 // pendingSpan is a span whose attributes are set in one call when it ends:
@@ -35,15 +37,36 @@ func newPending(span trace.Span) *pendingSpan {
 	return p
 }
 
+// tracing is the middleware of the worker's span of a call: it continues
+// the edge's trace, ends with the outcome the caller gets, and is nil when
+// tracing is off.
+func (w *Worker) tracing(a *registry.API) backend.Middleware {
+	if w.tracer == nil {
+		return nil
+	}
+	subject := a.Subject() // the subscription's: the span is named as the message's subject
+	name := "process " + subject
+	return func(next backend.Backend) backend.Backend {
+		return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {
+			ctx, span := w.startProcess(ctx, req, name, subject)
+			resp, err := next(ctx, req)
+			if err != nil {
+				code, _ := errorCode(err)
+				endSpan(span, code.Status(), err)
+			} else {
+				endSpan(span, resp.Status, nil)
+			}
+			return resp, err
+		}
+	}
+}
+
 // startProcess starts the worker's span of a call, continuing the edge's
 // trace from the message headers (which, after decodeRequest, are the
-// request's HTTP headers). Nothing happens when tracing is off.
-func (w *Worker) startProcess(ctx context.Context, req *Request, subject string) (context.Context, trace.Span) {
-	if w.tracer == nil {
-		return ctx, nil
-	}
+// request's HTTP headers).
+func (w *Worker) startProcess(ctx context.Context, req *backend.Request, name, subject string) (context.Context, trace.Span) {
 	ctx = otel.Propagator.Extract(ctx, otel.HeaderCarrier(req.Header))
-	ctx, span := w.tracer.Start(ctx, "process "+subject, serverKind...)
+	ctx, span := w.tracer.Start(ctx, name, serverKind...)
 	if !span.IsRecording() {
 		return ctx, nil
 	}
@@ -96,13 +119,14 @@ func endSpan(span trace.Span, status int, err error) {
 	span.End()
 }
 
-// startBackend starts the client span of an HTTP backend call and puts its
-// trace context in the outgoing headers.
-func startBackend(ctx context.Context, tracer trace.Tracer, method, url string, h http.Header) (context.Context, trace.Span) {
-	if tracer == nil {
-		return ctx, nil
-	}
-	ctx, span := tracer.Start(ctx, method, clientKind...)
+// clientTracer gives the backend adapters the client spans of their calls
+// (backend.Tracer).
+type clientTracer struct{ tracer trace.Tracer }
+
+// StartCall starts the client span of a backend call and puts its trace
+// context in the outgoing headers.
+func (c *clientTracer) StartCall(ctx context.Context, method, url string, h http.Header) (context.Context, backend.Span) {
+	ctx, span := c.tracer.Start(ctx, method, clientKind...)
 	otel.Propagator.Inject(ctx, otel.HeaderCarrier(h))
 	if !span.IsRecording() {
 		return ctx, nil
@@ -114,3 +138,6 @@ func startBackend(ctx context.Context, tracer trace.Tracer, method, url string, 
 	)
 	return ctx, p
 }
+
+// Finish ends a client span (backend.Span).
+func (p *pendingSpan) Finish(status int, err error) { endSpan(p, status, err) }

@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
-	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetway-gw/jetway/backend"
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
@@ -38,18 +38,19 @@ type Options struct {
 // Apply (register it with registry.Watcher.OnChange); it subscribes to each
 // API of its pools in the pool's queue group and keeps one pipeline per API.
 type Worker struct {
-	o       Options
-	log     *slog.Logger
-	client  *fasthttp.Client
-	maxResp int64
+	o        Options
+	log      *slog.Logger
+	adapters map[string]backend.Adapter // by backend type (adapters.go)
+	maxResp  int64
 
 	mu      sync.Mutex // guards subs and closing; never taken by a request
 	subs    map[string]*apiSub
 	closing bool
 
-	tracer   trace.Tracer         // nil: tracing off
-	id       string               // this worker's id in breaker events
-	breakers []*nats.Subscription // the pools' breaker changes
+	tracer       trace.Tracer         // nil: tracing off
+	clientTracer backend.Tracer       // the backend calls' spans; nil: tracing off
+	id           string               // this worker's id in breaker events
+	breakers     []*nats.Subscription // the pools' breaker changes
 
 	// snap is the registry as last applied: a fallback to another API
 	// finds that API's subject (its pool) there.
@@ -72,7 +73,8 @@ type apiSub struct {
 // registry change and swapped atomically.
 type apiState struct {
 	api     *registry.API
-	backend Backend
+	held    *held // the backend instance the stack calls
+	backend backend.Backend
 	limit   int64
 	timeout time.Duration
 	breaker *resilience.Breaker // nil without a breaker policy
@@ -99,13 +101,16 @@ func New(o Options) (*Worker, error) {
 		maxResp = mp - headerRoom
 	}
 	w := &Worker{
-		o:       o,
-		log:     o.Logger,
-		client:  newHTTPClient(int(maxResp)),
-		maxResp: maxResp,
-		subs:    map[string]*apiSub{},
-		id:      nuid.Next(),
-		tracer:  otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/workers"),
+		o:        o,
+		log:      o.Logger,
+		adapters: adapters(int(maxResp)),
+		maxResp:  maxResp,
+		subs:     map[string]*apiSub{},
+		id:       nuid.Next(),
+		tracer:   otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/workers"),
+	}
+	if w.tracer != nil {
+		w.clientTracer = &clientTracer{w.tracer}
 	}
 	// Only the breaker changes of the worker's own pools: a worker's NATS
 	// user may hear no others (bus.RolePermissions).
@@ -161,12 +166,17 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 				w.log.Warn("draining subscription", "api", key, "err", err)
 			}
 			delete(w.subs, key)
+			go retireWhenDrained(as.sub, as.gov.backend)
 		}
 	}
 	added := false
 	for key, a := range want {
 		if as, ok := w.subs[key]; ok {
+			old := as.gov.backend
 			as.state.Store(w.build(a, &as.gov))
+			if as.gov.backend != old {
+				old.retire() // closed when its calls in flight are done
+			}
 			continue
 		}
 		as := &apiSub{pool: a.Pool}
@@ -190,19 +200,51 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 	}
 }
 
-// build makes an API's pipeline from its definition: the backend's
-// adapter wrapped in the API's governance (gov keeps what must outlive the
-// snapshot).
+// build makes an API's pipeline from its definition: the backend instance
+// (kept while the backend spec is unchanged) wrapped in the API's stack
+// (gov keeps what must outlive the snapshot).
 func (w *Worker) build(a *registry.API, gov *governance) *apiState {
-	var b Backend
-	switch a.Backend.Type {
-	case registry.BackendMock:
-		b = newMockBackend(a.Backend)
-	default: // registry.BackendHTTP; the registry admits no other type
-		b = newHTTPBackend(w.client, a.Backend, w.log, w.tracer)
+	h := w.instance(a, gov)
+	b := w.newStack(a, gov, h.call)
+	return &apiState{api: a, held: h, backend: b, limit: int64(a.Concurrency), timeout: a.TimeoutOrDefault(), breaker: gov.breaker}
+}
+
+// newStack wraps an API's backend in its middlewares, outermost first, one
+// line each; a line is a no-op (nil) when the API does not use it. An
+// attempt asks the breaker, so an open circuit is never retried but may
+// fall back.
+func (w *Worker) newStack(a *registry.API, g *governance, b backend.Backend) backend.Backend {
+	return backend.Chain(b,
+		w.tracing(a),     // the worker's span of the call (trace.go)
+		w.fallback(a, g), // another API, the last good response, or a static one
+		w.retry(a, g),    // what the policy allows, within the deadline and budget
+		w.breaker(a, g),  // fails fast while the circuit is open, records outcomes
+	)
+}
+
+// acquire returns the API's current state with its backend instance
+// counted as in use (release it with st.held.release), or nil when the
+// instance is retired for good: the API has left this worker.
+func (as *apiSub) acquire() *apiState {
+	for {
+		st := as.state.Load()
+		if st.held.acquire() {
+			return st
+		}
+		if as.state.Load() == st {
+			return nil
+		}
 	}
-	b = w.govern(a, gov, b)
-	return &apiState{api: a, backend: b, limit: int64(a.Concurrency), timeout: a.TimeoutOrDefault(), breaker: gov.breaker}
+}
+
+// retireWhenDrained retires an API's backend instance once its drained
+// subscription has handed out its last message: until then a message
+// still calls it.
+func retireWhenDrained(sub *nats.Subscription, h *held) {
+	for sub.IsValid() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.retire()
 }
 
 // dispatch runs in the subscription's callback goroutine. It must never
@@ -210,11 +252,15 @@ func (w *Worker) build(a *registry.API, gov *governance) *apiState {
 // goroutine, so one slow backend call never holds up the next message. The
 // per-API concurrency limit bounds those goroutines.
 func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
-	st := as.state.Load()
 	if !bus.IsReplyInbox(m.Reply) {
 		// Nobody waits for an answer, or the sender named a subject that
 		// is no inbox (a control subject) for the answer to be published
 		// on: never answer there.
+		return
+	}
+	st := as.acquire()
+	if st == nil {
+		w.replyError(m, m.Header.Get(bus.HdrRequestID), bus.CodeNoWorkers, "the api is no longer served by this worker")
 		return
 	}
 	now := time.Now()
@@ -225,11 +271,13 @@ func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
 		deadline = d
 	}
 	if !deadline.After(now) {
+		st.held.release()
 		w.dropped.Add(1)
 		return // the caller has given up already
 	}
 	if as.inflight.Add(1) > st.limit {
 		as.inflight.Add(-1)
+		st.held.release()
 		w.replyError(m, m.Header.Get(bus.HdrRequestID), bus.CodeOverloaded, fmt.Sprintf("api %s has %d calls in flight on this worker", st.api.Key(), st.limit))
 		return
 	}
@@ -246,33 +294,37 @@ func (w *Worker) serve(as *apiSub, st *apiState, m *nats.Msg, deadline time.Time
 			w.log.Error("panic serving request", "api", st.api.Key(), "panic", p)
 			w.replyError(m, req.RequestID, bus.CodeInternal, "internal error in worker")
 		}
+		st.held.release()
 	}()
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	ctx, span := w.startProcess(ctx, req, m.Subject)
 	resp, err := st.backend(ctx, req)
 	if err != nil {
-		code, msg := bus.CodeBadGateway, err.Error()
-		if ge, ok := err.(*bus.Error); ok {
-			code, msg = ge.Code, ge.Message
-		}
-		endSpan(span, code.Status(), err)
+		code, msg := errorCode(err)
 		w.replyError(m, req.RequestID, code, msg)
 		return
 	}
-	endSpan(span, resp.Status, nil)
 	w.reply(m, resp)
 	if resp.Release != nil {
 		resp.Release()
 	}
 }
 
+// errorCode is the code and message a failed call is answered with: a
+// gateway-made error's own, else BAD_GATEWAY.
+func errorCode(err error) (bus.Code, string) {
+	if ge, ok := err.(*bus.Error); ok {
+		return ge.Code, ge.Message
+	}
+	return bus.CodeBadGateway, err.Error()
+}
+
 // decodeRequest takes the wire metadata out of the message headers; what is
 // left are the HTTP request headers for the backend.
-func decodeRequest(a *registry.API, m *nats.Msg) *Request {
+func decodeRequest(a *registry.API, m *nats.Msg) *backend.Request {
 	meta := bus.DecodeRequest(m.Header)
 	app := meta.App
-	req := &Request{
+	req := &backend.Request{
 		API:       a,
 		Method:    meta.Method,
 		Path:      meta.Path,
@@ -302,7 +354,7 @@ func decodeRequest(a *registry.API, m *nats.Msg) *Request {
 
 // reply sends a backend's response: status and headers as NATS headers,
 // the body as it is.
-func (w *Worker) reply(m *nats.Msg, resp *Response) {
+func (w *Worker) reply(m *nats.Msg, resp *backend.Response) {
 	h := nats.Header{}
 	for k, vs := range resp.Header {
 		h[k] = vs
@@ -351,12 +403,20 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		_ = s.Unsubscribe()
 	}
 	subs := make([]*nats.Subscription, 0, len(w.subs))
+	helds := make([]*held, 0, len(w.subs))
 	for _, as := range w.subs {
 		subs = append(subs, as.sub)
+		helds = append(helds, as.gov.backend)
 		_ = as.sub.Drain()
 	}
 	w.subs = map[string]*apiSub{}
 	w.mu.Unlock()
+	// The instances close as their last calls end, now or later.
+	defer func() {
+		for _, h := range helds {
+			h.retire()
+		}
+	}()
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {

@@ -1,6 +1,10 @@
-package workers
+package httpbackend
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/jetway-gw/jetway/backend"
+)
 
 func TestURLTemplate(t *testing.T) {
 	for _, tc := range []struct {
@@ -14,7 +18,7 @@ func TestURLTemplate(t *testing.T) {
 		{"http://h/files/{*}", "%2A=a%2Fb%2Fc", "", "http://h/files/a/b/c"},
 	} {
 		u := compileURL(tc.tmpl)
-		if got := u.expand(&Request{RawParams: tc.params, RawQuery: tc.query}); got != tc.want {
+		if got := u.expand(&backend.Request{RawParams: tc.params, RawQuery: tc.query}); got != tc.want {
 			t.Errorf("%s with %q %q = %q, want %q", tc.tmpl, tc.params, tc.query, got, tc.want)
 		}
 	}

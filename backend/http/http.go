@@ -1,4 +1,7 @@
-package workers
+// Package httpbackend is the adapter of backends of type http: it calls an
+// HTTP service at the entry's URL template, with one fasthttp client shared
+// by every API of the worker.
+package httpbackend
 
 import (
 	"context"
@@ -13,13 +16,26 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetway-gw/jetway/backend"
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
 
-// newHTTPClient returns the client workers use for HTTP backends.
+// Adapter builds the instances of http backends. Its client is shared by
+// all of them: connections to a host are kept alive across APIs and across
+// registry changes.
+type Adapter struct {
+	client *fasthttp.Client
+}
+
+// New returns the adapter; a backend response larger than maxResponse
+// bytes is refused (the bus's max payload less room for headers).
+func New(maxResponse int) *Adapter {
+	return &Adapter{client: newClient(maxResponse)}
+}
+
+// newClient returns the client for HTTP backends.
 //
 // It is fasthttp's client rather than net/http's: it does each call's I/O
 // in the calling goroutine, where net/http hands every request to a write
@@ -32,7 +48,7 @@ import (
 // backend gets), no default User-Agent or Content-Type, responses bounded
 // by the bus's max payload, and no retries here: a retry policy belongs to
 // the API's pipeline, within its deadline and budget.
-func newHTTPClient(maxResp int) *fasthttp.Client {
+func newClient(maxResp int) *fasthttp.Client {
 	return &fasthttp.Client{
 		NoDefaultUserAgentHeader:      true,
 		DisableHeaderNamesNormalizing: true,
@@ -47,27 +63,35 @@ func newHTTPClient(maxResp int) *fasthttp.Client {
 	}
 }
 
-// httpBackend calls an HTTP backend. The dial, the write and the read all
+// Build compiles the backend's URL template. The instance holds nothing of
+// its own to close: its connections belong to the adapter's client.
+func (a *Adapter) Build(spec *registry.Backend, o backend.BuildOptions) (backend.Instance, error) {
+	return &instance{client: a.client, tmpl: compileURL(spec.URL), log: o.Logger, tracer: o.Tracer}, nil
+}
+
+// instance calls one HTTP backend. The dial, the write and the read all
 // end at the request's deadline.
-type httpBackend struct {
+type instance struct {
 	client *fasthttp.Client
 	tmpl   urlTemplate
 	log    *slog.Logger
-	tracer trace.Tracer // nil: tracing off
+	tracer backend.Tracer // nil: tracing off
 }
 
-func newHTTPBackend(client *fasthttp.Client, b registry.Backend, log *slog.Logger, tracer trace.Tracer) Backend {
-	h := &httpBackend{client: client, tmpl: compileURL(b.URL), log: log, tracer: tracer}
-	return h.call
-}
+// Close does nothing: the connections are the shared client's.
+func (h *instance) Close() error { return nil }
 
-func (h *httpBackend) call(ctx context.Context, req *Request) (*Response, error) {
+// Call sends the request to the backend within ctx's deadline.
+func (h *instance) Call(ctx context.Context, req *backend.Request) (*backend.Response, error) {
 	deadline, _ := ctx.Deadline()
 	freq := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(freq)
 	freq.Header.SetNoDefaultContentType(true) // send only what the caller sent
 	url := h.tmpl.expand(req)
-	_, span := startBackend(ctx, h.tracer, req.Method, url, req.Header)
+	var span backend.Span
+	if h.tracer != nil {
+		_, span = h.tracer.StartCall(ctx, req.Method, url, req.Header)
+	}
 	freq.SetRequestURI(url)
 	freq.Header.SetMethod(req.Method)
 	for k, vs := range req.Header {
@@ -87,10 +111,12 @@ func (h *httpBackend) call(ctx context.Context, req *Request) (*Response, error)
 	fresp := fasthttp.AcquireResponse()
 	fresp.Header.SetNoDefaultContentType(true) // pass on only what the backend sent
 	err := h.client.DoDeadline(freq, fresp, deadline)
-	if err != nil {
-		endSpan(span, 0, err)
-	} else {
-		endSpan(span, fresp.StatusCode(), nil)
+	if span != nil {
+		if err != nil {
+			span.Finish(0, err)
+		} else {
+			span.Finish(fresp.StatusCode(), nil)
+		}
 	}
 	if err != nil {
 		fasthttp.ReleaseResponse(fresp)
@@ -110,7 +136,7 @@ func (h *httpBackend) call(ctx context.Context, req *Request) (*Response, error)
 		key := string(k)
 		hdr[key] = append(hdr[key], string(v))
 	}
-	return &Response{
+	return &backend.Response{
 		Status:  fresp.StatusCode(),
 		Header:  hdr,
 		Body:    fresp.Body(),
@@ -163,7 +189,7 @@ func compileURL(raw string) urlTemplate {
 // the path they are inserted as they are; in the query they are escaped
 // for the query, where '&', '=' and '+' of a segment would otherwise start
 // parameters of the caller's choosing or read as a space.
-func (t *urlTemplate) expand(req *Request) string {
+func (t *urlTemplate) expand(req *backend.Request) string {
 	var b strings.Builder
 	if t.static != "" {
 		if req.RawQuery == "" {

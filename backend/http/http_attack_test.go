@@ -1,6 +1,10 @@
-package workers
+package httpbackend
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/jetway-gw/jetway/backend"
+)
 
 // A placeholder in the backend URL's query takes a route parameter, which
 // is a path segment: '&', '=' and '+' are plain characters there (and the
@@ -19,7 +23,7 @@ func TestURLTemplateQueryPlaceholderEscaped(t *testing.T) {
 		{"http://h/f?p={*}", "%2A=a%2Fb", "http://h/f?p=a%2Fb"},
 	} {
 		u := compileURL(tc.tmpl)
-		if got := u.expand(&Request{RawParams: tc.params}); got != tc.want {
+		if got := u.expand(&backend.Request{RawParams: tc.params}); got != tc.want {
 			t.Errorf("%s with %q = %q, want %q", tc.tmpl, tc.params, got, tc.want)
 		}
 	}

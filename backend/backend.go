@@ -1,0 +1,133 @@
+// Package backend holds what a worker calls an API's backend with, whatever
+// serves it: the Request and Response of one call, the Backend function and
+// the Middleware that wraps it, and the Adapter of each backend type.
+//
+// The shapes follow lura's: a Backend is a function from request to
+// response, a Middleware wraps one, and each API gets one stack built from
+// its definition when the registry changes — never per request.
+//
+// An Adapter turns an entry's backend spec into an Instance once, when the
+// spec is published or changed; whatever the instance opens (a connection
+// pool, a client) lives until its Close. The worker keeps an instance while
+// the spec is unchanged and closes it only after it is replaced and the
+// calls in flight on it are done, so Call never runs on a closed instance.
+//
+// Each backend type is one folder below this one (http, mock) and one line
+// in the worker's table of adapters and in the registry's table of kinds.
+package backend
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// Request is one call as a worker sees it: the HTTP request the edge
+// received, minus hop-by-hop headers.
+type Request struct {
+	API       *registry.API
+	Method    string
+	Path      string // as received (escaped form)
+	RawQuery  string
+	RawParams string // route parameters, URL-query encoded
+	Header    http.Header
+	Body      []byte
+	RequestID string
+	ClientIP  string // the caller's address as the edge saw it, for policies and logs
+	App       string // the authenticated app ("" for an open API)
+}
+
+// Params decodes the route parameters.
+func (r *Request) Params() url.Values {
+	v, _ := url.ParseQuery(r.RawParams)
+	return v
+}
+
+// Response is what goes back to the edge. Release, if set, is called once
+// the response has been sent (it returns pooled buffers).
+type Response struct {
+	Status  int
+	Header  http.Header
+	Body    []byte
+	Release func()
+}
+
+// Free calls Release, if any. r may be nil.
+func (r *Response) Free() {
+	if r != nil && r.Release != nil {
+		r.Release()
+	}
+}
+
+// Backend calls whatever serves an API. It returns a *bus.Error for
+// gateway-made failures (timeouts, unreachable backends); a backend's own
+// error status is a normal Response.
+type Backend func(ctx context.Context, req *Request) (*Response, error)
+
+// Middleware wraps a Backend with one concern (retries, breakers, ...).
+// A nil Middleware stands for a feature the API does not use.
+type Middleware func(Backend) Backend
+
+// Chain applies middlewares so that the first one listed runs first (is
+// the outermost). Nil middlewares are skipped.
+func Chain(b Backend, mws ...Middleware) Backend {
+	for i := len(mws) - 1; i >= 0; i-- {
+		if mws[i] != nil {
+			b = mws[i](b)
+		}
+	}
+	return b
+}
+
+// Adapter builds the instances of one backend type. One adapter serves
+// every API of a worker; what the APIs share (the HTTP adapter's client)
+// belongs to it.
+type Adapter interface {
+	// Build makes the instance that serves spec. spec has passed the
+	// registry's checks for its type; Build fails only on what those
+	// cannot know (a connection that cannot be set up), and the worker
+	// then answers the API's calls with an error.
+	Build(spec *registry.Backend, o BuildOptions) (Instance, error)
+}
+
+// Instance is a built backend: Call serves calls until Close. The worker
+// calls Close once, after no call on the instance is in flight any more.
+type Instance interface {
+	Call(ctx context.Context, req *Request) (*Response, error)
+	Close() error
+}
+
+// BuildOptions is what an adapter gets from the worker besides the spec.
+type BuildOptions struct {
+	// Logger for the calls' failures. Never nil.
+	Logger *slog.Logger
+	// Tracer traces each call to the backend; nil turns tracing off.
+	Tracer Tracer
+}
+
+// Tracer starts the client span of a backend call and puts its trace
+// context in h, the headers that go to the backend. method and target name
+// the call (for HTTP, the method and the full URL). The span is nil when
+// the call is not traced.
+type Tracer interface {
+	StartCall(ctx context.Context, method, target string, h http.Header) (context.Context, Span)
+}
+
+// Span is the span of one backend call.
+type Span interface {
+	// Finish ends the span with the call's outcome: the status the
+	// backend answered (0 if none) or the error.
+	Finish(status int, err error)
+}
+
+// Func is an Instance that holds nothing to close.
+type Func Backend
+
+// Call calls f.
+func (f Func) Call(ctx context.Context, req *Request) (*Response, error) { return f(ctx, req) }
+
+// Close does nothing.
+func (Func) Close() error { return nil }

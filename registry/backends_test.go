@@ -1,0 +1,50 @@
+package registry
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/jetway-gw/jetway/schemas"
+)
+
+// The schema's enum of backend types and the registry's table of kinds are
+// written in two places; this keeps them equal, so a type cannot be added
+// to one and forgotten in the other.
+func TestSchemaBackendTypesAreTheKinds(t *testing.T) {
+	var doc struct {
+		Defs struct {
+			Backend struct {
+				Properties struct {
+					Type struct {
+						Enum []string `json:"enum"`
+					} `json:"type"`
+				} `json:"properties"`
+			} `json:"backend"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(schemas.APISchemaJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	enum := slices.Sorted(slices.Values(doc.Defs.Backend.Properties.Type.Enum))
+	if kinds := BackendKinds(); !slices.Equal(enum, kinds) {
+		t.Fatalf("schema backend types %q, registry kinds %q", enum, kinds)
+	}
+}
+
+func TestBackendKindMessages(t *testing.T) {
+	if got := kindList(); got != "http or mock" {
+		t.Fatalf("kindList() = %q", got)
+	}
+	for _, tc := range []struct {
+		b    Backend
+		want string
+	}{
+		{Backend{Type: BackendHTTP, URL: "http://h/o/{id}"}, "http http://h/o/{id}"},
+		{Backend{Type: BackendMock}, "mock "},
+	} {
+		if got := tc.b.Label(); got != tc.want {
+			t.Errorf("Label() = %q, want %q", got, tc.want)
+		}
+	}
+}

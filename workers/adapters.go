@@ -1,0 +1,108 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/jetway-gw/jetway/backend"
+	httpbackend "github.com/jetway-gw/jetway/backend/http"
+	"github.com/jetway-gw/jetway/backend/mock"
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// adapters maps each backend type to its adapter. Each worker makes its
+// own: the HTTP adapter's client, shared by the worker's APIs, is bounded
+// by the worker's max payload. A new backend type is one folder in
+// backend/, one line here and one in the registry's table of kinds.
+func adapters(maxResp int) map[string]backend.Adapter {
+	return map[string]backend.Adapter{
+		registry.BackendHTTP: httpbackend.New(maxResp),
+		registry.BackendMock: mock.Adapter{},
+	}
+}
+
+// held is an API's backend instance as the worker holds it: built when the
+// entry's backend spec is published or changed and kept while it is
+// unchanged (governance.instance), then retired when a new spec replaces
+// it or the API leaves the worker. A retired instance is closed as soon as
+// no call on it is in flight: every call acquires it first (apiSub.acquire)
+// and releases it when its reply is sent, so Close never races a Call.
+type held struct {
+	inst backend.Instance // nil when Build failed
+	call backend.Backend  // inst.Call, or the Build error for every call
+	log  *slog.Logger
+
+	calls   atomic.Int64
+	retired atomic.Bool
+	closed  atomic.Bool
+}
+
+// hold builds the instance serving a's backend through its type's adapter.
+// When the build fails, the API's calls get BAD_GATEWAY until the next
+// registry change builds it again.
+func (w *Worker) hold(a *registry.API) *held {
+	h := &held{log: w.log}
+	ad := w.adapters[a.Backend.Type]
+	if ad == nil { // the registry admits no such type; a newer node may
+		h.call = failed(fmt.Sprintf("backend type %q of api %s is not supported by this worker", a.Backend.Type, a.Key()))
+		return h
+	}
+	inst, err := ad.Build(&a.Backend, backend.BuildOptions{Logger: w.log, Tracer: w.clientTracer})
+	if err != nil {
+		w.log.Error("building backend", "api", a.Key(), "type", a.Backend.Type, "err", err)
+		h.call = failed(fmt.Sprintf("backend of api %s could not be set up", a.Key()))
+		return h
+	}
+	h.inst, h.call = inst, inst.Call
+	return h
+}
+
+func failed(msg string) backend.Backend {
+	err := bus.Errorf(bus.CodeBadGateway, msg)
+	return func(context.Context, *backend.Request) (*backend.Response, error) { return nil, err }
+}
+
+// acquire counts a call on the instance; false when it is retired (the
+// caller then looks for the instance that replaced it).
+func (h *held) acquire() bool {
+	h.calls.Add(1)
+	if h.retired.Load() {
+		h.release()
+		return false
+	}
+	return true
+}
+
+// release ends a call counted by acquire; the last call on a retired
+// instance closes it.
+func (h *held) release() {
+	if h.calls.Add(-1) == 0 && h.retired.Load() {
+		h.close()
+	}
+}
+
+// retire stops new calls on the instance and closes it once none is in
+// flight. Retired is set before the count is read, and acquire counts
+// before it reads retired: either retire sees the call, or the call sees
+// retired.
+func (h *held) retire() {
+	if h == nil {
+		return
+	}
+	h.retired.Store(true)
+	if h.calls.Load() == 0 {
+		h.close()
+	}
+}
+
+func (h *held) close() {
+	if !h.closed.CompareAndSwap(false, true) || h.inst == nil {
+		return
+	}
+	if err := h.inst.Close(); err != nil {
+		h.log.Warn("closing backend", "err", err)
+	}
+}
