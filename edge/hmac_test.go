@@ -29,7 +29,7 @@ func TestSignedRequests(t *testing.T) {
 	store := registry.NewNonceStore(nonceConn, registry.BucketOptions{})
 	// The gateway's edge was built without a store; build two edges with one.
 	url1, w1, _ := g.addEdgeWith(t, edge.Options{Nonces: store})
-	url2, _, _ := g.addEdgeWith(t, edge.Options{Nonces: registry.NewNonceStore(g.Conn, registry.BucketOptions{})})
+	url2, w2, _ := g.addEdgeWith(t, edge.Options{Nonces: registry.NewNonceStore(g.Conn, registry.BucketOptions{})})
 	ctx := context.Background()
 	secret, _ := registry.NewHMACSecret()
 	if _, err := g.Client.PutApp(ctx, &registry.App{ID: "shop", Status: registry.AppActive, HMACSecrets: []registry.HMACSecret{secret}, APIs: []string{"signed.*"}}); err != nil {
@@ -37,8 +37,10 @@ func TestSignedRequests(t *testing.T) {
 	}
 	g.Publish(`{"name":"signed.post","pool":"p","route":{"method":"POST","path":"/signed"},"backend":{"type":"mock","body":"in"},"auth":{"methods":["hmac"]}}`)
 	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
-		if w1.Current().APIs["signed.post"] == nil || w1.Current().Apps["shop"] == nil {
-			return fmt.Errorf("not loaded")
+		for _, w := range []*registry.Watcher{w1, w2} { // both edges, or a replay may meet a 404
+			if w.Current().APIs["signed.post"] == nil || w.Current().Apps["shop"] == nil {
+				return fmt.Errorf("not loaded")
+			}
 		}
 		return nil
 	})
