@@ -219,8 +219,9 @@ func loadNodeConfig(r role, args []string, stderr io.Writer) (*nodeConfig, error
 // parseNodeArgs parses args into fs's flags. Unlike flag.Parse it goes on
 // after a bad value: each bad value and each stray argument is a problem of
 // its own. It stops at an unknown flag or a malformed one (---x), since
-// what follows it may be that flag's value as well as an argument. Parse errors are not printed with
-// the usage, as flag.Parse would: the problems are listed once, together.
+// what follows it may be that flag's value as well as an argument. Parse
+// errors are not printed with the usage, as flag.Parse would: the problems
+// are listed once, together.
 // complete is false when it stopped before the end of args.
 func parseNodeArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (probs problems, complete bool, err error) {
 	usage := fs.Usage

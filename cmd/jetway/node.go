@@ -18,7 +18,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/edge"
@@ -36,7 +35,7 @@ func cmdNode(r role, args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	n := &node{role: r, cfg: cfg, log: cfg.log, tracing: cfg.tracing, id: nuid.Next(), errc: make(chan error, 2)}
+	n := &node{role: r, cfg: cfg, log: cfg.log, id: nuid.Next(), errc: make(chan error, 2)}
 	return n.run(ctx)
 }
 
@@ -51,7 +50,6 @@ type node struct {
 	conns    []*nats.Conn
 	creds    bus.Credentials // serve --nats-auth: the role passwords
 	beatDone chan struct{}
-	tracing  *sdktrace.TracerProvider // nil: tracing off
 	tracker  *bus.Tracker
 	id       string
 	metrics  *otel.Metrics
@@ -165,7 +163,7 @@ func (n *node) startNATS(context.Context) error {
 // startTracing announces the tracer provider the config built, and flushes
 // it at exit (within 5 s), before the embedded NATS stops.
 func (n *node) startTracing(context.Context) error {
-	tp := n.tracing
+	tp := n.cfg.tracing
 	if tp == nil {
 		return nil
 	}
@@ -220,8 +218,8 @@ func (n *node) startEdge(ctx context.Context) error {
 	if n.role == roleServe {
 		n.createBuckets(ctx)
 	}
-	if n.tracing != nil {
-		eo.Tracing = n.tracing
+	if n.cfg.tracing != nil {
+		eo.Tracing = n.cfg.tracing
 	}
 	if f.accessLog {
 		eo.AccessLog = n.log.With("log", "access")
@@ -292,8 +290,8 @@ func (n *node) startWorker(ctx context.Context) error {
 		return err
 	}
 	wo := workers.Options{Conn: nc, Pools: n.cfg.pools, Logger: n.log}
-	if n.tracing != nil {
-		wo.Tracing = n.tracing
+	if n.cfg.tracing != nil {
+		wo.Tracing = n.cfg.tracing
 	}
 	if n.worker, err = workers.New(wo); err != nil {
 		return err
