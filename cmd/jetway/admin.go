@@ -79,7 +79,7 @@ func (n *node) adminHandler() http.Handler {
 			fmt.Fprintln(w, rec.Line())
 		}
 	})
-	if n.f.pprof {
+	if n.cfg.pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -106,7 +106,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintln(stderr, "jetway:", strings.TrimPrefix(err.Error(), "usage: "))
+		// A node's config problems come one a line (problems): each is
+		// its own "jetway:" line.
+		for _, line := range strings.Split(strings.TrimPrefix(err.Error(), "usage: "), "\n") {
+			fmt.Fprintln(stderr, "jetway:", line)
+		}
 		return 2
 	case errors.Is(err, registry.ErrConflict):
 		fmt.Fprintln(stderr, "jetway:", err)
@@ -152,18 +156,19 @@ func (s *stringList) Set(v string) error {
 
 // newLogger builds the process logger from --log-format and --log-level.
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("%w: --log-level %q: use debug, info, warn or error", errUsage, level)
+	if err := checkLogLevel(level); err != nil {
+		return nil, err
 	}
+	if err := checkLogFormat(format); err != nil {
+		return nil, err
+	}
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
 	o := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, o)), nil
-	case "json":
+	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, o)), nil
 	}
-	return nil, fmt.Errorf("%w: --log-format %q: use text or json", errUsage, format)
+	return slog.New(slog.NewTextHandler(w, o)), nil
 }
 
 func envOr(name, def string) string {

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/edge"
@@ -29,181 +26,30 @@ import (
 	"github.com/jetway-gw/jetway/workers"
 )
 
-type role string
-
-const (
-	roleServe  role = "serve"
-	roleEdge   role = "edge"
-	roleWorker role = "worker"
-)
-
-var roleHelp = map[role]string{
-	roleServe: `Usage: jetway serve [flags]
-
-Runs everything in one process: an embedded nats-server with JetStream (data
-in --data), an edge on --listen, workers for every pool, and the admin
-listener. Other jetway processes and the nats CLI can join through
---nats-listen. With --nats URL, an existing NATS is used instead of
-embedding one. With --demo, a demo backend starts and demo APIs are
-published, so that curl http://127.0.0.1:8080/v1/hello/world works at once.
-
-Flags:
-`,
-	roleEdge: `Usage: jetway edge --nats URL [flags]
-
-Runs an HTTP edge node: it routes requests from its copy of the registry and
-sends each as a NATS request to the API's worker pool. Run any number.
-
-Flags:
-`,
-	roleWorker: `Usage: jetway worker --nats URL --pool NAME [--pool NAME ...] [flags]
-
-Runs a worker for the given pools: it takes the requests of every API of
-those pools off NATS (queue group per pool) and calls their backends. Run
-more processes of a pool for more capacity.
-
-Flags:
-`,
-}
-
-type nodeFlags struct {
-	natsURL     string
-	natsListen  string
-	dataDir     string
-	listen      string
-	admin       string
-	pools       stringList
-	demo        bool
-	inProcess   bool
-	natsAuth    bool
-	pprof       bool
-	accessLog   bool
-	maxInFlight int64
-
-	adminToken        string
-	trustedProxies    stringList
-	ipAllow, ipDeny   stringList
-	maxConns          int
-	readHeaderTimeout time.Duration
-	readTimeout       time.Duration
-	idleTimeout       time.Duration
-	maxHeaderBytes    int
-	replicas          int
-	drain             time.Duration
-	logFormat         string
-	logLevel          string
-}
-
-func (r role) flags(stderr io.Writer) (*flag.FlagSet, *nodeFlags) {
-	f := &nodeFlags{}
-	fs := flag.NewFlagSet("jetway "+string(r), flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, roleHelp[r])
-		fs.PrintDefaults()
-	}
-	natsDefault := envOr("JETWAY_NATS_URL", bus.DefaultURL)
-	if r == roleServe {
-		natsDefault = os.Getenv("JETWAY_NATS_URL")
-		fs.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server (port 0 picks a free one)")
-		fs.BoolVar(&f.demo, "demo", false, "start a demo backend and publish demo APIs (demo.*)")
-		fs.BoolVar(&f.natsAuth, "nats-auth", false, "require NATS users on the embedded server: admin (registry writes), edge and worker, with least-privilege permissions; passwords in <data>/nats-credentials.json (other processes join with nats://edge:<password>@host:port)")
-		fs.BoolVar(&f.inProcess, "in-process", true, "connect this process's edge, workers and registry to the embedded NATS in memory instead of over TCP (about half the added latency)")
-		fs.StringVar(&f.natsURL, "nats", natsDefault, "use this NATS instead of embedding one (env JETWAY_NATS_URL)")
-	} else {
-		fs.StringVar(&f.natsURL, "nats", natsDefault, "NATS server URL(s), comma-separated (env JETWAY_NATS_URL)")
-	}
-	fs.StringVar(&f.dataDir, "data", "./jetway-data", "folder for JetStream data (serve) and the local registry snapshot")
-	if r != roleWorker {
-		fs.StringVar(&f.listen, "listen", ":8080", "edge HTTP address")
-		fs.Int64Var(&f.maxInFlight, "max-inflight", 10000, "requests the edge serves at once across all APIs; past it 503 OVERLOADED (0: no cap)")
-		fs.IntVar(&f.maxConns, "max-conns", 20000, "client connections the edge keeps open at once; past it new ones are closed (0: no cap)")
-		fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers (slow clients are cut off)")
-		fs.DurationVar(&f.readTimeout, "read-timeout", 60*time.Second, "time a client has to send a whole request, body included")
-		fs.DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection is kept")
-		fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted (431 past it)")
-		fs.Var(&f.trustedProxies, "trusted-proxies", "addresses or CIDRs of proxies in front of the edge whose X-Forwarded-For is believed (the client is the right-most untrusted entry); comma-separated or repeated")
-		fs.Var(&f.ipAllow, "ip-allow", "only these client addresses or CIDRs may call any API (403 otherwise); comma-separated or repeated")
-		fs.Var(&f.ipDeny, "ip-deny", "client addresses or CIDRs refused for every API (403); comma-separated or repeated")
-	}
-	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz, /metrics, /nodes, ...); empty disables it")
-	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "bearer token the admin listener requires (except /healthz and /readyz); required when --admin is not on loopback; 32 printable characters at least, 8 of them different: openssl rand -hex 32 (env JETWAY_ADMIN_TOKEN)")
-	if r == roleWorker {
-		fs.Var(&f.pools, "pool", "pool to serve; repeat or comma-separate for several (required)")
-	}
-	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the admin listener")
-	if r != roleWorker {
-		fs.BoolVar(&f.accessLog, "access-log", true, "log one line per call (at info level: --log-level warn also silences it)")
-	}
-	fs.IntVar(&f.replicas, "replicas", 1, "replicas of registry buckets this node creates (3 on a NATS cluster)")
-	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
-	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	return fs, f
-}
-
-// cmdNode runs serve, edge or worker until SIGINT/SIGTERM.
+// cmdNode runs serve, edge or worker until SIGINT/SIGTERM. Its config is
+// read and checked in full first: with a problem nothing starts.
 func cmdNode(r role, args []string, stderr io.Writer) error {
-	fs, f := r.flags(stderr)
-	pos, err := parseInterspersed(fs, args)
+	cfg, err := loadNodeConfig(r, args, stderr)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
-	}
-	if err := checkAdminToken(f.adminToken); err != nil {
-		return err
-	}
-	if err := checkAdminAddr(f.admin, f.adminToken); err != nil {
-		return err
-	}
-	if err := checkNATSAuth(fs, f); err != nil {
-		return err
-	}
-	if r == roleWorker && len(f.pools) == 0 {
-		return fmt.Errorf("%w: jetway worker needs at least one --pool", errUsage)
-	}
-	log, err := newLogger(stderr, f.logFormat, f.logLevel)
-	if err != nil {
-		return err
-	}
-	log = log.With("role", string(r))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	n := &node{role: r, f: f, log: log, id: nuid.Next()}
+	n := &node{role: r, cfg: cfg, log: cfg.log, id: nuid.Next(), errc: make(chan error, 2)}
 	return n.run(ctx)
-}
-
-// checkNATSAuth refuses serve --nats-auth with a NATS URL: the flag sets up
-// the users of the embedded server, and with --nats (or JETWAY_NATS_URL)
-// nothing is embedded, so it would silently do nothing while the operator
-// believes NATS is locked down.
-func checkNATSAuth(fs *flag.FlagSet, f *nodeFlags) error {
-	if !f.natsAuth || f.natsURL == "" {
-		return nil
-	}
-	from := "JETWAY_NATS_URL is set"
-	fs.Visit(func(fl *flag.Flag) {
-		if fl.Name == "nats" {
-			from = "--nats is given"
-		}
-	})
-	return fmt.Errorf("%w: --nats-auth sets up the users of the embedded NATS server, but %s, so none is embedded and it would do nothing: "+
-		"drop --nats-auth and put the admin user in the URL (nats://admin:<password>@host:port; an external NATS has its own users, see deploy/nats/README.md), "+
-		"or drop the URL to embed a server", errUsage, from)
 }
 
 // node is one running jetway process and what it owns.
 type node struct {
 	role role
-	f    *nodeFlags
+	cfg  *nodeConfig
 	log  *slog.Logger
 
+	natsURL  string     // where this process's parts connect
+	ctl      *nats.Conn // the registry's connection (serve: as the admin user)
 	conns    []*nats.Conn
 	creds    bus.Credentials // serve --nats-auth: the role passwords
 	beatDone chan struct{}
-	tracing  *sdktrace.TracerProvider // nil: tracing off
 	tracker  *bus.Tracker
 	id       string
 	metrics  *otel.Metrics
@@ -214,6 +60,13 @@ type node struct {
 	watcher   *registry.Watcher
 	edge      *edge.Edge
 	worker    *workers.Worker
+
+	edgeSrv, adminSrv *http.Server
+	edgeURL           string     // where the edge listens, for the demo's hint
+	errc              chan error // a listener's Serve returned
+	// undo holds what the start steps started, undone in reverse order
+	// when run returns.
+	undo []func()
 }
 
 func (n *node) connect(ctx context.Context, url, name, user string) (*nats.Conn, error) {
@@ -240,63 +93,106 @@ func (n *node) connect(ctx context.Context, url, name, user string) (*nats.Conn,
 	return nc, nil
 }
 
+// onExit registers f to run when run returns, before what was registered
+// earlier.
+func (n *node) onExit(f func()) { n.undo = append(n.undo, f) }
+
+// run starts the node's parts in order, each step skipping what its role
+// does not run, then waits for a signal or a failed listener and shuts
+// down. The config was checked before: a step fails only on what cannot be
+// known beforehand (a taken port, an unreachable NATS).
 func (n *node) run(ctx context.Context) error {
-	f := n.f
 	defer func() {
+		for i := len(n.undo) - 1; i >= 0; i-- {
+			n.undo[i]()
+		}
+	}()
+	n.onExit(func() {
 		for _, nc := range n.conns {
 			nc.Close()
 		}
-	}()
-
-	natsURL := f.natsURL
-	if n.role == roleServe && natsURL == "" {
-		cfg := bus.EmbeddedConfig{Listen: f.natsListen, DataDir: f.dataDir}
-		if f.natsAuth {
-			path := filepath.Join(f.dataDir, "nats-credentials.json")
-			creds, err := bus.LoadOrCreateCredentials(path)
-			if err != nil {
-				return err
-			}
-			cfg.Credentials, n.creds = creds, creds
-			n.log.Info("nats authentication on: users admin, edge and worker; passwords in "+path, "file", path)
+	})
+	for _, start := range []func(context.Context) error{
+		n.startNATS,
+		n.startTracing,
+		n.connectRegistry,
+		n.startEdge,
+		n.startWorker,
+		n.watchRegistry,
+		n.heartbeat,
+		n.listenEdge,
+		n.listenAdmin,
+		n.startDemo,
+	} {
+		if err := start(ctx); err != nil {
+			return err
 		}
-		ns, err := bus.StartEmbedded(cfg)
+	}
+	return n.wait(ctx)
+}
+
+// startNATS starts serve's embedded NATS server, unless a NATS URL is
+// given; with --nats-auth it first loads or makes the role passwords.
+func (n *node) startNATS(context.Context) error {
+	n.natsURL = n.cfg.natsURL
+	if n.role != roleServe || n.natsURL != "" {
+		return nil
+	}
+	cfg := bus.EmbeddedConfig{Listen: n.cfg.natsListen, DataDir: n.cfg.dataDir}
+	if n.cfg.natsAuth {
+		path := filepath.Join(n.cfg.dataDir, "nats-credentials.json")
+		creds, err := bus.LoadOrCreateCredentials(path)
 		if err != nil {
 			return err
 		}
-		defer func() {
-			ns.Shutdown()
-			ns.WaitForShutdown()
-		}()
-		natsURL = ns.ClientURL()
-		if f.inProcess {
-			n.inproc = ns
-		}
-		n.log.Info("embedded nats started", "url", natsURL, "data", filepath.Join(f.dataDir, "nats"))
+		cfg.Credentials, n.creds = creds, creds
+		n.log.Info("nats authentication on: users admin, edge and worker; passwords in "+path, "file", path)
 	}
-
-	tp, err := otel.SetupTracing(ctx, "jetway-"+string(n.role), n.log)
+	ns, err := bus.StartEmbedded(cfg)
 	if err != nil {
 		return err
 	}
-	if tp != nil {
-		n.tracing = tp
-		n.log.Info("tracing on: exporting spans over OTLP")
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = tp.Shutdown(sctx) // flush what is queued, within 5 s
-		}()
+	n.onExit(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	n.natsURL = ns.ClientURL()
+	if n.cfg.inProcess {
+		n.inproc = ns
 	}
+	n.log.Info("embedded nats started", "url", n.natsURL, "data", filepath.Join(n.cfg.dataDir, "nats"))
+	return nil
+}
 
-	ctl, err := n.connect(ctx, natsURL, "jetway-"+string(n.role)+"-registry", bus.UserAdmin)
+// startTracing announces the tracer provider the config built, and flushes
+// it at exit (within 5 s), before the embedded NATS stops.
+func (n *node) startTracing(context.Context) error {
+	tp := n.cfg.tracing
+	if tp == nil {
+		return nil
+	}
+	n.log.Info("tracing on: exporting spans over OTLP")
+	n.onExit(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(sctx)
+	})
+	return nil
+}
+
+// connectRegistry connects the registry's connection and sets up the
+// watcher of the registry (it runs in watchRegistry, once every part has
+// subscribed to its changes).
+func (n *node) connectRegistry(ctx context.Context) error {
+	ctl, err := n.connect(ctx, n.natsURL, "jetway-"+string(n.role)+"-registry", bus.UserAdmin)
 	if err != nil {
 		return err
 	}
+	n.ctl = ctl
 	wopts := registry.WatcherOptions{
 		Conn:         ctl,
-		SnapshotFile: filepath.Join(f.dataDir, "registry-"+string(n.role)+".json"),
-		Bucket:       registry.BucketOptions{Replicas: f.replicas},
+		SnapshotFile: filepath.Join(n.cfg.dataDir, "registry-"+string(n.role)+".json"),
+		Bucket:       registry.BucketOptions{Replicas: n.cfg.replicas},
 		Logger:       n.log,
 	}
 	if n.role == roleWorker {
@@ -305,96 +201,123 @@ func (n *node) run(ctx context.Context) error {
 		wopts.Buckets = []string{registry.BucketAPIs, registry.BucketFlags}
 	}
 	n.watcher = registry.NewWatcher(wopts)
+	return nil
+}
 
-	if n.role != roleWorker {
-		nc, err := n.connect(ctx, natsURL, "jetway-edge", bus.UserEdge)
-		if err != nil {
-			return err
-		}
-		n.metrics = otel.NewMetrics(n.id, string(n.role))
-		eo := edge.Options{Conn: nc, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics}
-		if eo.TrustedProxies, err = registry.ParsePrefixes(f.trustedProxies); err != nil {
-			return fmt.Errorf("%w: --trusted-proxies: %v", errUsage, err)
-		}
-		allow, err := registry.ParsePrefixes(f.ipAllow)
-		if err != nil {
-			return fmt.Errorf("%w: --ip-allow: %v", errUsage, err)
-		}
-		deny, err := registry.ParsePrefixes(f.ipDeny)
-		if err != nil {
-			return fmt.Errorf("%w: --ip-deny: %v", errUsage, err)
-		}
-		eo.IPRules = &edge.IPRules{Allow: allow, Deny: deny}
-		eo.Nonces = registry.NewNonceStore(ctl, registry.BucketOptions{Replicas: f.replicas})
-		if n.role == roleServe {
-			// serve is the admin node: it creates every bucket up front, as
-			// edges and workers on an authenticated NATS may not.
-			octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			_, err := registry.NewClient(octx, ctl, registry.BucketOptions{Replicas: f.replicas})
-			cancel()
-			if err != nil {
-				n.log.Warn("creating registry buckets", "err", err)
-			}
-			// A deleted nonce bucket would leave signed APIs refused on
-			// every edge whose user may not create it: re-create it.
-			if err := registry.KeepNonces(ctx, ctl, registry.BucketOptions{Replicas: f.replicas}, func(err error) {
-				n.log.Warn("re-creating the nonce bucket", "err", err)
-			}); err != nil {
-				n.log.Warn("watching the nonce bucket", "err", err)
-			}
-		}
-		if n.tracing != nil {
-			eo.Tracing = n.tracing
-		}
-		if f.accessLog {
-			eo.AccessLog = n.log.With("log", "access")
-		}
-		if n.edge, err = edge.New(eo); err != nil {
-			return err
-		}
-		stopMetrics := make(chan struct{})
-		defer close(stopMetrics)
-		pub := nc // an edge's user may publish only edge metrics: serve's go as the admin
-		if n.role == roleServe {
-			pub = ctl
-		}
-		go n.metrics.Run(stopMetrics, func(rs []otel.Record) {
-			if b, err := json.Marshal(rs); err == nil {
-				_ = pub.Publish(otel.MetricsSubjectPrefix+string(n.role)+"."+n.id, b)
-			}
-		})
-		// jetway metric asks every edge for an API's recent records.
-		if _, err := nc.Subscribe(otel.MetricsQuerySubject, func(m *nats.Msg) {
-			if b := n.metrics.AnswerQuery(m.Data, time.Now()); b != nil && m.Reply != "" {
-				_ = m.Respond(b)
-			}
-		}); err != nil {
-			return fmt.Errorf("answering metric queries: %w", err)
-		}
-		n.watcher.OnChange(n.edge.Apply)
-		go func() { _ = n.edge.Run(ctx) }()
+// startEdge builds the edge of serve and edge, with its metrics, and
+// has it follow the registry.
+func (n *node) startEdge(ctx context.Context) error {
+	if n.role == roleWorker {
+		return nil
 	}
-	if n.role != roleEdge {
-		nc, err := n.connect(ctx, natsURL, "jetway-worker", bus.UserWorker)
-		if err != nil {
-			return err
-		}
-		wo := workers.Options{Conn: nc, Pools: f.pools, Logger: n.log}
-		if n.tracing != nil {
-			wo.Tracing = n.tracing
-		}
-		if n.worker, err = workers.New(wo); err != nil {
-			return err
-		}
-		n.watcher.OnChange(n.worker.Apply)
+	nc, err := n.connect(ctx, n.natsURL, "jetway-edge", bus.UserEdge)
+	if err != nil {
+		return err
 	}
+	f := n.cfg
+	n.metrics = otel.NewMetrics(n.id, string(n.role))
+	eo := edge.Options{Conn: nc, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics, TrustedProxies: f.trusted}
+	eo.IPRules = &edge.IPRules{Allow: f.allow, Deny: f.deny}
+	eo.Nonces = registry.NewNonceStore(n.ctl, registry.BucketOptions{Replicas: f.replicas})
+	if n.role == roleServe {
+		n.createBuckets(ctx)
+	}
+	if n.cfg.tracing != nil {
+		eo.Tracing = n.cfg.tracing
+	}
+	if f.accessLog {
+		eo.AccessLog = n.log.With("log", "access")
+	}
+	if n.edge, err = edge.New(eo); err != nil {
+		return err
+	}
+	if err := n.publishMetrics(nc); err != nil {
+		return err
+	}
+	n.watcher.OnChange(n.edge.Apply)
+	go func() { _ = n.edge.Run(ctx) }()
+	return nil
+}
+
+// createBuckets makes every registry bucket up front: serve is the admin
+// node, and edges and workers on an authenticated NATS may not create them.
+func (n *node) createBuckets(ctx context.Context) {
+	bo := registry.BucketOptions{Replicas: n.cfg.replicas}
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := registry.NewClient(octx, n.ctl, bo)
+	cancel()
+	if err != nil {
+		n.log.Warn("creating registry buckets", "err", err)
+	}
+	// A deleted nonce bucket would leave signed APIs refused on
+	// every edge whose user may not create it: re-create it.
+	if err := registry.KeepNonces(ctx, n.ctl, bo, func(err error) {
+		n.log.Warn("re-creating the nonce bucket", "err", err)
+	}); err != nil {
+		n.log.Warn("watching the nonce bucket", "err", err)
+	}
+}
+
+// publishMetrics sends the edge's per-second records to the cluster and
+// answers jetway metric's queries, until exit.
+func (n *node) publishMetrics(nc *nats.Conn) error {
+	stopMetrics := make(chan struct{})
+	n.onExit(func() { close(stopMetrics) })
+	pub := nc // an edge's user may publish only edge metrics: serve's go as the admin
+	if n.role == roleServe {
+		pub = n.ctl
+	}
+	go n.metrics.Run(stopMetrics, func(rs []otel.Record) {
+		if b, err := json.Marshal(rs); err == nil {
+			_ = pub.Publish(otel.MetricsSubjectPrefix+string(n.role)+"."+n.id, b)
+		}
+	})
+	// jetway metric asks every edge for an API's recent records.
+	if _, err := nc.Subscribe(otel.MetricsQuerySubject, func(m *nats.Msg) {
+		if b := n.metrics.AnswerQuery(m.Data, time.Now()); b != nil && m.Reply != "" {
+			_ = m.Respond(b)
+		}
+	}); err != nil {
+		return fmt.Errorf("answering metric queries: %w", err)
+	}
+	return nil
+}
+
+// startWorker builds the workers of serve (every pool) and worker (its
+// pools), following the registry.
+func (n *node) startWorker(ctx context.Context) error {
+	if n.role == roleEdge {
+		return nil
+	}
+	nc, err := n.connect(ctx, n.natsURL, "jetway-worker", bus.UserWorker)
+	if err != nil {
+		return err
+	}
+	wo := workers.Options{Conn: nc, Pools: n.cfg.pools, Logger: n.log}
+	if n.cfg.tracing != nil {
+		wo.Tracing = n.cfg.tracing
+	}
+	if n.worker, err = workers.New(wo); err != nil {
+		return err
+	}
+	n.watcher.OnChange(n.worker.Apply)
+	return nil
+}
+
+// watchRegistry runs the registry watch. It ends at shutdown, before the
+// connections are drained, or at exit.
+func (n *node) watchRegistry(context.Context) error {
 	wctx, stopWatch := context.WithCancel(context.Background())
-	defer stopWatch()
+	n.onExit(stopWatch)
 	n.stopWatch = stopWatch
 	go func() { _ = n.watcher.Run(wctx) }()
+	return nil
+}
 
-	// Heartbeats: this node's, and the live set of all nodes for /nodes.
-	beater, err := bus.NewHeartbeat(ctl, bus.Heartbeat{ID: n.id, Role: string(n.role), Pools: f.pools, Version: version, Admin: f.admin},
+// heartbeat sends this node's heartbeats, tracks the live set of all nodes
+// for /nodes, and (with an edge) evaluates the alert rules.
+func (n *node) heartbeat(ctx context.Context) error {
+	beater, err := bus.NewHeartbeat(n.ctl, bus.Heartbeat{ID: n.id, Role: string(n.role), Pools: n.cfg.pools, Version: version, Admin: n.cfg.admin},
 		bus.DefaultHeartbeatPeriod, func() (int64, int) {
 			var inflight int64
 			if n.worker != nil {
@@ -410,86 +333,109 @@ func (n *node) run(ctx context.Context) error {
 	}
 	n.beatDone = make(chan struct{})
 	go func() { defer close(n.beatDone); _ = beater.Run(ctx) }()
-	n.tracker = bus.NewTracker(ctl, bus.DefaultHeartbeatPeriod)
+	n.tracker = bus.NewTracker(n.ctl, bus.DefaultHeartbeatPeriod)
 	if err := n.tracker.Start(); err != nil {
 		return err
 	}
-	defer n.tracker.Stop()
+	n.onExit(n.tracker.Stop)
 	if n.edge != nil {
 		go func() {
-			if err := n.runAlerts(ctx, ctl); err != nil {
+			if err := n.runAlerts(ctx, n.ctl); err != nil {
 				n.log.Error("alerts not evaluated", "err", err)
 			}
 		}()
 	}
+	return nil
+}
 
-	var edgeSrv, adminSrv *http.Server
-	edgeURL := "http://127.0.0.1:8080" // where the edge listens, for the demo's hint
-	errc := make(chan error, 2)
-	if n.edge != nil {
-		edgeSrv = &http.Server{
-			Handler:           n.edge,
-			ReadHeaderTimeout: f.readHeaderTimeout,
-			ReadTimeout:       f.readTimeout,
-			IdleTimeout:       f.idleTimeout,
-			MaxHeaderBytes:    f.maxHeaderBytes,
-			ConnContext:       edge.ConnContext,
-			// Every request reaches the edge (Go would answer "OPTIONS *"
-			// itself), so its count matches the framing guard's.
-			DisableGeneralOptionsHandler: true,
-			ErrorLog:                     slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
-		}
-		ln, err := net.Listen("tcp", f.listen)
-		if err != nil {
-			return fmt.Errorf("edge listener: %w", err)
-		}
-		ln = edge.GuardFraming(edge.LimitListener(ln, f.maxConns), f.maxHeaderBytes)
-		n.log.Info("edge listening", "addr", ln.Addr().String())
-		edgeURL = "http://" + localAddr(ln.Addr())
-		go func() { errc <- edgeSrv.Serve(ln) }()
+// listenEdge serves the edge on --listen.
+func (n *node) listenEdge(context.Context) error {
+	n.edgeURL = "http://127.0.0.1:8080"
+	if n.edge == nil {
+		return nil
 	}
-	if f.admin != "" {
-		var h http.Handler = n.adminHandler()
-		if f.adminToken != "" {
-			h = requireToken(f.adminToken, h)
-		}
-		adminSrv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-		ln, err := net.Listen("tcp", f.admin)
-		if err != nil {
-			return fmt.Errorf("admin listener: %w", err)
-		}
-		n.log.Info("admin listening", "addr", ln.Addr().String())
-		go func() { errc <- adminSrv.Serve(ln) }()
+	f := n.cfg
+	n.edgeSrv = &http.Server{
+		Handler:           n.edge,
+		ReadHeaderTimeout: f.readHeaderTimeout,
+		ReadTimeout:       f.readTimeout,
+		IdleTimeout:       f.idleTimeout,
+		MaxHeaderBytes:    f.maxHeaderBytes,
+		ConnContext:       edge.ConnContext,
+		// Every request reaches the edge (Go would answer "OPTIONS *"
+		// itself), so its count matches the framing guard's.
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}
-	if f.demo {
-		stopDemo, err := startDemo(ctx, ctl, n.watcher, n.log, edgeURL)
-		if err != nil {
-			return err
-		}
-		defer stopDemo()
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("edge listener: %w", err)
 	}
+	ln = edge.GuardFraming(edge.LimitListener(ln, f.maxConns), f.maxHeaderBytes)
+	n.log.Info("edge listening", "addr", ln.Addr().String())
+	n.edgeURL = "http://" + localAddr(ln.Addr())
+	srv := n.edgeSrv
+	go func() { n.errc <- srv.Serve(ln) }()
+	return nil
+}
 
+// listenAdmin serves the admin listener on --admin, unless it is empty.
+func (n *node) listenAdmin(context.Context) error {
+	f := n.cfg
+	if f.admin == "" {
+		return nil
+	}
+	var h http.Handler = n.adminHandler()
+	if f.adminToken != "" {
+		h = requireToken(f.adminToken, h)
+	}
+	n.adminSrv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", f.admin)
+	if err != nil {
+		return fmt.Errorf("admin listener: %w", err)
+	}
+	n.log.Info("admin listening", "addr", ln.Addr().String())
+	srv := n.adminSrv
+	go func() { n.errc <- srv.Serve(ln) }()
+	return nil
+}
+
+// startDemo starts serve --demo's backend and publishes its APIs.
+func (n *node) startDemo(ctx context.Context) error {
+	if !n.cfg.demo {
+		return nil
+	}
+	stopDemo, err := startDemo(ctx, n.ctl, n.watcher, n.log, n.edgeURL)
+	if err != nil {
+		return err
+	}
+	n.onExit(stopDemo)
+	return nil
+}
+
+// wait blocks until a signal or a listener fails, then shuts down.
+func (n *node) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
-	case err := <-errc:
+	case err := <-n.errc:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 	}
-	return n.shutdown(edgeSrv, adminSrv)
+	return n.shutdown()
 }
 
 // shutdown drains in order: the edge stops accepting and lets its calls
 // finish, then workers drain their subscriptions and finish theirs, then the
 // connections are drained.
-func (n *node) shutdown(edgeSrv, adminSrv *http.Server) error {
+func (n *node) shutdown() error {
 	n.draining.Store(true)
-	n.log.Info("shutting down", "drain_timeout", n.f.drain)
-	ctx, cancel := context.WithTimeout(context.Background(), n.f.drain)
+	n.log.Info("shutting down", "drain_timeout", n.cfg.drain)
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.drain)
 	defer cancel()
 	var errs []error
-	if edgeSrv != nil {
-		if err := edgeSrv.Shutdown(ctx); err != nil {
+	if n.edgeSrv != nil {
+		if err := n.edgeSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("draining edge: %w", err))
 		}
 	}
@@ -517,8 +463,8 @@ func (n *node) shutdown(edgeSrv, adminSrv *http.Server) error {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	if adminSrv != nil {
-		_ = adminSrv.Close()
+	if n.adminSrv != nil {
+		_ = n.adminSrv.Close()
 	}
 	n.log.Info("stopped")
 	return errors.Join(errs...)

@@ -1,0 +1,407 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/otel"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// A node's process config is read in full before anything starts: the
+// flags, the environment they default from (JETWAY_NATS_URL,
+// JETWAY_ADMIN_TOKEN) and the OTEL_* settings of tracing. Every problem is
+// collected, so that one try lists them all and a bad flag never shows up
+// only after NATS has started, a port was bound or a file was written.
+
+type role string
+
+const (
+	roleServe  role = "serve"
+	roleEdge   role = "edge"
+	roleWorker role = "worker"
+)
+
+var roleHelp = map[role]string{
+	roleServe: `Usage: jetway serve [flags]
+
+Runs everything in one process: an embedded nats-server with JetStream (data
+in --data), an edge on --listen, workers for every pool, and the admin
+listener. Other jetway processes and the nats CLI can join through
+--nats-listen. With --nats URL, an existing NATS is used instead of
+embedding one. With --demo, a demo backend starts and demo APIs are
+published, so that curl http://127.0.0.1:8080/v1/hello/world works at once.
+
+Flags:
+`,
+	roleEdge: `Usage: jetway edge --nats URL [flags]
+
+Runs an HTTP edge node: it routes requests from its copy of the registry and
+sends each as a NATS request to the API's worker pool. Run any number.
+
+Flags:
+`,
+	roleWorker: `Usage: jetway worker --nats URL --pool NAME [--pool NAME ...] [flags]
+
+Runs a worker for the given pools: it takes the requests of every API of
+those pools off NATS (queue group per pool) and calls their backends. Run
+more processes of a pool for more capacity.
+
+Flags:
+`,
+}
+
+// nodeFlags are a node's flags as given (or defaulted).
+type nodeFlags struct {
+	natsURL     string
+	natsListen  string
+	dataDir     string
+	listen      string
+	admin       string
+	pools       stringList
+	demo        bool
+	inProcess   bool
+	natsAuth    bool
+	pprof       bool
+	accessLog   bool
+	maxInFlight int64
+
+	adminToken        string
+	trustedProxies    stringList
+	ipAllow, ipDeny   stringList
+	maxConns          int
+	readHeaderTimeout time.Duration
+	readTimeout       time.Duration
+	idleTimeout       time.Duration
+	maxHeaderBytes    int
+	replicas          int
+	drain             time.Duration
+	logFormat         string
+	logLevel          string
+}
+
+// flags defines role r's flags on f. Their names, defaults and help texts
+// are a contract with scripts and docs: change none lightly.
+func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("jetway "+string(r), flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, roleHelp[r])
+		fs.PrintDefaults()
+	}
+	natsDefault := envOr("JETWAY_NATS_URL", bus.DefaultURL)
+	if r == roleServe {
+		natsDefault = os.Getenv("JETWAY_NATS_URL")
+		fs.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server (port 0 picks a free one)")
+		fs.BoolVar(&f.demo, "demo", false, "start a demo backend and publish demo APIs (demo.*)")
+		fs.BoolVar(&f.natsAuth, "nats-auth", false, "require NATS users on the embedded server: admin (registry writes), edge and worker, with least-privilege permissions; passwords in <data>/nats-credentials.json (other processes join with nats://edge:<password>@host:port)")
+		fs.BoolVar(&f.inProcess, "in-process", true, "connect this process's edge, workers and registry to the embedded NATS in memory instead of over TCP (about half the added latency)")
+		fs.StringVar(&f.natsURL, "nats", natsDefault, "use this NATS instead of embedding one (env JETWAY_NATS_URL)")
+	} else {
+		fs.StringVar(&f.natsURL, "nats", natsDefault, "NATS server URL(s), comma-separated (env JETWAY_NATS_URL)")
+	}
+	fs.StringVar(&f.dataDir, "data", "./jetway-data", "folder for JetStream data (serve) and the local registry snapshot")
+	if r != roleWorker {
+		fs.StringVar(&f.listen, "listen", ":8080", "edge HTTP address")
+		fs.Int64Var(&f.maxInFlight, "max-inflight", 10000, "requests the edge serves at once across all APIs; past it 503 OVERLOADED (0: no cap)")
+		fs.IntVar(&f.maxConns, "max-conns", 20000, "client connections the edge keeps open at once; past it new ones are closed (0: no cap)")
+		fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers (slow clients are cut off)")
+		fs.DurationVar(&f.readTimeout, "read-timeout", 60*time.Second, "time a client has to send a whole request, body included")
+		fs.DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection is kept")
+		fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted (431 past it)")
+		fs.Var(&f.trustedProxies, "trusted-proxies", "addresses or CIDRs of proxies in front of the edge whose X-Forwarded-For is believed (the client is the right-most untrusted entry); comma-separated or repeated")
+		fs.Var(&f.ipAllow, "ip-allow", "only these client addresses or CIDRs may call any API (403 otherwise); comma-separated or repeated")
+		fs.Var(&f.ipDeny, "ip-deny", "client addresses or CIDRs refused for every API (403); comma-separated or repeated")
+	}
+	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz, /metrics, /nodes, ...); empty disables it")
+	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "bearer token the admin listener requires (except /healthz and /readyz); required when --admin is not on loopback; 32 printable characters at least, 8 of them different: openssl rand -hex 32 (env JETWAY_ADMIN_TOKEN)")
+	if r == roleWorker {
+		fs.Var(&f.pools, "pool", "pool to serve; repeat or comma-separate for several (required)")
+	}
+	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the admin listener")
+	if r != roleWorker {
+		fs.BoolVar(&f.accessLog, "access-log", true, "log one line per call (at info level: --log-level warn also silences it)")
+	}
+	fs.IntVar(&f.replicas, "replicas", 1, "replicas of registry buckets this node creates (3 on a NATS cluster)")
+	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return fs
+}
+
+// nodeConfig is what a serve, edge or worker process runs with: its flags
+// and what is built from them before anything starts.
+type nodeConfig struct {
+	role role
+	nodeFlags
+	// natsFrom says where a NATS URL came from, for messages: "--nats is
+	// given" or "JETWAY_NATS_URL is set".
+	natsFrom string
+
+	trusted, allow, deny []netip.Prefix // parsed --trusted-proxies, --ip-allow, --ip-deny
+	log                  *slog.Logger
+	tracing              *sdktrace.TracerProvider // nil: tracing off
+}
+
+// problems is every problem of a node's config; it is a usage error (exit
+// 2), printed one problem a line.
+type problems []error
+
+func (p problems) Error() string {
+	lines := make([]string, len(p))
+	for i, err := range p {
+		lines[i] = strings.TrimPrefix(err.Error(), "usage: ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (p problems) Unwrap() []error      { return p }
+func (p problems) Is(target error) bool { return target == errUsage }
+
+// loadNodeConfig parses and checks role r's flags and environment and
+// builds the logger and the tracer provider. It starts nothing outside the
+// process: with any problem it returns them all (a problems) and leaves
+// no goroutine behind; with --help it prints the help and returns
+// flag.ErrHelp.
+func loadNodeConfig(r role, args []string, stderr io.Writer) (*nodeConfig, error) {
+	c := &nodeConfig{role: r}
+	fs := r.flags(&c.nodeFlags, stderr)
+	probs, complete, err := parseNodeArgs(fs, args, stderr)
+	if err != nil {
+		return nil, err
+	}
+	if !complete {
+		// The flags after an unknown one were not read: checking the
+		// others would report missing ones that may well be given.
+		return nil, probs
+	}
+	c.natsFrom = "JETWAY_NATS_URL is set"
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "nats" {
+			c.natsFrom = "--nats is given"
+		}
+	})
+	probs = append(probs, c.validate(stderr)...)
+
+	// Tracing reads the OTEL_* settings; it is built even when flags are
+	// bad, so that a wrong setting is listed with the rest.
+	log := c.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tp, err := otel.SetupTracing(context.Background(), "jetway-"+string(r), log)
+	if err != nil {
+		probs = append(probs, fmt.Errorf("%w: %v", errUsage, err))
+	}
+	if len(probs) > 0 {
+		if tp != nil {
+			_ = tp.Shutdown(context.Background())
+		}
+		return nil, probs
+	}
+	c.tracing = tp
+	return c, nil
+}
+
+// parseNodeArgs parses args into fs's flags. Unlike flag.Parse it goes on
+// after a bad value: each bad value and each stray argument is a problem of
+// its own. It stops at an unknown flag or a malformed one (---x), since
+// what follows it may be that flag's value as well as an argument. Parse
+// errors are not printed with the usage, as flag.Parse would: the problems
+// are listed once, together.
+// complete is false when it stopped before the end of args.
+func parseNodeArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (probs problems, complete bool, err error) {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	defer func() {
+		fs.Usage = usage
+		fs.SetOutput(stderr)
+	}()
+	for len(args) > 0 {
+		err := fs.Parse(args)
+		rest := fs.Args()
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			fs.SetOutput(stderr)
+			usage()
+			return nil, false, err
+		case err != nil:
+			probs = append(probs, fmt.Errorf("%w: %v", errUsage, err))
+			if msg := err.Error(); len(rest) == len(args) ||
+				strings.HasPrefix(msg, "flag provided but not defined") || strings.HasPrefix(msg, "bad flag syntax") {
+				return probs, false, nil
+			}
+		case len(rest) > 0:
+			if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+				for _, a := range rest { // after "--", everything is an argument
+					probs = append(probs, fmt.Errorf("%w: unexpected argument %q", errUsage, a))
+				}
+				return probs, true, nil
+			}
+			probs = append(probs, fmt.Errorf("%w: unexpected argument %q", errUsage, rest[0]))
+			rest = rest[1:]
+		}
+		args = rest
+	}
+	return probs, true, nil
+}
+
+// validate checks every flag against the others and the role, and builds
+// what is derived from them (the parsed address lists, the logger). It
+// reads the --data folder's kind but writes nothing.
+func (c *nodeConfig) validate(stderr io.Writer) problems {
+	var probs problems
+	add := func(err error) {
+		if err != nil {
+			probs = append(probs, err)
+		}
+	}
+	add(checkAdminToken(c.adminToken))
+	if c.admin != "" {
+		if err := checkAddr("--admin", c.admin); err != nil {
+			add(err)
+		} else {
+			add(checkAdminAddr(c.admin, c.adminToken))
+		}
+	}
+	add(c.checkNATSAuth())
+	if c.role == roleServe && c.natsURL == "" {
+		add(checkNATSListen(c.natsListen))
+	}
+	if c.role == roleWorker && len(c.pools) == 0 {
+		add(fmt.Errorf("%w: jetway worker needs at least one --pool", errUsage))
+	}
+	for _, p := range c.pools {
+		if err := bus.ValidName(p); err != nil {
+			add(fmt.Errorf("%w: --pool %q: %v", errUsage, p, err))
+		}
+	}
+	if fi, err := os.Stat(c.dataDir); err == nil && !fi.IsDir() {
+		add(fmt.Errorf("%w: --data %q is a file, not a folder", errUsage, c.dataDir))
+	}
+	if c.role != roleWorker {
+		if c.listen != "" {
+			add(checkAddr("--listen", c.listen))
+		}
+		var err error
+		if c.trusted, err = registry.ParsePrefixes(c.trustedProxies); err != nil {
+			add(fmt.Errorf("%w: --trusted-proxies: %v", errUsage, err))
+		}
+		if c.allow, err = registry.ParsePrefixes(c.ipAllow); err != nil {
+			add(fmt.Errorf("%w: --ip-allow: %v", errUsage, err))
+		}
+		if c.deny, err = registry.ParsePrefixes(c.ipDeny); err != nil {
+			add(fmt.Errorf("%w: --ip-deny: %v", errUsage, err))
+		}
+	}
+	// Negative numbers meant "no cap" or "no timeout" by accident only:
+	// the help texts promise 0 for that.
+	for _, n := range []struct {
+		flag string
+		v    int64
+	}{
+		{"--max-inflight", c.maxInFlight},
+		{"--max-conns", int64(c.maxConns)},
+		{"--max-header-bytes", int64(c.maxHeaderBytes)},
+	} {
+		if n.v < 0 {
+			add(fmt.Errorf("%w: %s %d: must not be negative", errUsage, n.flag, n.v))
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--read-header-timeout", c.readHeaderTimeout},
+		{"--read-timeout", c.readTimeout},
+		{"--idle-timeout", c.idleTimeout},
+		{"--drain-timeout", c.drain},
+	} {
+		if d.v < 0 {
+			add(fmt.Errorf("%w: %s %s: must not be negative", errUsage, d.flag, d.v))
+		}
+	}
+	// 0 has always meant 1 (registry.BucketOptions); JetStream keeps at
+	// most 5 copies of a stream.
+	if c.replicas < 0 || c.replicas > 5 {
+		add(fmt.Errorf("%w: --replicas %d: a NATS stream has 1 to 5 replicas", errUsage, c.replicas))
+	}
+	add(checkLogLevel(c.logLevel))
+	add(checkLogFormat(c.logFormat))
+	if log, err := newLogger(stderr, c.logFormat, c.logLevel); err == nil {
+		c.log = log.With("role", string(c.role))
+	}
+	return probs
+}
+
+// checkNATSAuth refuses serve --nats-auth with a NATS URL: the flag sets up
+// the users of the embedded server, and with --nats (or JETWAY_NATS_URL)
+// nothing is embedded, so it would silently do nothing while the operator
+// believes NATS is locked down.
+func (c *nodeConfig) checkNATSAuth() error {
+	if !c.natsAuth || c.natsURL == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: --nats-auth sets up the users of the embedded NATS server, but %s, so none is embedded and it would do nothing: "+
+		"drop --nats-auth and put the admin user in the URL (nats://admin:<password>@host:port; an external NATS has its own users, see deploy/nats/README.md), "+
+		"or drop the URL to embed a server", errUsage, c.natsFrom)
+}
+
+// checkAddr checks a listen address's form (host:port, the port a number
+// or a service name), as net.Listen would only after NATS has started.
+func checkAddr(flagName, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			err = errors.New(ae.Err)
+		}
+		return fmt.Errorf("%w: %s %q: %v (use host:port, e.g. 127.0.0.1:8080 or :8080)", errUsage, flagName, addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%w: %s %q: %q is not a port (0 to 65535)", errUsage, flagName, addr, port)
+	}
+	return nil
+}
+
+// checkNATSListen checks --nats-listen as the embedded server reads it: a
+// numeric port.
+func checkNATSListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return checkAddr("--nats-listen", addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("%w: --nats-listen %q: %q is not a port (0 to 65535)", errUsage, addr, port)
+	}
+	return nil
+}
+
+func checkLogLevel(level string) error {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return fmt.Errorf("%w: --log-level %q: use debug, info, warn or error", errUsage, level)
+	}
+	return nil
+}
+
+func checkLogFormat(format string) error {
+	if format != "text" && format != "json" {
+		return fmt.Errorf("%w: --log-format %q: use text or json", errUsage, format)
+	}
+	return nil
+}
