@@ -83,7 +83,7 @@ func (n *node) connect(ctx context.Context, url, name, user string) (*nats.Conn,
 	}
 	var pools []string
 	if user == bus.UserWorker {
-		pools = n.f.pools // its pool set's inbox (bus.InboxPrefix)
+		pools = n.cfg.pools // its pool set's inbox (bus.InboxPrefix)
 	}
 	nc, err := bus.Connect(ctx, url, bus.ConnectOptions{Name: name, Wait: true, Logger: n.log, Extra: extra, Role: user, Pools: pools})
 	if err != nil {
