@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
 )
@@ -44,37 +43,10 @@ func newFlaky(t *testing.T) *flaky {
 	return f
 }
 
-func breakerEvents(t *testing.T, g *gateway, api string) <-chan workers.BreakerEvent {
-	ch := make(chan workers.BreakerEvent, 16)
-	sub, err := g.Conn.Subscribe(workers.BreakerSubjectPrefix+"*."+api, func(m *nats.Msg) {
-		var ev workers.BreakerEvent
-		if json.Unmarshal(m.Data, &ev) == nil {
-			ch <- ev
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sub.Unsubscribe() })
-	g.Conn.Flush()
-	return ch
-}
-
-func nextEvent(t *testing.T, ch <-chan workers.BreakerEvent) workers.BreakerEvent {
-	t.Helper()
-	select {
-	case ev := <-ch:
-		return ev
-	case <-time.After(3 * time.Second):
-		t.Fatal("no breaker event")
-		return workers.BreakerEvent{}
-	}
-}
-
 func TestBreakerOpensAndProbesBack(t *testing.T) {
 	be := newFlaky(t)
 	g := newGateway(t)
-	events := breakerEvents(t, g, "br")
+	events := g.BreakerEvents("br")
 	g.Publish(`{"name":"br","pool":"p","route":{"path":"/br"},"backend":{"type":"http","url":"` + be.URL + `"},
 		"breaker":{"consecutive_failures":3,"open_for":"300ms","half_open_probes":1,"slow_start":"-1s"}}`)
 	be.failing.Store(true)
@@ -83,7 +55,7 @@ func TestBreakerOpensAndProbesBack(t *testing.T) {
 			t.Fatalf("call %d: %d %q (a backend's own error passes through)", i, r.Status, r.Body)
 		}
 	}
-	ev := nextEvent(t, events)
+	ev := jetwaytest.NextBreakerEvent(t, events)
 	if ev.To != "open" || ev.From != "closed" || !strings.Contains(ev.Reason, "3 consecutive failures") {
 		t.Fatalf("open event %+v", ev)
 	}
@@ -101,7 +73,7 @@ func TestBreakerOpensAndProbesBack(t *testing.T) {
 		}
 		return nil
 	})
-	if ev := nextEvent(t, events); ev.To != "closed" {
+	if ev := jetwaytest.NextBreakerEvent(t, events); ev.To != "closed" {
 		t.Fatalf("close event %+v", ev)
 	}
 }
@@ -122,7 +94,7 @@ func TestBreakerSharedAcrossPool(t *testing.T) {
 	// Fail until one worker's breaker opens, then recover at once: the
 	// other worker has seen at most one failure of its own, too few to
 	// trip, so if it is open too, it learned that from the pool.
-	events := breakerEvents(t, g, "sh")
+	events := g.BreakerEvents("sh")
 	be.failing.Store(true)
 	natstest.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
 		g.Do("GET", "/sh", nil)

@@ -6,7 +6,6 @@ package workers_test
 // httptest backends.
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,8 +16,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
@@ -197,36 +194,6 @@ func TestRetryBudgetBoundsAStorm(t *testing.T) {
 	}
 }
 
-// breakerEvents follows the breaker changes the pool's workers publish.
-func breakerEvents(t *testing.T, g *jetwaytest.Gateway, api string) <-chan workers.BreakerEvent {
-	ch := make(chan workers.BreakerEvent, 64)
-	sub, err := g.Conn.Subscribe(workers.BreakerSubjectPrefix+"*."+api, func(m *nats.Msg) {
-		var ev workers.BreakerEvent
-		if json.Unmarshal(m.Data, &ev) == nil {
-			ch <- ev
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := g.Conn.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return ch
-}
-
-func nextEvent(t *testing.T, ch <-chan workers.BreakerEvent) workers.BreakerEvent {
-	t.Helper()
-	select {
-	case ev := <-ch:
-		return ev
-	case <-time.After(3 * time.Second):
-		t.Fatal("no breaker event")
-		return workers.BreakerEvent{}
-	}
-}
-
 func waitBreaker(t *testing.T, w *workers.Worker, api, state string) {
 	t.Helper()
 	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
@@ -245,7 +212,7 @@ func waitBreaker(t *testing.T, w *workers.Worker, api, state string) {
 func TestBreakerOpenHalfOpenClose(t *testing.T) {
 	be := newBackend(t, "ok")
 	g := jetwaytest.Start(t)
-	events := breakerEvents(t, g, "bk")
+	events := g.BreakerEvents("bk")
 	g.Publish(httpAPI("bk", "/bk", be, `,"breaker":{"consecutive_failures":2,"open_for":"100ms","max_open_for":"300ms",
 		"half_open_probes":2,"slow_start":"-1s"}`))
 	if st, ok := g.Worker.BreakerState("bk"); !ok || st != "closed" {
@@ -257,7 +224,7 @@ func TestBreakerOpenHalfOpenClose(t *testing.T) {
 			t.Fatalf("call %d: %d %q (a backend's own error passes through)", i, r.Status, r.Body)
 		}
 	}
-	ev := nextEvent(t, events)
+	ev := jetwaytest.NextBreakerEvent(t, events)
 	if ev.From != "closed" || ev.To != "open" || ev.API != "bk" || ev.OpenFor != "100ms" ||
 		!strings.Contains(ev.Reason, "2 consecutive failures") || !strings.Contains(ev.Backend, be.URL) {
 		t.Fatalf("open event %+v", ev)
@@ -274,7 +241,7 @@ func TestBreakerOpenHalfOpenClose(t *testing.T) {
 		if r := g.Do("GET", "/bk", nil); r.Status != 500 {
 			t.Fatalf("failing probe: %d %s", r.Status, r.Body)
 		}
-		if ev := nextEvent(t, events); ev.From != "half-open" || ev.To != "open" || ev.OpenFor != openFor || ev.Reason != "probe failed" {
+		if ev := jetwaytest.NextBreakerEvent(t, events); ev.From != "half-open" || ev.To != "open" || ev.OpenFor != openFor || ev.Reason != "probe failed" {
 			t.Fatalf("reopen event %+v, want open for %s", ev, openFor)
 		}
 	}
@@ -309,7 +276,7 @@ func TestBreakerOpenHalfOpenClose(t *testing.T) {
 			t.Fatalf("probe %d: %d %s", i, r.Status, r.Body)
 		}
 	}
-	if ev := nextEvent(t, events); ev.From != "half-open" || ev.To != "closed" || ev.Reason != "2 of 2 probes succeeded" {
+	if ev := jetwaytest.NextBreakerEvent(t, events); ev.From != "half-open" || ev.To != "closed" || ev.Reason != "2 of 2 probes succeeded" {
 		t.Fatalf("close event %+v", ev)
 	}
 	if st, _ := g.Worker.BreakerState("bk"); st != "closed" {

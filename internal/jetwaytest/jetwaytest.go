@@ -336,3 +336,39 @@ func Do(t testing.TB, base, method, path string, body io.Reader, hdr ...string) 
 	}
 	return r
 }
+
+// BreakerEvents follows the breaker changes of an API, as every worker of
+// its pool hears them; NextBreakerEvent takes the next one.
+func (g *Gateway) BreakerEvents(api string) <-chan workers.BreakerEvent {
+	g.T.Helper()
+	ch := make(chan workers.BreakerEvent, 64)
+	sub, err := g.Conn.Subscribe(workers.BreakerSubjectPrefix+"*."+api, func(m *nats.Msg) {
+		var ev workers.BreakerEvent
+		if json.Unmarshal(m.Data, &ev) == nil {
+			select {
+			case ch <- ev:
+			default: // a test that stopped reading
+			}
+		}
+	})
+	if err != nil {
+		g.T.Fatal(err)
+	}
+	g.T.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := g.Conn.Flush(); err != nil {
+		g.T.Fatal(err)
+	}
+	return ch
+}
+
+// NextBreakerEvent is the next event of ch, within Wait.
+func NextBreakerEvent(t testing.TB, ch <-chan workers.BreakerEvent) workers.BreakerEvent {
+	t.Helper()
+	select {
+	case ev := <-ch:
+		return ev
+	case <-time.After(Wait):
+		t.Fatal("no breaker event")
+		return workers.BreakerEvent{}
+	}
+}
