@@ -250,11 +250,13 @@ func (w *Worker) retry(a *registry.API, g *governance) backend.Middleware {
 					attempt >= r.Attempts || !idempotent(req) || !budget.TryRetry(time.Now()) {
 					return resp, err
 				}
-				resp.Free()
 				pause := resilience.Backoff(attempt, base, maxBackoff, rand.Uint64())
 				if time.Until(deadline) < pause+floor {
-					return resp, err // the last outcome stands: no time to wait and try
+					// The last outcome stands: no time to wait and try. It
+					// goes back whole; the caller sends it, then frees it.
+					return resp, err
 				}
+				resp.Free() // the next attempt's outcome replaces it
 				t := time.NewTimer(pause)
 				select {
 				case <-t.C:

@@ -1,0 +1,58 @@
+package workers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetway-gw/jetway/backend"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// A retry that finds no time left for another attempt returns the last
+// outcome, and that response must still be whole: the caller sends its body
+// and then releases it. Released here first, an HTTP backend's body would be
+// a pooled fasthttp buffer another call may be filling (its bytes sent to
+// the wrong caller), and the caller's own release would put the same
+// fasthttp.Response in the pool twice.
+func TestRetryOutOfTimeReturnsAnUnreleasedResponse(t *testing.T) {
+	a, err := registry.ParseAPI("rr", []byte(`{"name":"rr","pool":"p","route":{"path":"/x"},
+		"backend":{"type":"http","url":"http://127.0.0.1:1/"},"timeout":"2s",
+		"retry":{"attempts":3,"on":["5xx"],"min_attempt":"200ms","backoff":"1ms","max_backoff":"2ms"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{log: slog.Default()}
+	mw := w.retry(a, &governance{})
+	if mw == nil {
+		t.Fatal("no retry middleware")
+	}
+	var released, calls atomic.Int64
+	next := func(ctx context.Context, _ *backend.Request) (*backend.Response, error) {
+		calls.Add(1)
+		// Answer 500 when less than min_attempt is left: no next attempt fits.
+		dl, _ := ctx.Deadline()
+		time.Sleep(time.Until(dl) - 100*time.Millisecond)
+		return &backend.Response{Status: http.StatusInternalServerError, Header: http.Header{},
+			Body: []byte("failed"), Release: func() { released.Add(1) }}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	resp, err := mw(next)(ctx, &backend.Request{API: a, Method: http.MethodGet, Header: http.Header{}})
+	if err != nil || resp == nil || resp.Status != http.StatusInternalServerError {
+		t.Fatalf("got %+v, %v; want the 500 of the only attempt", resp, err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d attempts, want 1 (no time for a second)", n)
+	}
+	if n := released.Load(); n != 0 {
+		t.Fatalf("the response returned to the caller was released %d times already", n)
+	}
+	resp.Free()
+	if n := released.Load(); n != 1 {
+		t.Fatalf("released %d times in all, want once", n)
+	}
+}
