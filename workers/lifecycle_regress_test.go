@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetway-gw/jetway/backend"
+	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -54,5 +55,27 @@ func TestRetryOutOfTimeReturnsAnUnreleasedResponse(t *testing.T) {
 	resp.Free()
 	if n := released.Load(); n != 1 {
 		t.Fatalf("released %d times in all, want once", n)
+	}
+}
+
+// An instance built for an API whose subscription then fails is closed:
+// nothing else would ever retire it (the API is not in the worker's subs),
+// and an adapter that opens connections at Build would leak them.
+func TestInstanceOfAFailedSubscriptionIsClosed(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	w, err := New(Options{Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := &countingAdapter{t: t, release: make(chan struct{}), entered: make(chan struct{}, 1), closed: map[string]bool{}}
+	w.adapters[registry.BackendHTTP] = ad
+	nc.Close() // every subscription now fails
+	w.Apply(lifecycleSnapshot(t, "http://one/{x}", "5s"))
+	if got := w.Subscribed(); len(got) != 0 {
+		t.Fatalf("subscribed %v on a closed connection", got)
+	}
+	if builds, closed := ad.state(); len(builds) != 1 || !closed["http://one/{x}"] {
+		t.Fatalf("builds %q, closed %v: the instance of the unsubscribed api was left open", builds, closed)
 	}
 }
