@@ -124,7 +124,17 @@ func (w *Worker) breaker(a *registry.API, g *governance) backend.Middleware {
 				return nil, bus.Errorf(bus.CodeCircuitOpen, fmt.Sprintf("circuit open for the backend of api %s (%s); retry in %v", name, tk.Refusal, tk.RetryAfter.Round(time.Millisecond)))
 			}
 			start := time.Now()
+			done := false
+			defer func() {
+				if !done { // the backend panicked: a failure, or a probe stays out for ever
+					end := time.Now()
+					if tr, changed := br.Record(tk, end, end.Sub(start), true); changed {
+						w.publishBreaker(pool, name, label, tr, shared)
+					}
+				}
+			}()
 			resp, err := next(ctx, req)
+			done = true
 			end := time.Now()
 			failed := failure(resp, err) != ""
 			if tr, changed := br.Record(tk, end, end.Sub(start), failed); changed {

@@ -79,3 +79,52 @@ func TestInstanceOfAFailedSubscriptionIsClosed(t *testing.T) {
 		t.Fatalf("builds %q, closed %v: the instance of the unsubscribed api was left open", builds, closed)
 	}
 }
+
+// A backend that panics while the breaker is half-open still ends its
+// probe: counted as a failure, the circuit opens again and probes again
+// later. Left out, the probe stays out for ever and, once all of them have
+// panicked, the circuit refuses every call until the policy changes.
+func TestBreakerProbeEndsWhenTheBackendPanics(t *testing.T) {
+	s := natstest.RunServer(t)
+	w, err := New(Options{Conn: natstest.Connect(t, s)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := registry.ParseAPI("bp", []byte(`{"name":"bp","pool":"p","route":{"path":"/x"},
+		"backend":{"type":"http","url":"http://127.0.0.1:1/"},
+		"breaker":{"consecutive_failures":1,"open_for":"100ms","max_open_for":"200ms","half_open_probes":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := w.breaker(a, &governance{})
+	var panics atomic.Bool
+	b := mw(func(context.Context, *backend.Request) (*backend.Response, error) {
+		if panics.Load() {
+			panic("backend bug")
+		}
+		return &backend.Response{Status: http.StatusInternalServerError, Header: http.Header{}}, nil
+	})
+	call := func() (err error, panicked bool) {
+		defer func() {
+			if recover() != nil {
+				panicked = true
+			}
+		}()
+		_, err = b(context.Background(), &backend.Request{API: a, Method: http.MethodGet, Header: http.Header{}})
+		return err, false
+	}
+	call() // one failure opens the circuit
+	if err, _ := call(); err == nil {
+		t.Fatal("the circuit did not open")
+	}
+	time.Sleep(150 * time.Millisecond) // half-open: one probe
+	panics.Store(true)
+	if _, panicked := call(); !panicked {
+		t.Fatal("the probe did not reach the backend")
+	}
+	panics.Store(false)
+	time.Sleep(300 * time.Millisecond) // past the longest open period
+	if err, _ := call(); err != nil {
+		t.Fatalf("after a probe that panicked, the circuit refuses: %v", err)
+	}
+}
