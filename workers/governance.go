@@ -124,7 +124,17 @@ func (w *Worker) breaker(a *registry.API, g *governance) backend.Middleware {
 				return nil, bus.Errorf(bus.CodeCircuitOpen, fmt.Sprintf("circuit open for the backend of api %s (%s); retry in %v", name, tk.Refusal, tk.RetryAfter.Round(time.Millisecond)))
 			}
 			start := time.Now()
+			done := false
+			defer func() {
+				if !done { // the backend panicked: a failure, or a probe stays out for ever
+					end := time.Now()
+					if tr, changed := br.Record(tk, end, end.Sub(start), true); changed {
+						w.publishBreaker(pool, name, label, tr, shared)
+					}
+				}
+			}()
 			resp, err := next(ctx, req)
+			done = true
 			end := time.Now()
 			failed := failure(resp, err) != ""
 			if tr, changed := br.Record(tk, end, end.Sub(start), failed); changed {
@@ -250,11 +260,13 @@ func (w *Worker) retry(a *registry.API, g *governance) backend.Middleware {
 					attempt >= r.Attempts || !idempotent(req) || !budget.TryRetry(time.Now()) {
 					return resp, err
 				}
-				resp.Free()
 				pause := resilience.Backoff(attempt, base, maxBackoff, rand.Uint64())
 				if time.Until(deadline) < pause+floor {
-					return resp, err // the last outcome stands: no time to wait and try
+					// The last outcome stands: no time to wait and try. It
+					// goes back whole; the caller sends it, then frees it.
+					return resp, err
 				}
+				resp.Free() // the next attempt's outcome replaces it
 				t := time.NewTimer(pause)
 				select {
 				case <-t.C:

@@ -184,6 +184,7 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 		sub, err := w.o.Conn.QueueSubscribe(a.Subject(), bus.QueueGroup(a.Pool), func(m *nats.Msg) { w.dispatch(as, m) })
 		if err != nil {
 			w.log.Error("subscribing api", "api", key, "pool", a.Pool, "err", err)
+			as.gov.backend.retire() // no call will ever reach it
 			continue
 		}
 		as.sub = sub
