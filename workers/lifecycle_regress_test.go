@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/jetway-gw/jetway/backend"
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/registry"
 )
@@ -126,5 +129,46 @@ func TestBreakerProbeEndsWhenTheBackendPanics(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // past the longest open period
 	if err, _ := call(); err != nil {
 		t.Fatalf("after a probe that panicked, the circuit refuses: %v", err)
+	}
+}
+
+// releasePanics is an adapter whose responses panic when released, after
+// the reply has gone out.
+type releasePanics struct{}
+
+func (releasePanics) Build(*registry.Backend, backend.BuildOptions) (backend.Instance, error) {
+	return backend.Func(func(context.Context, *backend.Request) (*backend.Response, error) {
+		return &backend.Response{Status: 200, Body: []byte("ok"), Release: func() { panic("release bug") }}, nil
+	}), nil
+}
+
+// A panic after the reply was sent is logged, and no second (error) reply
+// follows the first.
+func TestPanicAfterTheReplySendsNoSecondReply(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	w, err := New(Options{Conn: natstest.Connect(t, s)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.adapters[registry.BackendHTTP] = releasePanics{}
+	w.Apply(lifecycleSnapshot(t, "http://one/{x}", "5s"))
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(bus.APISubject("p", "life"))
+	m.Reply = inbox
+	m.Header.Set(bus.HdrPath, "/a")
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	first, err := sub.NextMsg(5 * time.Second)
+	if err != nil || string(first.Data) != "ok" {
+		t.Fatalf("first reply %v %v", first, err)
+	}
+	if second, err := sub.NextMsg(300 * time.Millisecond); err == nil {
+		t.Fatalf("a second reply followed the first: %s %q", second.Header, second.Data)
 	}
 }

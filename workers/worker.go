@@ -287,24 +287,34 @@ func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
 }
 
 func (w *Worker) serve(as *apiSub, st *apiState, m *nats.Msg, deadline time.Time) {
-	req := decodeRequest(st.api, m)
+	var req *backend.Request
+	replied := false
 	defer func() {
 		as.inflight.Add(-1)
 		w.inflight.Add(-1)
 		if p := recover(); p != nil {
 			w.log.Error("panic serving request", "api", st.api.Key(), "panic", p)
-			w.replyError(m, req.RequestID, bus.CodeInternal, "internal error in worker")
+			if !replied { // a panic after the reply went out must not send a second one
+				id := ""
+				if req != nil {
+					id = req.RequestID
+				}
+				w.replyError(m, id, bus.CodeInternal, "internal error in worker")
+			}
 		}
 		st.held.release()
 	}()
+	req = decodeRequest(st.api, m)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	resp, err := st.backend(ctx, req)
 	if err != nil {
 		code, msg := errorCode(err)
+		replied = true
 		w.replyError(m, req.RequestID, code, msg)
 		return
 	}
+	replied = true
 	w.reply(m, resp)
 	if resp.Release != nil {
 		resp.Release()
