@@ -32,7 +32,7 @@ func (e *ConflictError) Error() string {
 	case e.Want == 0:
 		return fmt.Sprintf("conflict: %s exists already at revision %d (expected none); get it and retry", name, e.Current)
 	case e.Current == 0:
-		return fmt.Sprintf("conflict: %s does not exist, not at revision %d (never published, or deleted since); get it again and retry", name, e.Want)
+		return fmt.Sprintf("conflict: %s does not exist now, not at revision %d (never published, or deleted since); get it again and retry", name, e.Want)
 	}
 	return fmt.Sprintf("conflict: %s is at revision %d, not %d (changed by someone else); get it again and retry", name, e.Current, e.Want)
 }
