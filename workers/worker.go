@@ -166,15 +166,15 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 				w.log.Warn("draining subscription", "api", key, "err", err)
 			}
 			delete(w.subs, key)
-			go retireWhenDrained(as.sub, as.gov.backend)
+			go retireWhenDrained(as.sub, as.gov.backend.Value())
 		}
 	}
 	added := false
 	for key, a := range want {
 		if as, ok := w.subs[key]; ok {
-			old := as.gov.backend
+			old := as.gov.backend.Value()
 			as.state.Store(w.build(a, &as.gov))
-			if as.gov.backend != old {
+			if as.gov.backend.Value() != old {
 				old.retire() // closed when its calls in flight are done
 			}
 			continue
@@ -184,7 +184,7 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 		sub, err := w.o.Conn.QueueSubscribe(a.Subject(), bus.QueueGroup(a.Pool), func(m *nats.Msg) { w.dispatch(as, m) })
 		if err != nil {
 			w.log.Error("subscribing api", "api", key, "pool", a.Pool, "err", err)
-			as.gov.backend.retire() // no call will ever reach it
+			as.gov.backend.Value().retire() // no call will ever reach it
 			continue
 		}
 		as.sub = sub
@@ -207,7 +207,7 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 func (w *Worker) build(a *registry.API, gov *governance) *apiState {
 	h := w.instance(a, gov)
 	b := w.newStack(a, gov, h.call)
-	return &apiState{api: a, held: h, backend: b, limit: int64(a.Concurrency), timeout: a.TimeoutOrDefault(), breaker: gov.breaker}
+	return &apiState{api: a, held: h, backend: b, limit: int64(a.Concurrency), timeout: a.TimeoutOrDefault(), breaker: gov.breaker.Value()}
 }
 
 // newStack wraps an API's backend in its middlewares, outermost first, one
@@ -417,7 +417,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	helds := make([]*held, 0, len(w.subs))
 	for _, as := range w.subs {
 		subs = append(subs, as.sub)
-		helds = append(helds, as.gov.backend)
+		helds = append(helds, as.gov.backend.Value())
 		_ = as.sub.Drain()
 	}
 	w.subs = map[string]*apiSub{}
