@@ -68,9 +68,9 @@ type Edge struct {
 
 	// states is only touched by Apply (one goroutine at a time); requests
 	// reach their API's state through the route.
-	states    map[string]*apiState
-	appLimits map[string]appLimit     // by app id; only Apply touches it
-	jwts      map[string]*jwtVerifier // by API name, or "app:<id>"; only Apply touches it
+	states    resilience.KeptMap[string, *apiState]          // by API.Key
+	appLimits resilience.KeptMap[string, resilience.Limiter] // by app id
+	jwts      resilience.KeptMap[string, *jwtVerifier]       // by API name, or "app:<id>"
 	cluster   *cluster
 	tracer    trace.Tracer // nil: tracing off
 }
@@ -136,7 +136,7 @@ func New(o Options) (*Edge, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	e := &Edge{o: o, log: o.Logger, states: map[string]*apiState{}, appLimits: map[string]appLimit{}, cluster: newCluster(o.ClusterInterval), tracer: otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/edge")}
+	e := &Edge{o: o, log: o.Logger, cluster: newCluster(o.ClusterInterval), tracer: otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/edge")}
 	e.Apply(&registry.Snapshot{})
 	return e, nil
 }
@@ -149,21 +149,19 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	registry.SortByClaim(apis)
 	conflicts := registry.Conflicts(apis)
 	maxPayload := e.o.Conn.MaxPayload()
-	for id := range e.appLimits { // forget the limits of deleted apps
-		if s.Apps[id] == nil {
-			delete(e.appLimits, id)
-		}
-	}
-	jwts := map[string]*jwtVerifier{}
+	// What this snapshot does not ask for (a deleted API's or app's state)
+	// goes with the old routes.
+	e.states.Round()
+	e.appLimits.Round()
+	e.jwts.Round()
 	apps := e.newAppIndex(s.Apps, func(a *registry.App) *jwtVerifier {
-		return e.verifier(jwts, "app:"+a.ID, a.JWT, a.ID) // API names never hold ':'
+		return e.verifier("app:"+a.ID, a.JWT, a.ID) // API names never hold ':'
 	})
 	mux := chi.NewMux()
 	mux.NotFound(notFound)
 	mux.MethodNotAllowed(methodNotAllowed)
 	n := 0
 	auth := map[string]*AuthPolicy{}
-	states := make(map[string]*apiState, len(apis))
 	for _, a := range apis {
 		if other, ok := conflicts[a.Name]; ok {
 			e.log.Warn("route conflict; api not routed", "api", a.Name, "route", a.Route.String(), "held_by", other)
@@ -177,13 +175,13 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			maxBody: int64(a.MaxBody),
 			params:  strings.ContainsAny(a.Route.Path, "{*"),
 		}
-		st := e.state(states, rt.key)
+		st := e.state(rt.key)
 		rt.cache = st.lastGood(a.Fallback)
 		if a.Auth.Requires() {
 			rt.auth = &AuthPolicy{api: a, apps: apps}
 		}
 		if a.Auth.Has("jwt") && a.Auth.JWT != nil {
-			jwt := e.verifier(jwts, a.Name, a.Auth.JWT, "")
+			jwt := e.verifier(a.Name, a.Auth.JWT, "")
 			if rt.auth != nil {
 				rt.auth.jwt = jwt
 			}
@@ -208,7 +206,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			// production's governance.
 			sb := &route{api: sba, key: sba.Key(), subject: sba.Subject(),
 				timeout: sba.TimeoutOrDefault(), maxBody: rt.maxBody, params: rt.params}
-			sb.state = e.state(states, sb.key)
+			sb.state = e.state(sb.key)
 			sb.rules = e.compileRules(sb.state, sba)
 			rt.sandbox = sb
 		}
@@ -221,11 +219,9 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		}
 		n++
 	}
-	e.states = states // state of removed APIs goes with the old routes
-	e.jwts = jwts
 	shared := map[string]*limitRule{}
-	for _, st := range states {
-		for _, lr := range st.rules {
+	for st := range e.states.All() {
+		for lr := range st.rules.All() {
 			if lr.cluster != nil {
 				shared[lr.clusterID] = lr
 			}
@@ -241,59 +237,60 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 // clients with it, by the same keys, tokens and signed requests.
 func (e *Edge) AuthPolicy(api string) *AuthPolicy { return e.router.Load().auth[api] }
 
-// verifier returns the token checks of settings c, kept under key in next:
-// the verifier of the last snapshot while c and its JWKS are unchanged (its
-// cache and fetched keys survive unrelated registry changes), else a new
-// one. nil when the keys do not load: those tokens are refused (fail
-// closed) until they do. app, if set, is the app every valid token is.
-func (e *Edge) verifier(next map[string]*jwtVerifier, key string, c *registry.JWTAuth, app string) *jwtVerifier {
-	v := e.jwts[key]
-	if v == nil || !v.sameAs(c) {
-		var err error
-		if v, err = newJWTVerifier(c); err != nil {
-			e.log.Error("jwt keys not loaded; these tokens are refused", "for", key, "err", err)
-			return nil
+// jwtSettings is what a verifier is built from: the settings and, for a
+// jwks_file, the file's content (a URL's keys are refreshed by the
+// verifier itself).
+type jwtSettings struct {
+	Auth *registry.JWTAuth
+	File []byte
+}
+
+// verifier returns the token checks of settings c, kept under key while c
+// and its JWKS are unchanged (its cache and fetched keys survive unrelated
+// registry changes, and a jwks_url API is never left without keys until a
+// new fetch returns), else a new one. nil when the keys do not load: those
+// tokens are refused (fail closed) until they do. app, if set, is the app
+// every valid token is.
+func (e *Edge) verifier(key string, c *registry.JWTAuth, app string) *jwtVerifier {
+	file, ferr := readJWKS(c)
+	v, err := e.jwts.Get(key, resilience.Fingerprint(jwtSettings{c, file}), func() (*jwtVerifier, error) {
+		if ferr != nil { // never kept: a file that cannot be read matches nothing
+			return nil, ferr
 		}
-		v.app = app
+		v, err := newJWTVerifier(c, file)
+		if err == nil {
+			v.app = app
+		}
+		return v, err
+	})
+	if err != nil {
+		e.log.Error("jwt keys not loaded; these tokens are refused", "for", key, "err", err)
+		return nil
 	}
-	next[key] = v
 	return v
 }
 
-// state returns the kept state of an API tier (by API.Key), carrying it
-// into the new snapshot's states.
-func (e *Edge) state(states map[string]*apiState, key string) *apiState {
-	st := e.states[key]
-	if st == nil {
-		st = &apiState{}
-	}
-	states[key] = st
+// state returns the kept state of an API tier (by API.Key): kept for as
+// long as the tier exists, whatever its settings.
+func (e *Edge) state(key string) *apiState {
+	st, _ := e.states.Get(key, "", func() (*apiState, error) { return &apiState{}, nil })
 	return st
-}
-
-// appLimit is an app's limiter with the settings it was built from.
-type appLimit struct {
-	cfg registry.AppLimit
-	lim resilience.Limiter
 }
 
 // appLimiter returns the app's limiter, kept while its limit is unchanged
 // so that registry changes never reset its count.
 func (e *Edge) appLimiter(a *registry.App) resilience.Limiter {
 	if a.RateLimit == nil {
-		delete(e.appLimits, a.ID)
 		return nil
 	}
-	if al, ok := e.appLimits[a.ID]; ok && al.cfg == *a.RateLimit {
-		return al.lim
-	}
-	rule := registry.RateLimit{Limit: a.RateLimit.Limit, Window: a.RateLimit.Window}
-	lim, err := resilience.NewLimiter(rule.Rule())
+	lim, err := e.appLimits.Get(a.ID, resilience.Fingerprint(a.RateLimit), func() (resilience.Limiter, error) {
+		rule := registry.RateLimit{Limit: a.RateLimit.Limit, Window: a.RateLimit.Window}
+		return resilience.NewLimiter(rule.Rule())
+	})
 	if err != nil {
 		e.log.Warn("app rate limit not applied", "app", a.ID, "err", err)
 		return nil
 	}
-	e.appLimits[a.ID] = appLimit{cfg: *a.RateLimit, lim: lim}
 	return lim
 }
 

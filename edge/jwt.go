@@ -44,7 +44,6 @@ type jwtVerifier struct {
 	fetched  atomic.Int64 // Unix nanoseconds of the last fetch attempt
 	fetching atomic.Bool
 	lastJWKS []byte // the document keys came from; only the fetch touches it
-	cfg      string // the settings it was built from (sameAs)
 	app      string // for an app's own issuer: the app every valid token is
 }
 
@@ -55,9 +54,23 @@ const (
 	jwksTimeout    = 5 * time.Second
 )
 
-func newJWTVerifier(c *registry.JWTAuth) (*jwtVerifier, error) {
-	cfg, _ := json.Marshal(c)
-	v := &jwtVerifier{leeway: c.LeewayOrDefault(), now: time.Now, url: c.JWKSURL, cfg: string(cfg)}
+// readJWKS reads the key set of a jwks_file; nil for a jwks_url, whose
+// keys the verifier fetches itself.
+func readJWKS(c *registry.JWTAuth) ([]byte, error) {
+	if c.JWKSURL != "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(c.JWKSFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading jwks: %w", err)
+	}
+	return b, nil
+}
+
+// newJWTVerifier builds the checks of settings c; file is the content of
+// its jwks_file (readJWKS).
+func newJWTVerifier(c *registry.JWTAuth, file []byte) (*jwtVerifier, error) {
+	v := &jwtVerifier{leeway: c.LeewayOrDefault(), now: time.Now, url: c.JWKSURL}
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(c.Algorithms),
 		jwt.WithExpirationRequired(),
@@ -79,35 +92,13 @@ func newJWTVerifier(c *registry.JWTAuth) (*jwtVerifier, error) {
 		v.refresh() // in the background: Apply never waits on the network
 		return v, nil
 	}
-	b, err := os.ReadFile(c.JWKSFile)
-	if err != nil {
-		return nil, fmt.Errorf("reading jwks: %w", err)
-	}
-	keys, err := parseJWKS(c.JWKSFile, b)
+	keys, err := parseJWKS(c.JWKSFile, file)
 	if err != nil {
 		return nil, err
 	}
 	v.keys.Store(&keys)
-	v.lastJWKS = b
+	v.lastJWKS = file
 	return v, nil
-}
-
-// sameAs reports whether the verifier still stands for settings c: the same
-// settings and, for a jwks_file, the same file content (a URL's keys are
-// refreshed by the verifier itself). Apply keeps such a verifier across
-// registry snapshots, with its cache and fetched keys, so that an unrelated
-// registry change neither empties the cache nor leaves a jwks_url API
-// without keys until a new fetch returns.
-func (v *jwtVerifier) sameAs(c *registry.JWTAuth) bool {
-	cfg, _ := json.Marshal(c)
-	if string(cfg) != v.cfg {
-		return false
-	}
-	if c.JWKSURL != "" {
-		return true
-	}
-	b, err := os.ReadFile(c.JWKSFile)
-	return err == nil && bytes.Equal(b, v.lastJWKS)
 }
 
 // refresh fetches the JWKS URL in the background, one fetch at a time.

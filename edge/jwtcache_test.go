@@ -75,7 +75,11 @@ func newTestVerifier(tb testing.TB, clock *atomic.Int64) *jwtVerifier {
 	if err := os.WriteFile(c.JWKSFile, testJWKS(), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	v, err := newJWTVerifier(c)
+	file, err := readJWKS(c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	v, err := newJWTVerifier(c, file)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -250,7 +254,7 @@ func TestJWTCacheJWKSRefreshDropsKey(t *testing.T) {
 	defer srv.Close()
 	c := testJWTConfig()
 	c.JWKSURL = srv.URL
-	v, err := newJWTVerifier(c)
+	v, err := newJWTVerifier(c, nil) // a jwks_url: no file
 	if err != nil {
 		t.Fatal(err)
 	}

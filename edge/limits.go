@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -22,23 +21,21 @@ import (
 // requests that are still running.
 type apiState struct {
 	inflight atomic.Int64
-	rules    map[string]*limitRule // by the rule's canonical JSON
-	cacheCfg string
-	cache    *resilience.LastGood
+	rules    resilience.KeptMap[string, *limitRule] // by the rule's fingerprint: reordered rules keep their counts
+	cache    resilience.Kept[*resilience.LastGood]
 }
 
 // lastGood returns the API's last-good cache when its fallback keeps one
-// (kept while the cache's settings are unchanged), else nil.
+// (kept while the cache's size and TTL are unchanged), else nil.
 func (st *apiState) lastGood(f *registry.Fallback) *resilience.LastGood {
 	if f == nil || !f.Cached {
-		st.cache, st.cacheCfg = nil, ""
+		st.cache.Clear()
 		return nil
 	}
-	cfg := fmt.Sprint(f.CacheEntries, time.Duration(f.CacheTTL))
-	if st.cache == nil || st.cacheCfg != cfg {
-		st.cache, st.cacheCfg = resilience.NewLastGood(f.CacheEntries, time.Duration(f.CacheTTL)), cfg
-	}
-	return st.cache
+	c, _ := st.cache.Get(resilience.Fingerprint([]any{f.CacheEntries, f.CacheTTL}), func() (*resilience.LastGood, error) {
+		return resilience.NewLastGood(f.CacheEntries, time.Duration(f.CacheTTL)), nil
+	})
+	return c
 }
 
 // limitRule is one compiled rate-limit rule.
@@ -61,48 +58,53 @@ type keyPart struct {
 // A rule that fails to build is logged and skipped; the registry validated
 // it, so that only happens across incompatible versions.
 func (e *Edge) compileRules(st *apiState, a *registry.API) []*limitRule {
-	old := st.rules
-	st.rules = make(map[string]*limitRule, len(a.RateLimits))
+	st.rules.Round()
 	var out []*limitRule
 	for i := range a.RateLimits {
-		r := &a.RateLimits[i]
-		fp, _ := json.Marshal(r)
-		if lr, ok := old[string(fp)]; ok {
-			st.rules[string(fp)] = lr
-			out = append(out, lr)
-			continue
-		}
-		lr := &limitRule{name: r.Name}
-		if lr.name == "" {
-			lr.name = fmt.Sprintf("rule%d", i)
-		}
-		for _, k := range r.Key {
-			if k == "api" {
-				continue
-			}
-			kind, name, _ := strings.Cut(k, ":")
-			if kind == "header" {
-				name = http.CanonicalHeaderKey(name)
-			}
-			lr.parts = append(lr.parts, keyPart{kind: kind, name: name})
-		}
-		var err error
-		switch {
-		case r.Cluster():
-			err = e.cluster.newLimiter(clusterRuleID(a.Key(), fp), r, lr)
-		case len(lr.parts) > 0:
-			lr.keyed, err = resilience.NewKeyed(r.Rule())
-		default:
-			lr.lim, err = resilience.NewLimiter(r.Rule())
-		}
+		fp := resilience.Fingerprint(&a.RateLimits[i])
+		lr, err := st.rules.Get(fp, fp, func() (*limitRule, error) { return e.compileRule(a, i, fp) })
 		if err != nil {
-			e.log.Warn("rate-limit rule not applied", "api", a.Name, "rule", lr.name, "err", err)
+			e.log.Warn("rate-limit rule not applied", "api", a.Name, "rule", ruleName(&a.RateLimits[i], i), "err", err)
 			continue
 		}
-		st.rules[string(fp)] = lr
 		out = append(out, lr)
 	}
 	return out
+}
+
+// ruleName is how logs and refusals name rule i of an API.
+func ruleName(r *registry.RateLimit, i int) string {
+	if r.Name == "" {
+		return fmt.Sprintf("rule%d", i)
+	}
+	return r.Name
+}
+
+// compileRule builds the limiter of rule i of an API; fp is the rule's
+// fingerprint.
+func (e *Edge) compileRule(a *registry.API, i int, fp string) (*limitRule, error) {
+	r := &a.RateLimits[i]
+	lr := &limitRule{name: ruleName(r, i)}
+	for _, k := range r.Key {
+		if k == "api" {
+			continue
+		}
+		kind, name, _ := strings.Cut(k, ":")
+		if kind == "header" {
+			name = http.CanonicalHeaderKey(name)
+		}
+		lr.parts = append(lr.parts, keyPart{kind: kind, name: name})
+	}
+	var err error
+	switch {
+	case r.Cluster():
+		err = e.cluster.newLimiter(clusterRuleID(a.Key(), []byte(fp)), r, lr)
+	case len(lr.parts) > 0:
+		lr.keyed, err = resilience.NewKeyed(r.Rule())
+	default:
+		lr.lim, err = resilience.NewLimiter(r.Rule())
+	}
+	return lr, err
 }
 
 // key builds the rule's key for a request; parts are joined with a unit

@@ -23,6 +23,11 @@
 // exchange, and LastGood (lastgood.go) keeps the last good responses that
 // fallbacks and degrade switches answer with.
 //
-// Every type here is safe for concurrent use; each holds a small mutex
-// around a few arithmetic operations and does not allocate on its hot path.
+// Kept and KeptMap (keep.go) keep such values across registry changes for
+// as long as the settings they were built from are unchanged; they are
+// only touched by the registry update that builds them.
+//
+// Every other type here is safe for concurrent use; each holds a small
+// mutex around a few arithmetic operations and does not allocate on its
+// hot path.
 package resilience

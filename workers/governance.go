@@ -43,32 +43,22 @@ type BreakerEvent struct {
 // window, a cache its entries, for as long as their configuration is
 // unchanged.
 type governance struct {
-	backendCfg string
-	backend    *held
-	breakerCfg string
-	breaker    *resilience.Breaker
-	budgetCfg  string
-	budget     *resilience.RetryBudget
-	cacheCfg   string
-	cache      *resilience.LastGood
-}
-
-func fingerprint(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
+	backend resilience.Kept[*held]
+	breaker resilience.Kept[*resilience.Breaker]
+	budget  resilience.Kept[*resilience.RetryBudget]
+	cache   resilience.Kept[*resilience.LastGood]
 }
 
 // instance returns the API's backend instance: the one held while its
 // backend spec is unchanged, else a new one (the caller retires the old).
-// A failed build is not kept: the next registry change tries again.
+// A failed build stands in (its calls get BAD_GATEWAY) but is not kept:
+// the next registry change tries again.
 func (w *Worker) instance(a *registry.API, g *governance) *held {
-	if fp := fingerprint(a.Backend); g.backend == nil || g.backendCfg != fp {
-		g.backend, g.backendCfg = w.hold(a), fp
-		if g.backend.inst == nil {
-			g.backendCfg = ""
-		}
+	h, _ := g.backend.Get(resilience.Fingerprint(a.Backend), func() (*held, error) { return w.hold(a), nil })
+	if h.inst == nil {
+		g.backend.Forget()
 	}
-	return g.backend
+	return h
 }
 
 // failure classifies a backend result: "" for success, else the retry or
@@ -100,18 +90,15 @@ func failure(resp *backend.Response, err error) string {
 func (w *Worker) breaker(a *registry.API, g *governance) backend.Middleware {
 	bc := a.Breaker
 	if bc == nil {
-		g.breaker = nil
+		g.breaker.Clear()
 		return nil
 	}
-	if fp := fingerprint(bc.Config()); g.breaker == nil || g.breakerCfg != fp {
-		br, err := resilience.NewBreaker(bc.Config())
-		if err != nil {
-			w.log.Warn("breaker not applied", "api", a.Name, "err", err)
-		} else {
-			g.breaker, g.breakerCfg = br, fp
-		}
+	br, err := g.breaker.Get(resilience.Fingerprint(bc.Config()), func() (*resilience.Breaker, error) {
+		return resilience.NewBreaker(bc.Config())
+	})
+	if err != nil { // the breaker of the last settings, if any, stays
+		w.log.Warn("breaker not applied", "api", a.Name, "err", err)
 	}
-	br := g.breaker
 	if br == nil {
 		return nil
 	}
@@ -216,15 +203,12 @@ func (w *Worker) retry(a *registry.API, g *governance) backend.Middleware {
 	if r == nil {
 		return nil
 	}
-	if fp := fingerprint(r.Budget); g.budget == nil || g.budgetCfg != fp {
-		bud, err := resilience.NewRetryBudget(r.BudgetConfig())
-		if err != nil {
-			w.log.Warn("retry budget not applied", "api", a.Name, "err", err)
-		} else {
-			g.budget, g.budgetCfg = bud, fp
-		}
+	budget, err := g.budget.Get(resilience.Fingerprint(r.Budget), func() (*resilience.RetryBudget, error) {
+		return resilience.NewRetryBudget(r.BudgetConfig())
+	})
+	if err != nil { // the budget of the last settings, if any, stays
+		w.log.Warn("retry budget not applied", "api", a.Name, "err", err)
 	}
-	budget := g.budget
 	if budget == nil {
 		return nil
 	}
@@ -287,14 +271,14 @@ func (w *Worker) fallback(a *registry.API, g *governance) backend.Middleware {
 	if f == nil {
 		return nil
 	}
+	var cache *resilience.LastGood
 	if f.Cached {
-		if fp := fingerprint([]any{f.CacheEntries, f.CacheTTL}); g.cache == nil || g.cacheCfg != fp {
-			g.cache, g.cacheCfg = resilience.NewLastGood(f.CacheEntries, time.Duration(f.CacheTTL)), fp
-		}
+		cache, _ = g.cache.Get(resilience.Fingerprint([]any{f.CacheEntries, f.CacheTTL}), func() (*resilience.LastGood, error) {
+			return resilience.NewLastGood(f.CacheEntries, time.Duration(f.CacheTTL)), nil
+		})
 	} else {
-		g.cache = nil
+		g.cache.Clear()
 	}
-	cache := g.cache
 	var static *backend.Response
 	if f.Static != nil {
 		status, h, body := f.Static.Compile(http.StatusOK)

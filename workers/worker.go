@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -166,15 +167,15 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 				w.log.Warn("draining subscription", "api", key, "err", err)
 			}
 			delete(w.subs, key)
-			go retireWhenDrained(as.sub, as.gov.backend)
+			go retireWhenDrained(as.sub, as.gov.backend.Value())
 		}
 	}
 	added := false
 	for key, a := range want {
 		if as, ok := w.subs[key]; ok {
-			old := as.gov.backend
+			old := as.gov.backend.Value()
 			as.state.Store(w.build(a, &as.gov))
-			if as.gov.backend != old {
+			if as.gov.backend.Value() != old {
 				old.retire() // closed when its calls in flight are done
 			}
 			continue
@@ -184,7 +185,7 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 		sub, err := w.o.Conn.QueueSubscribe(a.Subject(), bus.QueueGroup(a.Pool), func(m *nats.Msg) { w.dispatch(as, m) })
 		if err != nil {
 			w.log.Error("subscribing api", "api", key, "pool", a.Pool, "err", err)
-			as.gov.backend.retire() // no call will ever reach it
+			as.gov.backend.Value().retire() // no call will ever reach it
 			continue
 		}
 		as.sub = sub
@@ -207,7 +208,7 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 func (w *Worker) build(a *registry.API, gov *governance) *apiState {
 	h := w.instance(a, gov)
 	b := w.newStack(a, gov, h.call)
-	return &apiState{api: a, held: h, backend: b, limit: int64(a.Concurrency), timeout: a.TimeoutOrDefault(), breaker: gov.breaker}
+	return &apiState{api: a, held: h, backend: b, limit: int64(a.Concurrency), timeout: a.TimeoutOrDefault(), breaker: gov.breaker.Value()}
 }
 
 // newStack wraps an API's backend in its middlewares, outermost first, one
@@ -259,66 +260,115 @@ func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
 		// on: never answer there.
 		return
 	}
+	inv, err := w.admit(as, bus.RequestDeadline(m.Header))
+	if err == errExpired {
+		return // the caller has given up already
+	}
+	if err != nil {
+		code, msg := errorCode(err)
+		w.replyError(m, m.Header.Get(bus.HdrRequestID), code, msg)
+		return
+	}
+	go w.serve(inv, m)
+}
+
+// serve is one call over NATS: decode the request, invoke the API's stack,
+// reply on the request's inbox. A panic while decoding or replying is
+// recovered here (invoke recovers its own); one after the reply went out
+// sends no second reply.
+func (w *Worker) serve(inv invocation, m *nats.Msg) {
+	replied := false
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error("panic serving request", "api", inv.st.api.Key(), "panic", p)
+			if !replied { // only a panic while decoding: the request id is not known
+				w.replyError(m, "", bus.CodeInternal, "internal error in worker")
+			}
+		}
+		inv.end()
+	}()
+	req := decodeRequest(inv.st.api, m)
+	resp, err := inv.invoke(context.Background(), req)
+	replied = true
+	if err != nil {
+		code, msg := errorCode(err)
+		w.replyError(m, req.RequestID, code, msg)
+		return
+	}
+	w.reply(m, resp)
+	resp.Free()
+}
+
+// errExpired is admit's answer to a call whose deadline has passed: its
+// caller has given up, so nobody is told.
+var errExpired = errors.New("the call's deadline has passed")
+
+// invocation is one call of an API admitted on this worker, whatever
+// brought it (a NATS request; later an async job): admit takes it in,
+// invoke runs the API's stack on its request, end ends it once its
+// outcome has been delivered. None of them knows NATS.
+type invocation struct {
+	w        *Worker
+	as       *apiSub
+	st       *apiState // the API as the call was admitted; its instance is held for the call
+	deadline time.Time
+	cancel   context.CancelFunc // the deadline's, once invoke has set it
+}
+
+// admit takes a call of the API in, or refuses it at once: a *bus.Error
+// when the API has left this worker or has as many calls in flight as it
+// may, errExpired when the call's deadline has passed. sent is the
+// deadline the sender set (zero: none); the call never gets more than the
+// API's own timeout from now, whatever the sender's clock says. An
+// admitted call holds its API's backend instance and counts as in flight
+// until end.
+func (w *Worker) admit(as *apiSub, sent time.Time) (invocation, error) {
 	st := as.acquire()
 	if st == nil {
-		w.replyError(m, m.Header.Get(bus.HdrRequestID), bus.CodeNoWorkers, "the api is no longer served by this worker")
-		return
+		return invocation{}, bus.Errorf(bus.CodeNoWorkers, "the api is no longer served by this worker")
 	}
 	now := time.Now()
 	deadline := now.Add(st.timeout)
-	// Never beyond the API's own timeout from now, whatever the sender's
-	// clock says.
-	if d := bus.RequestDeadline(m.Header); !d.IsZero() && d.Before(deadline) {
-		deadline = d
+	if !sent.IsZero() && sent.Before(deadline) {
+		deadline = sent
 	}
 	if !deadline.After(now) {
 		st.held.release()
 		w.dropped.Add(1)
-		return // the caller has given up already
+		return invocation{}, errExpired
 	}
 	if as.inflight.Add(1) > st.limit {
 		as.inflight.Add(-1)
 		st.held.release()
-		w.replyError(m, m.Header.Get(bus.HdrRequestID), bus.CodeOverloaded, fmt.Sprintf("api %s has %d calls in flight on this worker", st.api.Key(), st.limit))
-		return
+		return invocation{}, bus.Errorf(bus.CodeOverloaded, fmt.Sprintf("api %s has %d calls in flight on this worker", st.api.Key(), st.limit))
 	}
 	w.inflight.Add(1)
-	go w.serve(as, st, m, deadline)
+	return invocation{w: w, as: as, st: st, deadline: deadline}, nil
 }
 
-func (w *Worker) serve(as *apiSub, st *apiState, m *nats.Msg, deadline time.Time) {
-	var req *backend.Request
-	replied := false
+// invoke calls the API's stack with req within the call's deadline and
+// returns its response (freed by the caller once sent) or error. A panic
+// in the stack is recovered as an INTERNAL error.
+func (inv *invocation) invoke(ctx context.Context, req *backend.Request) (resp *backend.Response, err error) {
 	defer func() {
-		as.inflight.Add(-1)
-		w.inflight.Add(-1)
 		if p := recover(); p != nil {
-			w.log.Error("panic serving request", "api", st.api.Key(), "panic", p)
-			if !replied { // a panic after the reply went out must not send a second one
-				id := ""
-				if req != nil {
-					id = req.RequestID
-				}
-				w.replyError(m, id, bus.CodeInternal, "internal error in worker")
-			}
+			inv.w.log.Error("panic serving request", "api", inv.st.api.Key(), "panic", p)
+			resp, err = nil, bus.Errorf(bus.CodeInternal, "internal error in worker")
 		}
-		st.held.release()
 	}()
-	req = decodeRequest(st.api, m)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	resp, err := st.backend(ctx, req)
-	if err != nil {
-		code, msg := errorCode(err)
-		replied = true
-		w.replyError(m, req.RequestID, code, msg)
-		return
+	ctx, inv.cancel = context.WithDeadline(ctx, inv.deadline)
+	return inv.st.backend(ctx, req)
+}
+
+// end ends an admitted call: its deadline, its place in flight and its
+// hold on the instance, which closes now if it was retired meanwhile.
+func (inv *invocation) end() {
+	if inv.cancel != nil {
+		inv.cancel()
 	}
-	replied = true
-	w.reply(m, resp)
-	if resp.Release != nil {
-		resp.Release()
-	}
+	inv.as.inflight.Add(-1)
+	inv.w.inflight.Add(-1)
+	inv.st.held.release()
 }
 
 // errorCode is the code and message a failed call is answered with: a
@@ -417,7 +467,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	helds := make([]*held, 0, len(w.subs))
 	for _, as := range w.subs {
 		subs = append(subs, as.sub)
-		helds = append(helds, as.gov.backend)
+		helds = append(helds, as.gov.backend.Value())
 		_ = as.sub.Drain()
 	}
 	w.subs = map[string]*apiSub{}
