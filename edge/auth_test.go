@@ -94,3 +94,35 @@ func TestAppOwnRateLimit(t *testing.T) {
 		t.Fatalf("statuses %v, want 3 calls across both APIs then 429", statuses)
 	}
 }
+
+// An app's limit keeps its count across registry changes that leave the
+// limit as it is (another API published, the app granted one more API),
+// and starts afresh when the limit itself changes.
+func TestAppRateLimitKeptWhileUnchanged(t *testing.T) {
+	g := newGateway(t)
+	key, rec, _ := registry.NewAPIKey()
+	app := &registry.App{ID: "keep", Status: registry.AppActive, Keys: []registry.AppKey{rec},
+		APIs: []string{"k.*"}, RateLimit: &registry.AppLimit{Limit: 3, Window: registry.Duration(time.Minute)}}
+	g.PutApps(app)
+	g.Publish(`{"name":"k.one","pool":"p","route":{"path":"/k1"},"backend":{"type":"mock"},"auth":{"methods":["key"]}}`)
+	calls := func(n int) (out []int) {
+		for range n {
+			out = append(out, g.Do("GET", "/k1", nil, "X-Api-Key", key).Status)
+		}
+		return out
+	}
+	if got := fmt.Sprint(calls(2)); got != "[200 200]" {
+		t.Fatalf("first calls %s", got)
+	}
+	g.Publish(`{"name":"k.two","pool":"p","route":{"path":"/k2"},"backend":{"type":"mock"},"auth":{"methods":["key"]}}`)
+	app.APIs = []string{"k.*", "other.*"}
+	g.PutApps(app)
+	if got := fmt.Sprint(calls(2)); got != "[200 429]" {
+		t.Fatalf("after unrelated changes %s, want the count kept (one call left of 3)", got)
+	}
+	app.RateLimit = &registry.AppLimit{Limit: 4, Window: registry.Duration(time.Minute)}
+	g.PutApps(app)
+	if got := fmt.Sprint(calls(5)); got != "[200 200 200 200 429]" {
+		t.Fatalf("after the limit changed %s, want a fresh count of 4", got)
+	}
+}
