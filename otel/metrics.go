@@ -51,7 +51,14 @@ type Metrics struct {
 	apis atomic.Pointer[map[string]*apiMetrics]
 	apps atomic.Pointer[map[string]*appMetrics]
 	ring secondRing
+
+	accessDropped func() int64 // set once before serving (CountAccessLogDrops)
 }
+
+// CountAccessLogDrops has /metrics report dropped(), the access log lines
+// dropped because its buffer was full, as jetway_access_log_dropped_total.
+// Call it before WritePrometheus is first called.
+func (m *Metrics) CountAccessLogDrops(dropped func() int64) { m.accessDropped = dropped }
 
 // appMetrics count one authenticated app's calls across every API, by
 // outcome. Apps come from the registry, so their number is bounded.
@@ -321,6 +328,11 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 				fmt.Fprintf(bw, "jetway_app_requests_total{app=%q,outcome=%q,node=%q,role=%q} %d\n", id, name, m.node, m.role, n)
 			}
 		}
+	}
+	if m.accessDropped != nil {
+		fmt.Fprintln(bw, "# HELP jetway_access_log_dropped_total Access log lines dropped because the log's buffer was full (its output too slow).")
+		fmt.Fprintln(bw, "# TYPE jetway_access_log_dropped_total counter")
+		fmt.Fprintf(bw, "jetway_access_log_dropped_total{node=%q,role=%q} %d\n", m.node, m.role, m.accessDropped())
 	}
 	fmt.Fprintln(bw, "# HELP jetway_uptime_seconds Seconds since the node started.")
 	fmt.Fprintln(bw, "# TYPE jetway_uptime_seconds gauge")

@@ -153,6 +153,7 @@ type nodeConfig struct {
 
 	trusted, allow, deny []netip.Prefix // parsed --trusted-proxies, --ip-allow, --ip-deny
 	log                  *slog.Logger
+	logOut               io.Writer                // where log writes (stderr), for the access log's own buffered logger
 	tracing              *sdktrace.TracerProvider // nil: tracing off
 }
 
@@ -344,6 +345,7 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 	add(checkLogFormat(c.logFormat))
 	if log, err := newLogger(stderr, c.logFormat, c.logLevel); err == nil {
 		c.log = log.With("role", string(c.role))
+		c.logOut = stderr
 	}
 	return probs
 }

@@ -60,6 +60,7 @@ type node struct {
 	watcher   *registry.Watcher
 	edge      *edge.Edge
 	worker    *workers.Worker
+	accessLog *otel.LineWriter // the access log's buffer, written out at shutdown
 
 	edgeSrv, adminSrv *http.Server
 	edgeURL           string     // where the edge listens, for the demo's hint
@@ -225,8 +226,18 @@ func (n *node) startEdge(ctx context.Context) error {
 	if n.cfg.tracing != nil {
 		eo.Tracing = n.cfg.tracing
 	}
-	if f.accessLog {
-		eo.AccessLog = n.log.With("log", "access")
+	if f.accessLog && f.logOut != nil {
+		// The access log has its own logger, the same format and level,
+		// writing into a buffer rather than a syscall per call; the
+		// process log stays unbuffered, so an error is seen at once.
+		n.accessLog = otel.NewLineWriter(f.logOut, otel.DefaultLineBuffer, otel.DefaultLineFlush)
+		n.onExit(func() { _ = n.accessLog.Close() })
+		al, err := newLogger(n.accessLog, f.logFormat, f.logLevel)
+		if err != nil {
+			return err
+		}
+		eo.AccessLog = al.With("role", string(n.role), "log", "access")
+		n.metrics.CountAccessLogDrops(n.accessLog.Dropped)
 	}
 	if n.edge, err = edge.New(eo); err != nil {
 		return err
@@ -438,6 +449,11 @@ func (n *node) shutdown() error {
 		if err := n.edgeSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("draining edge: %w", err))
 		}
+	}
+	if n.accessLog != nil {
+		// The edge's calls have ended: write out their lines (a call
+		// that outlived the drain timeout logs straight through).
+		_ = n.accessLog.Close()
 	}
 	if n.worker != nil {
 		if err := n.worker.Shutdown(ctx); err != nil {
