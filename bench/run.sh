@@ -4,7 +4,11 @@
 # Targets (all on 127.0.0.1, distinct free ports, the same backend behind each):
 #   direct    bench/cmd/backend itself (GET /hello, ~60-byte JSON)
 #   jetway    `jetway serve` (edge -> embedded NATS -> worker -> backend), API
-#             published with `jetway api put`
+#             published with `jetway api put`, with --log-level warn (no access log)
+#   jetway-log  the same with the default logging: the access log on, one
+#             line per call to stderr (here a file)
+#   jetway-log-base  (only with BASE=<git rev>) jetway-log built from BASE,
+#             for a before/after of a change in the same run
 #   revproxy  bench/cmd/revproxy: httputil.ReverseProxy, tuned transport and
 #             pooled buffers
 #   nginx     nginx as a reverse proxy with a keepalive upstream pool
@@ -32,6 +36,7 @@
 # nginx-light with apt-get if they are missing. Takes about 2.5 minutes.
 #
 # Env overrides: THREADS CONNS DURATION WARMUP LAT_DURATION ROUNDS KEEP_TMP=1
+# BASE=<git rev> (adds jetway-log-base)
 set -euo pipefail
 
 THREADS=${THREADS:-2}
@@ -96,6 +101,12 @@ P_BACKEND=$(free_port)
 P_JETWAY=$(free_port)
 P_ADMIN=$(free_port)
 P_NATS=$(free_port)
+P_JETWAY_LOG=$(free_port)
+P_ADMIN_LOG=$(free_port)
+P_NATS_LOG=$(free_port)
+P_JETWAY_BASE=$(free_port)
+P_ADMIN_BASE=$(free_port)
+P_NATS_BASE=$(free_port)
 P_REVPROXY=$(free_port)
 P_NGINX=$(free_port)
 
@@ -114,6 +125,12 @@ log "building jetway, backend, revproxy"
 (cd "$repo" && go build -o "$tmp/jetway" ./cmd/jetway &&
 	go build -o "$tmp/backend" ./bench/cmd/backend &&
 	go build -o "$tmp/revproxy" ./bench/cmd/revproxy)
+if [ -n "${BASE:-}" ]; then
+	log "building jetway at $BASE"
+	mkdir -p "$tmp/base"
+	git -C "$repo" archive "$BASE" | tar -x -C "$tmp/base"
+	(cd "$tmp/base" && go build -o "$tmp/jetway-base" ./cmd/jetway)
+fi
 
 # --- start -----------------------------------------------------------------
 "$tmp/backend" --listen "127.0.0.1:$P_BACKEND" >"$tmp/backend.log" 2>&1 &
@@ -121,20 +138,34 @@ pids+=($!)
 BACKEND_PID=$!
 wait_http "http://127.0.0.1:$P_BACKEND/hello" backend "$tmp/backend.log"
 
-"$tmp/jetway" serve --data "$tmp/jetway-data" \
-	--nats-listen "127.0.0.1:$P_NATS" --listen "127.0.0.1:$P_JETWAY" \
-	--admin "127.0.0.1:$P_ADMIN" --log-level warn >"$tmp/jetway.log" 2>&1 &
-pids+=($!)
-JETWAY_PID=$!
-wait_http "http://127.0.0.1:$P_ADMIN/readyz" "jetway (admin /readyz)" "$tmp/jetway.log"
 cat >"$tmp/hello.json" <<EOF
 {"name":"bench.hello","pool":"bench","description":"bench/run.sh: GET /hello on the bench backend",
  "route":{"method":"GET","path":"/hello"},
  "backend":{"type":"http","url":"http://127.0.0.1:$P_BACKEND/hello"},
  "timeout":"5s","concurrency":4096}
 EOF
-"$tmp/jetway" api put "$tmp/hello.json" --nats "nats://127.0.0.1:$P_NATS" >&2
-wait_http "http://127.0.0.1:$P_JETWAY/hello" jetway "$tmp/jetway.log"
+# start_jetway NAME BINARY PORT ADMIN NATS [FLAGS...]: serve with the API
+# published; sets STARTED_PID.
+start_jetway() {
+	local name=$1 bin=$2 port=$3 admin=$4 nats=$5
+	shift 5
+	"$bin" serve --data "$tmp/$name-data" \
+		--nats-listen "127.0.0.1:$nats" --listen "127.0.0.1:$port" \
+		--admin "127.0.0.1:$admin" "$@" >"$tmp/$name.log" 2>&1 &
+	pids+=($!)
+	STARTED_PID=$!
+	wait_http "http://127.0.0.1:$admin/readyz" "$name (admin /readyz)" "$tmp/$name.log"
+	"$bin" api put "$tmp/hello.json" --nats "nats://127.0.0.1:$nats" >&2
+	wait_http "http://127.0.0.1:$port/hello" "$name" "$tmp/$name.log"
+}
+start_jetway jetway "$tmp/jetway" "$P_JETWAY" "$P_ADMIN" "$P_NATS" --log-level warn
+JETWAY_PID=$STARTED_PID
+start_jetway jetway-log "$tmp/jetway" "$P_JETWAY_LOG" "$P_ADMIN_LOG" "$P_NATS_LOG"
+JETWAY_LOG_PID=$STARTED_PID
+if [ -n "${BASE:-}" ]; then
+	start_jetway jetway-log-base "$tmp/jetway-base" "$P_JETWAY_BASE" "$P_ADMIN_BASE" "$P_NATS_BASE"
+	JETWAY_BASE_PID=$STARTED_PID
+fi
 
 "$tmp/revproxy" --listen "127.0.0.1:$P_REVPROXY" --target "http://127.0.0.1:$P_BACKEND" >"$tmp/revproxy.log" 2>&1 &
 pids+=($!)
@@ -213,16 +244,21 @@ HZ=$(getconf CLK_TCK)
 nginx_pids() { echo "$NGINX_PID" $(ps -o pid= --ppid "$NGINX_PID"); }
 
 declare -A rps p50 p99 cpu lat50 lat99
-targets=(direct jetway revproxy nginx)
+targets=(direct jetway jetway-log revproxy nginx)
+[ -n "${BASE:-}" ] && targets=(direct jetway jetway-log jetway-log-base revproxy nginx)
 declare -A url=(
 	[direct]="http://127.0.0.1:$P_BACKEND/hello"
 	[jetway]="http://127.0.0.1:$P_JETWAY/hello"
+	[jetway-log]="http://127.0.0.1:$P_JETWAY_LOG/hello"
+	[jetway-log-base]="http://127.0.0.1:$P_JETWAY_BASE/hello"
 	[revproxy]="http://127.0.0.1:$P_REVPROXY/hello"
 	[nginx]="http://127.0.0.1:$P_NGINX/hello"
 )
 declare -A procs=(
 	[direct]="$BACKEND_PID"
 	[jetway]="$JETWAY_PID"
+	[jetway-log]="$JETWAY_LOG_PID"
+	[jetway-log-base]="${JETWAY_BASE_PID:-}"
 	[revproxy]="$REVPROXY_PID"
 	[nginx]="$(nginx_pids)"
 )
@@ -252,18 +288,21 @@ echo
 echo "jetway bench: $(nproc) cores, $(go version | awk '{print $3}'), $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}'), $("$NGINX" -v 2>&1 | sed 's/.*: //')"
 echo "throughput: wrk -t$THREADS -c$CONNS -d$DURATION; latency: wrk -t1 -c1 -d$LAT_DURATION; GET /hello"
 echo
-printf '%-9s %10s %9s %9s %12s  %11s %11s\n' target 'req/s' 'p50(us)' 'p99(us)' 'cpu(us/req)' 'c1 p50(us)' 'c1 p99(us)'
+printf '%-16s %10s %9s %9s %12s  %11s %11s\n' target 'req/s' 'p50(us)' 'p99(us)' 'cpu(us/req)' 'c1 p50(us)' 'c1 p99(us)'
 for t in "${targets[@]}"; do
-	printf '%-9s %10s %9s %9s %12s  %11s %11s\n' "$t" "${rps[$t]}" "${p50[$t]}" "${p99[$t]}" "${cpu[$t]}" "${lat50[$t]}" "${lat99[$t]}"
+	printf '%-16s %10s %9s %9s %12s  %11s %11s\n' "$t" "${rps[$t]}" "${p50[$t]}" "${p99[$t]}" "${cpu[$t]}" "${lat50[$t]}" "${lat99[$t]}"
 done
 echo "cpu = CPU time of the target's own processes per request during the throughput run"
 echo "(direct: the backend; jetway: the serve process incl. embedded NATS; nginx: master+workers)."
 echo "Best of $ROUNDS rounds: highest req/s for the throughput columns, lowest c1 p50 for the latency ones."
 echo
-awk -v j="${rps[jetway]}" -v r="${rps[revproxy]}" -v n="${rps[nginx]}" 'BEGIN {
-	printf "req/s ratio jetway/revproxy: %.2f\n", j / r
-	printf "req/s ratio jetway/nginx:    %.2f\n", j / n }'
-for t in jetway revproxy nginx; do
-	printf 'added p50 latency over direct at c1, %-8s: %d us\n' "$t" $((lat50[$t] - lat50[direct]))
+awk -v j="${rps[jetway]}" -v l="${rps[jetway-log]}" -v r="${rps[revproxy]}" -v n="${rps[nginx]}" 'BEGIN {
+	printf "req/s ratio jetway/revproxy:     %.2f\n", j / r
+	printf "req/s ratio jetway/nginx:        %.2f\n", j / n
+	printf "req/s ratio jetway-log/revproxy: %.2f\n", l / r
+	printf "req/s ratio jetway-log/nginx:    %.2f\n", l / n }'
+for t in jetway jetway-log revproxy nginx; do
+	printf 'added p50 latency over direct at c1, %-10s: %d us\n' "$t" $((lat50[$t] - lat50[direct]))
 done
 if ! kill -0 "$JETWAY_PID" 2>/dev/null; then die "jetway exited during the run (see $tmp/jetway.log)"; fi
+if ! kill -0 "$JETWAY_LOG_PID" 2>/dev/null; then die "jetway-log exited during the run (see $tmp/jetway-log.log)"; fi
