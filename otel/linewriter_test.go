@@ -198,3 +198,18 @@ func TestLineWriterConcurrentSlog(t *testing.T) {
 		t.Fatalf("%d lines written + %d dropped, want %d", len(lines), w.Dropped(), want)
 	}
 }
+
+func TestMetricsAccessLogDropped(t *testing.T) {
+	m := NewMetrics("n1", "edge")
+	var b bytes.Buffer
+	_ = m.WritePrometheus(&b)
+	if strings.Contains(b.String(), "jetway_access_log_dropped_total") {
+		t.Fatal("drops reported without an access log")
+	}
+	m.CountAccessLogDrops(func() int64 { return 7 })
+	b.Reset()
+	_ = m.WritePrometheus(&b)
+	if want := `jetway_access_log_dropped_total{node="n1",role="edge"} 7`; !strings.Contains(b.String(), want) {
+		t.Fatalf("/metrics without %s:\n%s", want, b.String())
+	}
+}
