@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -187,4 +188,46 @@ func TestEveryBackendKindHasAnAdapter(t *testing.T) {
 	if len(ads) != len(registry.BackendKinds()) {
 		t.Errorf("adapters for %d types, the registry has %d", len(ads), len(registry.BackendKinds()))
 	}
+}
+
+// runners counts the goroutines in runCalls.
+func runners() int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "workers.(*Worker).runCalls(")
+}
+
+// Calls one after the other are served by the same goroutine (a fresh one
+// per call grows its stack on every call), and the runners end when the
+// worker shuts down.
+func TestCallGoroutinesReusedAndEndAtShutdown(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	w, err := New(Options{Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.adapters[registry.BackendHTTP] = &countingAdapter{t: t, closed: map[string]bool{}}
+	client := natstest.Connect(t, s)
+	w.Apply(lifecycleSnapshot(t, "http://one/{x}", "5s"))
+	before := runners()
+	for i := range 20 {
+		if body, _ := call(t, client, "/a"); body != "http://one/{x}" {
+			t.Fatalf("call %d answered %q", i, body)
+		}
+	}
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if n := runners() - before; n != 1 {
+			return fmt.Errorf("%d runner goroutines after 20 calls in a row, want 1", n)
+		}
+		return nil
+	})
+	if err := w.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if n := runners(); n != 0 {
+			return fmt.Errorf("%d runner goroutines left after shutdown", n)
+		}
+		return nil
+	})
 }
