@@ -225,7 +225,7 @@ func TestCallGoroutinesReusedAndEndAtShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
-		if n := runners(); n != 0 {
+		if n := runners() - before; n > 0 { // other tests' workers may keep theirs
 			return fmt.Errorf("%d runner goroutines left after shutdown", n)
 		}
 		return nil
