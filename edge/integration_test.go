@@ -370,9 +370,18 @@ func TestDegradeSwitch(t *testing.T) {
 	g := newGateway(t, "p")
 	g.Publish(`{"name":"d","pool":"p","route":{"path":"/d"},"backend":{"type":"http","url":"` + backend.URL + `"}}`)
 	ctx := context.Background()
-	if _, err := g.Client.Put(ctx, []byte(`{"name":"orphan","pool":"nobody","route":{"path":"/orphan"},"backend":{"type":"mock"}}`)); err != nil {
+	orphan, err := g.Client.Put(ctx, []byte(`{"name":"orphan","pool":"nobody","route":{"path":"/orphan"},"backend":{"type":"mock"}}`))
+	if err != nil {
 		t.Fatal(err)
 	}
+	// The switches and the APIs are watched apart: wait for the API too,
+	// or a switch may be in force before the route it answers for.
+	natstest.CheckFor(t, 3*time.Second, 2*time.Millisecond, func() error {
+		if a := g.EdgeWatcher.Current().APIs["orphan"]; a == nil || a.Revision < orphan.Revision {
+			return fmt.Errorf("orphan not applied")
+		}
+		return nil
+	})
 	flip := func(api string, d *registry.Degrade) {
 		t.Helper()
 		var rev uint64
