@@ -340,25 +340,12 @@ func TestTrackerServeHTTP(t *testing.T) {
 // may add a node of its role, not make one that fills /nodes or claims a
 // pool that no name could be.
 func TestTrackerBoundsFields(t *testing.T) {
-	s := natstest.RunServer(t)
-	tr := startTracker(t, natstest.Connect(t, s), time.Hour)
-	nc := natstest.Connect(t, s)
 	pools := []string{"ok", "x.>", ""}
 	for i := range 1000 {
 		pools = append(pools, fmt.Sprint("p", i))
 	}
 	long := string(bytes.Repeat([]byte("v"), 10000))
-	b, _ := json.Marshal(Heartbeat{ID: "w", Role: "worker", Pools: pools, Version: long, Host: long, Admin: long, InFlight: -5, APIs: -1, Uptime: -3})
-	if err := nc.Publish(HeartbeatSubject("worker", "w"), b); err != nil {
-		t.Fatal(err)
-	}
-	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
-		if tr.Live("", time.Now()) == 0 {
-			return errors.New("beat not seen yet")
-		}
-		return nil
-	})
-	hb := tr.Nodes(time.Now())[0]
+	hb := trackOne(t, Heartbeat{ID: "w", Role: "worker", Pools: pools, Version: long, Host: long, Admin: long, InFlight: -5, APIs: -1, Uptime: -3})
 	if len(hb.Pools) != maxHeartbeatPools || hb.Pools[0] != "ok" || slices.Contains(hb.Pools, "x.>") || slices.Contains(hb.Pools, "") {
 		t.Fatalf("pools %d: %v…", len(hb.Pools), hb.Pools[:3])
 	}
@@ -368,4 +355,23 @@ func TestTrackerBoundsFields(t *testing.T) {
 	if hb.InFlight < 0 || hb.APIs < 0 || hb.Uptime < 0 {
 		t.Fatalf("negative counts: %+v", hb)
 	}
+}
+
+// trackOne publishes one beat to a fresh tracker and returns what it kept.
+func trackOne(t *testing.T, beat Heartbeat) Heartbeat {
+	t.Helper()
+	s := natstest.RunServer(t)
+	tr := startTracker(t, natstest.Connect(t, s), time.Hour)
+	nc := natstest.Connect(t, s)
+	b, _ := json.Marshal(beat)
+	if err := nc.Publish(HeartbeatSubject(beat.Role, beat.ID), b); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if tr.Live("", time.Now()) == 0 {
+			return errors.New("beat not seen yet")
+		}
+		return nil
+	})
+	return tr.Nodes(time.Now())[0]
 }

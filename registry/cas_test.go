@@ -366,48 +366,14 @@ func TestListsSkipInvalidKeys(t *testing.T) {
 		t.Fatalf("api list: names %q, invalid %q", names, bad)
 	}
 
-	check := func(what string, keys []string, errs []error, want []string, wantBad int) {
-		t.Helper()
-		n := 0
-		for _, e := range errs {
-			if e != nil {
-				n++
-			}
-		}
-		if !slices.Equal(keys, want) || n != wantBad {
-			t.Errorf("%s: keys %q with %d invalid, want %q with %d", what, keys, n, want, wantBad)
-		}
-	}
 	apps, err := c.ListApps(ctx)
-	if err != nil {
-		t.Fatalf("app list: %v", err)
-	}
-	var keys []string
-	var errs []error
-	for _, e := range apps {
-		keys, errs = append(keys, e.Key), append(errs, e.Err)
-	}
-	check("app list", keys, errs, []string{"*", "shop"}, 1)
+	checkListed(t, "app list", apps, err, []string{"*", "shop"}, 1)
 
 	ds, err := c.ListDegrade(ctx)
-	if err != nil {
-		t.Fatalf("degrade list: %v", err)
-	}
-	keys, errs = nil, nil
-	for _, e := range ds {
-		keys, errs = append(keys, e.Key), append(errs, e.Err)
-	}
-	check("degrade list", keys, errs, []string{"degrade.*"}, 1)
+	checkListed(t, "degrade list", ds, err, []string{"degrade.*"}, 1)
 
 	rs, err := c.ListAlerts(ctx)
-	if err != nil {
-		t.Fatalf("alert list: %v", err)
-	}
-	keys, errs = nil, nil
-	for _, e := range rs {
-		keys, errs = append(keys, e.Key), append(errs, e.Err)
-	}
-	check("alert list", keys, errs, []string{">"}, 1)
+	checkListed(t, "alert list", rs, err, []string{">"}, 1)
 }
 
 // Two APIs published on one route at the same moment: exactly one wins,
@@ -441,5 +407,25 @@ func TestConcurrentPutsOnOneRouteRefuseOne(t *testing.T) {
 		case !errors.As(errors.Join(errA, errB), &rc):
 			t.Fatalf("round %d: the loser's error is not a route conflict: %v %v", round, errA, errB)
 		}
+	}
+}
+
+// checkListed checks a listing of keys: the keys, in order, and how many of
+// them are marked invalid.
+func checkListed[T any](t *testing.T, what string, es []registry.Listed[T], err error, want []string, wantBad int) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	var keys []string
+	bad := 0
+	for _, e := range es {
+		keys = append(keys, e.Key)
+		if e.Err != nil {
+			bad++
+		}
+	}
+	if !slices.Equal(keys, want) || bad != wantBad {
+		t.Errorf("%s: keys %q with %d invalid, want %q with %d", what, keys, bad, want, wantBad)
 	}
 }
