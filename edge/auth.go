@@ -172,10 +172,12 @@ func Authenticate(r *http.Request, p *AuthPolicy, c Caller) (*registry.App, erro
 	return aa.app, p.grant(aa, c.Addr)
 }
 
-// signed reports whether a request is signed (its body must then be read
-// before identify, for the digest).
+// signed reports whether a request is a signed one the API accepts (its
+// body must then be read before identify, for the digest). On an API
+// without hmac a signature header is just a credential it does not take:
+// no body is read for it before the grant and the limits.
 func (p *AuthPolicy) signed(r *http.Request) bool {
-	return hasScheme(r.Header.Get("Authorization"), sign.Scheme)
+	return p.api.Auth.Has("hmac") && hasScheme(r.Header.Get("Authorization"), sign.Scheme)
 }
 
 // unauthenticated is a 401 refusal.
@@ -189,7 +191,7 @@ func (p *AuthPolicy) identify(r *http.Request, c Caller) (*authApp, error) {
 	authz := r.Header.Get("Authorization")
 	bearer, hasBearer := CutAuthScheme(authz, "Bearer")
 	switch {
-	case hasScheme(authz, sign.Scheme) && p.api.Auth.Has("hmac"): // a signed request
+	case p.signed(r): // a signed request
 		var err error
 		if aa, err = ix.verifySigned(r, c, authz); err != nil {
 			return nil, err

@@ -39,9 +39,9 @@ var steps = [...]func(*call) error{
 // that ended them, if any.
 func (e *Edge) handler(prod *route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := e.callOf(w, r)
+		c := w.(*call) // ServeHTTP routes with the call as the writer
 		c.r, c.rt = r, prod
-		ctx, endSpan := e.startServer(c, prod)
+		ctx, endSpan := e.startServer(c)
 		defer endSpan()
 		c.ctx = ctx
 		defer c.finish()
@@ -53,6 +53,9 @@ func (e *Edge) handler(prod *route) http.HandlerFunc {
 		}
 	}
 }
+
+// The X-Forwarded-Proto values, shared by every call (read only).
+var protoHTTP, protoHTTPS = []string{"http"}, []string{"https"}
 
 // call is what the edge knows of one request, from ServeHTTP to the
 // reply. It is the http.ResponseWriter the router and the handler get, so
@@ -95,21 +98,11 @@ func (e *Edge) newCall(w http.ResponseWriter, id, sent string, addr netip.Addr, 
 	return c
 }
 
-// free puts a finished call back in the pool.
+// free puts a finished call back in the pool (finish has released and
+// cleared what it took).
 func (c *call) free() {
-	clear(c.taken[:cap(c.taken)])
 	*c = call{taken: c.taken[:0]}
 	callPool.Put(c)
-}
-
-// callOf is the call a routed request's writer is. Only a handler called
-// by another way than ServeHTTP (never, today) gets a new one.
-func (e *Edge) callOf(w http.ResponseWriter, r *http.Request) *call {
-	if c, ok := w.(*call); ok {
-		return c
-	}
-	addr, chain := clientAddr(r, nil)
-	return &call{w: w, e: e, id: w.Header().Get("X-Request-Id"), sentPath: r.URL.RawPath, addr: addr, chain: chain}
 }
 
 func (c *call) Header() http.Header { return c.w.Header() }
@@ -336,9 +329,9 @@ func (c *call) send() error {
 	h["X-Real-Ip"] = []string{c.clientIP}
 	h["X-Forwarded-Host"] = []string{r.Host}
 	if r.TLS != nil {
-		h["X-Forwarded-Proto"] = []string{"https"}
+		h["X-Forwarded-Proto"] = protoHTTPS
 	} else {
-		h["X-Forwarded-Proto"] = []string{"http"}
+		h["X-Forwarded-Proto"] = protoHTTP
 	}
 	meta := bus.Meta{Method: r.Method, Path: r.URL.RawPath, RawQuery: r.URL.RawQuery,
 		RequestID: c.id, ClientIP: c.clientIP, Deadline: c.deadline}

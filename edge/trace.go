@@ -21,8 +21,8 @@ var noMsgTrace = []string{bus.NoMsgTrace}
 // startServer starts the edge's server span of a routed call, continuing
 // the caller's traceparent. It returns the call's context and the function
 // that ends the span; both cost nothing when tracing is off.
-func (e *Edge) startServer(c *call, rt *route) (context.Context, func()) {
-	r := c.r
+func (e *Edge) startServer(c *call) (context.Context, func()) {
+	r, rt := c.r, c.rt
 	if e.tracer == nil {
 		return r.Context(), noop
 	}

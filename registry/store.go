@@ -232,21 +232,18 @@ func (c *Client) History(ctx context.Context, name string) ([]Entry, error) {
 // entry that no longer validates, or to a route another API holds now is
 // refused. With IfRevision the write is conditional, as for Put.
 func (c *Client) Rollback(ctx context.Context, name string, revision uint64, opts ...WriteOption) (*API, error) {
-	e, err := c.kv.GetRevision(ctx, name, revision)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fmt.Errorf("api %s revision %d: %w", name, revision, ErrNotFound)
-	}
+	e, err := c.GetRevision(ctx, name, revision)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s revision %d: %w", name, revision, err)
+		return nil, err
 	}
-	if e.Operation() != jetstream.KeyValuePut {
+	if e.Op != "PUT" {
 		return nil, fmt.Errorf("revision %d of %s is a deletion, not a value", revision, name)
 	}
-	a, err := ParseAPI(name, e.Value())
+	a, err := ParseAPI(name, e.Value)
 	if err != nil {
 		return nil, fmt.Errorf("revision %d no longer validates: %w", revision, err)
 	}
-	return c.publish(ctx, a, e.Value(), opts)
+	return c.publish(ctx, a, e.Value, opts)
 }
 
 // SetDegrade writes an API's degrade switch (on or off). The switch is

@@ -42,7 +42,6 @@ type Worker struct {
 	o        Options
 	log      *slog.Logger
 	adapters map[string]backend.Adapter // by backend type (adapters.go)
-	maxResp  int64
 
 	mu      sync.Mutex // guards subs and closing; never taken by a request
 	subs    map[string]*apiSub
@@ -122,7 +121,6 @@ func New(o Options) (*Worker, error) {
 		o:        o,
 		log:      o.Logger,
 		adapters: adapters(int(maxResp)),
-		maxResp:  maxResp,
 		subs:     map[string]*apiSub{},
 		id:       nuid.Next(),
 		calls:    make(chan admitted),
