@@ -47,7 +47,7 @@ app's key (X-Api-Key: <key> or Authorization: ApiKey <key>) and, unless
 X-Jetway-App.
 
 A sandbox app reaches only the sandbox tier of an API ("sandbox" in its
-entry: its own backend, pool and limits, on jetway.sandbox.<api>); an API
+entry: its own backend, pool and limits, on jetway.sandbox.<pool>.<api>); an API
 without one answers it 403 NO_SANDBOX. Backends of the tier get
 X-Jetway-Sandbox: true.
 

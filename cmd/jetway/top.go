@@ -23,7 +23,7 @@ import (
 )
 
 const topUsage = `Usage: jetway top [--nats URL] [--once] [--interval 1s]
-       jetway metric API [--nats URL] [--seconds 10]
+       jetway metric API [--nats URL] [--history 1m] [--seconds 10]
 
 top shows a live table of every API across the cluster, refreshed each
 second: calls per second, blocked per second, error %, average, p50 (the
