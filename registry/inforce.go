@@ -40,24 +40,19 @@ func (c *Client) inForce(ctx context.Context, e Entry) (InForce, error) {
 		return InForce{Entry: e, API: a}, nil
 	}
 	out := InForce{Newest: &e, NewestErr: perr}
-	hs, err := c.History(ctx, e.Name)
+	hs, err := c.kv.History(ctx, e.Name)
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("reading history of %s: %w", e.Name, err)
 	}
-	for i := len(hs) - 1; i >= 0; i-- {
-		h := hs[i]
-		if h.Revision >= e.Revision {
-			continue
-		}
-		if h.Op != "PUT" {
-			break // deleted before: nothing good to fall back to
-		}
-		if a, err := parseAPIAt(h.Name, h.Value, h.Revision); err == nil {
-			out.Entry, out.API = h, a
-			break
-		}
+	if a, h, ok := lastGood(hs, e.Revision, parseAPIEntry); ok {
+		out.Entry, out.API = toEntry(h), a
 	}
 	return out, nil
+}
+
+// parseAPIEntry parses a stored API entry at its revision.
+func parseAPIEntry(e jetstream.KeyValueEntry) (*API, error) {
+	return parseAPIAt(e.Key(), e.Value(), e.Revision())
 }
 
 // ListInForce is List with what is in force for each API.

@@ -172,11 +172,8 @@ func (c *Client) allInForce(ctx context.Context) (apis map[string]*API, latest m
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("reading history of %s: %w", key, err)
 		}
-		for i := len(hs) - 1; i >= 0 && hs[i].Operation() == jetstream.KeyValuePut; i-- {
-			if a, err := parseAPIAt(key, hs[i].Value(), hs[i].Revision()); err == nil {
-				apis[key] = a
-				break
-			}
+		if a, _, ok := lastGood(hs, math.MaxUint64, parseAPIEntry); ok {
+			apis[key] = a
 		}
 	}
 	return apis, latest, live, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -409,16 +410,34 @@ func fallback[T any](ctx context.Context, w *Watcher, s *kvSet[T], kv jetstream.
 	if err != nil {
 		return zero, false
 	}
+	v, e, ok := lastGood(hs, math.MaxUint64, func(e jetstream.KeyValueEntry) (T, error) {
+		return s.parse(key, e.Value(), e.Revision())
+	})
+	if ok {
+		w.log.Info("using last good revision of invalid entry", "bucket", s.name, "key", key, "revision", e.Revision())
+	}
+	return v, ok
+}
+
+// lastGood finds, in a key's history (oldest first), the newest value
+// below revision before that parse accepts, looking no further back than
+// the key's last deletion: what every node serves for a key whose newer
+// values are invalid.
+func lastGood[T any](hs []jetstream.KeyValueEntry, before uint64, parse func(jetstream.KeyValueEntry) (T, error)) (T, jetstream.KeyValueEntry, bool) {
+	var zero T
 	for i := len(hs) - 1; i >= 0; i-- {
-		if hs[i].Operation() != jetstream.KeyValuePut {
-			return zero, false // deleted before: nothing good to fall back to
+		e := hs[i]
+		if e.Revision() >= before {
+			continue
 		}
-		if v, err := s.parse(key, hs[i].Value(), hs[i].Revision()); err == nil {
-			w.log.Info("using last good revision of invalid entry", "bucket", s.name, "key", key, "revision", hs[i].Revision())
-			return v, true
+		if e.Operation() != jetstream.KeyValuePut {
+			break // deleted before: nothing good to fall back to
+		}
+		if v, err := parse(e); err == nil {
+			return v, e, true
 		}
 	}
-	return zero, false
+	return zero, nil, false
 }
 
 // publishLocked swaps in a snapshot of both sets and tells the
