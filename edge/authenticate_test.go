@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/jetway-gw/jetway/bus"
@@ -50,5 +51,18 @@ func TestAuthenticateReturnsNotWrites(t *testing.T) {
 	}
 	if app, err := edge.Authenticate(&http.Request{Header: http.Header{}}, nil, edge.Caller{}); app != nil || err != nil {
 		t.Errorf("open API: %v %v", app, err)
+	}
+}
+
+// A signature header on an API that does not take signed requests is just
+// a credential it refuses: the edge reads no body for it (before the grant
+// and the limits) and answers 401, not 413 after reading up to max_body.
+func TestSignatureOnAnAPIWithoutHMACReadsNoBody(t *testing.T) {
+	g := jetwaytest.Start(t)
+	g.Publish(`{"name":"ns.post","pool":"p","route":{"method":"POST","path":"/ns"},"max_body":"1KiB","backend":{"type":"mock"},"auth":{"methods":["key"]}}`)
+	r := g.Do("POST", "/ns", strings.NewReader(strings.Repeat("x", 4096)),
+		"Authorization", "JW1-HMAC-SHA256 app=shop,ts=1,nonce=n,sig=s")
+	if r.Status != http.StatusUnauthorized || r.Code != string(bus.CodeUnauthenticated) {
+		t.Fatalf("%d %s, want 401 UNAUTHENTICATED without reading the body", r.Status, r.Body)
 	}
 }
