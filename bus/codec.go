@@ -19,6 +19,7 @@ type Meta struct {
 	ClientIP  string    // the caller's address as the edge saw it
 	App       string    // the authenticated app; "" for an open API
 	Deadline  time.Time // zero: none (the API's own timeout applies)
+	Wire      int       // the wire version the request is written in
 }
 
 // EncodeRequest makes h, the HTTP request headers for the backend (already
@@ -46,13 +47,16 @@ func EncodeRequest(h nats.Header, m *Meta) nats.Header {
 	if !m.Deadline.IsZero() {
 		h[HdrDeadline] = []string{strconv.FormatInt(m.Deadline.UnixNano(), 10)}
 	}
+	SetWire(h, m.Wire)
 	return h
 }
 
 // DecodeRequest reads a request message's metadata and turns its headers,
 // in place, back into the HTTP request headers (the wire's own names and
 // any NATS name the sender did not escape are dropped). A missing method is
-// GET; a deadline that does not parse is none.
+// GET; a deadline that does not parse is none. A version this node does
+// not read is a WIRE_VERSION error: a worker checks it with WireOf before
+// anything else; DecodeRequest then reads the rest.
 func DecodeRequest(h nats.Header) Meta {
 	m := Meta{
 		Method:    first(h, HdrMethod),
@@ -66,6 +70,7 @@ func DecodeRequest(h nats.Header) Meta {
 	if m.Method == "" {
 		m.Method = "GET"
 	}
+	m.Wire, _ = WireOf(h)
 	m.Deadline = RequestDeadline(h)
 	DecodeHTTPHeaders(h)
 	return m
@@ -84,15 +89,32 @@ func RequestDeadline(h nats.Header) time.Time {
 }
 
 // EncodeReply makes h, a backend's HTTP response headers (cleaned by the
-// caller), into the headers of a reply message with the status.
+// caller), into the headers of a reply message with the status. A reply is
+// written in the wire version of the request it answers, which its reader
+// wrote, so it does not say it.
 func EncodeReply(h nats.Header, status int) nats.Header {
 	EncodeHTTPHeaders(h) // a backend's Status must not pass for the protocol's
-	h[HdrStatus] = []string{strconv.Itoa(status)}
+	if status >= 100 && status < len(statusValues) {
+		h[HdrStatus] = statusValues[status]
+	} else {
+		h[HdrStatus] = []string{strconv.Itoa(status)}
+	}
 	return h
 }
 
+// statusValues are the HdrStatus values of the statuses 100 to 599, shared
+// (never changed) so that a reply's status costs no allocation.
+var statusValues = func() (v [600][]string) {
+	for s := 100; s < len(v); s++ {
+		v[s] = []string{strconv.Itoa(s)}
+	}
+	return v
+}()
+
 // ErrorReply is the reply message of a gateway-made error: the code's
-// status, the code, and the JSON body a caller receives.
+// status, the code, and the JSON body a caller receives. Its form is the
+// same in every wire version, so a WIRE_VERSION refusal reaches a sender
+// of any version.
 func ErrorReply(code Code, msg, requestID string) *nats.Msg {
 	return &nats.Msg{
 		Header: nats.Header{
@@ -110,17 +132,20 @@ type Reply struct {
 	Code   Code // set only on a gateway-made error
 }
 
-// DecodeReply reads a reply message's status and error code; ok is false
-// for a reply without a valid status (a malformed reply). The HTTP headers
-// stay in h under their wire names: DecodeHeaderName gives each its HTTP
-// name (or says to drop it), so a caller copies them without a second map.
-func DecodeReply(h nats.Header) (r Reply, ok bool) {
+// DecodeReply reads a reply message's status and error code; a reply
+// without a valid status is malformed, a BAD_GATEWAY *Error. The HTTP
+// headers stay in h under their wire names: DecodeHeaderName gives each
+// its HTTP name (or says to drop it), so a caller copies them without a
+// second map.
+func DecodeReply(h nats.Header) (Reply, error) {
 	status, err := strconv.Atoi(first(h, HdrStatus))
 	if err != nil || status < 100 || status > 999 {
-		return Reply{}, false
+		return Reply{}, errMalformedReply
 	}
-	return Reply{Status: status, Code: Code(first(h, HdrError))}, true
+	return Reply{Status: status, Code: Code(first(h, HdrError))}, nil
 }
+
+var errMalformedReply = Errorf(CodeBadGateway, "malformed reply from worker")
 
 // first is h's first value of a name given in canonical form (the wire's
 // names are), without the canonicalisation nats.Header.Get does.

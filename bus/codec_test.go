@@ -11,7 +11,7 @@ import (
 func TestRequestCodecRoundTrip(t *testing.T) {
 	dl := time.Unix(0, time.Now().UnixNano())
 	in := Meta{Method: "POST", Path: "/v1/a%2Fb", RawQuery: "q=1", RawParams: "id=7", RequestID: "r1",
-		ClientIP: "10.0.0.1", App: "shop", Deadline: dl}
+		ClientIP: "10.0.0.1", App: "shop", Deadline: dl, Wire: WireVersion}
 	h := nats.Header{"Status": {"teapot"}, "X-Custom": {"a", "b"}}
 	m := in
 	EncodeRequest(h, &m)
@@ -27,27 +27,88 @@ func TestRequestCodecRoundTrip(t *testing.T) {
 	}
 	// The fewest fields: a GET with no deadline.
 	h = nats.Header{}
-	EncodeRequest(h, &Meta{RequestID: "r2"})
-	if got := DecodeRequest(h); got.Method != "GET" || !got.Deadline.IsZero() || got.RequestID != "r2" || len(h) != 0 {
+	EncodeRequest(h, &Meta{RequestID: "r2", Wire: 1})
+	if got := DecodeRequest(h); got.Method != "GET" || !got.Deadline.IsZero() || got.RequestID != "r2" || got.Wire != 1 || len(h) != 0 {
 		t.Errorf("minimal request: %+v, headers left %v", got, h)
 	}
 }
 
 func TestReplyCodec(t *testing.T) {
 	h := EncodeReply(nats.Header{"Description": {"x"}}, 201)
-	if r, ok := DecodeReply(h); !ok || r.Status != 201 || r.Code != "" {
-		t.Errorf("reply %+v %v", r, ok)
+	if r, err := DecodeReply(h); err != nil || r.Status != 201 || r.Code != "" {
+		t.Errorf("reply %+v %v", r, err)
 	}
 	if _, ok := h["Description"]; ok {
 		t.Errorf("a backend's Description travels unescaped: %v", h)
 	}
 	e := ErrorReply(CodeOverloaded, "busy", "r3")
-	if r, ok := DecodeReply(e.Header); !ok || r.Status != 503 || r.Code != CodeOverloaded {
-		t.Errorf("error reply %+v %v", r, ok)
+	if r, err := DecodeReply(e.Header); err != nil || r.Status != 503 || r.Code != CodeOverloaded {
+		t.Errorf("error reply %+v %v", r, err)
 	}
 	for _, bad := range []string{"", "abc", "99", "1000"} {
-		if _, ok := DecodeReply(nats.Header{HdrStatus: {bad}}); ok {
-			t.Errorf("status %q accepted", bad)
+		if _, err := DecodeReply(nats.Header{HdrStatus: {bad}}); !isCode(err, CodeBadGateway) {
+			t.Errorf("status %q: %v, want BAD_GATEWAY", bad, err)
 		}
+	}
+}
+
+func isCode(err error, c Code) bool {
+	ge, ok := err.(*Error)
+	return ok && ge.Code == c
+}
+
+// A node reads its own wire version and the one before: version 1 is a
+// request without the header, as the releases before the version wrote.
+// Anything else is WIRE_VERSION, never a guess at what the request means.
+func TestWireVersions(t *testing.T) {
+	for v := WireMinVersion; v <= WireVersion; v++ {
+		h := nats.Header{}
+		SetWire(h, v)
+		if got, err := WireOf(h); err != nil || got != v {
+			t.Errorf("version %d read back as %d, %v", v, got, err)
+		}
+	}
+	if _, ok := EncodeRequest(nats.Header{}, &Meta{Wire: 1})[HdrWire]; ok {
+		t.Error("a version 1 request carries the header the previous release never wrote")
+	}
+	for _, bad := range [][]string{{"3"}, {"0"}, {"-1"}, {""}, {"2x"}, {"99999999999999999999"}, {"2", "2"}} {
+		h := nats.Header{HdrWire: bad}
+		if _, err := WireOf(h); !isCode(err, CodeWireVersion) {
+			t.Errorf("version %q: %v, want WIRE_VERSION", bad, err)
+		}
+	}
+}
+
+// Requests are written in the highest version every live worker reads: a
+// node starts in the oldest, moves up once it has heard the workers, and
+// goes back down when a worker of the previous release (whose beats carry
+// no version) is live.
+func TestWireVersionsFollowWorkers(t *testing.T) {
+	if (*WireVersions)(nil).Send() != WireVersion {
+		t.Error("a nil chooser does not write this release's version")
+	}
+	tr := NewTracker(nil, time.Second)
+	now := time.Now()
+	if _, ok := tr.WireFloor(now); ok {
+		t.Error("a floor without workers")
+	}
+	tr.observe(Heartbeat{ID: "e", Role: "edge"}, now) // edges do not count
+	tr.observe(Heartbeat{ID: "w1", Role: "worker", Wire: WireVersion}, now)
+	if v, ok := tr.WireFloor(now); !ok || v != WireVersion {
+		t.Errorf("floor %d %v, want %d", v, ok, WireVersion)
+	}
+	tr.observe(Heartbeat{ID: "w0", Role: "serve"}, now)
+	if v, _ := tr.WireFloor(now); v != 1 {
+		t.Errorf("floor %d with a worker of the previous release, want 1", v)
+	}
+	if v, ok := tr.WireFloor(now.Add(5 * time.Second)); ok {
+		t.Errorf("dead workers count: floor %d", v)
+	}
+	tr.observe(Heartbeat{ID: "w0", Stopping: true}, now)
+	if v, _ := tr.WireFloor(now); v != WireVersion {
+		t.Errorf("floor %d after the old worker stopped, want %d", v, WireVersion)
+	}
+	if NewWireVersions().Send() != WireMinVersion {
+		t.Error("a new chooser does not start at the oldest version")
 	}
 }

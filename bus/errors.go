@@ -28,6 +28,7 @@ const (
 	CodeBadRequest       Code = "BAD_REQUEST"
 	CodePayloadTooLarge  Code = "PAYLOAD_TOO_LARGE"
 	CodeInternal         Code = "INTERNAL"
+	CodeWireVersion      Code = "WIRE_VERSION"
 )
 
 var codeStatus = map[Code]int{
@@ -47,6 +48,7 @@ var codeStatus = map[Code]int{
 	CodeBadRequest:       http.StatusBadRequest,
 	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
 	CodeInternal:         http.StatusInternalServerError,
+	CodeWireVersion:      http.StatusBadGateway,
 }
 
 // Status is the HTTP status of a code (500 for an unknown one).

@@ -50,6 +50,7 @@ type Heartbeat struct {
 	Role     string    `json:"role"`            // serve, edge or worker
 	Pools    []string  `json:"pools,omitempty"` // pools a worker serves
 	Version  string    `json:"version,omitempty"`
+	Wire     int       `json:"wire,omitempty"`  // the wire version the node writes and reads up to; absent: 1
 	Host     string    `json:"host,omitempty"`  // hostname
 	Admin    string    `json:"admin,omitempty"` // admin listener address
 	Started  time.Time `json:"started"`
@@ -361,6 +362,24 @@ func (t *Tracker) Live(role string, now time.Time) int {
 		}
 	}
 	return n
+}
+
+// WireFloor is the lowest wire version among the workers (and serve
+// nodes) live at now, ok false when there are none. A beat without a
+// version comes from a release that reads only version 1.
+func (t *Tracker) WireFloor(now time.Time) (v int, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tn := range t.nodes {
+		if (tn.hb.Role != "worker" && tn.hb.Role != "serve") || t.deadLocked(tn, now) {
+			continue
+		}
+		w := max(tn.hb.Wire, WireMinVersion)
+		if !ok || w < v {
+			v, ok = w, true
+		}
+	}
+	return v, ok
 }
 
 // ServeHTTP answers with Nodes(time.Now()) as a JSON array, the same

@@ -1,5 +1,13 @@
 package bus
 
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
 // Header names of the wire between edge and worker. A request travels as NATS
 // headers plus the raw body; a reply likewise. Jetway's own headers share the
 // reserved prefix HeaderPrefix; every other header of a request is an HTTP
@@ -24,6 +32,10 @@ const (
 	HdrApp       = "Jetway-App"        // authenticated app id, if any
 	HdrClientIP  = "Jetway-Client-Ip"  // client address as the edge saw it
 
+	// HdrWire is the wire version a request is written in (WireVersion);
+	// a request without it is version 1. A reply is in its request's.
+	HdrWire = "Jetway-Wire"
+
 	// Reply metadata, set by the worker.
 	HdrStatus = "Jetway-Status" // HTTP status of the reply
 	HdrError  = "Jetway-Error"  // set only on gateway-made errors: the error code
@@ -37,4 +49,92 @@ const (
 // the reserved wire namespace.
 func IsReserved(canonicalName string) bool {
 	return len(canonicalName) >= len(HeaderPrefix) && canonicalName[:len(HeaderPrefix)] == HeaderPrefix
+}
+
+// Wire versions. A node reads the messages of its own version and of the
+// one before (WireMinVersion), so edges and workers of two releases in a
+// row can serve calls together during a rolling upgrade. Which version a
+// node sends is chosen by a WireVersions (peers.go): the highest every
+// live worker reads, as their heartbeats say. A worker answers in the
+// version it was asked in, so a reply does not say its version.
+//
+//	1  releases before the version was carried: no Jetway-Wire header.
+//	2  the header is carried; workers say their version in heartbeats.
+const (
+	WireVersion    = 2
+	WireMinVersion = 1
+)
+
+// wireValues are the header values of each version, shared so that
+// setting one costs no allocation. Version 1 has none.
+var wireValues = [WireVersion + 1][]string{2: {"2"}}
+
+// SetWire marks h as written in version v (a version this node reads).
+func SetWire(h map[string][]string, v int) {
+	if v > WireMinVersion && v <= WireVersion {
+		h[HdrWire] = wireValues[v]
+	}
+}
+
+// WireOf is the version a request's headers say it is written in: 1
+// without the header. Any version this node does not read (newer, older
+// or malformed) is a WIRE_VERSION error.
+func WireOf(h map[string][]string) (int, error) {
+	vs := h[HdrWire]
+	if len(vs) == 0 {
+		return WireMinVersion, nil
+	}
+	v, err := strconv.Atoi(vs[0])
+	if err != nil || len(vs) > 1 || v < WireMinVersion || v > WireVersion {
+		return 0, Errorf(CodeWireVersion, fmt.Sprintf("message in wire version %.8q; this node reads versions %d to %d", vs[0], WireMinVersion, WireVersion))
+	}
+	return v, nil
+}
+
+// WireVersions chooses the version a node writes requests in: the highest
+// one every live worker reads (Tracker.WireFloor). It starts at
+// WireMinVersion, which the workers of this release and of the previous
+// one read, and moves only after Follow has listened to the cluster's
+// heartbeats for DeadAfter periods, long enough to have heard every live
+// worker. A nil *WireVersions writes WireVersion: every peer is of this
+// release (a test, one process).
+type WireVersions struct{ send atomic.Int32 }
+
+// NewWireVersions returns a chooser writing WireMinVersion.
+func NewWireVersions() *WireVersions {
+	w := &WireVersions{}
+	w.send.Store(WireMinVersion)
+	return w
+}
+
+// Send is the version to write a request in now.
+func (w *WireVersions) Send() int {
+	if w == nil {
+		return WireVersion
+	}
+	return int(w.send.Load())
+}
+
+// Follow keeps Send at the tracked workers' floor until ctx ends: it waits
+// DeadAfter periods, then looks every quarter period. With no live worker
+// it keeps what it has, so a worker of the previous release that starts
+// next is never written to in a version it cannot read.
+func (w *WireVersions) Follow(ctx context.Context, t *Tracker) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(DeadAfter * t.period):
+	}
+	tick := time.NewTicker(t.period / 4)
+	defer tick.Stop()
+	for {
+		if v, ok := t.WireFloor(time.Now()); ok {
+			w.send.Store(int32(min(max(v, WireMinVersion), WireVersion)))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

@@ -144,13 +144,13 @@ func (p *proc) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// startProc starts the jetway binary with args. The process is killed with
-// SIGKILL at the end of the test if it still runs, and its output is logged
-// when the test failed.
-func startProc(t *testing.T, name string, args ...string) *proc {
+// startBin starts a jetway binary (jetwayBin, or a previous release's)
+// with args. The process is killed with SIGKILL at the end of the test if
+// it still runs, and its output is logged when the test failed.
+func startBin(t *testing.T, bin, name string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, changed: make(chan struct{}), done: make(chan struct{})}
-	p.cmd = exec.Command(jetwayBin, args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = childEnv()
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
@@ -294,6 +294,12 @@ type node struct {
 // addresses from its log. It does not wait for readiness.
 func startNode(t *testing.T, name, role, data string, args ...string) *node {
 	t.Helper()
+	return startNodeBin(t, jetwayBin, name, role, data, args...)
+}
+
+// startNodeBin is startNode with another binary (a previous release's).
+func startNodeBin(t *testing.T, bin, name, role, data string, args ...string) *node {
+	t.Helper()
 	if data == "" {
 		data = t.TempDir()
 	}
@@ -306,7 +312,7 @@ func startNode(t *testing.T, name, role, data string, args ...string) *node {
 		full = append(full, "--nats-listen", "127.0.0.1:0")
 	}
 	full = append(full, args...)
-	n := &node{proc: startProc(t, name, full...), data: data}
+	n := &node{proc: startBin(t, bin, name, full...), data: data}
 	if embedded {
 		n.natsURL = n.waitLog(t, startTimeout, `"embedded nats started"`, msgIs("embedded nats started")).str("url")
 	}

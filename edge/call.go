@@ -334,7 +334,7 @@ func (c *call) send() error {
 		h["X-Forwarded-Proto"] = protoHTTP
 	}
 	meta := bus.Meta{Method: r.Method, Path: r.URL.RawPath, RawQuery: r.URL.RawQuery,
-		RequestID: c.id, ClientIP: c.clientIP, Deadline: c.deadline}
+		RequestID: c.id, ClientIP: c.clientIP, Deadline: c.deadline, Wire: c.e.o.Wire.Send()}
 	if c.app != nil { // an open API has no app ("anonymous" only keys its limits)
 		meta.App = c.app.app.ID
 	}
@@ -379,8 +379,8 @@ func (c *call) requestError(err error) error {
 // answer of an API with a cached fallback.
 func (c *call) reply() error {
 	m := c.msg
-	rep, ok := bus.DecodeReply(m.Header)
-	if !ok {
+	rep, err := bus.DecodeReply(m.Header)
+	if err != nil {
 		return c.refuse(bus.CodeBadGateway, "malformed reply from worker")
 	}
 	if rep.Code != "" {

@@ -55,6 +55,9 @@ type Options struct {
 	// Nonces remembers signed requests' nonces across the cluster; without
 	// it, signed requests are refused.
 	Nonces NonceStore
+	// Wire chooses the wire version requests are written in; nil writes
+	// this release's (every worker is of this release).
+	Wire *bus.WireVersions
 }
 
 // Edge is an http.Handler. Feed it registry snapshots with Apply; each one

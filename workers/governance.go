@@ -348,13 +348,13 @@ func (w *Worker) callAPI(ctx context.Context, api string, req *backend.Request) 
 	}
 	dl, _ := ctx.Deadline()
 	bus.EncodeRequest(h, &bus.Meta{Method: req.Method, Path: req.Path, RawQuery: req.RawQuery, RawParams: req.RawParams,
-		RequestID: req.RequestID, ClientIP: req.ClientIP, App: req.App, Deadline: dl})
+		RequestID: req.RequestID, ClientIP: req.ClientIP, App: req.App, Deadline: dl, Wire: w.o.Wire.Send()})
 	m, err := w.o.Conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: target.Subject(), Header: h, Data: req.Body})
 	if err != nil {
 		return nil
 	}
-	rep, ok := bus.DecodeReply(m.Header)
-	if !ok || rep.Code != "" || rep.Status >= 500 {
+	rep, err := bus.DecodeReply(m.Header)
+	if err != nil || rep.Code != "" || rep.Status >= 500 {
 		return nil
 	}
 	rh := http.Header(m.Header)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,9 @@ type Options struct {
 	// Tracing, when set, traces every call (otel.SetupTracing); nil turns
 	// tracing off at no cost.
 	Tracing trace.TracerProvider
+	// Wire chooses the wire version of the requests a fallback sends to
+	// another API; nil writes this release's.
+	Wire *bus.WireVersions
 }
 
 // Worker serves the APIs of its pools. Feed it registry snapshots with
@@ -58,6 +62,10 @@ type Worker struct {
 
 	inflight atomic.Int64 // calls in flight across all APIs
 	dropped  atomic.Int64 // requests dropped because their deadline had passed
+	// wireIn counts the requests received by wire version (index 0: one
+	// this worker does not read), so an operator sees when no node writes
+	// the previous version any more.
+	wireIn [bus.WireVersion + 1]atomic.Int64
 
 	// calls hands an admitted call to an idle runner goroutine (runCalls);
 	// unbuffered, so a send succeeds only when one is waiting. stopped is
@@ -277,6 +285,15 @@ func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
 		// on: never answer there.
 		return
 	}
+	wire, err := bus.WireOf(m.Header)
+	w.wireIn[wire].Add(1)
+	if err != nil {
+		// Written by a node more than a release ahead: nothing in it can
+		// be trusted to mean what this worker would read.
+		code, msg := errorCode(err)
+		w.replyError(m, m.Header.Get(bus.HdrRequestID), code, msg)
+		return
+	}
 	inv, err := w.admit(as, bus.RequestDeadline(m.Header))
 	if err == errExpired {
 		return // the caller has given up already
@@ -291,6 +308,20 @@ func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
 	default:
 		go w.runCalls(admitted{inv, m})
 	}
+}
+
+// WireRequests counts the requests received so far by wire version ("1",
+// "2", ...; "unread" for versions this worker does not read).
+func (w *Worker) WireRequests() map[string]int64 {
+	out := make(map[string]int64, len(w.wireIn))
+	for v := range w.wireIn {
+		name := strconv.Itoa(v)
+		if v == 0 {
+			name = "unread"
+		}
+		out[name] = w.wireIn[v].Load()
+	}
+	return out
 }
 
 // runCalls serves a call, then the next ones dispatch hands it, until it
@@ -458,16 +489,31 @@ func decodeRequest(a *registry.API, m *nats.Msg) *backend.Request {
 // reply sends a backend's response: status and headers as NATS headers,
 // the body as it is.
 func (w *Worker) reply(m *nats.Msg, resp *backend.Response) {
-	h := nats.Header{}
-	for k, vs := range resp.Header {
+	rb := replyBufs.Get().(*replyBuf)
+	h := rb.h
+	for k, vs := range resp.Header { // a copy: resp's map may be shared (a cached response)
 		h[k] = vs
 	}
 	bus.CleanHeaders(h)
 	bus.EncodeReply(h, resp.Status)
-	if err := m.RespondMsg(&nats.Msg{Header: h, Data: resp.Body}); err != nil {
+	rb.msg = nats.Msg{Header: h, Data: resp.Body}
+	err := m.RespondMsg(&rb.msg)
+	clear(h)
+	rb.msg = nats.Msg{}
+	replyBufs.Put(rb)
+	if err != nil {
 		w.log.Warn("sending reply", "subject", m.Subject, "err", err)
 	}
 }
+
+// replyBuf is a reply's header map and message, reused from call to call:
+// RespondMsg has written both out by the time it returns.
+type replyBuf struct {
+	h   nats.Header
+	msg nats.Msg
+}
+
+var replyBufs = sync.Pool{New: func() any { return &replyBuf{h: make(nats.Header, 8)} }}
 
 // replyError sends a gateway-made error. requestID is passed in because
 // decodeRequest strips the wire headers from m.

@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/edge"
 )
 
@@ -35,6 +39,7 @@ func (n *node) adminHandler() http.Handler {
 			"reason":   reason,
 			"role":     n.role,
 			"registry": map[string]any{"source": s.Source.String(), "revision": s.Revision, "apis": len(s.APIs)},
+			"wire":     map[string]any{"reads": []int{bus.WireMinVersion, bus.WireVersion}, "writes": n.wire.Send()},
 		}
 		if n.edge != nil {
 			body["routes"] = n.edge.Routes()
@@ -55,6 +60,9 @@ func (n *node) adminHandler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		if n.metrics != nil {
 			_ = n.metrics.WritePrometheus(w)
+		}
+		if n.worker != nil {
+			n.writeWireMetrics(w)
 		}
 	})
 	mux.HandleFunc("GET /metric", func(w http.ResponseWriter, r *http.Request) {
@@ -176,4 +184,16 @@ func checkAdminAddr(addr, token string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: the admin listener %s is not on loopback: set --admin-token (or JETWAY_ADMIN_TOKEN), or bind it to 127.0.0.1", errUsage, addr)
+}
+
+// writeWireMetrics writes a worker's count of the requests it received by
+// wire version: once no node writes the previous version any more (its
+// count stops growing), a rolling upgrade is complete.
+func (n *node) writeWireMetrics(w io.Writer) {
+	counts := n.worker.WireRequests()
+	fmt.Fprintln(w, "# HELP jetway_worker_wire_requests_total Requests received by this worker, by the wire version they were written in (unread: a version it does not read).")
+	fmt.Fprintln(w, "# TYPE jetway_worker_wire_requests_total counter")
+	for _, v := range slices.Sorted(maps.Keys(counts)) {
+		fmt.Fprintf(w, "jetway_worker_wire_requests_total{version=%q,node=%q,role=%q} %d\n", v, n.id, n.role, counts[v])
+	}
 }

@@ -35,7 +35,7 @@ func cmdNode(r role, args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	n := &node{role: r, cfg: cfg, log: cfg.log, id: nuid.Next(), errc: make(chan error, 2)}
+	n := &node{role: r, cfg: cfg, log: cfg.log, id: nuid.Next(), errc: make(chan error, 2), wire: bus.NewWireVersions()}
 	return n.run(ctx)
 }
 
@@ -51,6 +51,7 @@ type node struct {
 	creds    bus.Credentials // serve --nats-auth: the role passwords
 	beatDone chan struct{}
 	tracker  *bus.Tracker
+	wire     *bus.WireVersions // the wire version this node's requests are written in
 	id       string
 	metrics  *otel.Metrics
 	// stopWatch ends the registry watch (at shutdown).
@@ -217,7 +218,7 @@ func (n *node) startEdge(ctx context.Context) error {
 	}
 	f := n.cfg
 	n.metrics = otel.NewMetrics(n.id, string(n.role))
-	eo := edge.Options{Conn: nc, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics, TrustedProxies: f.trusted}
+	eo := edge.Options{Conn: nc, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics, TrustedProxies: f.trusted, Wire: n.wire}
 	eo.IPRules = &edge.IPRules{Allow: f.allow, Deny: f.deny}
 	eo.Nonces = registry.NewNonceStore(n.ctl, registry.BucketOptions{Replicas: f.replicas})
 	if n.role == roleServe {
@@ -304,7 +305,7 @@ func (n *node) startWorker(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	wo := workers.Options{Conn: nc, Pools: n.cfg.pools, Logger: n.log}
+	wo := workers.Options{Conn: nc, Pools: n.cfg.pools, Logger: n.log, Wire: n.wire}
 	if n.cfg.tracing != nil {
 		wo.Tracing = n.cfg.tracing
 	}
@@ -328,7 +329,7 @@ func (n *node) watchRegistry(context.Context) error {
 // heartbeat sends this node's heartbeats, tracks the live set of all nodes
 // for /nodes, and (with an edge) evaluates the alert rules.
 func (n *node) heartbeat(ctx context.Context) error {
-	beater, err := bus.NewHeartbeat(n.ctl, bus.Heartbeat{ID: n.id, Role: string(n.role), Pools: n.cfg.pools, Version: version, Admin: n.cfg.admin},
+	beater, err := bus.NewHeartbeat(n.ctl, bus.Heartbeat{ID: n.id, Role: string(n.role), Pools: n.cfg.pools, Version: version, Wire: bus.WireVersion, Admin: n.cfg.admin},
 		bus.DefaultHeartbeatPeriod, func() (int64, int) {
 			var inflight int64
 			if n.worker != nil {
@@ -349,6 +350,8 @@ func (n *node) heartbeat(ctx context.Context) error {
 		return err
 	}
 	n.onExit(n.tracker.Stop)
+	// Requests are written in the highest version every live worker reads.
+	go n.wire.Follow(ctx, n.tracker)
 	if n.edge != nil {
 		go func() {
 			if err := n.runAlerts(ctx, n.ctl); err != nil {
