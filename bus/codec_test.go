@@ -79,6 +79,38 @@ func TestWireVersions(t *testing.T) {
 	}
 }
 
+// A WIRE_VERSION refusal says what the worker reads; the sender writes the
+// request again in the newest version both read, unless that is what it
+// sent or there is none.
+func TestWireRetry(t *testing.T) {
+	refusal := func(reads string) nats.Header {
+		h := ErrorReply(CodeWireVersion, "no", "r").Header
+		if reads != "" {
+			h[HdrWireReads] = []string{reads}
+		}
+		return h
+	}
+	for _, c := range []struct {
+		h    nats.Header
+		sent int
+		want int
+	}{
+		{refusal("2-3"), 1, 2},
+		{refusal("1-1"), 2, 1},
+		{WireRefusal(Errorf(CodeWireVersion, "x"), "r").Header, 3, WireVersion},
+		{refusal("2-3"), 2, 0},                            // what was sent: no second try
+		{refusal("3-4"), 2, 0},                            // none in common
+		{refusal(""), 1, 0},                               // says nothing
+		{refusal("x-2"), 1, 0},                            // malformed
+		{ErrorReply(CodeOverloaded, "", "").Header, 1, 0}, // another refusal
+	} {
+		v, ok := WireRetry(c.h, c.sent)
+		if ok != (c.want != 0) || v != c.want {
+			t.Errorf("refusal %v of a version %d request: retry in %d %v, want %d", c.h, c.sent, v, ok, c.want)
+		}
+	}
+}
+
 // Requests are written in the highest version every live worker reads: a
 // node starts in the oldest, moves up once it has heard the workers, and
 // goes back down when a worker of the previous release (whose beats carry

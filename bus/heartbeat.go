@@ -252,6 +252,7 @@ const (
 // forge one. Pools are valid names, at most maxHeartbeatPools; texts are cut
 // to maxHeartbeatText bytes and made printable; counts are not negative.
 func boundHeartbeat(hb Heartbeat) Heartbeat {
+	hb.Wire = min(max(hb.Wire, 0), WireVersion) // a version this node does not know says nothing more
 	pools := make([]string, 0, min(len(hb.Pools), maxHeartbeatPools))
 	for _, p := range hb.Pools {
 		if len(pools) == maxHeartbeatPools {

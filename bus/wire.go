@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Header names of the wire between edge and worker. A request travels as NATS
@@ -35,6 +38,10 @@ const (
 	// HdrWire is the wire version a request is written in (WireVersion);
 	// a request without it is version 1. A reply is in its request's.
 	HdrWire = "Jetway-Wire"
+	// HdrWireReads, on a WIRE_VERSION refusal, is the versions the
+	// refusing worker reads, "<oldest>-<newest>": the sender writes the
+	// request again in one of them (WireRetry).
+	HdrWireReads = "Jetway-Wire-Reads"
 
 	// Reply metadata, set by the worker.
 	HdrStatus = "Jetway-Status" // HTTP status of the reply
@@ -54,9 +61,14 @@ func IsReserved(canonicalName string) bool {
 // Wire versions. A node reads the messages of its own version and of the
 // one before (WireMinVersion), so edges and workers of two releases in a
 // row can serve calls together during a rolling upgrade. Which version a
-// node sends is chosen by a WireVersions (peers.go): the highest every
-// live worker reads, as their heartbeats say. A worker answers in the
-// version it was asked in, so a reply does not say its version.
+// node sends is chosen by a WireVersions (below): the highest every live
+// worker reads, as their heartbeats say. A worker answers in the version
+// it was asked in, so a reply does not say its version. Heartbeats can be
+// late (a node just started, a worker just subscribed) or forged (any
+// worker may beat under any worker id), so they only save a round trip: a
+// worker refuses a version it does not read before it admits the call,
+// saying which it reads, and the sender writes the call again in one of
+// them, once (WireRetry).
 //
 //	1  releases before the version was carried: no Jetway-Wire header.
 //	2  the header is carried; workers say their version in heartbeats.
@@ -73,7 +85,47 @@ var wireValues = [WireVersion + 1][]string{2: {"2"}}
 func SetWire(h map[string][]string, v int) {
 	if v > WireMinVersion && v <= WireVersion {
 		h[HdrWire] = wireValues[v]
+	} else {
+		delete(h, HdrWire)
 	}
+}
+
+// wireReads is what this node reads, as HdrWireReads says it.
+var wireReads = []string{strconv.Itoa(WireMinVersion) + "-" + strconv.Itoa(WireVersion)}
+
+// WireRefusal is a worker's answer to a request in a version it does not
+// read: WIRE_VERSION, saying which versions it reads.
+func WireRefusal(err error, requestID string) *nats.Msg {
+	msg := "wire version not read by this worker"
+	if ge, ok := err.(*Error); ok {
+		msg = ge.Message
+	}
+	m := ErrorReply(CodeWireVersion, msg, requestID)
+	m.Header[HdrWireReads] = wireReads
+	return m
+}
+
+// WireRetry tells, for a reply to a request written in version sent,
+// whether it is a WIRE_VERSION refusal that a request in another version
+// would pass, and in which: the newest both sides read.
+func WireRetry(reply nats.Header, sent int) (int, bool) {
+	if first(reply, HdrError) != string(CodeWireVersion) {
+		return 0, false
+	}
+	lo, hi, ok := strings.Cut(first(reply, HdrWireReads), "-")
+	if !ok {
+		return 0, false
+	}
+	oldest, err1 := strconv.Atoi(lo)
+	newest, err2 := strconv.Atoi(hi)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	v := min(newest, WireVersion)
+	if v < max(oldest, WireMinVersion) || v == sent {
+		return 0, false
+	}
+	return v, true
 }
 
 // WireOf is the version a request's headers say it is written in: 1

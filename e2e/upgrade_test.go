@@ -23,9 +23,9 @@ import (
 )
 
 // previousRelease is the commit of the release before this one, the
-// binary a rolling upgrade starts from. Move it to the commit that landed
-// last when a release lands (docs/operations.md#rolling-upgrades); the
-// wire version it writes is bus.WireVersion-1 or bus.WireVersion.
+// binary a rolling upgrade starts from: the commit that landed last. Move
+// it forward when a release lands; the wire version it writes must be
+// bus.WireVersion-1 or bus.WireVersion.
 const previousRelease = "d36956fb54d6c106e0f8ac429c93ca23ca11605a"
 
 // buildPrevious builds the jetway binary of previousRelease from this
@@ -225,15 +225,20 @@ func (n *node) writes(t *testing.T) int {
 }
 
 // TestRollingUpgrade upgrades a cluster from the previous release's binary
-// to this one, one node at a time, under steady load: an old edge and
-// worker; a new edge joins (new edge, old worker); a new worker joins
-// (both edges, both workers); the old worker drains and exits; the old
-// edge leaves rotation, drains and exits. Not one call fails, every call
-// reaches the backend once, and the new edge moves to the new wire
-// version only when the last old worker is gone.
+// to this one, one node at a time, under steady load, in both orders:
+// edges first (a new edge joins an old worker; a new worker joins; the
+// old worker drains and exits; the old edge leaves rotation, drains and
+// exits) and workers first. Not one call fails, every call reaches the
+// backend once, and a new edge writes the new wire version only once the
+// last old worker is gone. It runs alone (not parallel): it builds the
+// previous release and holds a steady load.
 func TestRollingUpgrade(t *testing.T) {
-	t.Parallel()
 	prev := buildPrevious(t)
+	t.Run("edges-first", func(t *testing.T) { rollingUpgrade(t, prev, true) })
+	t.Run("workers-first", func(t *testing.T) { rollingUpgrade(t, prev, false) })
+}
+
+func rollingUpgrade(t *testing.T, prev string, edgesFirst bool) {
 	var hits atomic.Int64
 	be := newBackend(t, func(_ *backend, w http.ResponseWriter, _ *http.Request) {
 		hits.Add(1)
@@ -256,11 +261,16 @@ func TestRollingUpgrade(t *testing.T) {
 	defer load.finish()
 	load.waitMore(t, oldEdge.edge, 50)
 
-	newEdge := start(jetwayBin, "new-edge", "edge")
-	load.add(newEdge.edge)
-	load.waitMore(t, newEdge.edge, 50) // a new edge, an old worker
-
-	newWorker := start(jetwayBin, "new-worker", "worker", "--pool", "up")
+	var newEdge, newWorker *node
+	addEdge := func() {
+		newEdge = start(jetwayBin, "new-edge", "edge")
+		load.add(newEdge.edge)
+		load.waitMore(t, newEdge.edge, 50)
+	}
+	if edgesFirst {
+		addEdge() // a new edge, an old worker
+	}
+	newWorker = start(jetwayBin, "new-worker", "worker", "--pool", "up")
 	newWorker.waitServing(t, "up.ping")
 	natstest.CheckFor(t, startTimeout, pollEvery, func() error {
 		if got := newWorker.wireCounts(t)["1"]; got < 20 {
@@ -268,13 +278,19 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		return nil
 	})
-	if v := newEdge.writes(t); v != 1 {
-		t.Fatalf("the new edge writes version %d while a worker of the previous release is live", v)
+	if newEdge != nil {
+		if v := newEdge.writes(t); v != 1 {
+			t.Fatalf("the new edge writes version %d while a worker of the previous release is live", v)
+		}
 	}
 
 	oldWorker.signal(t, syscall.SIGTERM)
 	if code := oldWorker.waitExit(t, exitTimeout); code != 0 {
 		t.Fatalf("the old worker exited %d", code)
+	}
+	load.waitMore(t, oldEdge.edge, 50) // an old edge, a new worker
+	if newEdge == nil {
+		addEdge()
 	}
 	natstest.CheckFor(t, startTimeout, pollEvery, func() error {
 		if v := newEdge.writes(t); v != 2 {
@@ -282,7 +298,6 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 		return nil
 	})
-	load.waitMore(t, oldEdge.edge, 50) // an old edge, a new worker
 	load.waitMore(t, newEdge.edge, 50)
 
 	load.remove(oldEdge.edge)

@@ -75,7 +75,10 @@ func TestWorkerWireVersions(t *testing.T) {
 	if n := be.n.Load(); n != 2 {
 		t.Errorf("the backend was called %d times, want 2", n)
 	}
-	if got := w.WireRequests(); got["1"] != 1 || got["2"] != 1 || got["unread"] != 2 {
+	if r := ask([]string{"3"}); r.Header.Get(bus.HdrWireReads) != "1-2" {
+		t.Errorf("a refusal says the worker reads %q", r.Header.Get(bus.HdrWireReads))
+	}
+	if got := w.WireRequests(); got["1"] != 1 || got["2"] != 1 || got["unread"] != 3 {
 		t.Errorf("WireRequests %v", got)
 	}
 }

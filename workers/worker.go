@@ -288,10 +288,12 @@ func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
 	wire, err := bus.WireOf(m.Header)
 	w.wireIn[wire].Add(1)
 	if err != nil {
-		// Written by a node more than a release ahead: nothing in it can
-		// be trusted to mean what this worker would read.
-		code, msg := errorCode(err)
-		w.replyError(m, m.Header.Get(bus.HdrRequestID), code, msg)
+		// Written by a node more than a release apart: nothing in it
+		// can be trusted to mean what this worker would read. The
+		// refusal says which versions it reads; the sender retries.
+		if err := m.RespondMsg(bus.WireRefusal(err, m.Header.Get(bus.HdrRequestID))); err != nil {
+			w.log.Warn("sending error reply", "subject", m.Subject, "err", err)
+		}
 		return
 	}
 	inv, err := w.admit(as, bus.RequestDeadline(m.Header))
@@ -498,9 +500,11 @@ func (w *Worker) reply(m *nats.Msg, resp *backend.Response) {
 	bus.EncodeReply(h, resp.Status)
 	rb.msg = nats.Msg{Header: h, Data: resp.Body}
 	err := m.RespondMsg(&rb.msg)
-	clear(h)
-	rb.msg = nats.Msg{}
-	replyBufs.Put(rb)
+	if len(h) <= 32 { // a map grown by a reply with many headers is not kept
+		clear(h)
+		rb.msg = nats.Msg{}
+		replyBufs.Put(rb)
+	}
 	if err != nil {
 		w.log.Warn("sending reply", "subject", m.Subject, "err", err)
 	}
