@@ -9,9 +9,17 @@
 #             line per call to stderr (here a file)
 #   jetway-log-base  (only with BASE=<git rev>) jetway-log built from BASE,
 #             for a before/after of a change in the same run
+#   jetway-split  a split deployment with the default logging: a separate
+#             nats-server (JetStream on), `jetway edge` and `jetway worker`
+#             processes
 #   revproxy  bench/cmd/revproxy: httputil.ReverseProxy, tuned transport and
 #             pooled buffers
 #   nginx     nginx as a reverse proxy with a keepalive upstream pool
+#
+# Idle connections: after the rounds, bench/cmd/idleconns holds IDLE_CONNS
+# (5000) idle keep-alive connections on the backend (a bare net/http
+# server) and on jetway-log's edge, and reports RSS and live memory (heap
+# plus stacks after a forced GC) per connection for each.
 #
 # Load: wrk. Throughput run: -t2 -c64 -d10s (after a 2s warm-up of the same
 # shape); latency run: -t1 -c1 -d5s, from which "added p50" over direct is
@@ -35,7 +43,7 @@
 # Needs: go, wrk, nginx, curl. When run as root it installs wrk and
 # nginx-light with apt-get if they are missing. Takes about 2.5 minutes.
 #
-# Env overrides: THREADS CONNS DURATION WARMUP LAT_DURATION ROUNDS KEEP_TMP=1
+# Env overrides: THREADS CONNS DURATION WARMUP LAT_DURATION ROUNDS IDLE_CONNS KEEP_TMP=1
 # BASE=<git rev> (adds jetway-log-base)
 set -euo pipefail
 
@@ -45,6 +53,7 @@ DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
 LAT_DURATION=${LAT_DURATION:-5s}
 ROUNDS=${ROUNDS:-2}
+IDLE_CONNS=${IDLE_CONNS:-5000}
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -107,6 +116,10 @@ P_NATS_LOG=$(free_port)
 P_JETWAY_BASE=$(free_port)
 P_ADMIN_BASE=$(free_port)
 P_NATS_BASE=$(free_port)
+P_SPLIT_NATS=$(free_port)
+P_SPLIT_EDGE=$(free_port)
+P_SPLIT_EDGE_ADMIN=$(free_port)
+P_SPLIT_WORKER_ADMIN=$(free_port)
 P_REVPROXY=$(free_port)
 P_NGINX=$(free_port)
 
@@ -121,10 +134,12 @@ wait_http() { # url name logfile
 }
 
 # --- build -----------------------------------------------------------------
-log "building jetway, backend, revproxy"
+log "building jetway, backend, revproxy, idleconns, nats-server"
 (cd "$repo" && go build -o "$tmp/jetway" ./cmd/jetway &&
 	go build -o "$tmp/backend" ./bench/cmd/backend &&
-	go build -o "$tmp/revproxy" ./bench/cmd/revproxy)
+	go build -o "$tmp/revproxy" ./bench/cmd/revproxy &&
+	go build -o "$tmp/idleconns" ./bench/cmd/idleconns &&
+	go build -o "$tmp/nats-server" github.com/nats-io/nats-server/v2)
 if [ -n "${BASE:-}" ]; then
 	log "building jetway at $BASE"
 	mkdir -p "$tmp/base"
@@ -133,7 +148,7 @@ if [ -n "${BASE:-}" ]; then
 fi
 
 # --- start -----------------------------------------------------------------
-"$tmp/backend" --listen "127.0.0.1:$P_BACKEND" >"$tmp/backend.log" 2>&1 &
+"$tmp/backend" --listen "127.0.0.1:$P_BACKEND" --pprof >"$tmp/backend.log" 2>&1 &
 pids+=($!)
 BACKEND_PID=$!
 wait_http "http://127.0.0.1:$P_BACKEND/hello" backend "$tmp/backend.log"
@@ -160,12 +175,33 @@ start_jetway() {
 }
 start_jetway jetway "$tmp/jetway" "$P_JETWAY" "$P_ADMIN" "$P_NATS" --log-level warn
 JETWAY_PID=$STARTED_PID
-start_jetway jetway-log "$tmp/jetway" "$P_JETWAY_LOG" "$P_ADMIN_LOG" "$P_NATS_LOG"
+start_jetway jetway-log "$tmp/jetway" "$P_JETWAY_LOG" "$P_ADMIN_LOG" "$P_NATS_LOG" --pprof
 JETWAY_LOG_PID=$STARTED_PID
 if [ -n "${BASE:-}" ]; then
 	start_jetway jetway-log-base "$tmp/jetway-base" "$P_JETWAY_BASE" "$P_ADMIN_BASE" "$P_NATS_BASE"
 	JETWAY_BASE_PID=$STARTED_PID
 fi
+
+# The split deployment: its own nats-server, one edge, one worker.
+"$tmp/nats-server" -a 127.0.0.1 -p "$P_SPLIT_NATS" -js -sd "$tmp/split-nats" >"$tmp/split-nats.log" 2>&1 &
+pids+=($!)
+SPLIT_NATS_PID=$!
+for _ in $(seq 1 200); do
+	grep -q "Server is ready" "$tmp/split-nats.log" && break
+	sleep 0.05
+done
+"$tmp/jetway" edge --nats "nats://127.0.0.1:$P_SPLIT_NATS" --data "$tmp/split-edge" \
+	--listen "127.0.0.1:$P_SPLIT_EDGE" --admin "127.0.0.1:$P_SPLIT_EDGE_ADMIN" >"$tmp/split-edge.log" 2>&1 &
+pids+=($!)
+SPLIT_EDGE_PID=$!
+"$tmp/jetway" worker --nats "nats://127.0.0.1:$P_SPLIT_NATS" --data "$tmp/split-worker" \
+	--pool bench --admin "127.0.0.1:$P_SPLIT_WORKER_ADMIN" >"$tmp/split-worker.log" 2>&1 &
+pids+=($!)
+SPLIT_WORKER_PID=$!
+wait_http "http://127.0.0.1:$P_SPLIT_EDGE_ADMIN/readyz" "jetway-split edge (admin /readyz)" "$tmp/split-edge.log"
+wait_http "http://127.0.0.1:$P_SPLIT_WORKER_ADMIN/readyz" "jetway-split worker (admin /readyz)" "$tmp/split-worker.log"
+"$tmp/jetway" api put "$tmp/hello.json" --nats "nats://127.0.0.1:$P_SPLIT_NATS" >&2
+wait_http "http://127.0.0.1:$P_SPLIT_EDGE/hello" jetway-split "$tmp/split-edge.log"
 
 "$tmp/revproxy" --listen "127.0.0.1:$P_REVPROXY" --target "http://127.0.0.1:$P_BACKEND" >"$tmp/revproxy.log" 2>&1 &
 pids+=($!)
@@ -244,13 +280,14 @@ HZ=$(getconf CLK_TCK)
 nginx_pids() { echo "$NGINX_PID" $(ps -o pid= --ppid "$NGINX_PID"); }
 
 declare -A rps p50 p99 cpu lat50 lat99
-targets=(direct jetway jetway-log revproxy nginx)
-[ -n "${BASE:-}" ] && targets=(direct jetway jetway-log jetway-log-base revproxy nginx)
+targets=(direct jetway jetway-log jetway-split revproxy nginx)
+[ -n "${BASE:-}" ] && targets=(direct jetway jetway-log jetway-log-base jetway-split revproxy nginx)
 declare -A url=(
 	[direct]="http://127.0.0.1:$P_BACKEND/hello"
 	[jetway]="http://127.0.0.1:$P_JETWAY/hello"
 	[jetway-log]="http://127.0.0.1:$P_JETWAY_LOG/hello"
 	[jetway-log-base]="http://127.0.0.1:$P_JETWAY_BASE/hello"
+	[jetway-split]="http://127.0.0.1:$P_SPLIT_EDGE/hello"
 	[revproxy]="http://127.0.0.1:$P_REVPROXY/hello"
 	[nginx]="http://127.0.0.1:$P_NGINX/hello"
 )
@@ -259,6 +296,7 @@ declare -A procs=(
 	[jetway]="$JETWAY_PID"
 	[jetway-log]="$JETWAY_LOG_PID"
 	[jetway-log-base]="${JETWAY_BASE_PID:-}"
+	[jetway-split]="$SPLIT_EDGE_PID $SPLIT_WORKER_PID $SPLIT_NATS_PID"
 	[revproxy]="$REVPROXY_PID"
 	[nginx]="$(nginx_pids)"
 )
@@ -293,16 +331,36 @@ for t in "${targets[@]}"; do
 	printf '%-16s %10s %9s %9s %12s  %11s %11s\n' "$t" "${rps[$t]}" "${p50[$t]}" "${p99[$t]}" "${cpu[$t]}" "${lat50[$t]}" "${lat99[$t]}"
 done
 echo "cpu = CPU time of the target's own processes per request during the throughput run"
-echo "(direct: the backend; jetway: the serve process incl. embedded NATS; nginx: master+workers)."
+echo "(direct: the backend; jetway: the serve process incl. embedded NATS; jetway-split: edge,"
+echo "worker and nats-server; nginx: master+workers)."
 echo "Best of $ROUNDS rounds: highest req/s for the throughput columns, lowest c1 p50 for the latency ones."
 echo
-awk -v j="${rps[jetway]}" -v l="${rps[jetway-log]}" -v r="${rps[revproxy]}" -v n="${rps[nginx]}" 'BEGIN {
-	printf "req/s ratio jetway/revproxy:     %.2f\n", j / r
-	printf "req/s ratio jetway/nginx:        %.2f\n", j / n
-	printf "req/s ratio jetway-log/revproxy: %.2f\n", l / r
-	printf "req/s ratio jetway-log/nginx:    %.2f\n", l / n }'
-for t in jetway jetway-log revproxy nginx; do
+awk -v j="${rps[jetway]}" -v l="${rps[jetway-log]}" -v s="${rps[jetway-split]}" -v r="${rps[revproxy]}" -v n="${rps[nginx]}" \
+	-v cl="${cpu[jetway-log]}" -v cr="${cpu[revproxy]}" 'BEGIN {
+	printf "req/s ratio jetway/revproxy:       %.2f\n", j / r
+	printf "req/s ratio jetway/nginx:          %.2f\n", j / n
+	printf "req/s ratio jetway-log/revproxy:   %.2f\n", l / r
+	printf "req/s ratio jetway-log/nginx:      %.2f\n", l / n
+	printf "req/s ratio jetway-split/revproxy: %.2f\n", s / r
+	printf "cpu ratio jetway-log/revproxy:     %.2f\n", cl / cr }'
+for t in jetway jetway-log jetway-split revproxy nginx; do
 	printf 'added p50 latency over direct at c1, %-10s: %d us\n' "$t" $((lat50[$t] - lat50[direct]))
 done
 if ! kill -0 "$JETWAY_PID" 2>/dev/null; then die "jetway exited during the run (see $tmp/jetway.log)"; fi
 if ! kill -0 "$JETWAY_LOG_PID" 2>/dev/null; then die "jetway-log exited during the run (see $tmp/jetway-log.log)"; fi
+if ! kill -0 "$SPLIT_EDGE_PID" 2>/dev/null || ! kill -0 "$SPLIT_WORKER_PID" 2>/dev/null; then die "jetway-split exited during the run (see $tmp/split-*.log)"; fi
+
+# --- idle connections ------------------------------------------------------
+echo
+echo "idle keep-alive connections: $IDLE_CONNS held, one GET each, then idle 5s"
+idle() { # name url pid pprof
+	local out
+	out=$("$tmp/idleconns" --url "$2" --pid "$3" --pprof "$4" --conns "$IDLE_CONNS" --settle 5s) || die "idleconns on $1 failed"
+	IDLE_RSS=$(echo "$out" | sed 's/.* per_conn_bytes=\([0-9-]*\).*/\1/')
+	IDLE_LIVE=$(echo "$out" | sed 's/.*live_per_conn_bytes=\([0-9-]*\).*/\1/')
+	printf '%-16s rss/conn %6d B   live/conn (heap+stacks after GC) %6d B\n' "$1" "$IDLE_RSS" "$IDLE_LIVE"
+}
+idle direct "http://127.0.0.1:$P_BACKEND/hello" "$BACKEND_PID" "http://127.0.0.1:$P_BACKEND/debug/pprof/"
+bare_rss=$IDLE_RSS bare_live=$IDLE_LIVE
+idle jetway-log "http://127.0.0.1:$P_JETWAY_LOG/hello" "$JETWAY_LOG_PID" "http://127.0.0.1:$P_ADMIN_LOG/debug/pprof/"
+printf 'the edge over a bare net/http server: rss %+d B/conn, live %+d B/conn\n' $((IDLE_RSS - bare_rss)) $((IDLE_LIVE - bare_live))

@@ -4,13 +4,17 @@
 //	GET  /hello  a fixed JSON body of about 60 bytes
 //	POST /echo   the request body, echoed
 //
-// Usage: backend --listen 127.0.0.1:9000
+// With --pprof it also serves Go's profiler at /debug/pprof/, which
+// bench/cmd/idleconns reads the live heap from.
+//
+// Usage: backend --listen 127.0.0.1:9000 [--pprof]
 package main
 
 import (
 	"flag"
 	"log"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/jetway-gw/jetway/bench/internal/benchsrv"
@@ -18,10 +22,18 @@ import (
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:9000", "address to listen on")
+	withPprof := flag.Bool("pprof", false, "serve Go's profiler at /debug/pprof/")
 	flag.Parse()
+	h := benchsrv.Backend()
+	if *withPprof {
+		mux := http.NewServeMux()
+		mux.Handle("/", h)
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		h = mux
+	}
 	srv := &http.Server{
 		Addr:              *listen,
-		Handler:           benchsrv.Backend(),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
