@@ -29,23 +29,29 @@ type Meta struct {
 // It changes and returns h; ordinary headers cost no allocation.
 func EncodeRequest(h nats.Header, m *Meta) nats.Header {
 	EncodeHTTPHeaders(h)
-	h[HdrMethod] = []string{m.Method}
-	h[HdrPath] = []string{m.Path}
+	// One array backs every metadata value: one allocation, not one each.
+	vals := make([]string, 0, 8)
+	set := func(name, v string) {
+		vals = append(vals, v)
+		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	set(HdrMethod, m.Method)
+	set(HdrPath, m.Path)
 	if m.RawQuery != "" {
-		h[HdrQuery] = []string{m.RawQuery}
+		set(HdrQuery, m.RawQuery)
 	}
 	if m.RawParams != "" {
-		h[HdrParams] = []string{m.RawParams}
+		set(HdrParams, m.RawParams)
 	}
-	h[HdrRequestID] = []string{m.RequestID}
+	set(HdrRequestID, m.RequestID)
 	if m.ClientIP != "" {
-		h[HdrClientIP] = []string{m.ClientIP}
+		set(HdrClientIP, m.ClientIP)
 	}
 	if m.App != "" {
-		h[HdrApp] = []string{m.App}
+		set(HdrApp, m.App)
 	}
 	if !m.Deadline.IsZero() {
-		h[HdrDeadline] = []string{strconv.FormatInt(m.Deadline.UnixNano(), 10)}
+		set(HdrDeadline, strconv.FormatInt(m.Deadline.UnixNano(), 10))
 	}
 	SetWire(h, m.Wire)
 	return h

@@ -325,9 +325,11 @@ func (c *call) send() error {
 	bus.CleanHeaders(h)
 	dropCallerForwarding(h)
 	delete(h, "Content-Length")
-	h["X-Forwarded-For"] = []string{c.chain}
-	h["X-Real-Ip"] = []string{c.clientIP}
-	h["X-Forwarded-Host"] = []string{r.Host}
+	fw := make([]string, 3) // one array backs the three values
+	fw[0], fw[1], fw[2] = c.chain, c.clientIP, r.Host
+	h["X-Forwarded-For"] = fw[0:1:1]
+	h["X-Real-Ip"] = fw[1:2:2]
+	h["X-Forwarded-Host"] = fw[2:3:3]
 	if r.TLS != nil {
 		h["X-Forwarded-Proto"] = protoHTTPS
 	} else {

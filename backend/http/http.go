@@ -131,17 +131,78 @@ func (h *instance) Call(ctx context.Context, req *backend.Request) (*backend.Res
 		h.log.Warn("backend call failed", "api", req.API.Name, "request_id", req.RequestID, "err", err)
 		return nil, bus.Errorf(bus.CodeBadGateway, "backend unreachable or closed the connection")
 	}
-	hdr := make(http.Header, fresp.Header.Len())
-	for k, v := range fresp.Header.All() {
-		key := string(k)
-		hdr[key] = append(hdr[key], string(v))
-	}
 	return &backend.Response{
 		Status:  fresp.StatusCode(),
-		Header:  hdr,
+		Header:  responseHeader(&fresp.Header),
 		Body:    fresp.Body(),
 		Release: func() { fasthttp.ReleaseResponse(fresp) },
 	}, nil
+}
+
+// responseHeader copies a backend's response headers out of fasthttp's
+// reused buffers in three allocations whatever their number: the map, one
+// string holding every value, one array backing every name's value list
+// (a repeated name's list grows on its own). Common names are constants.
+func responseHeader(fh *fasthttp.ResponseHeader) http.Header {
+	n, size := 0, 0
+	for _, v := range fh.All() {
+		n++
+		size += len(v)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, v := range fh.All() {
+		b.Write(v)
+	}
+	values := b.String()
+	lists := make([]string, n)
+	h := make(http.Header, n)
+	i, off := 0, 0
+	for k, v := range fh.All() {
+		val := values[off : off+len(v)]
+		off += len(v)
+		key := headerName(k)
+		if prev, ok := h[key]; ok {
+			h[key] = append(prev, val)
+			continue
+		}
+		lists[i] = val
+		h[key] = lists[i : i+1 : i+1]
+		i++
+	}
+	return h
+}
+
+// headerName is a header name as a string, without an allocation for the
+// names most responses carry.
+func headerName(k []byte) string {
+	switch string(k) { // compared without a conversion
+	case "Content-Type":
+		return "Content-Type"
+	case "Content-Length":
+		return "Content-Length"
+	case "Date":
+		return "Date"
+	case "Server":
+		return "Server"
+	case "Cache-Control":
+		return "Cache-Control"
+	case "Content-Encoding":
+		return "Content-Encoding"
+	case "Vary":
+		return "Vary"
+	case "Etag":
+		return "Etag"
+	case "Last-Modified":
+		return "Last-Modified"
+	case "Set-Cookie":
+		return "Set-Cookie"
+	case "Location":
+		return "Location"
+	case "Connection":
+		return "Connection"
+	}
+	return string(k)
 }
 
 func isTimeout(err error) bool {

@@ -1,7 +1,11 @@
 package httpbackend
 
 import (
+	"net/http"
+	"reflect"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/jetway-gw/jetway/backend"
 )
@@ -21,5 +25,33 @@ func TestURLTemplate(t *testing.T) {
 		if got := u.expand(&backend.Request{RawParams: tc.params, RawQuery: tc.query}); got != tc.want {
 			t.Errorf("%s with %q %q = %q, want %q", tc.tmpl, tc.params, tc.query, got, tc.want)
 		}
+	}
+}
+
+// A backend's response headers come out of fasthttp's buffers whole: every
+// value of a repeated name in order, names common or not, and nothing of
+// one value bleeds into another although they share one string.
+func TestResponseHeader(t *testing.T) {
+	var fh fasthttp.ResponseHeader
+	fh.SetNoDefaultContentType(true)
+	fh.Set("Content-Type", "application/json")
+	fh.Add("Set-Cookie", "a=1")
+	fh.Add("Set-Cookie", "b=2")
+	fh.Add("X-Odd-Name", "")
+	fh.Add("X-Trace", "t-1")
+	got := responseHeader(&fh)
+	want := http.Header{
+		"Content-Type": {"application/json"},
+		"Set-Cookie":   {"a=1", "b=2"},
+		"X-Odd-Name":   {""},
+		"X-Trace":      {"t-1"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("headers %v, want %v", got, want)
+	}
+	// Appending to one name's list never writes into another's.
+	got["X-Trace"] = append(got["X-Trace"], "t-2")
+	if got.Get("X-Odd-Name") != "" || len(got["Set-Cookie"]) != 2 {
+		t.Fatalf("an append changed another header: %v", got)
 	}
 }
