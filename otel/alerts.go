@@ -36,29 +36,48 @@ type Alerts struct {
 	seconds  map[int64]map[string]map[string]Record // second → api → node → record
 	breakers map[string]string                      // api → last announced state
 	firing   map[string]bool                        // rule|target → firing
+	// keep is how many seconds of records are kept: the longest window of
+	// the rules last evaluated, at least a minute.
+	keep int64
 }
 
 // NewAlerts returns an evaluator with no data.
 func NewAlerts() *Alerts {
-	return &Alerts{seconds: map[int64]map[string]map[string]Record{}, breakers: map[string]string{}, firing: map[string]bool{}}
+	return &Alerts{seconds: map[int64]map[string]map[string]Record{}, breakers: map[string]string{}, firing: map[string]bool{}, keep: minKeep}
 }
 
 // maxAlertAPIs bounds the APIs kept per second, whatever nodes send.
 const maxAlertAPIs = 10000
 
+// minKeep is the fewest seconds of records kept (the default window), and
+// maxAhead how far ahead of the receiver's clock a record may be dated
+// (the senders' clocks differ a little; a record further out would be
+// kept until its second came, a forged one for ever).
+const (
+	minKeep  = 60
+	maxAhead = 60
+)
+
 // ObserveRecords takes a node's per-second records. Records arrive over
 // NATS and may be forged by any edge: one with a negative count or
 // latency, more errors than calls, or an API name no API can have is
 // dropped, and at most maxAlertAPIs APIs are kept per second, so a forged
-// record can at most skew the alerts of the APIs and seconds it names.
-func (a *Alerts) ObserveRecords(rs []Record) {
+// record can at most skew the alerts of the APIs and seconds it names. now
+// is when they arrived: a record older than any rule's window, or dated
+// more than maxAhead after now, is dropped, so the records kept are
+// bounded by the rules' windows whatever the senders' clocks say.
+func (a *Alerts) ObserveRecords(rs []Record, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	oldest, newest := now.Unix()-a.keep, now.Unix()+maxAhead
 	for _, r := range rs {
 		if r.Pass < 0 || r.Block < 0 || r.Success < 0 || r.Error < 0 || r.Error > r.Pass || r.P99 < 0 || bus.ValidName(r.API) != nil {
 			continue
 		}
 		sec := r.At.Unix()
+		if sec < oldest || sec > newest {
+			continue
+		}
 		if apis := a.seconds[sec]; apis != nil && apis[r.API] == nil && len(apis) >= maxAlertAPIs {
 			continue
 		}
@@ -106,8 +125,14 @@ func (a *Alerts) window(api string, now time.Time, w time.Duration) (pass, errs 
 func (a *Alerts) Evaluate(now time.Time, rules map[string]*registry.AlertRule, workersServe func(pool string) bool) []AlertEvent {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for sec := range a.seconds { // keep a day at most, and nothing older than any window needs
-		if sec < now.Unix()-24*3600 {
+	// Keep what the longest window needs, nothing older: a day of
+	// per-second records of every API and edge would be gigabytes.
+	a.keep = minKeep
+	for _, r := range rules {
+		a.keep = max(a.keep, int64(r.WindowOrDefault()/time.Second)+1)
+	}
+	for sec := range a.seconds {
+		if sec < now.Unix()-a.keep {
 			delete(a.seconds, sec)
 		}
 	}

@@ -18,7 +18,8 @@ func TestAlertsFireOnceAndResolve(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	second := func(i int, pass, errs int64, p99 time.Duration) {
 		for _, node := range []string{"a", "b"} { // two edges, each half the calls
-			a.ObserveRecords([]Record{{At: t0.Add(time.Duration(i) * time.Second), API: "orders", Node: node, Pass: pass / 2, Error: errs / 2, P99: p99}})
+			at := t0.Add(time.Duration(i) * time.Second)
+			a.ObserveRecords([]Record{{At: at, API: "orders", Node: node, Pass: pass / 2, Error: errs / 2, P99: p99}}, at)
 		}
 	}
 	workers := true
@@ -70,7 +71,7 @@ func TestAlertNeedsMinCalls(t *testing.T) {
 	a := NewAlerts()
 	rules := map[string]*registry.AlertRule{"sr": {Name: "sr", Kind: registry.AlertSuccessRateBelow, API: "x", Threshold: 0.99}}
 	t0 := time.Unix(1_800_000_000, 0)
-	a.ObserveRecords([]Record{{At: t0, API: "x", Node: "n", Pass: 5, Error: 5}})
+	a.ObserveRecords([]Record{{At: t0, API: "x", Node: "n", Pass: 5, Error: 5}}, t0)
 	if ev := a.Evaluate(t0.Add(2*time.Second), rules, func(string) bool { return true }); len(ev) != 0 {
 		t.Fatalf("judged on 5 calls (min 20): %+v", ev)
 	}
@@ -87,10 +88,42 @@ func TestAlertsDropImpossibleRecords(t *testing.T) {
 		{At: t0, API: "x", Node: "f1", Error: -50},            // would hide the errors
 		{At: t0, API: "x", Node: "f2", Pass: 1, Error: 1000},  // more errors than calls
 		{At: t0, API: "a.>", Node: "f3", Pass: 10, Error: 10}, // no API has that name
-	})
+	}, t0)
 	a.ObserveBreaker("x", "wide open")
 	ev := a.Evaluate(t0.Add(2*time.Second), rules, func(string) bool { return true })
 	if len(ev) != 1 || ev[0].Target != "x" || ev[0].State != "firing" || ev[0].Value != "0.5000" {
 		t.Fatalf("events %+v, want only x firing at 0.5", ev)
+	}
+}
+
+// The evaluator keeps only as many seconds of records as the longest rule
+// window needs (a minute at least), however long it runs and whatever the
+// records' dates: a record dated far ahead is dropped, not kept until its
+// second comes.
+func TestAlertsKeepOnlyTheWindow(t *testing.T) {
+	a := NewAlerts()
+	rules := map[string]*registry.AlertRule{"sr": {Name: "sr", Kind: registry.AlertSuccessRateBelow, API: "*", Threshold: 0.9,
+		Window: registry.Duration(2 * time.Minute)}}
+	t0 := time.Unix(1_800_000_000, 0)
+	for i := range 3600 { // an hour of seconds, each evaluated
+		now := t0.Add(time.Duration(i) * time.Second)
+		a.ObserveRecords([]Record{{At: now, API: "x", Node: "n", Pass: 1}}, now)
+		a.Evaluate(now, rules, func(string) bool { return true })
+	}
+	now := t0.Add(time.Hour)
+	a.ObserveRecords([]Record{
+		{At: now.Add(48 * time.Hour), API: "x", Node: "f", Pass: 1}, // forged: far ahead
+		{At: now.Add(-time.Hour), API: "x", Node: "f", Pass: 1},     // older than any window
+	}, now)
+	a.mu.Lock()
+	kept := len(a.seconds)
+	a.mu.Unlock()
+	if kept < 120 || kept > 125 {
+		t.Fatalf("%d seconds of records kept, want the rule's 2-minute window", kept)
+	}
+	delete(rules, "sr")
+	a.Evaluate(now, rules, func(string) bool { return true })
+	if n := len(a.seconds); n > minKeep+1 {
+		t.Fatalf("%d seconds kept with no rule, want at most a minute", n)
 	}
 }

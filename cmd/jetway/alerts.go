@@ -37,7 +37,7 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 		// A node speaks only for itself: jetway.metrics.<role>.<id>.
 		node := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 		rs = slices.DeleteFunc(rs, func(r otel.Record) bool { return r.Node != node })
-		a.ObserveRecords(rs)
+		a.ObserveRecords(rs, time.Now())
 	})
 	if err != nil {
 		return err
