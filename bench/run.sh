@@ -9,6 +9,8 @@
 #             line per call to stderr (here a file)
 #   jetway-log-base  (only with BASE=<git rev>) jetway-log built from BASE,
 #             for a before/after of a change in the same run
+#   jetway-auth  jetway-log's node, another API on the same backend: key
+#             auth (X-Api-Key) and a per-app rate limit that never refuses
 #   jetway-split  a split deployment with the default logging: a separate
 #             nats-server (JetStream on), `jetway edge` and `jetway worker`
 #             processes
@@ -177,6 +179,23 @@ start_jetway jetway "$tmp/jetway" "$P_JETWAY" "$P_ADMIN" "$P_NATS" --log-level w
 JETWAY_PID=$STARTED_PID
 start_jetway jetway-log "$tmp/jetway" "$P_JETWAY_LOG" "$P_ADMIN_LOG" "$P_NATS_LOG" --pprof
 JETWAY_LOG_PID=$STARTED_PID
+# jetway-auth: the same node, an API with key auth and a rate limit whose
+# limit is never reached, called with an app's key.
+cat >"$tmp/hello-auth.json" <<EOF
+{"name":"bench.hello.auth","pool":"bench","description":"bench/run.sh: GET /hello with key auth and a rate limit",
+ "route":{"method":"GET","path":"/hello-auth"},
+ "backend":{"type":"http","url":"http://127.0.0.1:$P_BACKEND/hello"},
+ "auth":{"methods":["key"]},
+ "rate_limits":[{"name":"per-app","key":["app"],"limit":1000000000,"window":"1s"}],
+ "timeout":"5s","concurrency":4096}
+EOF
+"$tmp/jetway" api put "$tmp/hello-auth.json" --nats "nats://127.0.0.1:$P_NATS_LOG" >&2
+API_KEY=$("$tmp/jetway" app create bench --api 'bench.*' --nats "nats://127.0.0.1:$P_NATS_LOG" | sed -n 's/^API key (shown once, store it now): //p')
+[ -n "$API_KEY" ] || die "jetway app create printed no key"
+for _ in $(seq 1 200); do
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Api-Key: $API_KEY" "http://127.0.0.1:$P_JETWAY_LOG/hello-auth")" = 200 ] && break
+	sleep 0.05
+done
 if [ -n "${BASE:-}" ]; then
 	start_jetway jetway-log-base "$tmp/jetway-base" "$P_JETWAY_BASE" "$P_ADMIN_BASE" "$P_NATS_BASE"
 	JETWAY_BASE_PID=$STARTED_PID
@@ -254,10 +273,11 @@ to_us() {
 		if (v ~ /us$/) m = 1; else if (v ~ /ms$/) m = 1000; else if (v ~ /s$/) m = 1000000; else m = 1
 		printf "%.0f", n * m }'
 }
-# run_wrk NAME URL THREADS CONNS DURATION -> sets RPS P50 P99 (µs)
+# run_wrk NAME URL THREADS CONNS DURATION -> sets RPS P50 P99 (µs); the
+# target's header (hdr[NAME]), if any, goes with every request.
 run_wrk() {
 	local out="$tmp/wrk-$1-c$4.txt"
-	wrk -t"$3" -c"$4" -d"$5" --latency "$2" >"$out" 2>&1
+	wrk -t"$3" -c"$4" -d"$5" --latency ${hdr[$1]:+-H "${hdr[$1]}"} "$2" >"$out" 2>&1
 	RPS=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$out")
 	P50=$(to_us "$(awk '$1 == "50%" {print $2}' "$out")")
 	P99=$(to_us "$(awk '$1 == "99%" {print $2}' "$out")")
@@ -280,14 +300,16 @@ HZ=$(getconf CLK_TCK)
 nginx_pids() { echo "$NGINX_PID" $(ps -o pid= --ppid "$NGINX_PID"); }
 
 declare -A rps p50 p99 cpu lat50 lat99
-targets=(direct jetway jetway-log jetway-split revproxy nginx)
-[ -n "${BASE:-}" ] && targets=(direct jetway jetway-log jetway-log-base jetway-split revproxy nginx)
+declare -A hdr=([jetway-auth]="X-Api-Key: $API_KEY")
+targets=(direct jetway jetway-log jetway-auth jetway-split revproxy nginx)
+[ -n "${BASE:-}" ] && targets=(direct jetway jetway-log jetway-log-base jetway-auth jetway-split revproxy nginx)
 declare -A url=(
 	[direct]="http://127.0.0.1:$P_BACKEND/hello"
 	[jetway]="http://127.0.0.1:$P_JETWAY/hello"
 	[jetway-log]="http://127.0.0.1:$P_JETWAY_LOG/hello"
 	[jetway-log-base]="http://127.0.0.1:$P_JETWAY_BASE/hello"
 	[jetway-split]="http://127.0.0.1:$P_SPLIT_EDGE/hello"
+	[jetway-auth]="http://127.0.0.1:$P_JETWAY_LOG/hello-auth"
 	[revproxy]="http://127.0.0.1:$P_REVPROXY/hello"
 	[nginx]="http://127.0.0.1:$P_NGINX/hello"
 )
@@ -297,13 +319,14 @@ declare -A procs=(
 	[jetway-log]="$JETWAY_LOG_PID"
 	[jetway-log-base]="${JETWAY_BASE_PID:-}"
 	[jetway-split]="$SPLIT_EDGE_PID $SPLIT_WORKER_PID $SPLIT_NATS_PID"
+	[jetway-auth]="$JETWAY_LOG_PID"
 	[revproxy]="$REVPROXY_PID"
 	[nginx]="$(nginx_pids)"
 )
 for round in $(seq 1 "$ROUNDS"); do
 	for t in "${targets[@]}"; do
 		log "round $round/$ROUNDS $t: warm-up $WARMUP, throughput -t$THREADS -c$CONNS -d$DURATION, latency -t1 -c1 -d$LAT_DURATION"
-		wrk -t"$THREADS" -c"$CONNS" -d"$WARMUP" "${url[$t]}" >/dev/null 2>&1
+		wrk -t"$THREADS" -c"$CONNS" -d"$WARMUP" ${hdr[$t]:+-H "${hdr[$t]}"} "${url[$t]}" >/dev/null 2>&1
 		# shellcheck disable=SC2086 # procs holds several pids for nginx
 		c0=$(cpu_ticks ${procs[$t]})
 		run_wrk "$t" "${url[$t]}" "$THREADS" "$CONNS" "$DURATION"
@@ -336,13 +359,14 @@ echo "worker and nats-server; nginx: master+workers)."
 echo "Best of $ROUNDS rounds: highest req/s for the throughput columns, lowest c1 p50 for the latency ones."
 echo
 awk -v j="${rps[jetway]}" -v l="${rps[jetway-log]}" -v s="${rps[jetway-split]}" -v r="${rps[revproxy]}" -v n="${rps[nginx]}" \
-	-v cl="${cpu[jetway-log]}" -v cr="${cpu[revproxy]}" 'BEGIN {
+	-v cl="${cpu[jetway-log]}" -v cr="${cpu[revproxy]}" -v a="${rps[jetway-auth]}" 'BEGIN {
 	printf "req/s ratio jetway/revproxy:       %.2f\n", j / r
 	printf "req/s ratio jetway/nginx:          %.2f\n", j / n
 	printf "req/s ratio jetway-log/revproxy:   %.2f\n", l / r
 	printf "req/s ratio jetway-log/nginx:      %.2f\n", l / n
 	printf "req/s ratio jetway-split/revproxy: %.2f\n", s / r
-	printf "cpu ratio jetway-log/revproxy:     %.2f\n", cl / cr }'
+	printf "cpu ratio jetway-log/revproxy:     %.2f\n", cl / cr
+	printf "req/s ratio jetway-auth/jetway-log: %.2f\n", a / l }'
 for t in jetway jetway-log jetway-split revproxy nginx; do
 	printf 'added p50 latency over direct at c1, %-10s: %d us\n' "$t" $((lat50[$t] - lat50[direct]))
 done
