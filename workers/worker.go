@@ -71,6 +71,7 @@ type Worker struct {
 	// unbuffered, so a send succeeds only when one is waiting. stopped is
 	// closed by Shutdown and lets idle runners go.
 	calls    chan admitted
+	spawned  atomic.Int64 // runner goroutines started, for tests
 	stopped  chan struct{}
 	stopOnce sync.Once
 }
@@ -308,6 +309,7 @@ func (w *Worker) dispatch(as *apiSub, m *nats.Msg) {
 	select {
 	case w.calls <- admitted{inv, m}:
 	default:
+		w.spawned.Add(1)
 		go w.runCalls(admitted{inv, m})
 	}
 }
