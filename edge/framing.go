@@ -3,6 +3,7 @@ package edge
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -91,11 +92,16 @@ type framingKey struct{}
 // framingVerdict counts r as the next request of its connection and says
 // whether to refuse it (its header block had ambiguous framing) and whether
 // to close the connection after it (the guard no longer watches the
-// connection). A request from an unguarded listener gets false, false.
+// connection). A request from an unguarded listener gets false, false. A
+// request over TLS under the guard gets its r.TLS, which the server, seeing
+// only the guard, could not set.
 func framingVerdict(r *http.Request) (refuse, closeAfter bool) {
 	fc, _ := r.Context().Value(framingKey{}).(*framingConn)
 	if fc == nil {
 		return false, false
+	}
+	if r.TLS == nil {
+		r.TLS = fc.tls
 	}
 	n := fc.served.Add(1)
 	off := fc.offAt.Load()
@@ -121,8 +127,9 @@ type framingConn struct {
 	hdr    []byte // the header block read so far (watchHeaders)
 	out    []byte // checked bytes; the server has read out[off:] yet
 	off    int
-	err    error // a read error to return (once) when out is empty
-	blocks int64 // header blocks handed to the server
+	err    error                // a read error to return (once) when out is empty
+	blocks int64                // header blocks handed to the server
+	tls    *tls.ConnectionState // the TLS under the guard (ListenTLS), nil on a plain connection
 
 	// onBlock, for tests, is called with each header block as it is
 	// handed over (nil for one handed over unchecked).

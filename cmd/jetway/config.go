@@ -17,6 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
 )
@@ -87,6 +88,7 @@ type nodeFlags struct {
 	readTimeout       time.Duration
 	idleTimeout       time.Duration
 	maxHeaderBytes    int
+	tlsCert, tlsKey   stringList
 	replicas          int
 	drain             time.Duration
 	logFormat         string
@@ -125,6 +127,8 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		fs.Var(&f.trustedProxies, "trusted-proxies", "addresses or CIDRs of proxies in front of the edge whose X-Forwarded-For is believed (the client is the right-most untrusted entry); comma-separated or repeated")
 		fs.Var(&f.ipAllow, "ip-allow", "only these client addresses or CIDRs may call any API (403 otherwise); comma-separated or repeated")
 		fs.Var(&f.ipDeny, "ip-deny", "client addresses or CIDRs refused for every API (403); comma-separated or repeated")
+		fs.Var(&f.tlsCert, "tls-cert", "serve --listen over TLS (HTTP/2 and HTTP/1.1) with this PEM certificate chain; repeat with --tls-key for several, chosen by the client's server name, the first the default; reloaded when the files change")
+		fs.Var(&f.tlsKey, "tls-key", "the PEM private key of the --tls-cert at the same place")
 	}
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz, /metrics, /nodes, ...); empty disables it")
 	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "bearer token the admin listener requires (except /healthz and /readyz); required when --admin is not on loopback; 32 printable characters at least, 8 of them different: openssl rand -hex 32 (env JETWAY_ADMIN_TOKEN)")
@@ -155,6 +159,7 @@ type nodeConfig struct {
 	log                  *slog.Logger
 	logOut               io.Writer                // where log writes (stderr), for the access log's own buffered logger
 	tracing              *sdktrace.TracerProvider // nil: tracing off
+	certs                *edge.Certs              // --tls-cert/--tls-key, loaded; nil: plain HTTP
 }
 
 // problems is every problem of a node's config; it is a usage error (exit
@@ -346,6 +351,18 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 	if log, err := newLogger(stderr, c.logFormat, c.logLevel); err == nil {
 		c.log = log.With("role", string(c.role))
 		c.logOut = stderr
+	}
+	if len(c.tlsCert) != len(c.tlsKey) {
+		add(fmt.Errorf("%w: --tls-cert and --tls-key come in pairs: %d certificates, %d keys", errUsage, len(c.tlsCert), len(c.tlsKey)))
+	} else if len(c.tlsCert) > 0 {
+		files := make([]edge.CertFile, len(c.tlsCert))
+		for i := range files {
+			files[i] = edge.CertFile{Cert: c.tlsCert[i], Key: c.tlsKey[i]}
+		}
+		var err error
+		if c.certs, err = edge.LoadCerts(files, c.log); err != nil {
+			add(fmt.Errorf("%w: --tls-cert: %v", errUsage, err))
+		}
 	}
 	return probs
 }

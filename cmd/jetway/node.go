@@ -35,7 +35,7 @@ func cmdNode(r role, args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	n := &node{role: r, cfg: cfg, log: cfg.log, id: nuid.Next(), errc: make(chan error, 2), wire: bus.NewWireVersions()}
+	n := &node{role: r, cfg: cfg, log: cfg.log, id: nuid.Next(), errc: make(chan error, 3), wire: bus.NewWireVersions()}
 	return n.run(ctx)
 }
 
@@ -363,7 +363,7 @@ func (n *node) heartbeat(ctx context.Context) error {
 }
 
 // listenEdge serves the edge on --listen.
-func (n *node) listenEdge(context.Context) error {
+func (n *node) listenEdge(ctx context.Context) error {
 	n.edgeURL = "http://127.0.0.1:8080"
 	if n.edge == nil {
 		return nil
@@ -385,10 +385,22 @@ func (n *node) listenEdge(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("edge listener: %w", err)
 	}
-	ln = edge.GuardFraming(edge.LimitListener(ln, f.maxConns), f.maxHeaderBytes)
+	ln = edge.LimitListener(ln, f.maxConns)
+	srv := n.edgeSrv
+	if f.certs != nil {
+		// TLS: HTTP/2 and HTTP/1.1 (under the framing guard) on one
+		// server; the certificates follow their files.
+		tl := edge.ListenTLS(ln, f.certs.TLSConfig(), f.readHeaderTimeout, f.maxHeaderBytes)
+		go f.certs.Watch(ctx, time.Second)
+		n.log.Info("edge listening", "addr", ln.Addr().String(), "tls", true)
+		n.edgeURL = "https://" + localAddr(ln.Addr())
+		go func() { n.errc <- srv.Serve(tl.HTTP1()) }()
+		go func() { n.errc <- srv.Serve(tl.HTTP2()) }()
+		return nil
+	}
+	ln = edge.GuardFraming(ln, f.maxHeaderBytes)
 	n.log.Info("edge listening", "addr", ln.Addr().String())
 	n.edgeURL = "http://" + localAddr(ln.Addr())
-	srv := n.edgeSrv
 	go func() { n.errc <- srv.Serve(ln) }()
 	return nil
 }

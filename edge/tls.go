@@ -1,0 +1,285 @@
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TLS at the edge. Certs holds the certificates, loaded from files and
+// reloaded when the files change; ListenTLS terminates TLS on a listener
+// and splits its connections by protocol: HTTP/2 connections go to the
+// server as they are (Go's HTTP/2 server frames them, with its defences
+// against stream floods), HTTP/1.1 connections are wrapped in the framing
+// guard first, above TLS, where the guard sees the requests.
+
+// CertFile is one certificate chain and its private key, PEM files.
+type CertFile struct{ Cert, Key string }
+
+// Certs are the edge's certificates. The first is the default; a client
+// whose server name (SNI) another one covers gets that one. Safe for
+// concurrent use: a handshake reads the current set without a lock.
+type Certs struct {
+	files []CertFile
+	log   *slog.Logger
+	cur   atomic.Pointer[[]*tls.Certificate]
+
+	mu    sync.Mutex // guards stamp (Reload)
+	stamp [][2]fileStamp
+}
+
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+// LoadCerts loads every pair; any that does not load is an error naming it.
+func LoadCerts(files []CertFile, log *slog.Logger) (*Certs, error) {
+	if len(files) == 0 {
+		return nil, errors.New("no certificate given")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Certs{files: files, log: log, stamp: make([][2]fileStamp, len(files))}
+	set := make([]*tls.Certificate, len(files))
+	for i, f := range files {
+		cert, st, err := loadPair(f)
+		if err != nil {
+			return nil, err
+		}
+		set[i], c.stamp[i] = cert, st
+	}
+	c.cur.Store(&set)
+	return c, nil
+}
+
+// loadPair reads one pair and checks that it is usable now: the key
+// matches the chain and its leaf is within its validity.
+func loadPair(f CertFile) (*tls.Certificate, [2]fileStamp, error) {
+	var st [2]fileStamp
+	certPEM, err := os.ReadFile(f.Cert)
+	if err != nil {
+		return nil, st, fmt.Errorf("certificate %s: %w", f.Cert, err)
+	}
+	keyPEM, err := os.ReadFile(f.Key)
+	if err != nil {
+		return nil, st, fmt.Errorf("key %s: %w", f.Key, err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, st, fmt.Errorf("certificate %s with key %s: %w", f.Cert, f.Key, err)
+	}
+	if now := time.Now(); now.After(cert.Leaf.NotAfter) || now.Before(cert.Leaf.NotBefore) {
+		return nil, st, fmt.Errorf("certificate %s is valid from %s to %s, not now", f.Cert,
+			cert.Leaf.NotBefore.Format(time.RFC3339), cert.Leaf.NotAfter.Format(time.RFC3339))
+	}
+	for i, name := range []string{f.Cert, f.Key} {
+		if fi, err := os.Stat(name); err == nil {
+			st[i] = fileStamp{fi.ModTime(), fi.Size()}
+		}
+	}
+	return &cert, st, nil
+}
+
+// Reload loads again every pair whose files changed (time or size) since
+// they were last loaded. A pair that no longer loads keeps its previous
+// certificate, and the error says why; handshakes never see a half-written
+// pair, only the old one or the new one.
+func (c *Certs) Reload() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	set := *c.cur.Load()
+	var next []*tls.Certificate
+	var errs []error
+	for i, f := range c.files {
+		changed := false
+		for j, name := range []string{f.Cert, f.Key} {
+			fi, err := os.Stat(name)
+			if err != nil || fi.ModTime() != c.stamp[i][j].mod || fi.Size() != c.stamp[i][j].size {
+				changed = true
+			}
+		}
+		if !changed {
+			continue
+		}
+		cert, st, err := loadPair(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if next == nil {
+			next = append([]*tls.Certificate(nil), set...)
+		}
+		next[i], c.stamp[i] = cert, st
+		c.log.Info("certificate reloaded", "cert", f.Cert, "names", cert.Leaf.DNSNames, "not_after", cert.Leaf.NotAfter)
+	}
+	if next != nil {
+		c.cur.Store(&next)
+	}
+	return errors.Join(errs...)
+}
+
+// Watch reloads the certificates every interval until ctx ends; an error
+// is logged once per change of the error, not every interval.
+func (c *Certs) Watch(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := c.Reload()
+		if msg := fmt.Sprint(err); err != nil && msg != last {
+			c.log.Error("certificate not reloaded; the previous one is still served", "err", err)
+			last = msg
+		} else if err == nil {
+			last = ""
+		}
+	}
+}
+
+// GetCertificate is for tls.Config: the first certificate that covers the
+// client's server name, else the default.
+func (c *Certs) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	set := *c.cur.Load()
+	if hello.ServerName != "" {
+		for _, cert := range set {
+			if hello.SupportsCertificate(cert) == nil && cert.Leaf.VerifyHostname(hello.ServerName) == nil {
+				return cert, nil
+			}
+		}
+	}
+	return set[0], nil
+}
+
+// TLSConfig is the edge's TLS: 1.2 or later, forward-secret AEAD suites
+// only (TLS 1.3 chooses its own), HTTP/2 offered before HTTP/1.1.
+func (c *Certs) TLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: c.GetCertificate,
+		NextProtos:     []string{"h2", "http/1.1"},
+		CipherSuites: []uint16{
+			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+		},
+	}
+}
+
+// TLSListeners are the two sides of a TLS listener: HTTP1 yields
+// connections that chose HTTP/1.1 (or nothing) by ALPN, guarded against
+// ambiguous framing; HTTP2 those that chose h2, as *tls.Conn, for the
+// server's HTTP/2. Serve both with the same http.Server. Closing either
+// closes the listener.
+type TLSListeners struct {
+	raw              net.Listener
+	cfg              *tls.Config
+	handshakeTimeout time.Duration
+	maxHeaderBytes   int
+	h1, h2           chan net.Conn
+	done             chan struct{}
+	closeOnce        sync.Once
+	err              atomic.Pointer[error]
+}
+
+// ListenTLS terminates TLS on raw. Each handshake runs on its own
+// goroutine within handshakeTimeout (a client that never finishes one
+// holds only its own connection, bounded by raw's connection limit).
+func ListenTLS(raw net.Listener, cfg *tls.Config, handshakeTimeout time.Duration, maxHeaderBytes int) *TLSListeners {
+	if handshakeTimeout <= 0 {
+		handshakeTimeout = 10 * time.Second
+	}
+	if maxHeaderBytes <= 0 {
+		maxHeaderBytes = 1 << 20
+	}
+	l := &TLSListeners{raw: raw, cfg: cfg, handshakeTimeout: handshakeTimeout, maxHeaderBytes: maxHeaderBytes + 4096,
+		h1: make(chan net.Conn), h2: make(chan net.Conn), done: make(chan struct{})}
+	go l.accept()
+	return l
+}
+
+func (l *TLSListeners) accept() {
+	for {
+		c, err := l.raw.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			l.err.Store(&err)
+			l.close()
+			return
+		}
+		go l.handshake(c)
+	}
+}
+
+func (l *TLSListeners) handshake(c net.Conn) {
+	tc := tls.Server(c, l.cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), l.handshakeTimeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	st := tc.ConnectionState()
+	var out net.Conn = tc
+	ch := l.h2
+	if st.NegotiatedProtocol != "h2" {
+		out, ch = &framingConn{Conn: tc, max: l.maxHeaderBytes, tls: &st}, l.h1
+	}
+	select {
+	case ch <- out:
+	case <-l.done:
+		_ = c.Close()
+	}
+}
+
+func (l *TLSListeners) close() error {
+	var err error
+	l.closeOnce.Do(func() {
+		close(l.done)
+		err = l.raw.Close()
+	})
+	return err
+}
+
+// HTTP1 is the listener of the HTTP/1.1 connections.
+func (l *TLSListeners) HTTP1() net.Listener { return tlsSide{l, l.h1} }
+
+// HTTP2 is the listener of the HTTP/2 connections.
+func (l *TLSListeners) HTTP2() net.Listener { return tlsSide{l, l.h2} }
+
+type tlsSide struct {
+	l  *TLSListeners
+	ch chan net.Conn
+}
+
+func (s tlsSide) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.ch:
+		return c, nil
+	case <-s.l.done:
+		if p := s.l.err.Load(); p != nil {
+			return nil, *p
+		}
+		return nil, net.ErrClosed
+	}
+}
+
+func (s tlsSide) Close() error   { return s.l.close() }
+func (s tlsSide) Addr() net.Addr { return s.l.raw.Addr() }
