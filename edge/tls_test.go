@@ -3,21 +3,14 @@ package edge_test
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,70 +19,6 @@ import (
 	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
 )
-
-// testCA signs the certificates of the TLS tests, made at test time.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "jetway test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// issue writes a leaf for names (valid from notBefore to notAfter) and its
-// key into dir, named after serial, and returns the two paths.
-func (ca *testCA) issue(t *testing.T, dir string, serial int64, notBefore, notAfter time.Time, names ...string) edge.CertFile {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: notBefore, NotAfter: notAfter, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := edge.CertFile{Cert: filepath.Join(dir, fmt.Sprintf("%d.crt", serial)), Key: filepath.Join(dir, fmt.Sprintf("%d.key", serial))}
-	writeFile(t, f.Cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	writeFile(t, f.Key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
-	return f
-}
-
-func writeFile(t *testing.T, name string, b []byte) {
-	t.Helper()
-	// Write and rename, as a certificate manager does: a reader sees
-	// the old file or the new one.
-	tmp := name + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, name); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // tlsEdge serves g's edge over TLS with certs, as jetway serve does:
 // ListenTLS on a TCP listener, one http.Server on both sides.
@@ -129,12 +58,12 @@ func TestEdgeTLS(t *testing.T) {
 	g := jetwaytest.Start(t)
 	g.Publish(`{"name":"tls.echo","pool":"p","route":{"path":"/t/{x}"},"backend":{"type":"http","url":"` + be.URL + `/b/{x}"}}`)
 	g.Publish(`{"name":"tls.echo.post","pool":"p","route":{"method":"POST","path":"/t/{x}"},"backend":{"type":"http","url":"` + be.URL + `/b/{x}"}}`)
-	ca := newTestCA(t)
+	ca := jetwaytest.NewCA(t)
 	dir := t.TempDir()
 	now := time.Now()
 	certs, err := edge.LoadCerts([]edge.CertFile{
-		ca.issue(t, dir, 10, now.Add(-time.Minute), now.Add(time.Hour), "api.example.test"),
-		ca.issue(t, dir, 11, now.Add(-time.Minute), now.Add(time.Hour), "*.partner.test"),
+		ca.Issue(t, dir, 10, now.Add(-time.Minute), now.Add(time.Hour), "api.example.test"),
+		ca.Issue(t, dir, 11, now.Add(-time.Minute), now.Add(time.Hour), "*.partner.test"),
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +71,7 @@ func TestEdgeTLS(t *testing.T) {
 	addr := tlsEdge(t, g, certs)
 
 	for _, h2 := range []bool{false, true} {
-		c := tlsClient(ca.pool, "api.example.test", h2)
+		c := tlsClient(ca.Pool, "api.example.test", h2)
 		resp, err := c.Get("https://" + addr + "/t/get")
 		if err != nil {
 			t.Fatalf("h2=%v: %v", h2, err)
@@ -173,7 +102,7 @@ func TestEdgeTLS(t *testing.T) {
 
 	serial := func(name string) int64 {
 		t.Helper()
-		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool, ServerName: name})
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool, ServerName: name})
 		if err != nil {
 			t.Fatalf("handshake for %q: %v", name, err)
 		}
@@ -187,14 +116,14 @@ func TestEdgeTLS(t *testing.T) {
 		t.Errorf("api.example.test got certificate %d, want 10", s)
 	}
 	// An unknown name gets the default, which the client then refuses.
-	if _, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool, ServerName: "other.test"}); err == nil {
+	if _, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool, ServerName: "other.test"}); err == nil {
 		t.Error("a client asking for other.test accepted the default certificate")
 	}
 	if _, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "api.example.test"}); err == nil {
 		t.Error("a client without the CA accepted the certificate")
 	}
 	// TLS 1.1 is refused.
-	if _, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool, ServerName: "api.example.test", MaxVersion: tls.VersionTLS11}); err == nil {
+	if _, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool, ServerName: "api.example.test", MaxVersion: tls.VersionTLS11}); err == nil {
 		t.Error("a TLS 1.1 handshake succeeded")
 	}
 }
@@ -206,9 +135,9 @@ func TestEdgeTLS(t *testing.T) {
 func TestEdgeTLSFramingAndStalledHandshake(t *testing.T) {
 	g := jetwaytest.Start(t)
 	g.Publish(`{"name":"tls.mock","pool":"p","route":{"path":"/m"},"backend":{"type":"mock","body":"mock"}}`)
-	ca := newTestCA(t)
+	ca := jetwaytest.NewCA(t)
 	now := time.Now()
-	certs, err := edge.LoadCerts([]edge.CertFile{ca.issue(t, t.TempDir(), 20, now.Add(-time.Minute), now.Add(time.Hour), "api.example.test")}, nil)
+	certs, err := edge.LoadCerts([]edge.CertFile{ca.Issue(t, t.TempDir(), 20, now.Add(-time.Minute), now.Add(time.Hour), "api.example.test")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +149,7 @@ func TestEdgeTLSFramingAndStalledHandshake(t *testing.T) {
 	}
 	defer stalled.Close()
 
-	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool, ServerName: "api.example.test", NextProtos: []string{"http/1.1"}})
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool, ServerName: "api.example.test", NextProtos: []string{"http/1.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,10 +177,10 @@ func TestEdgeTLSFramingAndStalledHandshake(t *testing.T) {
 func TestEdgeTLSReload(t *testing.T) {
 	g := jetwaytest.Start(t)
 	g.Publish(`{"name":"tls.mock","pool":"p","route":{"path":"/m"},"backend":{"type":"mock","body":"mock"}}`)
-	ca := newTestCA(t)
+	ca := jetwaytest.NewCA(t)
 	dir := t.TempDir()
 	now := time.Now()
-	f := ca.issue(t, dir, 30, now.Add(-time.Minute), now.Add(time.Hour), "api.example.test")
+	f := ca.Issue(t, dir, 30, now.Add(-time.Minute), now.Add(time.Hour), "api.example.test")
 	certs, err := edge.LoadCerts([]edge.CertFile{f}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +189,7 @@ func TestEdgeTLSReload(t *testing.T) {
 	defer cancel()
 	go certs.Watch(ctx, 20*time.Millisecond)
 	addr := tlsEdge(t, g, certs)
-	c := tlsClient(ca.pool, "api.example.test", true)
+	c := tlsClient(ca.Pool, "api.example.test", true)
 	get := func() {
 		t.Helper()
 		resp, err := c.Get("https://" + addr + "/m")
@@ -274,7 +203,7 @@ func TestEdgeTLSReload(t *testing.T) {
 	}
 	get()
 	served := func() int64 {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.pool, ServerName: "api.example.test"})
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool, ServerName: "api.example.test"})
 		if err != nil {
 			return -1
 		}
@@ -282,10 +211,10 @@ func TestEdgeTLSReload(t *testing.T) {
 		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
 	}
 
-	next := ca.issue(t, t.TempDir(), 31, now.Add(-time.Minute), now.Add(time.Hour), "api.example.test")
+	next := ca.Issue(t, t.TempDir(), 31, now.Add(-time.Minute), now.Add(time.Hour), "api.example.test")
 	for _, p := range [][2]string{{next.Cert, f.Cert}, {next.Key, f.Key}} {
 		b, _ := os.ReadFile(p[0])
-		writeFile(t, p[1], b)
+		jetwaytest.WriteFile(t, p[1], b)
 	}
 	natstest.CheckFor(t, time.Second, 10*time.Millisecond, func() error {
 		if s := served(); s != 31 {
@@ -295,10 +224,10 @@ func TestEdgeTLSReload(t *testing.T) {
 	})
 	get() // the HTTP/2 connection opened before still serves
 
-	expired := ca.issue(t, t.TempDir(), 32, now.Add(-2*time.Hour), now.Add(-time.Hour), "api.example.test")
+	expired := ca.Issue(t, t.TempDir(), 32, now.Add(-2*time.Hour), now.Add(-time.Hour), "api.example.test")
 	for _, p := range [][2]string{{expired.Cert, f.Cert}, {expired.Key, f.Key}} {
 		b, _ := os.ReadFile(p[0])
-		writeFile(t, p[1], b)
+		jetwaytest.WriteFile(t, p[1], b)
 	}
 	if err := certs.Reload(); err == nil || !strings.Contains(err.Error(), "not now") {
 		t.Fatalf("reloading an expired certificate: %v", err)
