@@ -30,7 +30,7 @@ func tlsEdge(t *testing.T, g *jetwaytest.Gateway, certs *edge.Certs) string {
 	}
 	tl := edge.ListenTLS(ln, certs.TLSConfig(), 2*time.Second, 64<<10)
 	srv := &http.Server{Handler: g.Edge, ConnContext: edge.ConnContext, ReadHeaderTimeout: 2 * time.Second,
-		DisableGeneralOptionsHandler: true}
+		MaxHeaderBytes: 64 << 10, DisableGeneralOptionsHandler: true}
 	go func() { _ = srv.Serve(tl.HTTP1()) }()
 	go func() { _ = srv.Serve(tl.HTTP2()) }()
 	t.Cleanup(func() { _ = srv.Close() })
