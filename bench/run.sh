@@ -11,6 +11,9 @@
 #             for a before/after of a change in the same run
 #   jetway-auth  jetway-log's node, another API on the same backend: key
 #             auth (X-Api-Key) and a per-app rate limit that never refuses
+#   jetway-tls  `jetway serve` with the default logging and --tls-cert: the
+#             same calls over TLS (HTTP/1.1 keep-alive, wrk); afterwards
+#             bench/cmd/tlsbench makes new full handshakes against it for 5 s
 #   jetway-split  a split deployment with the default logging: a separate
 #             nats-server (JetStream on), `jetway edge` and `jetway worker`
 #             processes
@@ -122,13 +125,16 @@ P_SPLIT_NATS=$(free_port)
 P_SPLIT_EDGE=$(free_port)
 P_SPLIT_EDGE_ADMIN=$(free_port)
 P_SPLIT_WORKER_ADMIN=$(free_port)
+P_TLS=$(free_port)
+P_TLS_ADMIN=$(free_port)
+P_TLS_NATS=$(free_port)
 P_REVPROXY=$(free_port)
 P_NGINX=$(free_port)
 
 wait_http() { # url name logfile
 	local i
 	for i in $(seq 1 600); do
-		if [ "$(curl -s -o /dev/null -w '%{http_code}' "$1" 2>/dev/null)" = 200 ]; then return 0; fi
+		if [ "$(curl -sk -o /dev/null -w '%{http_code}' "$1" 2>/dev/null)" = 200 ]; then return 0; fi
 		sleep 0.05
 	done
 	[ -n "${3:-}" ] && tail -20 "$3" >&2
@@ -141,6 +147,7 @@ log "building jetway, backend, revproxy, idleconns, nats-server"
 	go build -o "$tmp/backend" ./bench/cmd/backend &&
 	go build -o "$tmp/revproxy" ./bench/cmd/revproxy &&
 	go build -o "$tmp/idleconns" ./bench/cmd/idleconns &&
+	go build -o "$tmp/tlsbench" ./bench/cmd/tlsbench &&
 	go build -o "$tmp/nats-server" github.com/nats-io/nats-server/v2)
 if [ -n "${BASE:-}" ]; then
 	log "building jetway at $BASE"
@@ -173,7 +180,7 @@ start_jetway() {
 	STARTED_PID=$!
 	wait_http "http://127.0.0.1:$admin/readyz" "$name (admin /readyz)" "$tmp/$name.log"
 	"$bin" api put "$tmp/hello.json" --nats "nats://127.0.0.1:$nats" >&2
-	wait_http "http://127.0.0.1:$port/hello" "$name" "$tmp/$name.log"
+	wait_http "${SCHEME:-http}://127.0.0.1:$port/hello" "$name" "$tmp/$name.log"
 }
 start_jetway jetway "$tmp/jetway" "$P_JETWAY" "$P_ADMIN" "$P_NATS" --log-level warn
 JETWAY_PID=$STARTED_PID
@@ -200,6 +207,12 @@ if [ -n "${BASE:-}" ]; then
 	start_jetway jetway-log-base "$tmp/jetway-base" "$P_JETWAY_BASE" "$P_ADMIN_BASE" "$P_NATS_BASE"
 	JETWAY_BASE_PID=$STARTED_PID
 fi
+
+mkdir -p "$tmp/tls"
+"$tmp/tlsbench" certs "$tmp/tls"
+SCHEME=https start_jetway jetway-tls "$tmp/jetway" "$P_TLS" "$P_TLS_ADMIN" "$P_TLS_NATS" \
+	--tls-cert "$tmp/tls/cert.pem" --tls-key "$tmp/tls/key.pem"
+JETWAY_TLS_PID=$STARTED_PID
 
 # The split deployment: its own nats-server, one edge, one worker.
 "$tmp/nats-server" -a 127.0.0.1 -p "$P_SPLIT_NATS" -js -sd "$tmp/split-nats" >"$tmp/split-nats.log" 2>&1 &
@@ -301,8 +314,8 @@ nginx_pids() { echo "$NGINX_PID" $(ps -o pid= --ppid "$NGINX_PID"); }
 
 declare -A rps p50 p99 cpu lat50 lat99
 declare -A hdr=([jetway-auth]="X-Api-Key: $API_KEY")
-targets=(direct jetway jetway-log jetway-auth jetway-split revproxy nginx)
-[ -n "${BASE:-}" ] && targets=(direct jetway jetway-log jetway-log-base jetway-auth jetway-split revproxy nginx)
+targets=(direct jetway jetway-log jetway-auth jetway-tls jetway-split revproxy nginx)
+[ -n "${BASE:-}" ] && targets=(direct jetway jetway-log jetway-log-base jetway-auth jetway-tls jetway-split revproxy nginx)
 declare -A url=(
 	[direct]="http://127.0.0.1:$P_BACKEND/hello"
 	[jetway]="http://127.0.0.1:$P_JETWAY/hello"
@@ -310,6 +323,7 @@ declare -A url=(
 	[jetway-log-base]="http://127.0.0.1:$P_JETWAY_BASE/hello"
 	[jetway-split]="http://127.0.0.1:$P_SPLIT_EDGE/hello"
 	[jetway-auth]="http://127.0.0.1:$P_JETWAY_LOG/hello-auth"
+	[jetway-tls]="https://127.0.0.1:$P_TLS/hello"
 	[revproxy]="http://127.0.0.1:$P_REVPROXY/hello"
 	[nginx]="http://127.0.0.1:$P_NGINX/hello"
 )
@@ -320,6 +334,7 @@ declare -A procs=(
 	[jetway-log-base]="${JETWAY_BASE_PID:-}"
 	[jetway-split]="$SPLIT_EDGE_PID $SPLIT_WORKER_PID $SPLIT_NATS_PID"
 	[jetway-auth]="$JETWAY_LOG_PID"
+	[jetway-tls]="$JETWAY_TLS_PID"
 	[revproxy]="$REVPROXY_PID"
 	[nginx]="$(nginx_pids)"
 )
@@ -359,20 +374,31 @@ echo "worker and nats-server; nginx: master+workers)."
 echo "Best of $ROUNDS rounds: highest req/s for the throughput columns, lowest c1 p50 for the latency ones."
 echo
 awk -v j="${rps[jetway]}" -v l="${rps[jetway-log]}" -v s="${rps[jetway-split]}" -v r="${rps[revproxy]}" -v n="${rps[nginx]}" \
-	-v cl="${cpu[jetway-log]}" -v cr="${cpu[revproxy]}" -v a="${rps[jetway-auth]}" 'BEGIN {
+	-v cl="${cpu[jetway-log]}" -v cr="${cpu[revproxy]}" -v a="${rps[jetway-auth]}" -v tl="${rps[jetway-tls]}" 'BEGIN {
 	printf "req/s ratio jetway/revproxy:       %.2f\n", j / r
 	printf "req/s ratio jetway/nginx:          %.2f\n", j / n
 	printf "req/s ratio jetway-log/revproxy:   %.2f\n", l / r
 	printf "req/s ratio jetway-log/nginx:      %.2f\n", l / n
 	printf "req/s ratio jetway-split/revproxy: %.2f\n", s / r
 	printf "cpu ratio jetway-log/revproxy:     %.2f\n", cl / cr
-	printf "req/s ratio jetway-auth/jetway-log: %.2f\n", a / l }'
+	printf "req/s ratio jetway-auth/jetway-log: %.2f\n", a / l
+	printf "req/s ratio jetway-tls/jetway-log:  %.2f\n", tl / l }'
 for t in jetway jetway-log jetway-split revproxy nginx; do
 	printf 'added p50 latency over direct at c1, %-10s: %d us\n' "$t" $((lat50[$t] - lat50[direct]))
 done
 if ! kill -0 "$JETWAY_PID" 2>/dev/null; then die "jetway exited during the run (see $tmp/jetway.log)"; fi
 if ! kill -0 "$JETWAY_LOG_PID" 2>/dev/null; then die "jetway-log exited during the run (see $tmp/jetway-log.log)"; fi
 if ! kill -0 "$SPLIT_EDGE_PID" 2>/dev/null || ! kill -0 "$SPLIT_WORKER_PID" 2>/dev/null; then die "jetway-split exited during the run (see $tmp/split-*.log)"; fi
+
+# --- TLS handshakes --------------------------------------------------------
+c0=$(cpu_ticks "$JETWAY_TLS_PID")
+hs=$("$tmp/tlsbench" handshakes --addr "127.0.0.1:$P_TLS" --duration 5s --conns 8) || die "tlsbench handshakes failed"
+c1=$(cpu_ticks "$JETWAY_TLS_PID")
+n_hs=$(echo "$hs" | sed 's/^handshakes=\([0-9]*\).*/\1/')
+echo
+awk -v n="$n_hs" -v c=$((c1 - c0)) -v hz="$HZ" 'BEGIN {
+	us = c / hz * 1e6 / n
+	printf "new TLS handshakes (ECDSA P-256, no resumption, 8 clients, 5s): %.0f/s; jetway-tls CPU %.0f us each = %.0f per core-second\n", n / 5, us, 1e6 / us }'
 
 # --- idle connections ------------------------------------------------------
 echo
