@@ -220,7 +220,7 @@ func (l *TLSListeners) accept() {
 				continue
 			}
 			l.err.Store(&err)
-			l.close()
+			_ = l.close()
 			return
 		}
 		go l.handshake(c)
