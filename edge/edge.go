@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -80,9 +81,63 @@ type Edge struct {
 
 // router is the compiled form of one registry snapshot.
 type router struct {
-	mux    *chi.Mux
+	mux    *chi.Mux // the routes without a host
 	routes int
 	auth   map[string]*AuthPolicy // by API name, for AuthPolicy
+	// The routes with a host (route.host), by exact host and by wildcard
+	// suffix (".example.com"), longest first; both empty when no API has
+	// a host, which costs a request nothing.
+	hosts map[string]*chi.Mux
+	wild  []hostMux
+}
+
+type hostMux struct {
+	suffix string // ".example.com" for *.example.com
+	mux    *chi.Mux
+}
+
+// muxFor is the mux that serves r: the one of its host (exact, then the
+// longest wildcard) when that routes r's method and path, else the one of
+// the routes without a host, else (nothing routes it) the host's, for its
+// 404 or 405.
+func (rt *router) muxFor(r *http.Request) *chi.Mux {
+	if len(rt.hosts) == 0 && len(rt.wild) == 0 {
+		return rt.mux
+	}
+	host := requestHost(r.Host)
+	m := rt.hosts[host]
+	if m == nil {
+		for _, w := range rt.wild {
+			if len(host) > len(w.suffix) && strings.HasSuffix(host, w.suffix) {
+				m = w.mux
+				break
+			}
+		}
+	}
+	if m == nil {
+		return rt.mux
+	}
+	if m.Match(chi.NewRouteContext(), r.Method, r.URL.RawPath) || !rt.mux.Match(chi.NewRouteContext(), r.Method, r.URL.RawPath) {
+		return m
+	}
+	return rt.mux
+}
+
+// requestHost is a request's host as routes name it: lower case, without
+// port and trailing dot.
+func requestHost(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+		h = h[:i]
+	}
+	return strings.ToLower(strings.TrimSuffix(h, "."))
+}
+
+// newMux is an empty router with the edge's 404 and 405.
+func newMux() *chi.Mux {
+	mux := chi.NewMux()
+	mux.NotFound(notFound)
+	mux.MethodNotAllowed(methodNotAllowed)
+	return mux
 }
 
 // route is what a request of one API needs; built once per snapshot.
@@ -160,11 +215,8 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	apps := e.newAppIndex(s.Apps, func(a *registry.App) *jwtVerifier {
 		return e.verifier("app:"+a.ID, a.JWT, a.ID) // API names never hold ':'
 	})
-	mux := chi.NewMux()
-	mux.NotFound(notFound)
-	mux.MethodNotAllowed(methodNotAllowed)
+	rtr := &router{mux: newMux(), auth: map[string]*AuthPolicy{}, hosts: map[string]*chi.Mux{}}
 	n := 0
-	auth := map[string]*AuthPolicy{}
 	for _, a := range apis {
 		if other, ok := conflicts[a.Name]; ok {
 			e.log.Warn("route conflict; api not routed", "api", a.Name, "route", a.Route.String(), "held_by", other)
@@ -213,12 +265,12 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			sb.rules = e.compileRules(sb.state, sba)
 			rt.sandbox = sb
 		}
-		if err := addRoute(mux, a.Route.Method, a.Route.Path, e.handler(rt)); err != nil {
+		if err := addRoute(rtr.muxOf(a.Route.Host), a.Route.Method, a.Route.Path, e.handler(rt)); err != nil {
 			e.log.Warn("route rejected; api not routed", "api", a.Name, "err", err)
 			continue
 		}
 		if rt.auth != nil {
-			auth[a.Name] = rt.auth
+			rtr.auth[a.Name] = rt.auth
 		}
 		n++
 	}
@@ -231,7 +283,32 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		}
 	}
 	e.cluster.setRules(shared)
-	e.router.Store(&router{mux: mux, routes: n, auth: auth})
+	rtr.routes = n
+	slices.SortFunc(rtr.wild, func(a, b hostMux) int { return len(b.suffix) - len(a.suffix) })
+	e.router.Store(rtr)
+}
+
+// muxOf is the mux of a route's host ("" for none), made on first use.
+func (rt *router) muxOf(host string) *chi.Mux {
+	if host == "" {
+		return rt.mux
+	}
+	if suffix, ok := strings.CutPrefix(host, "*"); ok {
+		for _, w := range rt.wild {
+			if w.suffix == suffix {
+				return w.mux
+			}
+		}
+		m := newMux()
+		rt.wild = append(rt.wild, hostMux{suffix, m})
+		return m
+	}
+	m := rt.hosts[host]
+	if m == nil {
+		m = newMux()
+		rt.hosts[host] = m
+	}
+	return m
 }
 
 // AuthPolicy is how the registry in force authenticates the callers of an
@@ -385,7 +462,7 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := e.newCall(w, id, sent, addr, chain)
 	start := time.Now()
-	e.router.Load().mux.ServeHTTP(c, r)
+	e.router.Load().muxFor(r).ServeHTTP(c, r)
 	e.observe(c, r, start)
 	c.free()
 }

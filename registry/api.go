@@ -80,6 +80,9 @@ type API struct {
 type Route struct {
 	Method string `json:"method,omitempty"`
 	Path   string `json:"path"`
+	// Host limits the route to one host (api.example.com) or every name
+	// under a domain (*.example.com); empty: every host. Stored lower-case.
+	Host string `json:"host,omitempty"`
 }
 
 // Backend says what serves the API. Type selects the adapter; the other
@@ -323,6 +326,7 @@ func (a *API) applyDefaults() {
 	if a.Route.Method == "" {
 		a.Route.Method = http.MethodGet
 	}
+	a.Route.Host = strings.ToLower(strings.TrimSuffix(a.Route.Host, "."))
 	if a.Timeout == 0 {
 		a.Timeout = Duration(DefaultTimeout)
 	}
@@ -355,6 +359,11 @@ func (a *API) check(key string) []schemas.Problem {
 	params, catchAll, err := parseRoutePath(a.Route.Path)
 	if err != nil {
 		add("route.path", "%v", err)
+	}
+	if a.Route.Host != "" {
+		if err := CheckRouteHost(strings.ToLower(strings.TrimSuffix(a.Route.Host, "."))); err != nil {
+			add("route.host", "%v", err)
+		}
 	}
 	checkTimeout("timeout", a.Timeout, add)
 	if a.MaxBody > MaxMaxBody {
@@ -393,6 +402,40 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return true
+}
+
+// CheckRouteHost checks a route's host: a DNS name of letters, digits and
+// hyphens (labels of 1 to 63, 253 in all, no port, no IP address), or
+// "*." before one with at least two labels (*.example.com; never *.com).
+func CheckRouteHost(h string) error {
+	name, wild := strings.CutPrefix(h, "*.")
+	if len(name) == 0 || len(name) > 253 {
+		return fmt.Errorf("%q is not a host name", h)
+	}
+	labels := strings.Split(name, ".")
+	if wild && len(labels) < 2 {
+		return fmt.Errorf("%q: a wildcard covers the names under a domain of two labels at least (*.example.com)", h)
+	}
+	allDigits := true
+	for _, l := range labels {
+		if len(l) == 0 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return fmt.Errorf("%q is not a host name (empty, long or hyphen-edged label %q)", h, l)
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			switch {
+			case c >= 'a' && c <= 'z', c == '-':
+				allDigits = false
+			case c >= '0' && c <= '9':
+			default:
+				return fmt.Errorf("%q is not a host name: %q (letters, digits, '-' and '.' only; no port, no upper case)", h, string(c))
+			}
+		}
+	}
+	if allDigits {
+		return fmt.Errorf("%q is an IP address, not a host name", h)
+	}
+	return nil
 }
 
 // parseRoutePath checks a route path pattern and returns its parameter

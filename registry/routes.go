@@ -29,16 +29,19 @@ func (r Route) Shape() string {
 	}
 }
 
-// String is the route as logs and errors show it, e.g. "GET /v1/hello/{}".
-func (r Route) String() string { return r.Method + " " + r.Shape() }
+// String is the route as logs and errors show it, e.g. "GET /v1/hello/{}",
+// or "GET api.example.com/v1/hello/{}" for a route with a host.
+func (r Route) String() string { return r.Method + " " + r.Host + r.Shape() }
 
 // Overlaps reports whether two routes claim some of the same requests: the
-// same shape, and the same method or "*" on either side (the router gives
-// a "*" route every method of its path, the one it was added over too).
-// Different shapes never do: the router prefers a literal segment over a
-// parameter and a parameter over a catch-all, whatever the order.
+// same host, the same shape, and the same method or "*" on either side
+// (the router gives a "*" route every method of its path, the one it was
+// added over too). Different shapes never do: the router prefers a literal
+// segment over a parameter and a parameter over a catch-all, whatever the
+// order; nor do different hosts: the router prefers an exact host over a
+// wildcard, a longer wildcard over a shorter one, any host over none.
 func (r Route) Overlaps(o Route) bool {
-	return r.Shape() == o.Shape() && (r.Method == o.Method || r.Method == "*" || o.Method == "*")
+	return r.Host == o.Host && r.Shape() == o.Shape() && (r.Method == o.Method || r.Method == "*" || o.Method == "*")
 }
 
 // claimOrder orders APIs by their claim on a route: the one created first

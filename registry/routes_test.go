@@ -19,15 +19,21 @@ func TestRouteShapeAndOverlaps(t *testing.T) {
 		a, b Route
 		want bool
 	}{
-		{Route{"GET", "/v1/hello/{name}"}, Route{"GET", "/v1/hello/{x}"}, true},
-		{Route{"GET", "/v1/hello/{name}"}, Route{"POST", "/v1/hello/{x}"}, false},
+		{Route{"GET", "/v1/hello/{name}", ""}, Route{"GET", "/v1/hello/{x}", ""}, true},
+		{Route{"GET", "/v1/hello/{name}", ""}, Route{"POST", "/v1/hello/{x}", ""}, false},
 		// The router gives a "*" route every method, over one added before.
-		{Route{"GET", "/v1/hello/{name}"}, Route{"*", "/v1/hello/{x}"}, true},
-		{Route{"*", "/v1/hello/{name}"}, Route{"DELETE", "/v1/hello/{name}"}, true},
-		{Route{"GET", "/v1/hello/{name}"}, Route{"GET", "/v1/hello/world"}, false}, // literal beats parameter
-		{Route{"GET", "/v1/hello/{name}"}, Route{"GET", "/v1/hello/*"}, false},     // parameter beats catch-all
-		{Route{"GET", "/v1/hello"}, Route{"GET", "/v1/hello/"}, false},
-		{Route{"GET", "/v1/{a}/x"}, Route{"GET", "/v1/{b}/y"}, false},
+		{Route{"GET", "/v1/hello/{name}", ""}, Route{"*", "/v1/hello/{x}", ""}, true},
+		{Route{"*", "/v1/hello/{name}", ""}, Route{"DELETE", "/v1/hello/{name}", ""}, true},
+		{Route{"GET", "/v1/hello/{name}", ""}, Route{"GET", "/v1/hello/world", ""}, false}, // literal beats parameter
+		{Route{"GET", "/v1/hello/{name}", ""}, Route{"GET", "/v1/hello/*", ""}, false},     // parameter beats catch-all
+		{Route{"GET", "/v1/hello", ""}, Route{"GET", "/v1/hello/", ""}, false},
+		{Route{"GET", "/v1/{a}/x", ""}, Route{"GET", "/v1/{b}/y", ""}, false},
+		// A host splits routes: an exact host wins over a wildcard, any
+		// host over none.
+		{Route{"GET", "/v1/x", "a.example.com"}, Route{"GET", "/v1/x", "a.example.com"}, true},
+		{Route{"GET", "/v1/x", "a.example.com"}, Route{"GET", "/v1/x", "b.example.com"}, false},
+		{Route{"GET", "/v1/x", "a.example.com"}, Route{"GET", "/v1/x", "*.example.com"}, false},
+		{Route{"GET", "/v1/x", "a.example.com"}, Route{"GET", "/v1/x", ""}, false},
 	} {
 		if got := c.a.Overlaps(c.b); got != c.want {
 			t.Errorf("%v overlaps %v = %v, want %v", c.a, c.b, got, c.want)
@@ -140,6 +146,20 @@ func TestParseAPIAtCreated(t *testing.T) {
 	for _, bad := range []string{`,"created_revision":0`, `,"created_revision":"3"`, `,"created_revision":-1`} {
 		if _, err := ParseAPI("a", doc(bad)); err == nil {
 			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func TestCheckRouteHost(t *testing.T) {
+	for _, ok := range []string{"api.example.com", "*.example.com", "localhost", "a-b.c1.example", "*.a.b.example.com", "x1.123"} {
+		if err := CheckRouteHost(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "*.", "*.com", "*", "a.*.com", "api.example.com:443", "Api.example.com", "10.0.0.1",
+		"-a.example.com", "a..example.com", "a_b.example.com", "exa mple.com", strings.Repeat("a", 64) + ".com", "[::1]"} {
+		if err := CheckRouteHost(bad); err == nil {
+			t.Errorf("%q accepted", bad)
 		}
 	}
 }
