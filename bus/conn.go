@@ -2,9 +2,12 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -93,3 +96,88 @@ func Connect(ctx context.Context, url string, opts ConnectOptions) (*nats.Conn, 
 
 // ErrNotConnected is returned by callers that need a live connection.
 var ErrNotConnected = errors.New("not connected to nats")
+
+// ClientAuth is how a process checks the NATS server and proves itself to
+// it, beyond a user and password in the URL: TLS (CA to verify the server
+// with, a client certificate and key for mutual TLS) and credentials (a
+// .creds file holding a user JWT and its NKey seed, or an NKey seed file).
+// Every field is a file name; the zero value adds nothing.
+type ClientAuth struct {
+	CA, Cert, Key string
+	Creds, NKey   string
+}
+
+// IsZero reports whether a asks for nothing.
+func (a ClientAuth) IsZero() bool { return a == ClientAuth{} }
+
+// Options loads and checks every file a names and returns the options for
+// Connect's Extra. A missing or unreadable file, a certificate without its
+// key (or the other way round), a key that does not match, a CA file with
+// no certificate, or both Creds and NKey, is an error naming the file.
+func (a ClientAuth) Options() ([]nats.Option, error) {
+	var o []nats.Option
+	if a.CA != "" || a.Cert != "" || a.Key != "" {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if a.CA != "" {
+			pem, err := os.ReadFile(a.CA)
+			if err != nil {
+				return nil, fmt.Errorf("nats tls ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("nats tls ca %s: no PEM certificate in it", a.CA)
+			}
+			cfg.RootCAs = pool
+		}
+		if (a.Cert == "") != (a.Key == "") {
+			return nil, errors.New("nats tls: a client certificate and its key come together (--nats-tls-cert with --nats-tls-key)")
+		}
+		if a.Cert != "" {
+			cert, err := tls.LoadX509KeyPair(a.Cert, a.Key)
+			if err != nil {
+				return nil, fmt.Errorf("nats tls cert %s with key %s: %w", a.Cert, a.Key, err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		o = append(o, nats.Secure(cfg))
+	}
+	switch {
+	case a.Creds != "" && a.NKey != "":
+		return nil, errors.New("nats: a .creds file or an NKey seed, not both")
+	case a.Creds != "":
+		if _, err := os.Stat(a.Creds); err != nil {
+			return nil, fmt.Errorf("nats creds: %w", err)
+		}
+		o = append(o, nats.UserCredentials(a.Creds))
+	case a.NKey != "":
+		opt, err := nats.NkeyOptionFromSeed(a.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("nats nkey %s: %w", a.NKey, err)
+		}
+		o = append(o, opt)
+	}
+	return o, nil
+}
+
+// ServerTLS is the TLS of a NATS listener: its certificate and key and,
+// with clientCA, mutual TLS: every client must present a certificate that
+// CA signed.
+func ServerTLS(cert, key, clientCA string) (*tls.Config, error) {
+	c, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("nats listener certificate %s with key %s: %w", cert, key, err)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{c}}
+	if clientCA != "" {
+		pem, err := os.ReadFile(clientCA)
+		if err != nil {
+			return nil, fmt.Errorf("nats listener client ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("nats listener client ca %s: no PEM certificate in it", clientCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -27,6 +28,9 @@ type EmbeddedConfig struct {
 	// Credentials, when set, turn authentication on: one user per role,
 	// with least-privilege permissions (RolePermissions).
 	Credentials Credentials
+	// TLS, when set, makes the client listener TLS only (ServerTLS; with a
+	// client CA, mutual TLS). In-process connections need none.
+	TLS *tls.Config
 }
 
 // StartEmbedded starts a nats-server with JetStream and waits until it
@@ -67,6 +71,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 	}
 	if cfg.Credentials != nil {
 		opts.Users = cfg.Credentials.users()
+	}
+	if cfg.TLS != nil {
+		opts.TLSConfig, opts.TLS, opts.TLSTimeout = cfg.TLS, true, 2
+		opts.TLSVerify = cfg.TLS.ClientAuth == tls.RequireAndVerifyClientCert
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

@@ -5,9 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
@@ -37,27 +40,55 @@ func checkSubcommand(fs *flag.FlagSet, group string, pos []string, want map[stri
 	return nil
 }
 
-// natsFlag adds --nats (default JETWAY_NATS_URL, then bus.DefaultURL).
-func natsFlag(fs *flag.FlagSet) *string {
-	return fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")
+// natsFlags are where NATS is and how to reach it: --nats (default
+// JETWAY_NATS_URL, then bus.DefaultURL) and the client TLS and
+// credential files (natsAuthFlags).
+type natsFlags struct {
+	url  *string
+	auth bus.ClientAuth
+}
+
+func natsFlag(fs *flag.FlagSet) *natsFlags {
+	f := &natsFlags{url: fs.String("nats", envOr("JETWAY_NATS_URL", bus.DefaultURL), "NATS server URL (env JETWAY_NATS_URL)")}
+	natsAuthFlags(fs, &f.auth)
+	return f
+}
+
+// natsAuthFlags adds the flags of a NATS client's TLS and credentials,
+// each defaulting from its environment variable.
+func natsAuthFlags(fs *flag.FlagSet, a *bus.ClientAuth) {
+	fs.StringVar(&a.CA, "nats-tls-ca", os.Getenv("JETWAY_NATS_TLS_CA"), "PEM CA file to verify the NATS server's TLS certificate with (env JETWAY_NATS_TLS_CA)")
+	fs.StringVar(&a.Cert, "nats-tls-cert", os.Getenv("JETWAY_NATS_TLS_CERT"), "PEM client certificate for mutual TLS to NATS, with --nats-tls-key (env JETWAY_NATS_TLS_CERT)")
+	fs.StringVar(&a.Key, "nats-tls-key", os.Getenv("JETWAY_NATS_TLS_KEY"), "PEM key of --nats-tls-cert (env JETWAY_NATS_TLS_KEY)")
+	fs.StringVar(&a.Creds, "nats-creds", os.Getenv("JETWAY_NATS_CREDS"), "NATS .creds file (user JWT and NKey seed) to authenticate with (env JETWAY_NATS_CREDS)")
+	fs.StringVar(&a.NKey, "nats-nkey", os.Getenv("JETWAY_NATS_NKEY"), "NATS NKey seed file to authenticate with (env JETWAY_NATS_NKEY)")
+}
+
+// connect dials NATS as the CLI command name, within ctx.
+func (f *natsFlags) connect(ctx context.Context, name string) (*nats.Conn, error) {
+	o, err := f.auth.Options()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return bus.Connect(ctx, *f.url, bus.ConnectOptions{Name: name, Extra: o})
 }
 
 // registryFlags are the flags of the commands that read and write the
 // registry: where NATS is and how long the command may take.
 type registryFlags struct {
-	natsURL *string
+	nats    *natsFlags
 	timeout *time.Duration
 }
 
 func addRegistryFlags(fs *flag.FlagSet) registryFlags {
-	return registryFlags{natsURL: natsFlag(fs), timeout: fs.Duration("timeout", 5*time.Second, "how long the command may take")}
+	return registryFlags{nats: natsFlag(fs), timeout: fs.Duration("timeout", 5*time.Second, "how long the command may take")}
 }
 
 // dial connects to NATS and opens the registry buckets (creating them,
 // with replicas, if missing), all within --timeout. Call done when finished.
 func (rf registryFlags) dial(replicas int) (ctx context.Context, c *registry.Client, done func(), err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), *rf.timeout)
-	nc, err := bus.Connect(ctx, *rf.natsURL, bus.ConnectOptions{Name: "jetway-cli"})
+	nc, err := rf.nats.connect(ctx, "jetway-cli")
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err

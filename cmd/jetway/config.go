@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/jetway-gw/jetway/bus"
@@ -89,6 +91,8 @@ type nodeFlags struct {
 	idleTimeout       time.Duration
 	maxHeaderBytes    int
 	tlsCert, tlsKey   stringList
+	natsClient        bus.ClientAuth                       // --nats-tls-*, --nats-creds, --nats-nkey
+	natsListenTLS     struct{ cert, key, clientCA string } // serve: the embedded server's TLS
 	replicas          int
 	drain             time.Duration
 	logFormat         string
@@ -112,9 +116,13 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		fs.BoolVar(&f.natsAuth, "nats-auth", false, "require NATS users on the embedded server: admin (registry writes), edge and worker, with least-privilege permissions; passwords in <data>/nats-credentials.json (other processes join with nats://edge:<password>@host:port)")
 		fs.BoolVar(&f.inProcess, "in-process", true, "connect this process's edge, workers and registry to the embedded NATS in memory instead of over TCP (about half the added latency)")
 		fs.StringVar(&f.natsURL, "nats", natsDefault, "use this NATS instead of embedding one (env JETWAY_NATS_URL)")
+		fs.StringVar(&f.natsListenTLS.cert, "nats-listen-tls-cert", "", "serve the embedded NATS's --nats-listen over TLS only, with this PEM certificate (and --nats-listen-tls-key); this process's own parts connect in memory")
+		fs.StringVar(&f.natsListenTLS.key, "nats-listen-tls-key", "", "PEM key of --nats-listen-tls-cert")
+		fs.StringVar(&f.natsListenTLS.clientCA, "nats-listen-tls-ca", "", "with --nats-listen-tls-cert: require every NATS client to present a certificate this PEM CA signed (mutual TLS)")
 	} else {
 		fs.StringVar(&f.natsURL, "nats", natsDefault, "NATS server URL(s), comma-separated (env JETWAY_NATS_URL)")
 	}
+	natsAuthFlags(fs, &f.natsClient)
 	fs.StringVar(&f.dataDir, "data", "./jetway-data", "folder for JetStream data (serve) and the local registry snapshot")
 	if r != roleWorker {
 		fs.StringVar(&f.listen, "listen", ":8080", "edge HTTP address")
@@ -160,6 +168,8 @@ type nodeConfig struct {
 	logOut               io.Writer                // where log writes (stderr), for the access log's own buffered logger
 	tracing              *sdktrace.TracerProvider // nil: tracing off
 	certs                *edge.Certs              // --tls-cert/--tls-key, loaded; nil: plain HTTP
+	natsOpts             []nats.Option            // --nats-tls-*, --nats-creds, --nats-nkey, loaded
+	natsServerTLS        *tls.Config              // serve --nats-listen-tls-*; nil: plain
 }
 
 // problems is every problem of a node's config; it is a usage error (exit
@@ -352,6 +362,22 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 		c.log = log.With("role", string(c.role))
 		c.logOut = stderr
 	}
+	var err error
+	if c.natsOpts, err = c.natsClient.Options(); err != nil {
+		add(fmt.Errorf("%w: %v", errUsage, err))
+	}
+	if t := c.natsListenTLS; t.cert != "" || t.key != "" || t.clientCA != "" {
+		switch {
+		case c.role != roleServe || c.natsURL != "":
+			add(fmt.Errorf("%w: --nats-listen-tls-* are for the embedded NATS of serve, which --nats replaces", errUsage))
+		case t.cert == "" || t.key == "":
+			add(fmt.Errorf("%w: --nats-listen-tls-cert and --nats-listen-tls-key come together", errUsage))
+		default:
+			if c.natsServerTLS, err = bus.ServerTLS(t.cert, t.key, t.clientCA); err != nil {
+				add(fmt.Errorf("%w: %v", errUsage, err))
+			}
+		}
+	}
 	if len(c.tlsCert) != len(c.tlsKey) {
 		add(fmt.Errorf("%w: --tls-cert and --tls-key come in pairs: %d certificates, %d keys", errUsage, len(c.tlsCert), len(c.tlsKey)))
 	} else if len(c.tlsCert) > 0 {
@@ -359,7 +385,6 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 		for i := range files {
 			files[i] = edge.CertFile{Cert: c.tlsCert[i], Key: c.tlsKey[i]}
 		}
-		var err error
 		if c.certs, err = edge.LoadCerts(files, c.log); err != nil {
 			add(fmt.Errorf("%w: --tls-cert: %v", errUsage, err))
 		}

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -75,6 +76,11 @@ func (n *node) connect(ctx context.Context, url, name, user string) (*nats.Conn,
 	var extra []nats.Option
 	if n.inproc != nil {
 		extra = append(extra, nats.InProcessServer(n.inproc))
+		// In memory there is nothing to encrypt; a tls:// URL (the
+		// embedded server listening with TLS) would make nats.go insist.
+		url = "nats://" + strings.TrimPrefix(url, "tls://")
+	} else {
+		extra = append(extra, n.cfg.natsOpts...) // TLS and credentials to a NATS over the network
 	}
 	if n.creds != nil { // serve with --nats-auth: each part connects as its role
 		extra = append(extra, nats.UserInfo(user, n.creds[user]))
@@ -140,7 +146,7 @@ func (n *node) startNATS(context.Context) error {
 	if n.role != roleServe || n.natsURL != "" {
 		return nil
 	}
-	cfg := bus.EmbeddedConfig{Listen: n.cfg.natsListen, DataDir: n.cfg.dataDir}
+	cfg := bus.EmbeddedConfig{Listen: n.cfg.natsListen, DataDir: n.cfg.dataDir, TLS: n.cfg.natsServerTLS}
 	if n.cfg.natsAuth {
 		path := filepath.Join(n.cfg.dataDir, "nats-credentials.json")
 		creds, err := bus.LoadOrCreateCredentials(path)
@@ -162,7 +168,7 @@ func (n *node) startNATS(context.Context) error {
 	if n.cfg.inProcess {
 		n.inproc = ns
 	}
-	n.log.Info("embedded nats started", "url", n.natsURL, "data", filepath.Join(n.cfg.dataDir, "nats"))
+	n.log.Info("embedded nats started", "url", n.natsURL, "data", filepath.Join(n.cfg.dataDir, "nats"), "tls", cfg.TLS != nil)
 	return nil
 }
 

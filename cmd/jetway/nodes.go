@@ -51,7 +51,7 @@ func cmdNodes(args []string, stdout, stderr io.Writer) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second+*wait)
 	defer cancel()
-	nc, err := bus.Connect(ctx, *natsURL, bus.ConnectOptions{Name: "jetway-cli"})
+	nc, err := natsURL.connect(ctx, "jetway-cli")
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
@@ -119,7 +118,7 @@ func cmdTop(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	nc, err := bus.Connect(ctx, *natsURL, bus.ConnectOptions{Name: "jetway-top"})
+	nc, err := natsURL.connect(ctx, "jetway-top")
 	if err != nil {
 		return err
 	}
@@ -228,7 +227,7 @@ func cmdMetric(args []string, stdout, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(*seconds)*time.Second+500*time.Millisecond)
 		defer cancel()
 	}
-	nc, err := bus.Connect(ctx, *natsURL, bus.ConnectOptions{Name: "jetway-metric"})
+	nc, err := natsURL.connect(ctx, "jetway-metric")
 	if err != nil {
 		return err
 	}

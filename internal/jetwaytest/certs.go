@@ -24,6 +24,11 @@ type CA struct {
 	Pool *x509.CertPool
 }
 
+// PEM is the CA's certificate, for a CA file.
+func (ca *CA) PEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
+}
+
 // NewCA makes a CA valid for an hour.
 func NewCA(t testing.TB) *CA {
 	t.Helper()
@@ -54,7 +59,7 @@ func (ca *CA) Issue(t testing.TB, dir string, serial int64, notBefore, notAfter 
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
 		NotBefore: notBefore, NotAfter: notAfter, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
