@@ -92,10 +92,20 @@ type Backend struct {
 	Type string `json:"type"`
 
 	// http
-	URL string `json:"url,omitempty"`
+	URL string      `json:"url,omitempty"`
+	TLS *BackendTLS `json:"tls,omitempty"`
 
 	// mock
 	Static
+}
+
+// BackendTLS is how an https backend's TLS is checked and how the worker
+// proves itself to it. The files are on the worker's host.
+type BackendTLS struct {
+	CA         string `json:"ca_file,omitempty"`     // PEM bundle to verify with; empty: the system's roots
+	Cert       string `json:"cert_file,omitempty"`   // PEM client certificate, with Key: mutual TLS
+	Key        string `json:"key_file,omitempty"`    // PEM key of Cert
+	ServerName string `json:"server_name,omitempty"` // the name to verify and send (SNI); empty: the URL's host
 }
 
 // Static is a fixed response written in an entry: a mock backend's answer,

@@ -81,6 +81,14 @@ func checkHTTPBackend(path string, b *Backend, params []string, catchAll bool, a
 	} else if err := checkBackendURL(b.URL, params, catchAll); err != nil {
 		add(path+".url", "%v", err)
 	}
+	if t := b.TLS; t != nil {
+		if !strings.HasPrefix(b.URL, "https://") {
+			add(path+".tls", "is for an https:// url")
+		}
+		if (t.Cert == "") != (t.Key == "") {
+			add(path+".tls", "cert_file and key_file come together")
+		}
+	}
 }
 
 func mockDefaults(b *Backend) {

@@ -5,12 +5,15 @@ package httpbackend
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -26,13 +29,14 @@ import (
 // all of them: connections to a host are kept alive across APIs and across
 // registry changes.
 type Adapter struct {
-	client *fasthttp.Client
+	client  *fasthttp.Client
+	maxResp int
 }
 
 // New returns the adapter; a backend response larger than maxResponse
 // bytes is refused (the bus's max payload less room for headers).
 func New(maxResponse int) *Adapter {
-	return &Adapter{client: newClient(maxResponse)}
+	return &Adapter{client: newClient(maxResponse), maxResp: maxResponse}
 }
 
 // newClient returns the client for HTTP backends.
@@ -63,23 +67,67 @@ func newClient(maxResp int) *fasthttp.Client {
 	}
 }
 
-// Build compiles the backend's URL template. The instance holds nothing of
-// its own to close: its connections belong to the adapter's client.
+// Build compiles the backend's URL template. Without tls settings the
+// instance holds nothing of its own to close: its connections belong to
+// the adapter's client. With them it has a client of its own, with that
+// TLS, whose connections Close ends; a file that does not load fails the
+// build (the API answers BAD_GATEWAY until its entry changes).
 func (a *Adapter) Build(spec *registry.Backend, o backend.BuildOptions) (backend.Instance, error) {
-	return &instance{client: a.client, tmpl: compileURL(spec.URL), log: o.Logger, tracer: o.Tracer}, nil
+	in := &instance{client: a.client, tmpl: compileURL(spec.URL), log: o.Logger, tracer: o.Tracer}
+	if spec.TLS != nil {
+		cfg, err := clientTLS(spec.TLS)
+		if err != nil {
+			return nil, err
+		}
+		in.client = newClient(a.maxResp)
+		in.client.TLSConfig = cfg
+		in.own = true
+	}
+	return in, nil
+}
+
+// clientTLS is the TLS of calls to one https backend.
+func clientTLS(t *registry.BackendTLS) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CA != "" {
+		pem, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, fmt.Errorf("backend tls ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("backend tls ca_file %s: no PEM certificate in it", t.CA)
+		}
+		cfg.RootCAs = pool
+	}
+	if t.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("backend tls cert_file %s with key_file %s: %w", t.Cert, t.Key, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
 }
 
 // instance calls one HTTP backend. The dial, the write and the read all
 // end at the request's deadline.
 type instance struct {
 	client *fasthttp.Client
+	own    bool // client is this instance's (its own TLS), closed with it
 	tmpl   urlTemplate
 	log    *slog.Logger
 	tracer backend.Tracer // nil: tracing off
 }
 
-// Close does nothing: the connections are the shared client's.
-func (h *instance) Close() error { return nil }
+// Close ends the connections of a client of the instance's own; those of
+// the shared client stay, for other APIs.
+func (h *instance) Close() error {
+	if h.own {
+		h.client.CloseIdleConnections()
+	}
+	return nil
+}
 
 // Call sends the request to the backend within ctx's deadline.
 func (h *instance) Call(ctx context.Context, req *backend.Request) (*backend.Response, error) {
