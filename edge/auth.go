@@ -3,11 +3,14 @@ package edge
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -21,10 +24,11 @@ import (
 // appIndex finds apps by the digest of an API key. Built once per
 // snapshot; read-only afterwards.
 type appIndex struct {
-	byKey    map[string]*authApp
-	byID     map[string]*authApp
-	byIssuer map[string]*authApp // apps with their own token issuer (App.JWT)
-	nonces   NonceStore
+	byKey      map[string]*authApp
+	byID       map[string]*authApp
+	byIssuer   map[string]*authApp // apps with their own token issuer (App.JWT)
+	byCertName map[string]*authApp // App.CertNames
+	nonces     NonceStore
 }
 
 // NonceStore claims signed requests' nonces for the whole cluster
@@ -46,14 +50,26 @@ type authApp struct {
 // newAppIndex indexes a snapshot's apps. verifier returns the checks of an
 // app's own token issuer (nil when its keys do not load).
 func (e *Edge) newAppIndex(apps map[string]*registry.App, verifier func(a *registry.App) *jwtVerifier) *appIndex {
-	ix := &appIndex{byKey: map[string]*authApp{}, byID: map[string]*authApp{}, byIssuer: map[string]*authApp{}, nonces: e.o.Nonces}
+	ix := &appIndex{byKey: map[string]*authApp{}, byID: map[string]*authApp{}, byIssuer: map[string]*authApp{},
+		byCertName: map[string]*authApp{}, nonces: e.o.Nonces}
 	shared := map[string]bool{}
+	sharedName := map[string]bool{}
 	for _, a := range apps {
 		allow, _ := registry.ParsePrefixes(a.IPAllow) // validated at publish
 		aa := &authApp{app: a, allow: allow, limit: e.appLimiter(a)}
 		ix.byID[a.ID] = aa
 		for _, k := range a.Keys {
 			ix.byKey[k.SHA256] = aa
+		}
+		for _, n := range a.CertNames {
+			if other := ix.byCertName[n]; (other != nil && other != aa) || sharedName[n] {
+				// Two apps, one name: a certificate could be either's.
+				e.log.Error("two apps name the same certificate name; certificates with it are refused", "name", n, "app", a.ID)
+				delete(ix.byCertName, n)
+				sharedName[n] = true
+				continue
+			}
+			ix.byCertName[n] = aa
 		}
 		if a.JWT != nil {
 			aa.jwt = verifier(a)
@@ -135,7 +151,8 @@ func apiKey(h http.Header) string {
 type AuthPolicy struct {
 	api  *registry.API // its name and Auth settings
 	apps *appIndex
-	jwt  *jwtVerifier // the API's token checks; nil: none (or its keys did not load)
+	jwt  *jwtVerifier   // the API's token checks; nil: none (or its keys did not load)
+	mtls *x509.CertPool // the CA client certificates must chain to; nil: none (or it did not load)
 }
 
 // Caller is what Authenticate needs of a caller besides its request.
@@ -223,12 +240,62 @@ func (p *AuthPolicy) identify(r *http.Request, c Caller) (*authApp, error) {
 			return nil, unauthenticated("the token names no active app")
 		}
 		delete(r.Header, "Authorization") // credentials never reach backends
+	case p.api.Auth.Has("mtls") && r.TLS != nil && len(r.TLS.PeerCertificates) > 0:
+		var err error
+		if aa, err = p.clientCertApp(r.TLS.PeerCertificates); err != nil {
+			return nil, err
+		}
 	default:
 		e := unauthenticated("api " + p.api.Name + " needs credentials (" + strings.Join(p.api.Auth.Methods, " or ") + ")")
 		e.Challenge = `ApiKey realm="jetway", Bearer realm="jetway"`
 		return nil, e
 	}
 	return aa, nil
+}
+
+// clientCertApp is the app a TLS client certificate names: the chain must
+// lead to the API's CA, be valid now and be for client authentication;
+// then its subject common name, DNS, URI or email SANs name the app (the
+// first that one does).
+func (p *AuthPolicy) clientCertApp(chain []*x509.Certificate) (*authApp, error) {
+	if p.mtls == nil {
+		return nil, unauthenticated("client certificates for api " + p.api.Name + " cannot be checked now (its CA did not load)")
+	}
+	leaf := chain[0]
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: p.mtls, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return nil, unauthenticated("client certificate refused: " + err.Error())
+	}
+	names := append([]string{leaf.Subject.CommonName}, leaf.DNSNames...)
+	names = append(names, leaf.EmailAddresses...)
+	for _, u := range leaf.URIs {
+		names = append(names, u.String())
+	}
+	for _, n := range names {
+		if aa := p.apps.byCertName[n]; n != "" && aa != nil {
+			if aa.app.Status != registry.AppActive {
+				return nil, unauthenticated("the client certificate names a disabled app")
+			}
+			return aa, nil
+		}
+	}
+	return nil, unauthenticated("the client certificate names no app")
+}
+
+// loadCertPool reads a PEM CA bundle.
+func loadCertPool(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
 }
 
 // grant checks that a known app may call the API, from its address, now:

@@ -235,6 +235,13 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		if a.Auth.Requires() {
 			rt.auth = &AuthPolicy{api: a, apps: apps}
 		}
+		if rt.auth != nil && a.Auth.Has("mtls") && a.Auth.MTLS != nil {
+			pool, err := loadCertPool(a.Auth.MTLS.CAFile)
+			if err != nil {
+				e.log.Error("client certificate CA not loaded; the api refuses certificates", "api", a.Name, "err", err)
+			}
+			rt.auth.mtls = pool
+		}
 		if a.Auth.Has("jwt") && a.Auth.JWT != nil {
 			jwt := e.verifier(a.Name, a.Auth.JWT, "")
 			if rt.auth != nil {

@@ -24,11 +24,21 @@ import (
 // ListenTLS on a TCP listener, one http.Server on both sides.
 func tlsEdge(t *testing.T, g *jetwaytest.Gateway, certs *edge.Certs) string {
 	t.Helper()
+	return tlsEdgeWith(t, g, certs, nil)
+}
+
+// tlsEdgeWith is tlsEdge with the TLS config changed by tune first.
+func tlsEdgeWith(t *testing.T, g *jetwaytest.Gateway, certs *edge.Certs, tune func(*tls.Config)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl := edge.ListenTLS(ln, certs.TLSConfig(), 2*time.Second, 64<<10)
+	cfg := certs.TLSConfig()
+	if tune != nil {
+		tune(cfg)
+	}
+	tl := edge.ListenTLS(ln, cfg, 2*time.Second, 64<<10)
 	srv := &http.Server{Handler: g.Edge, ConnContext: edge.ConnContext, ReadHeaderTimeout: 2 * time.Second,
 		MaxHeaderBytes: 64 << 10, DisableGeneralOptionsHandler: true}
 	go func() { _ = srv.Serve(tl.HTTP1()) }()

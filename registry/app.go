@@ -56,6 +56,10 @@ type App struct {
 	// (API.Sandbox), never to production; an API without one answers it
 	// 403 NO_SANDBOX. Flipping it is live on every edge at once.
 	Sandbox bool `json:"sandbox,omitempty"`
+	// CertNames are the names a verified TLS client certificate may carry
+	// to be this app's, on APIs with the mtls method: its subject common
+	// name, or one of its DNS, URI or email SANs.
+	CertNames []string `json:"cert_names,omitempty"`
 
 	Revision uint64 `json:"-"`
 }
@@ -176,6 +180,11 @@ func ParseApp(key string, doc []byte) (*App, error) {
 		}
 		if j.AppClaim != "" {
 			add("jwt.app_claim", "is not used: the issuer names the app")
+		}
+	}
+	for i, n := range a.CertNames {
+		if n == "" || len(n) > 255 || strings.ContainsAny(n, "\x00\r\n") {
+			add(fmt.Sprintf("cert_names.%d", i), "must be a name of 1 to 255 characters on one line")
 		}
 	}
 	if l := a.RateLimit; l != nil {

@@ -232,6 +232,16 @@ type Auth struct {
 	GrantedOnly *bool `json:"granted_only,omitempty"`
 	// JWT configures the "jwt" method.
 	JWT *JWTAuth `json:"jwt,omitempty"`
+	// MTLS configures the "mtls" method: a TLS client certificate that
+	// the CA signed names the app (App.CertNames).
+	MTLS *MTLSAuth `json:"mtls,omitempty"`
+}
+
+// MTLSAuth configures client-certificate authentication of an API.
+type MTLSAuth struct {
+	// CAFile is a PEM bundle on the edges' hosts: a client certificate
+	// must chain to one of them, be valid now and be for client auth.
+	CAFile string `json:"ca_file"`
 }
 
 // JWTAuth configures bearer-token (JWT) authentication of an API: tokens
@@ -384,9 +394,12 @@ func (a *API) checkPolicies(params []string, add func(path, format string, args 
 	}
 	if au := a.Auth; au != nil {
 		for _, m := range au.Methods {
-			if m != "none" && m != "key" && m != "jwt" && m != "hmac" {
-				add("auth.methods", "%q is not none, key, hmac or jwt", m)
+			if m != "none" && m != "key" && m != "jwt" && m != "hmac" && m != "mtls" {
+				add("auth.methods", "%q is not none, key, hmac, jwt or mtls", m)
 			}
+		}
+		if au.Has("mtls") && (au.MTLS == nil || au.MTLS.CAFile == "") {
+			add("auth.mtls.ca_file", "is required by the mtls method: the CA client certificates must chain to")
 		}
 		// Without auth.jwt, the jwt method admits only tokens of the
 		// apps' own issuers (App.JWT).

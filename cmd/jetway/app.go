@@ -59,9 +59,10 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	rf := addRegistryFlags(fs)
 	name := fs.String("name", "", "create: a human name")
-	var apis, ips stringList
+	var apis, ips, certNames stringList
 	fs.Var(&apis, "api", "create: an API the app may call (name, \"prefix.*\" or \"*\"); repeat for several")
 	fs.Var(&ips, "ip", "create: the only client addresses or CIDRs the app may call from; repeat for several")
+	fs.Var(&certNames, "cert-name", "create: a name (subject CN, DNS, URI or email SAN) whose verified TLS client certificate is this app's, on APIs with the mtls method; repeat for several")
 	withHMAC := fs.Bool("hmac", false, "create: also make a request-signing (HMAC) secret")
 	sandbox := fs.Bool("sandbox", false, "create: make a sandbox app (its calls go to the APIs' sandbox tiers)")
 	issuer := fs.String("issuer", "", "jwt: the iss of the app's tokens")
@@ -100,7 +101,7 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		app := &registry.App{ID: pos[1], Name: *name, Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: apis, IPAllow: ips, Sandbox: *sandbox}
+		app := &registry.App{ID: pos[1], Name: *name, Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: apis, IPAllow: ips, Sandbox: *sandbox, CertNames: certNames}
 		if *withHMAC {
 			sec, err := registry.NewHMACSecret()
 			if err != nil {
@@ -268,8 +269,8 @@ func printApp(w io.Writer, a *registry.App) {
 	if a.JWT != nil {
 		issuer = a.JWT.Issuer + " (" + a.JWT.JWKSFile + a.JWT.JWKSURL + ")"
 	}
-	fmt.Fprintf(w, "id:       %s\nname:     %s\nstatus:   %s\ncalls:    %s\napis:     %s\nip_allow: %s\nsigning:  %d secret(s)\nissuer:   %s\nrevision: %d\nkeys:\n",
-		a.ID, a.Name, a.Status, tierName(a.Sandbox), strings.Join(a.APIs, ", "), strings.Join(a.IPAllow, ", "), len(a.HMACSecrets), issuer, a.Revision)
+	fmt.Fprintf(w, "id:       %s\nname:     %s\nstatus:   %s\ncalls:    %s\napis:     %s\nip_allow: %s\nsigning:  %d secret(s)\nissuer:   %s\ncerts:    %s\nrevision: %d\nkeys:\n",
+		a.ID, a.Name, a.Status, tierName(a.Sandbox), strings.Join(a.APIs, ", "), strings.Join(a.IPAllow, ", "), len(a.HMACSecrets), issuer, strings.Join(a.CertNames, ", "), a.Revision)
 	for _, k := range a.Keys {
 		fmt.Fprintf(w, "  %s…  created %s\n", k.ID, k.Created.Format(time.RFC3339))
 	}

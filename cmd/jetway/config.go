@@ -91,6 +91,7 @@ type nodeFlags struct {
 	idleTimeout       time.Duration
 	maxHeaderBytes    int
 	tlsCert, tlsKey   stringList
+	tlsClientCerts    bool
 	natsClient        bus.ClientAuth                       // --nats-tls-*, --nats-creds, --nats-nkey
 	natsListenTLS     struct{ cert, key, clientCA string } // serve: the embedded server's TLS
 	replicas          int
@@ -137,6 +138,7 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		fs.Var(&f.ipDeny, "ip-deny", "client addresses or CIDRs refused for every API (403); comma-separated or repeated")
 		fs.Var(&f.tlsCert, "tls-cert", "serve --listen over TLS (HTTP/2 and HTTP/1.1) with this PEM certificate chain; repeat with --tls-key for several, chosen by the client's server name, the first the default; reloaded when the files change")
 		fs.Var(&f.tlsKey, "tls-key", "the PEM private key of the --tls-cert at the same place")
+		fs.BoolVar(&f.tlsClientCerts, "tls-client-certs", false, "ask TLS clients for a certificate (checked per API by the mtls auth method, never at the handshake)")
 	}
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz, /metrics, /nodes, ...); empty disables it")
 	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "bearer token the admin listener requires (except /healthz and /readyz); required when --admin is not on loopback; 32 printable characters at least, 8 of them different: openssl rand -hex 32 (env JETWAY_ADMIN_TOKEN)")
@@ -377,6 +379,9 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 				add(fmt.Errorf("%w: %v", errUsage, err))
 			}
 		}
+	}
+	if c.tlsClientCerts && len(c.tlsCert) == 0 {
+		add(fmt.Errorf("%w: --tls-client-certs needs --tls-cert", errUsage))
 	}
 	if len(c.tlsCert) != len(c.tlsKey) {
 		add(fmt.Errorf("%w: --tls-cert and --tls-key come in pairs: %d certificates, %d keys", errUsage, len(c.tlsCert), len(c.tlsKey)))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -396,7 +397,11 @@ func (n *node) listenEdge(ctx context.Context) error {
 	if f.certs != nil {
 		// TLS: HTTP/2 and HTTP/1.1 (under the framing guard) on one
 		// server; the certificates follow their files.
-		tl := edge.ListenTLS(ln, f.certs.TLSConfig(), f.readHeaderTimeout, f.maxHeaderBytes)
+		cfg := f.certs.TLSConfig()
+		if f.tlsClientCerts {
+			cfg.ClientAuth = tls.RequestClientCert // verified per API (auth mtls)
+		}
+		tl := edge.ListenTLS(ln, cfg, f.readHeaderTimeout, f.maxHeaderBytes)
 		go f.certs.Watch(ctx, time.Second)
 		n.log.Info("edge listening", "addr", ln.Addr().String(), "tls", true)
 		n.edgeURL = "https://" + localAddr(ln.Addr())
