@@ -72,7 +72,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			HeartbeatPrefix + UserEdge + ".*",
 			"$KV." + BucketNonces + ".>", // claim a nonce (KV create)
 		}
-		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces} {
+		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts} {
 			pub = append(pub, kvRead(b)...)
 		}
 		sub := []string{

@@ -253,6 +253,12 @@ func TestRolePermissionsOnServer(t *testing.T) {
 			_ = c.PublishRequest("$JS.API.CONSUMER.CREATE.KV_"+BucketApps, c.NewInbox(), []byte(`{}`))
 		})
 		c.denied(t, "worker listens to app writes", "$KV."+BucketApps+".>", func() { _, _ = c.Subscribe("$KV."+BucketApps+".>", func(*nats.Msg) {}) })
+		// Nor the TLS certificates' private keys.
+		certs := "$JS.API.DIRECT.GET.KV_" + BucketCerts + ".$KV." + BucketCerts + ".shop"
+		c.denied(t, "worker direct-gets a certificate", certs, func() { _ = c.PublishRequest(certs, c.NewInbox(), nil) })
+		c.denied(t, "worker consumes certificates", "$JS.API.CONSUMER.CREATE.KV_"+BucketCerts, func() {
+			_ = c.PublishRequest("$JS.API.CONSUMER.CREATE.KV_"+BucketCerts, c.NewInbox(), []byte(`{}`))
+		})
 		// Replies and watch deliveries to edges (the apps included) go to
 		// the edges' inbox, which workers may not hear.
 		c.denied(t, "worker listens to the edges' inbox", InboxPrefixEdge+".>", func() { _, _ = c.Subscribe(InboxPrefixEdge+".>", func(*nats.Msg) {}) })

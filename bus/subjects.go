@@ -125,6 +125,7 @@ const (
 	BucketApps   = "jetway_apps"   // apps, key digests, signing secrets: edges only
 	BucketAlerts = "jetway_alerts" // alert rules: edges read
 	BucketNonces = "jetway_nonces" // nonces of signed requests: edges write
+	BucketCerts  = "jetway_certs"  // TLS certificates and their keys: edges only
 )
 
 // NonceBucketDeleted is the JetStream advisory of the nonce bucket's stream

@@ -52,6 +52,28 @@ func TestServeTLS(t *testing.T) {
 		tr.CloseIdleConnections()
 	}
 
+	// A certificate put with jetway cert is served to its names within a
+	// second (the edge's own file certificate stays the default).
+	shop := ca.Issue(t, dir, 41, now.Add(-time.Minute), now.Add(time.Hour), "shop.partner.test")
+	if res := jetway(t, "", "cert", "put", "shop", "--cert", shop.Cert, "--key", shop.Key, "--nats", n.natsURL); res.code != 0 {
+		t.Fatalf("jetway cert put: exit %d %s", res.code, res.stderr)
+	}
+	addr := strings.TrimPrefix(n.edge, "http://")
+	natstest.CheckFor(t, applyTimeout, pollEvery, func() error {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool, ServerName: "shop.partner.test"})
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if s := conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64(); s != 41 {
+			return fmt.Errorf("shop.partner.test got certificate %d", s)
+		}
+		return nil
+	})
+	if res := jetway(t, "", "cert", "put", "bad", "--cert", shop.Cert, "--key", f.Key, "--nats", n.natsURL); res.code == 0 {
+		t.Error("jetway cert put with another certificate's key succeeded")
+	}
+
 	for _, bad := range [][]string{
 		{"--tls-cert", f.Cert},
 		{"--tls-cert", f.Key, "--tls-key", f.Key},

@@ -59,6 +59,9 @@ type Options struct {
 	// Wire chooses the wire version requests are written in; nil writes
 	// this release's (every worker is of this release).
 	Wire *bus.WireVersions
+	// Certs, when the edge serves TLS, get the registry's certificates
+	// with every snapshot (Certs.SetRegistry).
+	Certs *Certs
 }
 
 // Edge is an http.Handler. Feed it registry snapshots with Apply; each one
@@ -203,6 +206,9 @@ func New(o Options) (*Edge, error) {
 // claiming one route, the one published first keeps it across its own edits
 // (registry.Conflicts) and the others are skipped with a log line.
 func (e *Edge) Apply(s *registry.Snapshot) {
+	if e.o.Certs != nil {
+		e.o.Certs.SetRegistry(s.Certs)
+	}
 	apis := s.Sorted()
 	registry.SortByClaim(apis)
 	conflicts := registry.Conflicts(apis)

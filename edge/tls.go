@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jetway-gw/jetway/registry"
 )
 
 // TLS at the edge. Certs holds the certificates, loaded from files and
@@ -30,6 +34,9 @@ type Certs struct {
 	files []CertFile
 	log   *slog.Logger
 	cur   atomic.Pointer[[]*tls.Certificate]
+	// fromRegistry are the registry's certificates (SetRegistry), by name;
+	// they come before the files' for the names they cover.
+	fromRegistry atomic.Pointer[[]*tls.Certificate]
 
 	mu    sync.Mutex // guards stamp (Reload)
 	stamp [][2]fileStamp
@@ -150,17 +157,41 @@ func (c *Certs) Watch(ctx context.Context, every time.Duration) {
 }
 
 // GetCertificate is for tls.Config: the first certificate that covers the
-// client's server name, else the default.
+// client's server name, the registry's before the files', else the
+// default (the first file's).
 func (c *Certs) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	set := *c.cur.Load()
 	if hello.ServerName != "" {
-		for _, cert := range set {
-			if hello.SupportsCertificate(cert) == nil && cert.Leaf.VerifyHostname(hello.ServerName) == nil {
-				return cert, nil
+		for _, certs := range [][]*tls.Certificate{c.registryCerts(), set} {
+			for _, cert := range certs {
+				if hello.SupportsCertificate(cert) == nil && cert.Leaf.VerifyHostname(hello.ServerName) == nil {
+					return cert, nil
+				}
 			}
 		}
 	}
 	return set[0], nil
+}
+
+func (c *Certs) registryCerts() []*tls.Certificate {
+	if p := c.fromRegistry.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// SetRegistry serves the registry's certificates (Snapshot.Certs, parsed
+// and checked by the watcher) from the next handshake on; open connections
+// keep theirs. Edge.Apply calls it with every snapshot.
+func (c *Certs) SetRegistry(certs map[string]*registry.Cert) {
+	names := slices.Sorted(maps.Keys(certs))
+	set := make([]*tls.Certificate, 0, len(names))
+	for _, n := range names {
+		if t := certs[n].TLS; t != nil {
+			set = append(set, t)
+		}
+	}
+	c.fromRegistry.Store(&set)
 }
 
 // TLSConfig is the edge's TLS: 1.2 or later, forward-secret AEAD suites

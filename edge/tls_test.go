@@ -30,6 +30,17 @@ func tlsEdge(t *testing.T, g *jetwaytest.Gateway, certs *edge.Certs) string {
 // tlsEdgeWith is tlsEdge with the TLS config changed by tune first.
 func tlsEdgeWith(t *testing.T, g *jetwaytest.Gateway, certs *edge.Certs, tune func(*tls.Config)) string {
 	t.Helper()
+	return serveTLS(t, g.Edge, certs, tune)
+}
+
+// tlsEdgeOf serves another edge of the gateway over TLS.
+func tlsEdgeOf(t *testing.T, e *edge.Edge, certs *edge.Certs) string {
+	t.Helper()
+	return serveTLS(t, e, certs, nil)
+}
+
+func serveTLS(t *testing.T, e *edge.Edge, certs *edge.Certs, tune func(*tls.Config)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +50,7 @@ func tlsEdgeWith(t *testing.T, g *jetwaytest.Gateway, certs *edge.Certs, tune fu
 		tune(cfg)
 	}
 	tl := edge.ListenTLS(ln, cfg, 2*time.Second, 64<<10)
-	srv := &http.Server{Handler: g.Edge, ConnContext: edge.ConnContext, ReadHeaderTimeout: 2 * time.Second,
+	srv := &http.Server{Handler: e, ConnContext: edge.ConnContext, ReadHeaderTimeout: 2 * time.Second,
 		MaxHeaderBytes: 64 << 10, DisableGeneralOptionsHandler: true}
 	go func() { _ = srv.Serve(tl.HTTP1()) }()
 	go func() { _ = srv.Serve(tl.HTTP2()) }()

@@ -65,6 +65,7 @@ type Client struct {
 	flags  jetstream.KeyValue
 	alerts jetstream.KeyValue
 	apps   jetstream.KeyValue
+	certs  jetstream.KeyValue
 }
 
 // NewClient opens (creating if needed) the API bucket over nc.
@@ -89,12 +90,16 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if err != nil {
 		return nil, err
 	}
+	certs, err := OpenCerts(ctx, js, o)
+	if err != nil {
+		return nil, err
+	}
 	// Not used by the client, but made here so that one admin command
 	// creates every bucket edges and workers may not create themselves.
 	if _, err := OpenNonces(ctx, js, o); err != nil {
 		return nil, err
 	}
-	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps}, nil
+	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs}, nil
 }
 
 // ErrNotFound is returned for an API or revision that does not exist.

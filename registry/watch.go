@@ -58,6 +58,8 @@ type Snapshot struct {
 	Alerts map[string]*AlertRule
 	// Apps holds the apps, by id.
 	Apps map[string]*App
+	// Certs holds the edges' TLS certificates, by name.
+	Certs map[string]*Cert
 	// Source of the entries.
 	Source Source
 }
@@ -81,7 +83,7 @@ type WatcherOptions struct {
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Buckets are the buckets to watch, among BucketAPIs, BucketFlags,
-	// BucketAlerts and BucketApps; nil watches them all. A worker watches
+	// BucketAlerts, BucketApps and BucketCerts; nil watches them all. A worker watches
 	// only the APIs and flags: its NATS user may not read the apps (they
 	// hold the signing secrets) nor the alert rules. The snapshot of a
 	// bucket not watched stays empty.
@@ -106,6 +108,7 @@ type Watcher struct {
 	flags    *kvSet[*Degrade]
 	alerts   *kvSet[*AlertRule]
 	apps     *kvSet[*App]
+	certs    *kvSet[*Cert]
 	fromFile bool
 	lastErr  error
 
@@ -155,7 +158,15 @@ func NewWatcher(o WatcherOptions) *Watcher {
 			}
 			return a, err
 		}}
-	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}, Alerts: map[string]*AlertRule{}, Apps: map[string]*App{}})
+	w.certs = &kvSet[*Cert]{open: OpenCerts, name: BucketCerts, good: map[string]*Cert{},
+		parse: func(key string, val []byte, rev uint64) (*Cert, error) {
+			c, err := ParseCert(key, val)
+			if err == nil {
+				c.Revision = rev
+			}
+			return c, err
+		}}
+	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}, Alerts: map[string]*AlertRule{}, Apps: map[string]*App{}, Certs: map[string]*Cert{}})
 	return w
 }
 
@@ -224,6 +235,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	run(BucketFlags, func() { runSet(ctx, w, w.flags) })
 	run(BucketAlerts, func() { runSet(ctx, w, w.alerts) })
 	run(BucketApps, func() { runSet(ctx, w, w.apps) })
+	run(BucketCerts, func() { runSet(ctx, w, w.certs) })
 	wg.Wait()
 	return ctx.Err()
 }
@@ -447,11 +459,14 @@ func (w *Watcher) publishLocked() {
 	switch {
 	case (w.apis.live || !w.watches(BucketAPIs)) && (w.flags.live || !w.watches(BucketFlags)) &&
 		(w.alerts.live || !w.watches(BucketAlerts)) && (w.apps.live || !w.watches(BucketApps)):
+		// The certificates never hold the registry back: a cluster made by
+		// a release before them has no jetway_certs bucket, which an edge's
+		// user may not create; its file certificates serve meanwhile.
 		src = SourceLive
 	case w.fromFile:
 		src = SourceFile
 	}
-	s := &Snapshot{APIs: maps.Clone(w.apis.good), Degrade: make(map[string]*Degrade), Alerts: maps.Clone(w.alerts.good), Apps: maps.Clone(w.apps.good), Source: src}
+	s := &Snapshot{APIs: maps.Clone(w.apis.good), Degrade: make(map[string]*Degrade), Alerts: maps.Clone(w.alerts.good), Apps: maps.Clone(w.apps.good), Certs: maps.Clone(w.certs.good), Source: src}
 	for _, a := range s.APIs {
 		s.Revision = max(s.Revision, a.Revision)
 	}
@@ -480,6 +495,7 @@ type snapshotFile struct {
 	APIs    map[string]snapshotEntry `json:"apis"`
 	Flags   map[string]snapshotEntry `json:"flags,omitempty"`
 	Apps    map[string]snapshotEntry `json:"apps,omitempty"`
+	Certs   map[string]snapshotEntry `json:"certs,omitempty"`
 }
 
 type snapshotEntry struct {
@@ -498,13 +514,16 @@ func (w *Watcher) loadFile() error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.apis.live || w.flags.live || w.alerts.live || w.apps.live {
+	if w.apis.live || w.flags.live || w.alerts.live || w.apps.live || w.certs.live {
 		return nil // NATS got there first
 	}
 	loadEntries(w, w.apis, f.APIs)
 	loadEntries(w, w.flags, f.Flags)
 	if w.watches(BucketApps) {
 		loadEntries(w, w.apps, f.Apps)
+	}
+	if w.watches(BucketCerts) {
+		loadEntries(w, w.certs, f.Certs)
 	}
 	w.fromFile = true
 	w.publishLocked()
@@ -554,6 +573,12 @@ func (w *Watcher) saveFile() error {
 	f.Apps = make(map[string]snapshotEntry, len(s.Apps))
 	for id, a := range s.Apps {
 		f.Apps[id] = snapshotEntry{Revision: a.Revision, Value: a.Marshal()}
+	}
+	if len(s.Certs) > 0 {
+		f.Certs = make(map[string]snapshotEntry, len(s.Certs))
+		for name, c := range s.Certs {
+			f.Certs[name] = snapshotEntry{Revision: c.Revision, Value: c.Marshal()}
+		}
 	}
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {

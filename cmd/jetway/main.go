@@ -35,6 +35,7 @@ Registry:
   degrade   turn an API's degrade switch on or off, live on every edge (on|off|list)
   app       apps, API keys, signing secrets, limits, sandbox mark, JWT issuer
             (create|get|list|disable|enable|rotate-key|rotate-secret|limit|grant|revoke|sandbox|jwt)
+  cert      the edges' TLS certificates, served by SNI and rotated live (put|list|delete)
 
 Observing:
   top       a live table of every API across the cluster (QPS, errors, p99, breaker, degraded)
@@ -98,6 +99,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdApp(args[1:], stdout, stderr)
 	case "alert":
 		err = cmdAlert(args[1:], stdin, stdout, stderr)
+	case "cert":
+		err = cmdCert(args[1:], stdout, stderr)
 	case "top":
 		err = cmdTop(args[1:], stdout, stderr)
 	case "metric":

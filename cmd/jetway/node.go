@@ -225,7 +225,7 @@ func (n *node) startEdge(ctx context.Context) error {
 	}
 	f := n.cfg
 	n.metrics = otel.NewMetrics(n.id, string(n.role))
-	eo := edge.Options{Conn: nc, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics, TrustedProxies: f.trusted, Wire: n.wire}
+	eo := edge.Options{Conn: nc, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics, TrustedProxies: f.trusted, Wire: n.wire, Certs: f.certs}
 	eo.IPRules = &edge.IPRules{Allow: f.allow, Deny: f.deny}
 	eo.Nonces = registry.NewNonceStore(n.ctl, registry.BucketOptions{Replicas: f.replicas})
 	if n.role == roleServe {
