@@ -53,8 +53,10 @@ import (
 //
 // Put the guard outermost, and set ConnContext and
 // DisableGeneralOptionsHandler on the http.Server (the edge must see every
-// request for its count to match the guard's); do not enable unencrypted
-// HTTP/2 (http.Server.Protocols) on its listener: the guard frames HTTP/1.
+// request for its count to match the guard's). Unencrypted HTTP/2 (h2c
+// with prior knowledge, http.Server.Protocols) may share the listener: its
+// preface is not HTTP/1, so the guard stops watching such a connection,
+// and its requests, framed by HTTP/2, are not counted.
 //
 // The watch costs one copy of the header bytes and no allocation per
 // request; an idle connection keeps no more than a few KiB.
@@ -97,7 +99,7 @@ type framingKey struct{}
 // only the guard, could not set.
 func framingVerdict(r *http.Request) (refuse, closeAfter bool) {
 	fc, _ := r.Context().Value(framingKey{}).(*framingConn)
-	if fc == nil {
+	if fc == nil || r.ProtoMajor == 2 {
 		return false, false
 	}
 	if r.TLS == nil {

@@ -257,3 +257,52 @@ func TestEdgeTLSReload(t *testing.T) {
 		t.Fatalf("after a bad reload new handshakes get %d, want the previous 31", s)
 	}
 }
+
+// h2c: a plain listener under the framing guard may also speak HTTP/2
+// with prior knowledge; HTTP/2 calls are served (and never told to close),
+// and on the same listener HTTP/1.1 keeps its framing checks.
+func TestH2CBesideTheFramingGuard(t *testing.T) {
+	g := jetwaytest.Start(t)
+	g.Publish(`{"name":"h2c.mock","pool":"p","route":{"path":"/m"},"backend":{"type":"mock","body":"mock"}}`)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: g.Edge, ConnContext: edge.ConnContext, DisableGeneralOptionsHandler: true, Protocols: new(http.Protocols)}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = srv.Serve(edge.GuardFraming(ln, 64<<10)) }()
+	defer srv.Close()
+	addr := ln.Addr().String()
+
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	for i := range 3 {
+		resp, err := c.Get("http://" + addr + "/m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || resp.StatusCode != 200 || string(b) != "mock" || resp.Header.Get("Connection") != "" {
+			t.Fatalf("h2c call %d: HTTP/%d %d %q %v", i, resp.ProtoMajor, resp.StatusCode, b, resp.Header)
+		}
+	}
+
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(conn, "POST /m HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("ambiguous HTTP/1.1 framing beside h2c: %d, want 400", resp.StatusCode)
+	}
+}

@@ -92,6 +92,7 @@ type nodeFlags struct {
 	maxHeaderBytes    int
 	tlsCert, tlsKey   stringList
 	tlsClientCerts    bool
+	h2c               bool
 	natsClient        bus.ClientAuth                       // --nats-tls-*, --nats-creds, --nats-nkey
 	natsListenTLS     struct{ cert, key, clientCA string } // serve: the embedded server's TLS
 	replicas          int
@@ -138,6 +139,7 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		fs.Var(&f.ipDeny, "ip-deny", "client addresses or CIDRs refused for every API (403); comma-separated or repeated")
 		fs.Var(&f.tlsCert, "tls-cert", "serve --listen over TLS (HTTP/2 and HTTP/1.1) with this PEM certificate chain; repeat with --tls-key for several, chosen by the client's server name, the first the default; reloaded when the files change")
 		fs.Var(&f.tlsKey, "tls-key", "the PEM private key of the --tls-cert at the same place")
+		fs.BoolVar(&f.h2c, "h2c", false, "also serve unencrypted HTTP/2 (prior knowledge) on a plain --listen, for clients inside a trusted network")
 		fs.BoolVar(&f.tlsClientCerts, "tls-client-certs", false, "ask TLS clients for a certificate (checked per API by the mtls auth method, never at the handshake)")
 	}
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz, /metrics, /nodes, ...); empty disables it")
@@ -379,6 +381,9 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 				add(fmt.Errorf("%w: %v", errUsage, err))
 			}
 		}
+	}
+	if c.h2c && len(c.tlsCert) > 0 {
+		add(fmt.Errorf("%w: --h2c is for a plain listener; with --tls-cert HTTP/2 is on already", errUsage))
 	}
 	if c.tlsClientCerts && len(c.tlsCert) == 0 {
 		add(fmt.Errorf("%w: --tls-client-certs needs --tls-cert", errUsage))

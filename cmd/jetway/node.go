@@ -409,6 +409,11 @@ func (n *node) listenEdge(ctx context.Context) error {
 		go func() { n.errc <- srv.Serve(tl.HTTP2()) }()
 		return nil
 	}
+	if f.h2c {
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+	}
 	ln = edge.GuardFraming(ln, f.maxHeaderBytes)
 	n.log.Info("edge listening", "addr", ln.Addr().String())
 	n.edgeURL = "http://" + localAddr(ln.Addr())
