@@ -37,6 +37,8 @@ type Certs struct {
 	// fromRegistry are the registry's certificates (SetRegistry), by name;
 	// they come before the files' for the names they cover.
 	fromRegistry atomic.Pointer[[]*tls.Certificate]
+	// staples are the OCSP answers (ocsp.go), by served certificate.
+	staples sync.Map
 
 	mu    sync.Mutex // guards stamp (Reload)
 	stamp [][2]fileStamp
@@ -165,12 +167,12 @@ func (c *Certs) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, er
 		for _, certs := range [][]*tls.Certificate{c.registryCerts(), set} {
 			for _, cert := range certs {
 				if hello.SupportsCertificate(cert) == nil && cert.Leaf.VerifyHostname(hello.ServerName) == nil {
-					return cert, nil
+					return c.stapled(cert), nil
 				}
 			}
 		}
 	}
-	return set[0], nil
+	return c.stapled(set[0]), nil
 }
 
 func (c *Certs) registryCerts() []*tls.Certificate {

@@ -403,6 +403,7 @@ func (n *node) listenEdge(ctx context.Context) error {
 		}
 		tl := edge.ListenTLS(ln, cfg, f.readHeaderTimeout, f.maxHeaderBytes)
 		go f.certs.Watch(ctx, time.Second)
+		go f.certs.Staple(ctx, time.Minute, nil) // OCSP answers for certificates that name a responder
 		n.log.Info("edge listening", "addr", ln.Addr().String(), "tls", true)
 		n.edgeURL = "https://" + localAddr(ln.Addr())
 		go func() { n.errc <- srv.Serve(tl.HTTP1()) }()

@@ -22,7 +22,18 @@ type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 	Pool *x509.CertPool
+	// OCSP, when set, is the responder URL leaves issued from then on
+	// name, and their files carry the CA after the leaf (the issuer a
+	// stapler needs).
+	OCSP string
 }
+
+// Certificate is the CA's certificate; Signer its key (an OCSP
+// responder's test signs with them).
+func (ca *CA) Certificate() *x509.Certificate { return ca.cert }
+
+// Signer is the CA's private key.
+func (ca *CA) Signer() *ecdsa.PrivateKey { return ca.key }
 
 // PEM is the CA's certificate, for a CA file.
 func (ca *CA) PEM() []byte {
@@ -60,6 +71,9 @@ func (ca *CA) Issue(t testing.TB, dir string, serial int64, notBefore, notAfter 
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
 		NotBefore: notBefore, NotAfter: notAfter, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	if ca.OCSP != "" {
+		tmpl.OCSPServer = []string{ca.OCSP}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +83,11 @@ func (ca *CA) Issue(t testing.TB, dir string, serial int64, notBefore, notAfter 
 		t.Fatal(err)
 	}
 	f := edge.CertFile{Cert: filepath.Join(dir, fmt.Sprintf("%d.crt", serial)), Key: filepath.Join(dir, fmt.Sprintf("%d.key", serial))}
-	WriteFile(t, f.Cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	chain := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if ca.OCSP != "" {
+		chain = append(chain, ca.PEM()...)
+	}
+	WriteFile(t, f.Cert, chain)
 	WriteFile(t, f.Key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
 	return f
 }
