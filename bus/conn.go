@@ -119,13 +119,9 @@ func (a ClientAuth) Options() ([]nats.Option, error) {
 	if a.CA != "" || a.Cert != "" || a.Key != "" {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		if a.CA != "" {
-			pem, err := os.ReadFile(a.CA)
+			pool, err := LoadCertPool(a.CA)
 			if err != nil {
 				return nil, fmt.Errorf("nats tls ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("nats tls ca %s: no PEM certificate in it", a.CA)
 			}
 			cfg.RootCAs = pool
 		}
@@ -169,15 +165,25 @@ func ServerTLS(cert, key, clientCA string) (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{c}}
 	if clientCA != "" {
-		pem, err := os.ReadFile(clientCA)
+		pool, err := LoadCertPool(clientCA)
 		if err != nil {
 			return nil, fmt.Errorf("nats listener client ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("nats listener client ca %s: no PEM certificate in it", clientCA)
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
+}
+
+// LoadCertPool reads a PEM bundle of CA certificates: a file that cannot
+// be read or holds none is an error naming it.
+func LoadCertPool(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
 }

@@ -21,8 +21,7 @@ func TestNATSOverMutualTLS(t *testing.T) {
 	now := time.Now()
 	srvCert := ca.Issue(t, dir, 60, now.Add(-time.Minute), now.Add(time.Hour), "localhost")
 	cliCert := ca.Issue(t, dir, 61, now.Add(-time.Minute), now.Add(time.Hour), "edge-1")
-	caFile := filepath.Join(dir, "ca.pem")
-	jetwaytest.WriteFile(t, caFile, ca.PEM())
+	caFile := ca.File(t, dir, "ca.pem")
 	other := jetwaytest.NewCA(t)
 	strangerCert := other.Issue(t, dir, 62, now.Add(-time.Minute), now.Add(time.Hour), "stranger")
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +18,7 @@ func TestNATSMutualTLSAcrossProcesses(t *testing.T) {
 	now := time.Now()
 	srv := ca.Issue(t, dir, 70, now.Add(-time.Minute), now.Add(time.Hour), "localhost")
 	cli := ca.Issue(t, dir, 71, now.Add(-time.Minute), now.Add(time.Hour), "jetway-edge")
-	caFile := filepath.Join(dir, "ca.pem")
-	jetwaytest.WriteFile(t, caFile, ca.PEM())
+	caFile := ca.File(t, dir, "ca.pem")
 
 	s := startNode(t, "serve", "serve", "", "--nats-listen-tls-cert", srv.Cert, "--nats-listen-tls-key", srv.Key, "--nats-listen-tls-ca", caFile)
 	s.waitReady(t)

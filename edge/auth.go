@@ -7,10 +7,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -283,19 +281,6 @@ func (p *AuthPolicy) clientCertApp(chain []*x509.Certificate) (*authApp, error) 
 		}
 	}
 	return nil, unauthenticated("the client certificate names no app")
-}
-
-// loadCertPool reads a PEM CA bundle.
-func loadCertPool(file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", file)
-	}
-	return pool, nil
 }
 
 // grant checks that a known app may call the API, from its address, now:

@@ -24,10 +24,8 @@ func TestBackendMutualTLS(t *testing.T) {
 	now := time.Now()
 	srvCert := ca.Issue(t, dir, 80, now.Add(-time.Minute), now.Add(time.Hour), "backend.test")
 	cliCert := ca.Issue(t, dir, 81, now.Add(-time.Minute), now.Add(time.Hour), "jetway-worker")
-	caFile := filepath.Join(dir, "ca.pem")
-	jetwaytest.WriteFile(t, caFile, ca.PEM())
-	otherCA := filepath.Join(dir, "other.pem")
-	jetwaytest.WriteFile(t, otherCA, jetwaytest.NewCA(t).PEM())
+	caFile := ca.File(t, dir, "ca.pem")
+	otherCA := jetwaytest.NewCA(t).File(t, dir, "other.pem")
 
 	pair, err := tls.LoadX509KeyPair(srvCert.Cert, srvCert.Key)
 	if err != nil {

@@ -242,7 +242,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			rt.auth = &AuthPolicy{api: a, apps: apps}
 		}
 		if rt.auth != nil && a.Auth.Has("mtls") && a.Auth.MTLS != nil {
-			pool, err := loadCertPool(a.Auth.MTLS.CAFile)
+			pool, err := bus.LoadCertPool(a.Auth.MTLS.CAFile)
 			if err != nil {
 				e.log.Error("client certificate CA not loaded; the api refuses certificates", "api", a.Name, "err", err)
 			}

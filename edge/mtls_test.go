@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,8 +26,7 @@ func TestClientCertificateAuth(t *testing.T) {
 	ca := jetwaytest.NewCA(t)
 	dir := t.TempDir()
 	now := time.Now()
-	caFile := filepath.Join(dir, "clients.pem")
-	jetwaytest.WriteFile(t, caFile, ca.PEM())
+	caFile := ca.File(t, dir, "clients.pem")
 	g := jetwaytest.Start(t)
 	g.Publish(`{"name":"m.orders","pool":"p","route":{"path":"/m"},"backend":{"type":"http","url":"` + be.URL + `/"},
 		"auth":{"methods":["mtls","key"],"mtls":{"ca_file":"` + caFile + `"}}}`)

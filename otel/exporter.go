@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/jetway-gw/jetway/bus"
 )
 
 // ErrExporterConfig is the class of errors in the OTEL_EXPORTER_OTLP_* and
@@ -164,14 +165,11 @@ func loadTLS() (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ca != "" {
-		pem, err := os.ReadFile(ca)
+		pool, err := bus.LoadCertPool(ca)
 		if err != nil {
 			return nil, fmt.Errorf("%w: the CA certificate: %v", ErrExporterConfig, err)
 		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: %s holds no PEM certificate", ErrExporterConfig, ca)
-		}
+		cfg.RootCAs = pool
 	}
 	if (cert == "") != (key == "") {
 		return nil, fmt.Errorf("%w: a client certificate needs both CLIENT_CERTIFICATE and CLIENT_KEY", ErrExporterConfig)

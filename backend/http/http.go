@@ -6,14 +6,12 @@ package httpbackend
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -90,13 +88,9 @@ func (a *Adapter) Build(spec *registry.Backend, o backend.BuildOptions) (backend
 func clientTLS(t *registry.BackendTLS) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 	if t.CA != "" {
-		pem, err := os.ReadFile(t.CA)
+		pool, err := bus.LoadCertPool(t.CA)
 		if err != nil {
 			return nil, fmt.Errorf("backend tls ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("backend tls ca_file %s: no PEM certificate in it", t.CA)
 		}
 		cfg.RootCAs = pool
 	}

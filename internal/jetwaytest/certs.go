@@ -35,6 +35,15 @@ func (ca *CA) Certificate() *x509.Certificate { return ca.cert }
 // Signer is the CA's private key.
 func (ca *CA) Signer() *ecdsa.PrivateKey { return ca.key }
 
+// File writes the CA's certificate into dir as name and returns its path:
+// a CA file to give a flag or an entry.
+func (ca *CA) File(t testing.TB, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	WriteFile(t, p, ca.PEM())
+	return p
+}
+
 // PEM is the CA's certificate, for a CA file.
 func (ca *CA) PEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
