@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -264,23 +265,53 @@ func (p *AuthPolicy) clientCertApp(chain []*x509.Certificate) (*authApp, error) 
 	for _, c := range chain[1:] {
 		inter.AddCert(c)
 	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: p.mtls, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	chains, err := leaf.Verify(x509.VerifyOptions{Roots: p.mtls, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if err != nil {
 		return nil, unauthenticated("client certificate refused: " + err.Error())
 	}
-	names := append([]string{leaf.Subject.CommonName}, leaf.DNSNames...)
-	names = append(names, leaf.EmailAddresses...)
+	// Its SANs name it; the common name only when it has none (RFC 6125).
+	names := append(slices.Clone(leaf.DNSNames), leaf.EmailAddresses...)
 	for _, u := range leaf.URIs {
 		names = append(names, u.String())
 	}
+	if len(names) == 0 {
+		names = []string{leaf.Subject.CommonName}
+	}
+	var found *authApp
 	for _, n := range names {
-		if aa := p.apps.byCertName[n]; n != "" && aa != nil {
-			if aa.app.Status != registry.AppActive {
-				return nil, unauthenticated("the client certificate names a disabled app")
+		aa := p.apps.byCertName[n]
+		if n == "" || aa == nil {
+			continue
+		}
+		if found != nil && found != aa {
+			return nil, unauthenticated("the client certificate names more than one app")
+		}
+		found = aa
+	}
+	switch {
+	case found == nil:
+		return nil, unauthenticated("the client certificate names no app")
+	case !chainHas(chains, found.app.CertCA):
+		// Another partner's CA, trusted by the API too, signed a name
+		// that is not its own.
+		return nil, unauthenticated("the client certificate is not signed by app " + found.app.ID + "'s CA")
+	case found.app.Status != registry.AppActive:
+		return nil, unauthenticated("the client certificate names a disabled app")
+	}
+	return found, nil
+}
+
+// chainHas reports whether a verified chain holds the certificate with
+// the fingerprint.
+func chainHas(chains [][]*x509.Certificate, fingerprint string) bool {
+	for _, ch := range chains {
+		for _, c := range ch[1:] {
+			if registry.CertFingerprint(c.Raw) == fingerprint {
+				return true
 			}
-			return aa, nil
 		}
 	}
-	return nil, unauthenticated("the client certificate names no app")
+	return false
 }
 
 // grant checks that a known app may call the API, from its address, now:

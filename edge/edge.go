@@ -99,31 +99,34 @@ type hostMux struct {
 	mux    *chi.Mux
 }
 
-// muxFor is the mux that serves r: the one of its host (exact, then the
-// longest wildcard) when that routes r's method and path, else the one of
-// the routes without a host, else (nothing routes it) the host's, for its
-// 404 or 405.
+// muxFor is the mux that serves r: of the muxes for its host — the exact
+// host's, then each wildcard that covers it, longest first, then the
+// routes without a host — the first that routes r's method and path; when
+// none does, the first of them, for its 404 or 405.
 func (rt *router) muxFor(r *http.Request) *chi.Mux {
 	if len(rt.hosts) == 0 && len(rt.wild) == 0 {
 		return rt.mux
 	}
 	host := requestHost(r.Host)
-	m := rt.hosts[host]
-	if m == nil {
-		for _, w := range rt.wild {
-			if len(host) > len(w.suffix) && strings.HasSuffix(host, w.suffix) {
-				m = w.mux
-				break
-			}
+	var first *chi.Mux
+	try := func(m *chi.Mux) bool {
+		if first == nil {
+			first = m
 		}
+		return m.Match(chi.NewRouteContext(), r.Method, r.URL.RawPath)
 	}
-	if m == nil {
-		return rt.mux
-	}
-	if m.Match(chi.NewRouteContext(), r.Method, r.URL.RawPath) || !rt.mux.Match(chi.NewRouteContext(), r.Method, r.URL.RawPath) {
+	if m := rt.hosts[host]; m != nil && try(m) {
 		return m
 	}
-	return rt.mux
+	for _, w := range rt.wild {
+		if len(host) > len(w.suffix) && strings.HasSuffix(host, w.suffix) && try(w.mux) {
+			return w.mux
+		}
+	}
+	if try(rt.mux) {
+		return rt.mux
+	}
+	return first
 }
 
 // requestHost is a request's host as routes name it: lower case, without

@@ -19,6 +19,9 @@ func TestHostRoutes(t *testing.T) {
 	g.Publish(`{"name":"h.deep","pool":"p","route":{"path":"/h","host":"*.eu.example.com"},"backend":{"type":"mock","body":"deep"}}`)
 	g.Publish(`{"name":"h.none","pool":"p","route":{"path":"/h"},"backend":{"type":"mock","body":"none"}}`)
 	g.Publish(`{"name":"h.only","pool":"p","route":{"path":"/only"},"backend":{"type":"mock","body":"only"}}`)
+	// Paths only a wildcard has are served on its hosts, an exact host's
+	// other routes and a deeper wildcard notwithstanding.
+	g.Publish(`{"name":"h.wonly","pool":"p","route":{"path":"/wonly","host":"*.example.com"},"backend":{"type":"mock","body":"wonly"}}`)
 	for _, c := range []struct {
 		method, host, path string
 		status             int
@@ -33,6 +36,9 @@ func TestHostRoutes(t *testing.T) {
 		{"GET", "example.com", "/h", 200, "none"},
 		{"GET", "other.test", "/h", 200, "none"},
 		{"GET", "a.example.com", "/only", 200, "only"},
+		{"GET", "a.example.com", "/wonly", 200, "wonly"},
+		{"GET", "x.eu.example.com", "/wonly", 200, "wonly"},
+		{"GET", "example.com", "/wonly", http.StatusNotFound, ""},
 		{"POST", "a.example.com", "/h", http.StatusMethodNotAllowed, ""},
 		{"GET", "a.example.com", "/nowhere", http.StatusNotFound, ""},
 	} {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,9 +16,11 @@ import (
 )
 
 // The mtls method: a client certificate that chains to the API's CA and
-// names an app (cert_names) makes the call that app's, over HTTP/1.1 and
-// HTTP/2 alike, with its grants; no certificate, another CA's, an unknown
-// name or a disabled app is 401, and another method still works.
+// names an app (cert_names) from that app's own CA (cert_ca) makes the
+// call that app's, over HTTP/1.1 and HTTP/2 alike, with its grants; no
+// certificate, an untrusted CA's, an unknown name, a disabled app, another
+// trusted partner CA signing the app's name, or names of two apps is 401,
+// and another method still works.
 func TestClientCertificateAuth(t *testing.T) {
 	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "app="+r.Header.Get("X-Jetway-App"))
@@ -26,15 +29,19 @@ func TestClientCertificateAuth(t *testing.T) {
 	ca := jetwaytest.NewCA(t)
 	dir := t.TempDir()
 	now := time.Now()
-	caFile := ca.File(t, dir, "clients.pem")
+	partnerB := jetwaytest.NewCA(t) // another partner's CA, trusted by the API too
+	caFile := filepath.Join(dir, "clients.pem")
+	jetwaytest.WriteFile(t, caFile, append(ca.PEM(), partnerB.PEM()...))
+	fp := registry.CertFingerprint(ca.Certificate().Raw)
 	g := jetwaytest.Start(t)
 	g.Publish(`{"name":"m.orders","pool":"p","route":{"path":"/m"},"backend":{"type":"http","url":"` + be.URL + `/"},
 		"auth":{"methods":["mtls","key"],"mtls":{"ca_file":"` + caFile + `"}}}`)
 	g.Publish(`{"name":"m.other","pool":"p","route":{"path":"/o"},"backend":{"type":"http","url":"` + be.URL + `/"},
 		"auth":{"methods":["mtls"],"mtls":{"ca_file":"` + caFile + `"}}}`)
 	g.PutApps(
-		&registry.App{ID: "partner", Status: registry.AppActive, APIs: []string{"m.orders"}, CertNames: []string{"partner-a"}},
-		&registry.App{ID: "gone", Status: registry.AppDisabled, APIs: []string{"*"}, CertNames: []string{"gone-a"}},
+		&registry.App{ID: "partner", Status: registry.AppActive, APIs: []string{"m.orders"}, CertNames: []string{"partner-a"}, CertCA: fp},
+		&registry.App{ID: "gone", Status: registry.AppDisabled, APIs: []string{"*"}, CertNames: []string{"gone-a"}, CertCA: fp},
+		&registry.App{ID: "second", Status: registry.AppActive, APIs: []string{"*"}, CertNames: []string{"second-a"}, CertCA: fp},
 	)
 	key := g.PutKeyedApp("keyed", "m.orders")
 
@@ -82,7 +89,10 @@ func TestClientCertificateAuth(t *testing.T) {
 	stranger := jetwaytest.NewCA(t).Issue(t, dir, 92, now.Add(-time.Minute), now.Add(time.Hour), "partner-a")
 	unknown := ca.Issue(t, dir, 93, now.Add(-time.Minute), now.Add(time.Hour), "nobody")
 	disabled := ca.Issue(t, dir, 94, now.Add(-time.Minute), now.Add(time.Hour), "gone-a")
-	for name, cf := range map[string]*edge.CertFile{"no certificate": nil, "another CA's": &stranger, "an unknown name": &unknown, "a disabled app's": &disabled} {
+	impostor := partnerB.Issue(t, dir, 95, now.Add(-time.Minute), now.Add(time.Hour), "partner-a")
+	both := ca.Issue(t, dir, 96, now.Add(-time.Minute), now.Add(time.Hour), "partner-a", "second-a")
+	for name, cf := range map[string]*edge.CertFile{"no certificate": nil, "an untrusted CA's": &stranger, "an unknown name": &unknown,
+		"a disabled app's": &disabled, "another partner CA's, with the app's name": &impostor, "two apps' names": &both} {
 		if st, body := get(client(cf, true), "/m"); st != http.StatusUnauthorized {
 			t.Errorf("%s: %d %q, want 401", name, st, body)
 		}

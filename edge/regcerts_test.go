@@ -84,6 +84,26 @@ func TestRegistryCertificatesOnEveryEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitServed(-1) // the default, which does not cover the name
+	// An exact name wins over a wildcard, whatever the entries' names.
+	for _, c := range []struct {
+		name   string
+		serial int64
+		host   string
+	}{{"a-wild", 106, "*.partner.test"}, {"z-exact", 107, "shop.partner.test"}} {
+		f := files(c.serial, c.host)
+		certPEM, _ := os.ReadFile(f.Cert)
+		keyPEM, _ := os.ReadFile(f.Key)
+		if _, err := g.Client.PutCert(t.Context(), &registry.Cert{Name: c.name, CertPEM: string(certPEM), KeyPEM: string(keyPEM)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitServed(107)
+	natstest.CheckFor(t, time.Second, 10*time.Millisecond, func() error {
+		if s := served(addrs[1], "other.partner.test"); s != 106 {
+			return fmt.Errorf("other.partner.test got %d, want the wildcard 106", s)
+		}
+		return nil
+	})
 	other := files(104, "other.test")
 	certPEM, _ := os.ReadFile(other.Cert)
 	keyPEM, _ := os.ReadFile(files(105, "other.test").Key)

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,21 +160,38 @@ func (c *Certs) Watch(ctx context.Context, every time.Duration) {
 	}
 }
 
-// GetCertificate is for tls.Config: the first certificate that covers the
-// client's server name, the registry's before the files', else the
-// default (the first file's).
+// GetCertificate is for tls.Config: a certificate that names the client's
+// server name exactly, else one whose wildcard covers it — in each pass
+// the registry's before the files' — else the default (the first file's).
 func (c *Certs) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	set := *c.cur.Load()
-	if hello.ServerName != "" {
-		for _, certs := range [][]*tls.Certificate{c.registryCerts(), set} {
-			for _, cert := range certs {
-				if hello.SupportsCertificate(cert) == nil && cert.Leaf.VerifyHostname(hello.ServerName) == nil {
-					return c.stapled(cert), nil
+	if name := strings.ToLower(strings.TrimSuffix(hello.ServerName, ".")); name != "" {
+		sets := [][]*tls.Certificate{c.registryCerts(), set}
+		for _, exact := range []bool{true, false} {
+			for _, certs := range sets {
+				for _, cert := range certs {
+					if covers(cert.Leaf, name, exact) && hello.SupportsCertificate(cert) == nil {
+						return c.stapled(cert), nil
+					}
 				}
 			}
 		}
 	}
 	return c.stapled(set[0]), nil
+}
+
+// covers reports whether a leaf names host exactly, or (not exact) covers
+// it with a wildcard.
+func covers(leaf *x509.Certificate, host string, exact bool) bool {
+	if exact {
+		for _, n := range leaf.DNSNames {
+			if strings.EqualFold(n, host) {
+				return true
+			}
+		}
+		return false
+	}
+	return leaf.VerifyHostname(host) == nil
 }
 
 func (c *Certs) registryCerts() []*tls.Certificate {
@@ -243,19 +262,29 @@ func ListenTLS(raw net.Listener, cfg *tls.Config, handshakeTimeout time.Duration
 	return l
 }
 
+// accept takes connections until the listener closes. A temporary error
+// (out of file descriptors, say) is retried after a pause that doubles
+// from 5 ms to 1 s, as http.Server does: the edge must outlive a burst.
 func (l *TLSListeners) accept() {
+	var pause time.Duration
 	for {
 		c, err := l.raw.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond)
-				continue
+			var ne interface{ Temporary() bool }
+			if errors.As(err, &ne) && ne.Temporary() && !errors.Is(err, net.ErrClosed) {
+				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(pause):
+					continue
+				case <-l.done:
+					return
+				}
 			}
 			l.err.Store(&err)
 			_ = l.close()
 			return
 		}
+		pause = 0
 		go l.handshake(c)
 	}
 }

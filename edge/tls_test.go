@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,5 +305,56 @@ func TestH2CBesideTheFramingGuard(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("ambiguous HTTP/1.1 framing beside h2c: %d, want 400", resp.StatusCode)
+	}
+}
+
+// flakyListener fails its first accepts with a temporary error, as a
+// process out of file descriptors does.
+type flakyListener struct {
+	net.Listener
+	fails atomic.Int64
+}
+
+type tempErr struct{}
+
+func (tempErr) Error() string   { return "accept: too many open files" }
+func (tempErr) Temporary() bool { return true }
+func (tempErr) Timeout() bool   { return false }
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.fails.Add(-1) >= 0 {
+		return nil, tempErr{}
+	}
+	return l.Listener.Accept()
+}
+
+// A temporary accept error (EMFILE) pauses the TLS listener, never ends it.
+func TestEdgeTLSOutlivesTemporaryAcceptErrors(t *testing.T) {
+	g := jetwaytest.Start(t)
+	g.Publish(`{"name":"tls.mock","pool":"p","route":{"path":"/m"},"backend":{"type":"mock","body":"mock"}}`)
+	ca := jetwaytest.NewCA(t)
+	now := time.Now()
+	certs, err := edge.LoadCerts([]edge.CertFile{ca.Issue(t, t.TempDir(), 120, now.Add(-time.Minute), now.Add(time.Hour), "api.example.test")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &flakyListener{Listener: raw}
+	fl.fails.Store(3)
+	tl := edge.ListenTLS(fl, certs.TLSConfig(), 2*time.Second, 64<<10)
+	srv := &http.Server{Handler: g.Edge, ConnContext: edge.ConnContext}
+	go func() { _ = srv.Serve(tl.HTTP1()) }()
+	go func() { _ = srv.Serve(tl.HTTP2()) }()
+	defer srv.Close()
+	resp, err := tlsClient(ca.Pool, "api.example.test", true).Get("https://" + raw.Addr().String() + "/m")
+	if err != nil {
+		t.Fatalf("after temporary accept errors: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after temporary accept errors: %d", resp.StatusCode)
 	}
 }

@@ -57,9 +57,14 @@ type App struct {
 	// 403 NO_SANDBOX. Flipping it is live on every edge at once.
 	Sandbox bool `json:"sandbox,omitempty"`
 	// CertNames are the names a verified TLS client certificate may carry
-	// to be this app's, on APIs with the mtls method: its subject common
-	// name, or one of its DNS, URI or email SANs.
+	// to be this app's, on APIs with the mtls method: one of its DNS, URI
+	// or email SANs, or its subject common name when it has no SAN.
 	CertNames []string `json:"cert_names,omitempty"`
+	// CertCA is the SHA-256 fingerprint (hex) of the CA certificate that
+	// must be in the verified chain of the app's certificates: an API's
+	// CA may sign for several partners, and none may claim another's
+	// names. Required with CertNames.
+	CertCA string `json:"cert_ca,omitempty"`
 
 	Revision uint64 `json:"-"`
 }
@@ -182,6 +187,9 @@ func ParseApp(key string, doc []byte) (*App, error) {
 			add("jwt.app_claim", "is not used: the issuer names the app")
 		}
 	}
+	if len(a.CertNames) > 0 && !validFingerprint(a.CertCA) {
+		add("cert_ca", "must be the SHA-256 fingerprint (64 hex digits) of the CA that signs the app's certificates, with cert_names")
+	}
 	for i, n := range a.CertNames {
 		if n == "" || len(n) > 255 || strings.ContainsAny(n, "\x00\r\n") {
 			add(fmt.Sprintf("cert_names.%d", i), "must be a name of 1 to 255 characters on one line")
@@ -216,4 +224,24 @@ func OpenApps(ctx context.Context, js jetstream.JetStream, o BucketOptions) (jet
 		History:     HistoryDepth,
 		Replicas:    max(o.Replicas, 1),
 	})
+}
+
+// validFingerprint reports whether s is a SHA-256 digest in lower-case hex.
+func validFingerprint(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if (s[i] < '0' || s[i] > '9') && (s[i] < 'a' || s[i] > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// CertFingerprint is a certificate's SHA-256 fingerprint as CertCA holds
+// it: lower-case hex of its DER.
+func CertFingerprint(der []byte) string {
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
 }

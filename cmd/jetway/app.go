@@ -1,10 +1,13 @@
 package main
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,7 +65,8 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	var apis, ips, certNames stringList
 	fs.Var(&apis, "api", "create: an API the app may call (name, \"prefix.*\" or \"*\"); repeat for several")
 	fs.Var(&ips, "ip", "create: the only client addresses or CIDRs the app may call from; repeat for several")
-	fs.Var(&certNames, "cert-name", "create: a name (subject CN, DNS, URI or email SAN) whose verified TLS client certificate is this app's, on APIs with the mtls method; repeat for several")
+	fs.Var(&certNames, "cert-name", "create: a name (DNS, URI or email SAN, or the CN of a certificate without SANs) whose verified TLS client certificate is this app's, on APIs with the mtls method; repeat for several (needs --cert-ca)")
+	certCA := fs.String("cert-ca", "", "create: PEM file of the CA that signs the app's client certificates (its SHA-256 fingerprint is stored)")
 	withHMAC := fs.Bool("hmac", false, "create: also make a request-signing (HMAC) secret")
 	sandbox := fs.Bool("sandbox", false, "create: make a sandbox app (its calls go to the APIs' sandbox tiers)")
 	issuer := fs.String("issuer", "", "jwt: the iss of the app's tokens")
@@ -102,6 +106,13 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		app := &registry.App{ID: pos[1], Name: *name, Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: apis, IPAllow: ips, Sandbox: *sandbox, CertNames: certNames}
+		if *certCA != "" {
+			fp, err := fingerprintFile(*certCA)
+			if err != nil {
+				return fmt.Errorf("%w: --cert-ca: %v", errUsage, err)
+			}
+			app.CertCA = fp
+		}
 		if *withHMAC {
 			sec, err := registry.NewHMACSecret()
 			if err != nil {
@@ -289,4 +300,21 @@ func orNone(list []string) string {
 		return "no API"
 	}
 	return strings.Join(list, ", ")
+}
+
+// fingerprintFile is the SHA-256 fingerprint of the first certificate in
+// a PEM file.
+func fingerprintFile(name string) (string, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return "", err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != "CERTIFICATE" {
+		return "", fmt.Errorf("%s holds no PEM certificate", name)
+	}
+	if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	return registry.CertFingerprint(blk.Bytes), nil
 }

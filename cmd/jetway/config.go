@@ -376,6 +376,8 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 			add(fmt.Errorf("%w: --nats-listen-tls-* are for the embedded NATS of serve, which --nats replaces", errUsage))
 		case t.cert == "" || t.key == "":
 			add(fmt.Errorf("%w: --nats-listen-tls-cert and --nats-listen-tls-key come together", errUsage))
+		case !c.inProcess && (c.natsClient.CA == "" || (t.clientCA != "" && c.natsClient.Cert == "")):
+			add(fmt.Errorf("%w: with --in-process=false serve's own parts reach its NATS over TLS: give --nats-tls-ca (and, with --nats-listen-tls-ca, --nats-tls-cert and --nats-tls-key)", errUsage))
 		default:
 			if c.natsServerTLS, err = bus.ServerTLS(t.cert, t.key, t.clientCA); err != nil {
 				add(fmt.Errorf("%w: %v", errUsage, err))

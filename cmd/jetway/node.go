@@ -79,7 +79,9 @@ func (n *node) connect(ctx context.Context, url, name, user string) (*nats.Conn,
 		extra = append(extra, nats.InProcessServer(n.inproc))
 		// In memory there is nothing to encrypt; a tls:// URL (the
 		// embedded server listening with TLS) would make nats.go insist.
-		url = "nats://" + strings.TrimPrefix(url, "tls://")
+		if rest, ok := strings.CutPrefix(url, "tls://"); ok {
+			url = "nats://" + rest
+		}
 	} else {
 		extra = append(extra, n.cfg.natsOpts...) // TLS and credentials to a NATS over the network
 	}
@@ -204,10 +206,15 @@ func (n *node) connectRegistry(ctx context.Context) error {
 		Bucket:       registry.BucketOptions{Replicas: n.cfg.replicas},
 		Logger:       n.log,
 	}
-	if n.role == roleWorker {
+	switch {
+	case n.role == roleWorker:
 		// A worker's NATS user reads only what workers need: never the
 		// apps and their signing secrets.
 		wopts.Buckets = []string{registry.BucketAPIs, registry.BucketFlags}
+	case n.cfg.certs == nil:
+		// An edge without TLS has no use for the certificates' keys, in
+		// memory or in its snapshot file.
+		wopts.Buckets = []string{registry.BucketAPIs, registry.BucketFlags, registry.BucketAlerts, registry.BucketApps}
 	}
 	n.watcher = registry.NewWatcher(wopts)
 	return nil
