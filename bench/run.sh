@@ -98,6 +98,9 @@ trap 'exit 130' INT TERM
 
 # --- ports -----------------------------------------------------------------
 taken_ports=" "
+# free_port VAR: sets VAR to a free port no other VAR got. Not called in
+# $(...): a subshell would forget taken_ports, and two targets could get
+# the same port.
 free_port() {
 	local p
 	for _ in $(seq 1 200); do
@@ -105,31 +108,31 @@ free_port() {
 		case "$taken_ports" in *" $p "*) continue ;; esac
 		if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ]; then
 			taken_ports+="$p "
-			echo "$p"
+			printf -v "$1" '%s' "$p"
 			return
 		fi
 	done
 	die "no free port found"
 }
-P_BACKEND=$(free_port)
-P_JETWAY=$(free_port)
-P_ADMIN=$(free_port)
-P_NATS=$(free_port)
-P_JETWAY_LOG=$(free_port)
-P_ADMIN_LOG=$(free_port)
-P_NATS_LOG=$(free_port)
-P_JETWAY_BASE=$(free_port)
-P_ADMIN_BASE=$(free_port)
-P_NATS_BASE=$(free_port)
-P_SPLIT_NATS=$(free_port)
-P_SPLIT_EDGE=$(free_port)
-P_SPLIT_EDGE_ADMIN=$(free_port)
-P_SPLIT_WORKER_ADMIN=$(free_port)
-P_TLS=$(free_port)
-P_TLS_ADMIN=$(free_port)
-P_TLS_NATS=$(free_port)
-P_REVPROXY=$(free_port)
-P_NGINX=$(free_port)
+free_port P_BACKEND
+free_port P_JETWAY
+free_port P_ADMIN
+free_port P_NATS
+free_port P_JETWAY_LOG
+free_port P_ADMIN_LOG
+free_port P_NATS_LOG
+free_port P_JETWAY_BASE
+free_port P_ADMIN_BASE
+free_port P_NATS_BASE
+free_port P_SPLIT_NATS
+free_port P_SPLIT_EDGE
+free_port P_SPLIT_EDGE_ADMIN
+free_port P_SPLIT_WORKER_ADMIN
+free_port P_TLS
+free_port P_TLS_ADMIN
+free_port P_TLS_NATS
+free_port P_REVPROXY
+free_port P_NGINX
 
 wait_http() { # url name logfile
 	local i
