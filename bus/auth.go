@@ -71,8 +71,9 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			AlertPrefix + ">",
 			HeartbeatPrefix + UserEdge + ".*",
 			"$KV." + BucketNonces + ".>", // claim a nonce (KV create)
+			"$KV." + BucketACME + ".>",   // store what ACME obtained, for every edge
 		}
-		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts} {
+		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts, BucketACME} {
 			pub = append(pub, kvRead(b)...)
 		}
 		sub := []string{

@@ -126,6 +126,7 @@ const (
 	BucketAlerts = "jetway_alerts" // alert rules: edges read
 	BucketNonces = "jetway_nonces" // nonces of signed requests: edges write
 	BucketCerts  = "jetway_certs"  // TLS certificates and their keys: edges only
+	BucketACME   = "jetway_acme"   // ACME account key and obtained certificates: edges read and write
 )
 
 // NonceBucketDeleted is the JetStream advisory of the nonce bucket's stream

@@ -16,6 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/crypto/acme"
+	"golang.org/x/crypto/acme/autocert"
+
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -41,6 +44,9 @@ type Certs struct {
 	fromRegistry atomic.Pointer[[]*tls.Certificate]
 	// staples are the OCSP answers (ocsp.go), by served certificate.
 	staples sync.Map
+	// acme, when set, obtains certificates for the names it allows that no
+	// file or registry certificate covers (UseACME).
+	acme *autocert.Manager
 
 	mu    sync.Mutex // guards stamp (Reload)
 	stamp [][2]fileStamp
@@ -51,11 +57,10 @@ type fileStamp struct {
 	size int64
 }
 
-// LoadCerts loads every pair; any that does not load is an error naming it.
+// LoadCerts loads every pair; any that does not load is an error naming
+// it. With no pair the edge has no default certificate: a name nothing
+// covers (the registry's certificates, ACME) fails its handshake.
 func LoadCerts(files []CertFile, log *slog.Logger) (*Certs, error) {
-	if len(files) == 0 {
-		return nil, errors.New("no certificate given")
-	}
 	if log == nil {
 		log = slog.Default()
 	}
@@ -164,6 +169,9 @@ func (c *Certs) Watch(ctx context.Context, every time.Duration) {
 // server name exactly, else one whose wildcard covers it — in each pass
 // the registry's before the files' — else the default (the first file's).
 func (c *Certs) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if c.acme != nil && slices.Contains(hello.SupportedProtos, acme.ALPNProto) {
+		return c.acme.GetCertificate(hello) // a tls-alpn-01 challenge
+	}
 	set := *c.cur.Load()
 	if name := strings.ToLower(strings.TrimSuffix(hello.ServerName, ".")); name != "" {
 		sets := [][]*tls.Certificate{c.registryCerts(), set}
@@ -176,9 +184,24 @@ func (c *Certs) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, er
 				}
 			}
 		}
+		if c.acme != nil && c.acme.HostPolicy(hello.Context(), name) == nil {
+			cert, err := c.acme.GetCertificate(hello)
+			if err == nil {
+				return cert, nil
+			}
+			c.log.Warn("no ACME certificate for the name", "name", name, "err", err)
+		}
+	}
+	if len(set) == 0 {
+		return nil, fmt.Errorf("no certificate for %q", hello.ServerName)
 	}
 	return c.stapled(set[0]), nil
 }
+
+// UseACME has the edge obtain a certificate (and renew it) for every name
+// m's HostPolicy allows that no file or registry certificate covers, and
+// answer tls-alpn-01 challenges. Call it before serving.
+func (c *Certs) UseACME(m *autocert.Manager) { c.acme = m }
 
 // covers reports whether a leaf names host exactly, or (not exact) covers
 // it with a wildcard.
@@ -221,13 +244,20 @@ func (c *Certs) TLSConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: c.GetCertificate,
-		NextProtos:     []string{"h2", "http/1.1"},
+		NextProtos:     c.nextProtos(),
 		CipherSuites: []uint16{
 			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
 			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
 			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 		},
 	}
+}
+
+func (c *Certs) nextProtos() []string {
+	if c.acme != nil {
+		return []string{"h2", "http/1.1", acme.ALPNProto}
+	}
+	return []string{"h2", "http/1.1"}
 }
 
 // TLSListeners are the two sides of a TLS listener: HTTP1 yields

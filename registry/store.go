@@ -94,6 +94,9 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if err != nil {
 		return nil, err
 	}
+	if _, err := OpenACME(ctx, js, o); err != nil {
+		return nil, err
+	}
 	// Not used by the client, but made here so that one admin command
 	// creates every bucket edges and workers may not create themselves.
 	if _, err := OpenNonces(ctx, js, o); err != nil {

@@ -92,6 +92,10 @@ type nodeFlags struct {
 	maxHeaderBytes    int
 	tlsCert, tlsKey   stringList
 	tlsClientCerts    bool
+	acmeHosts         stringList
+	acmeEmail         string
+	acmeCA            string
+	acmeCARoot        string
 	h2c               bool
 	natsClient        bus.ClientAuth                       // --nats-tls-*, --nats-creds, --nats-nkey
 	natsListenTLS     struct{ cert, key, clientCA string } // serve: the embedded server's TLS
@@ -139,6 +143,10 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		fs.Var(&f.ipDeny, "ip-deny", "client addresses or CIDRs refused for every API (403); comma-separated or repeated")
 		fs.Var(&f.tlsCert, "tls-cert", "serve --listen over TLS (HTTP/2 and HTTP/1.1) with this PEM certificate chain; repeat with --tls-key for several, chosen by the client's server name, the first the default; reloaded when the files change")
 		fs.Var(&f.tlsKey, "tls-key", "the PEM private key of the --tls-cert at the same place")
+		fs.Var(&f.acmeHosts, "acme-host", "obtain and renew a certificate for this host name by ACME (Let's Encrypt unless --acme-ca) at its first TLS handshake, shared by every edge through the registry (jetway_acme); repeat for several; turns TLS on")
+		fs.StringVar(&f.acmeEmail, "acme-email", "", "contact address of the ACME account")
+		fs.StringVar(&f.acmeCA, "acme-ca", "https://acme-v02.api.letsencrypt.org/directory", "ACME directory URL")
+		fs.StringVar(&f.acmeCARoot, "acme-ca-root", "", "PEM CA file to trust the ACME directory's TLS with (a private ACME server)")
 		fs.BoolVar(&f.h2c, "h2c", false, "also serve unencrypted HTTP/2 (prior knowledge) on a plain --listen, for clients inside a trusted network")
 		fs.BoolVar(&f.tlsClientCerts, "tls-client-certs", false, "ask TLS clients for a certificate (checked per API by the mtls auth method, never at the handshake)")
 	}
@@ -384,15 +392,25 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 			}
 		}
 	}
-	if c.h2c && len(c.tlsCert) > 0 {
+	for _, h := range c.acmeHosts {
+		if err := registry.CheckRouteHost(h); err != nil || strings.HasPrefix(h, "*.") {
+			add(fmt.Errorf("%w: --acme-host %q: an exact host name (ACME's tls-alpn-01 cannot get wildcards)", errUsage, h))
+		}
+	}
+	if c.acmeCARoot != "" {
+		if _, err := bus.LoadCertPool(c.acmeCARoot); err != nil {
+			add(fmt.Errorf("%w: --acme-ca-root: %v", errUsage, err))
+		}
+	}
+	if c.h2c && (len(c.tlsCert) > 0 || len(c.acmeHosts) > 0) {
 		add(fmt.Errorf("%w: --h2c is for a plain listener; with --tls-cert HTTP/2 is on already", errUsage))
 	}
-	if c.tlsClientCerts && len(c.tlsCert) == 0 {
+	if c.tlsClientCerts && len(c.tlsCert) == 0 && len(c.acmeHosts) == 0 {
 		add(fmt.Errorf("%w: --tls-client-certs needs --tls-cert", errUsage))
 	}
 	if len(c.tlsCert) != len(c.tlsKey) {
 		add(fmt.Errorf("%w: --tls-cert and --tls-key come in pairs: %d certificates, %d keys", errUsage, len(c.tlsCert), len(c.tlsKey)))
-	} else if len(c.tlsCert) > 0 {
+	} else if len(c.tlsCert) > 0 || len(c.acmeHosts) > 0 {
 		files := make([]edge.CertFile, len(c.tlsCert))
 		for i := range files {
 			files[i] = edge.CertFile{Cert: c.tlsCert[i], Key: c.tlsKey[i]}

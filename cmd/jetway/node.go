@@ -19,7 +19,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"golang.org/x/crypto/acme"
+	"golang.org/x/crypto/acme/autocert"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/edge"
@@ -404,6 +407,13 @@ func (n *node) listenEdge(ctx context.Context) error {
 	if f.certs != nil {
 		// TLS: HTTP/2 and HTTP/1.1 (under the framing guard) on one
 		// server; the certificates follow their files.
+		if len(f.acmeHosts) > 0 {
+			m, err := n.acmeManager(ctx)
+			if err != nil {
+				return err
+			}
+			f.certs.UseACME(m)
+		}
 		cfg := f.certs.TLSConfig()
 		if f.tlsClientCerts {
 			cfg.ClientAuth = tls.RequestClientCert // verified per API (auth mtls)
@@ -427,6 +437,39 @@ func (n *node) listenEdge(ctx context.Context) error {
 	n.edgeURL = "http://" + localAddr(ln.Addr())
 	go func() { n.errc <- srv.Serve(ln) }()
 	return nil
+}
+
+// acmeManager is the ACME client of --acme-host: its account and
+// certificates live in the registry bucket jetway_acme, so that what one
+// edge obtained every edge serves.
+func (n *node) acmeManager(ctx context.Context) (*autocert.Manager, error) {
+	f := n.cfg
+	js, err := jetstream.New(n.ctl)
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	kv, err := registry.OpenACME(octx, js, registry.BucketOptions{Replicas: f.replicas})
+	if err != nil {
+		return nil, fmt.Errorf("acme: %w (serve or jetway api put creates the bucket)", err)
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	if f.acmeCARoot != "" {
+		pool, err := bus.LoadCertPool(f.acmeCARoot)
+		if err != nil {
+			return nil, err
+		}
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	n.log.Info("acme on", "hosts", []string(f.acmeHosts), "ca", f.acmeCA)
+	return &autocert.Manager{
+		Prompt:     autocert.AcceptTOS,
+		Cache:      registry.ACMECache{KV: kv},
+		HostPolicy: autocert.HostWhitelist(f.acmeHosts...),
+		Email:      f.acmeEmail,
+		Client:     &acme.Client{DirectoryURL: f.acmeCA, HTTPClient: client},
+	}, nil
 }
 
 // listenAdmin serves the admin listener on --admin, unless it is empty.
