@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
 )
@@ -80,5 +83,57 @@ func TestNATSOverMutualTLS(t *testing.T) {
 		if _, err := a.Options(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// An NKey seed file authenticates a client to a server that knows only
+// the key's public half; without it, or with another seed, no connection.
+func TestNATSNKeyAuth(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	other, _ := nkeys.CreateUser()
+	otherSeed, _ := other.Seed()
+	dir := t.TempDir()
+	seedFile, otherFile := filepath.Join(dir, "user.nk"), filepath.Join(dir, "other.nk")
+	for f, b := range map[string][]byte{seedFile: seed, otherFile: otherSeed} {
+		if err := os.WriteFile(f, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Nkeys: []*server.NkeyUser{{Nkey: pub}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(5 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	defer s.Shutdown()
+	dial := func(a bus.ClientAuth) error {
+		o, err := a.Options()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		nc, err := bus.Connect(ctx, s.ClientURL(), bus.ConnectOptions{Name: "nkey-test", Extra: o})
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		return nc.Flush()
+	}
+	if err := dial(bus.ClientAuth{NKey: seedFile}); err != nil {
+		t.Fatalf("the user's seed: %v", err)
+	}
+	if err := dial(bus.ClientAuth{NKey: otherFile}); err == nil {
+		t.Error("another seed connected")
+	}
+	if err := dial(bus.ClientAuth{}); err == nil {
+		t.Error("no seed connected")
 	}
 }
