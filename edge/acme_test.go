@@ -76,3 +76,34 @@ func TestACMECertificatesSharedThroughTheRegistry(t *testing.T) {
 		t.Fatal("a name ACME may not obtain got a certificate")
 	}
 }
+
+// With ACME on, a client that lists acme-tls/1 among other protocols is
+// no challenge: it gets the file certificate for its name, and ACME is
+// not asked (here it could not answer: no server behind the URL).
+func TestACMEOnlyForItsChallengesAndNames(t *testing.T) {
+	ca := jetwaytest.NewCA(t)
+	now := time.Now()
+	certs, err := edge.LoadCerts([]edge.CertFile{ca.Issue(t, t.TempDir(), 130, now.Add(-time.Minute), now.Add(time.Hour), "api.example.test")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs.UseACME(&autocert.Manager{Prompt: autocert.AcceptTOS, Cache: autocert.DirCache(t.TempDir()),
+		HostPolicy: autocert.HostWhitelist("api.example.test"),
+		Client:     &acme.Client{DirectoryURL: "http://127.0.0.1:1/dir"}})
+	g := jetwaytest.Start(t)
+	addr := tlsEdge(t, g, certs)
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool, ServerName: "api.example.test", NextProtos: []string{"h2", "http/1.1", acme.ALPNProto}})
+	if err != nil {
+		t.Fatalf("a client listing acme-tls/1 among others: %v", err)
+	}
+	defer conn.Close()
+	if s := conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64(); s != 130 {
+		t.Fatalf("served certificate %d, want the file's 130", s)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("UseACME took a Manager without HostPolicy")
+		}
+	}()
+	certs.UseACME(&autocert.Manager{})
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"golang.org/x/crypto/ocsp"
@@ -23,8 +24,19 @@ import (
 // good answer while it is current, then staples nothing; a certificate
 // reported revoked gets no staple and an error in the log.
 
-// ocspTimeout bounds one fetch from a responder.
-const ocspTimeout = 5 * time.Second
+// ocspTimeout bounds one fetch from a responder; ocspMaxAge is how long
+// an answer without a NextUpdate is stapled.
+const (
+	ocspTimeout = 5 * time.Second
+	ocspMaxAge  = 24 * time.Hour
+)
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
 
 // staple is a certificate with its OCSP answer, and when to ask again.
 type staple struct {
@@ -38,10 +50,12 @@ type staple struct {
 // client makes the requests; nil is a client with ocspTimeout.
 func (c *Certs) Staple(ctx context.Context, every time.Duration, client *http.Client) {
 	if client == nil {
-		client = &http.Client{Timeout: ocspTimeout}
+		client = &http.Client{Timeout: ocspTimeout,
+			// A responder's URL comes from the certificate: go nowhere else.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	for {
-		c.stapleOnce(ctx, client, time.Now())
+		c.stapleOnce(ctx, client, time.Now(), every)
 		select {
 		case <-ctx.Done():
 			return
@@ -52,7 +66,9 @@ func (c *Certs) Staple(ctx context.Context, every time.Duration, client *http.Cl
 
 // stapleOnce refreshes the answers due at now and drops those of
 // certificates no longer served.
-func (c *Certs) stapleOnce(ctx context.Context, client *http.Client, now time.Time) {
+// A failed fetch is tried again after retry (the pass interval), its
+// failure logged once per change.
+func (c *Certs) stapleOnce(ctx context.Context, client *http.Client, now time.Time, retry time.Duration) {
 	served := map[*tls.Certificate]bool{}
 	for _, set := range [][]*tls.Certificate{*c.cur.Load(), c.registryCerts()} {
 		for _, cert := range set {
@@ -65,13 +81,23 @@ func (c *Certs) stapleOnce(ctx context.Context, client *http.Client, now time.Ti
 			switch {
 			case errors.Is(err, errNoResponder):
 			case errors.Is(err, errRevoked):
-				c.staples.Delete(cert) // never staple the Good of before
-				c.log.Error("certificate revoked, says its OCSP responder: replace it", "names", cert.Leaf.DNSNames, "err", err)
-			case err != nil:
-				if prev, ok := old.(*staple); ok && !prev.expires.IsZero() && now.After(prev.expires) {
-					c.staples.Delete(cert) // the last good answer is no longer current
+				// Never staple the Good of before; ask again in a while.
+				c.staples.Store(cert, &staple{refresh: now.Add(retry), expires: now})
+				if c.ocspErrs.changed(fmt.Sprint(cert.Leaf.DNSNames), err) {
+					c.log.Error("certificate revoked, says its OCSP responder: replace it", "names", cert.Leaf.DNSNames, "err", err)
 				}
-				c.log.Warn("OCSP staple not refreshed", "names", cert.Leaf.DNSNames, "err", err)
+			case err != nil:
+				// Keep the last good answer while it is current, and ask
+				// again in a while, not at every pass.
+				next := &staple{refresh: now.Add(retry), expires: now}
+				if prev, ok := old.(*staple); ok && prev.cert != nil && now.Before(prev.expires) {
+					next.cert, next.expires = prev.cert, prev.expires
+					next.refresh = minTime(next.refresh, prev.expires)
+				}
+				c.staples.Store(cert, next)
+				if c.ocspErrs.changed(fmt.Sprint(cert.Leaf.DNSNames), err) {
+					c.log.Warn("OCSP staple not refreshed", "names", cert.Leaf.DNSNames, "err", err)
+				}
 			default:
 				c.staples.Store(cert, st)
 			}
@@ -93,8 +119,8 @@ var (
 // fetchStaple asks the certificate's responder about it.
 func fetchStaple(ctx context.Context, client *http.Client, cert *tls.Certificate, now time.Time) (*staple, error) {
 	leaf := cert.Leaf
-	if leaf == nil || len(leaf.OCSPServer) == 0 || len(cert.Certificate) < 2 {
-		return nil, errNoResponder
+	if leaf == nil || len(leaf.OCSPServer) == 0 || len(cert.Certificate) < 2 || !strings.HasPrefix(leaf.OCSPServer[0], "http://") {
+		return nil, errNoResponder // OCSP is plain HTTP (RFC 6960 A.1)
 	}
 	issuer, err := x509.ParseCertificate(cert.Certificate[1])
 	if err != nil {
@@ -138,7 +164,9 @@ func fetchStaple(ctx context.Context, client *http.Client, cert *tls.Certificate
 	stapled := *cert
 	stapled.OCSPStaple = der
 	st := &staple{cert: &stapled, refresh: now.Add(time.Hour), expires: r.NextUpdate}
-	if !r.NextUpdate.IsZero() {
+	if r.NextUpdate.IsZero() {
+		st.expires = r.ThisUpdate.Add(ocspMaxAge)
+	} else {
 		st.refresh = now.Add(r.NextUpdate.Sub(now) / 2)
 	}
 	return st, nil
@@ -148,8 +176,7 @@ func fetchStaple(ctx context.Context, client *http.Client, cert *tls.Certificate
 // answer, when there is a current one.
 func (c *Certs) stapled(cert *tls.Certificate) *tls.Certificate {
 	if v, ok := c.staples.Load(cert); ok {
-		st := v.(*staple)
-		if st.expires.IsZero() || time.Now().Before(st.expires) {
+		if st := v.(*staple); st.cert != nil && time.Now().Before(st.expires) {
 			return st.cert
 		}
 	}

@@ -46,7 +46,9 @@ type Certs struct {
 	staples sync.Map
 	// acme, when set, obtains certificates for the names it allows that no
 	// file or registry certificate covers (UseACME).
-	acme *autocert.Manager
+	acme     *autocert.Manager
+	acmeErrs errOnce // ACME failures logged, by name
+	ocspErrs errOnce // OCSP failures logged, by certificate names
 
 	mu    sync.Mutex // guards stamp (Reload)
 	stamp [][2]fileStamp
@@ -169,8 +171,8 @@ func (c *Certs) Watch(ctx context.Context, every time.Duration) {
 // server name exactly, else one whose wildcard covers it — in each pass
 // the registry's before the files' — else the default (the first file's).
 func (c *Certs) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-	if c.acme != nil && slices.Contains(hello.SupportedProtos, acme.ALPNProto) {
-		return c.acme.GetCertificate(hello) // a tls-alpn-01 challenge
+	if c.acme != nil && len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == acme.ALPNProto {
+		return c.acme.GetCertificate(hello) // a tls-alpn-01 challenge: that protocol alone, as autocert tells one
 	}
 	set := *c.cur.Load()
 	if name := strings.ToLower(strings.TrimSuffix(hello.ServerName, ".")); name != "" {
@@ -189,7 +191,9 @@ func (c *Certs) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, er
 			if err == nil {
 				return cert, nil
 			}
-			c.log.Warn("no ACME certificate for the name", "name", name, "err", err)
+			if c.acmeErrs.changed(name, err) { // once per change, however often clients ask
+				c.log.Warn("no ACME certificate for the name", "name", name, "err", err)
+			}
 		}
 	}
 	if len(set) == 0 {
@@ -201,7 +205,40 @@ func (c *Certs) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, er
 // UseACME has the edge obtain a certificate (and renew it) for every name
 // m's HostPolicy allows that no file or registry certificate covers, and
 // answer tls-alpn-01 challenges. Call it before serving.
-func (c *Certs) UseACME(m *autocert.Manager) { c.acme = m }
+//
+// m.HostPolicy must be set: without one autocert would order a
+// certificate for any name a client sends.
+func (c *Certs) UseACME(m *autocert.Manager) {
+	if m.HostPolicy == nil {
+		panic("edge: UseACME with a Manager without HostPolicy would order certificates for any name")
+	}
+	c.acme = m
+}
+
+// errOnce tells, per key, whether an error differs from the last one
+// logged, so that a failure is logged when it starts or changes, not at
+// every handshake or pass.
+type errOnce struct {
+	mu   sync.Mutex
+	last map[string]string
+}
+
+func (e *errOnce) changed(key string, err error) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.last == nil {
+		e.last = map[string]string{}
+	}
+	msg := err.Error()
+	if e.last[key] == msg {
+		return false
+	}
+	if len(e.last) > 1024 { // bounded whatever names clients send
+		clear(e.last)
+	}
+	e.last[key] = msg
+	return true
+}
 
 // covers reports whether a leaf names host exactly, or (not exact) covers
 // it with a wildcard.
@@ -329,6 +366,10 @@ func (l *TLSListeners) handshake(c net.Conn) {
 		return
 	}
 	st := tc.ConnectionState()
+	if st.NegotiatedProtocol == acme.ALPNProto {
+		_ = c.Close() // an ACME validator: the handshake was all it wanted
+		return
+	}
 	var out net.Conn = tc
 	ch := l.h2
 	if st.NegotiatedProtocol != "h2" {
