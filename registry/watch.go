@@ -123,6 +123,10 @@ type kvSet[T any] struct {
 	// good is written only by the set's own watch loop, under Watcher.mu.
 	good map[string]T
 	live bool
+	// optional sets never hold the snapshot back (the certificates: a
+	// cluster made before them may lack the bucket); their retries slow
+	// down to a minute.
+	optional bool
 }
 
 // NewWatcher returns a watcher with an empty snapshot.
@@ -158,7 +162,7 @@ func NewWatcher(o WatcherOptions) *Watcher {
 			}
 			return a, err
 		}}
-	w.certs = &kvSet[*Cert]{open: OpenCerts, name: BucketCerts, good: map[string]*Cert{},
+	w.certs = &kvSet[*Cert]{open: OpenCerts, name: BucketCerts, good: map[string]*Cert{}, optional: true,
 		parse: func(key string, val []byte, rev uint64) (*Cert, error) {
 			c, err := ParseCert(key, val)
 			if err == nil {
@@ -265,13 +269,18 @@ func runSet[T any](ctx context.Context, w *Watcher, s *kvSet[T]) {
 		if wentLive {
 			backoff = minBackoff
 		}
-		w.setErr(err)
+		maxBackoff := 3 * time.Second
+		if s.optional {
+			maxBackoff = time.Minute
+		} else {
+			w.setErr(err) // an optional bucket's trouble is not the registry's
+		}
 		w.log.Warn("registry watch interrupted; retrying", "bucket", s.name, "err", err, "in", backoff)
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 3*time.Second)
+		backoff = min(backoff*2, maxBackoff)
 	}
 }
 
