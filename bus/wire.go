@@ -105,6 +105,23 @@ func WireRefusal(err error, requestID string) *nats.Msg {
 	return m
 }
 
+// Request sends a request message written in wire version sent (its
+// headers encoded by EncodeRequest) and waits for the reply within ctx.
+// A worker a release apart that refuses the version before admitting the
+// call gets it once more, in a version both read (WireRetry): the one
+// place edges and workers' fallbacks do so.
+func Request(ctx context.Context, nc *nats.Conn, m *nats.Msg, sent int) (*nats.Msg, error) {
+	reply, err := nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	if v, again := WireRetry(reply.Header, sent); again {
+		SetWire(m.Header, v)
+		return nc.RequestMsgWithContext(ctx, m)
+	}
+	return reply, nil
+}
+
 // WireRetry tells, for a reply to a request written in version sent,
 // whether it is a WIRE_VERSION refusal that a request in another version
 // would pass, and in which: the newest both sides read.

@@ -347,16 +347,7 @@ func (c *call) send() error {
 
 	ctx, span := c.e.startSend(c.ctx, rt, h)
 	ctx, cancel := context.WithDeadline(ctx, c.deadline)
-	req := &nats.Msg{Subject: rt.subject, Header: h, Data: c.body.Bytes()}
-	msg, err := c.e.o.Conn.RequestMsgWithContext(ctx, req)
-	if err == nil {
-		// A worker a release apart refused the version before admitting
-		// the call: write it again in one it reads.
-		if v, again := bus.WireRetry(msg.Header, meta.Wire); again {
-			bus.SetWire(h, v)
-			msg, err = c.e.o.Conn.RequestMsgWithContext(ctx, req)
-		}
-	}
+	msg, err := bus.Request(ctx, c.e.o.Conn, &nats.Msg{Subject: rt.subject, Header: h, Data: c.body.Bytes()}, meta.Wire)
 	cancel()
 	endSend(span, err)
 	if err != nil {

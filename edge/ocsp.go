@@ -100,6 +100,7 @@ func (c *Certs) stapleOnce(ctx context.Context, client *http.Client, now time.Ti
 				}
 			default:
 				c.staples.Store(cert, st)
+				c.ocspErrs.forget(fmt.Sprint(cert.Leaf.DNSNames))
 			}
 		}
 	}

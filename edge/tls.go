@@ -150,19 +150,17 @@ func (c *Certs) Reload() error {
 func (c *Certs) Watch(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	last := ""
+	var logged errOnce
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		err := c.Reload()
-		if msg := fmt.Sprint(err); err != nil && msg != last {
+		if err := c.Reload(); err != nil && logged.changed("", err) {
 			c.log.Error("certificate not reloaded; the previous one is still served", "err", err)
-			last = msg
 		} else if err == nil {
-			last = ""
+			logged.forget("")
 		}
 	}
 }
@@ -221,6 +219,13 @@ func (c *Certs) UseACME(m *autocert.Manager) {
 type errOnce struct {
 	mu   sync.Mutex
 	last map[string]string
+}
+
+// forget clears key's error: the next one is logged again.
+func (e *errOnce) forget(key string) {
+	e.mu.Lock()
+	delete(e.last, key)
+	e.mu.Unlock()
 }
 
 func (e *errOnce) changed(key string, err error) bool {

@@ -350,12 +350,7 @@ func (w *Worker) callAPI(ctx context.Context, api string, req *backend.Request) 
 	meta := bus.Meta{Method: req.Method, Path: req.Path, RawQuery: req.RawQuery, RawParams: req.RawParams,
 		RequestID: req.RequestID, ClientIP: req.ClientIP, App: req.App, Deadline: dl, Wire: w.o.Wire.Send()}
 	bus.EncodeRequest(h, &meta)
-	out := &nats.Msg{Subject: target.Subject(), Header: h, Data: req.Body}
-	m, err := w.o.Conn.RequestMsgWithContext(ctx, out)
-	if v, again := wireAgain(m, err, meta.Wire); again {
-		bus.SetWire(h, v)
-		m, err = w.o.Conn.RequestMsgWithContext(ctx, out)
-	}
+	m, err := bus.Request(ctx, w.o.Conn, &nats.Msg{Subject: target.Subject(), Header: h, Data: req.Body}, meta.Wire)
 	if err != nil {
 		return nil
 	}
@@ -368,16 +363,6 @@ func (w *Worker) callAPI(ctx context.Context, api string, req *backend.Request) 
 	bus.CleanHeaders(rh)
 	rh.Set("X-Jetway-Fallback", "api "+api)
 	return &backend.Response{Status: rep.Status, Header: rh, Body: m.Data}
-}
-
-// wireAgain tells whether a request written in version sent was refused
-// for its version by a worker that reads another, and in which to write it
-// again (once; the refusal came before the worker admitted the call).
-func wireAgain(m *nats.Msg, err error, sent int) (int, bool) {
-	if err != nil {
-		return 0, false
-	}
-	return bus.WireRetry(m.Header, sent)
 }
 
 func cacheKey(req *backend.Request) string {
