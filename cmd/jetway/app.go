@@ -21,6 +21,7 @@ const appUsage = `Usage: jetway app <command> [flags] [args]
 
 Commands:
   create ID [--name N] [--api GLOB ...] [--ip CIDR ...] [--hmac] [--sandbox]
+            [--cert-name NAME ... --cert-ca FILE]
                        make an app and its first API key; the key is shown
                        once, here, and only its SHA-256 digest is stored;
                        --hmac also makes a request-signing secret (shown once);

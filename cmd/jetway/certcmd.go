@@ -23,8 +23,9 @@ Commands:
   delete NAME                       remove a certificate: edges stop serving it
 
 Certificates live in the bucket jetway_certs with their private keys: only
-the admin writes it and only edges read it. An edge needs a --tls-cert of its
-own too, served to clients no registry certificate covers.
+the admin writes it and only edges read it. An edge serves them only with TLS
+on (--tls-cert or --acme-host); without a --tls-cert a server name no
+certificate covers fails its handshake.
 
 Flags:
 `

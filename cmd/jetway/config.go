@@ -403,10 +403,10 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 		}
 	}
 	if c.h2c && (len(c.tlsCert) > 0 || len(c.acmeHosts) > 0) {
-		add(fmt.Errorf("%w: --h2c is for a plain listener; with --tls-cert HTTP/2 is on already", errUsage))
+		add(fmt.Errorf("%w: --h2c is for a plain listener; with --tls-cert or --acme-host HTTP/2 is on already", errUsage))
 	}
 	if c.tlsClientCerts && len(c.tlsCert) == 0 && len(c.acmeHosts) == 0 {
-		add(fmt.Errorf("%w: --tls-client-certs needs --tls-cert", errUsage))
+		add(fmt.Errorf("%w: --tls-client-certs needs TLS (--tls-cert or --acme-host)", errUsage))
 	}
 	if len(c.tlsCert) != len(c.tlsKey) {
 		add(fmt.Errorf("%w: --tls-cert and --tls-key come in pairs: %d certificates, %d keys", errUsage, len(c.tlsCert), len(c.tlsKey)))
