@@ -109,7 +109,8 @@ func WireRefusal(err error, requestID string) *nats.Msg {
 // headers encoded by EncodeRequest) and waits for the reply within ctx.
 // A worker a release apart that refuses the version before admitting the
 // call gets it once more, in a version both read (WireRetry): the one
-// place edges and workers' fallbacks do so.
+// place edges and workers' fallbacks do so. A worker forging a refusal
+// gains no more than another worker serving the call, once.
 func Request(ctx context.Context, nc *nats.Conn, m *nats.Msg, sent int) (*nats.Msg, error) {
 	reply, err := nc.RequestMsgWithContext(ctx, m)
 	if err != nil {

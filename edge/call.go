@@ -383,7 +383,8 @@ func (c *call) reply() error {
 	m := c.msg
 	rep, err := bus.DecodeReply(m.Header)
 	if err != nil {
-		return c.refuse(bus.CodeBadGateway, "malformed reply from worker")
+		ge := err.(*bus.Error)
+		return c.refuse(ge.Code, ge.Message)
 	}
 	if rep.Code != "" {
 		c.code = rep.Code

@@ -109,11 +109,13 @@ func (rt *router) muxFor(r *http.Request) *chi.Mux {
 	}
 	host := requestHost(r.Host)
 	var first *chi.Mux
+	rctx := chi.NewRouteContext() // one for every try
 	try := func(m *chi.Mux) bool {
 		if first == nil {
 			first = m
 		}
-		return m.Match(chi.NewRouteContext(), r.Method, r.URL.RawPath)
+		rctx.Reset()
+		return m.Match(rctx, r.Method, r.URL.RawPath)
 	}
 	if m := rt.hosts[host]; m != nil && try(m) {
 		return m

@@ -25,6 +25,9 @@ func OpenACME(ctx context.Context, js jetstream.JetStream, o BucketOptions) (jet
 		Description: "Jetway ACME account key and certificates (autocert cache): edges read and write",
 		History:     1,
 		Replicas:    max(o.Replicas, 1),
+		// Bounded: every edge may write it.
+		MaxValueSize: 1 << 20,
+		MaxBytes:     64 << 20,
 	})
 }
 

@@ -336,7 +336,7 @@ func (a *API) applyDefaults() {
 	if a.Route.Method == "" {
 		a.Route.Method = http.MethodGet
 	}
-	a.Route.Host = strings.ToLower(strings.TrimSuffix(a.Route.Host, "."))
+	a.Route.Host = routeHost(a.Route.Host)
 	if a.Timeout == 0 {
 		a.Timeout = Duration(DefaultTimeout)
 	}
@@ -371,7 +371,7 @@ func (a *API) check(key string) []schemas.Problem {
 		add("route.path", "%v", err)
 	}
 	if a.Route.Host != "" {
-		if err := CheckRouteHost(strings.ToLower(strings.TrimSuffix(a.Route.Host, "."))); err != nil {
+		if err := CheckRouteHost(routeHost(a.Route.Host)); err != nil {
 			add("route.host", "%v", err)
 		}
 	}
@@ -413,6 +413,9 @@ func validHeaderName(s string) bool {
 	}
 	return true
 }
+
+// routeHost is a route's host as stored: lower case, no trailing dot.
+func routeHost(h string) string { return strings.ToLower(strings.TrimSuffix(h, ".")) }
 
 // CheckRouteHost checks a route's host: a DNS name of letters, digits and
 // hyphens (labels of 1 to 63, 253 in all, no port, no IP address), or
