@@ -12,16 +12,19 @@
 // the spec is unchanged and closes it only after it is replaced and the
 // calls in flight on it are done, so Call never runs on a closed instance.
 //
-// Each backend type is one folder below this one (http, mock) and one line
+// Each backend type is one folder below this one (http, mock, nats, grpc) and one line
 // in the worker's table of adapters and in the registry's table of kinds.
 package backend
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -53,6 +56,10 @@ type Response struct {
 	Header  http.Header
 	Body    []byte
 	Release func()
+	// Failed marks an answer below 500 that breakers and retries count as
+	// a failure all the same: a gRPC RESOURCE_EXHAUSTED (429) is the
+	// backend saying it is overloaded.
+	Failed bool
 }
 
 // Free calls Release, if any. r may be nil.
@@ -114,6 +121,11 @@ type BuildOptions struct {
 // the call is not traced.
 type Tracer interface {
 	StartCall(ctx context.Context, method, target string, h http.Header) (context.Context, Span)
+	// StartRPC starts the client span of a call to an RPC backend, with
+	// the RPC conventions: system ("grpc", "nats"), service and method
+	// (a nats call names only the subject, as the service), and target
+	// the address or subject called.
+	StartRPC(ctx context.Context, system, service, method, target string, h http.Header) (context.Context, Span)
 }
 
 // Span is the span of one backend call.
@@ -131,3 +143,26 @@ func (f Func) Call(ctx context.Context, req *Request) (*Response, error) { retur
 
 // Close does nothing.
 func (Func) Close() error { return nil }
+
+// ClientTLS is the TLS of calls to one backend (an https URL, a grpc
+// target with tls settings): the entry's CA bundle or the system's roots,
+// its client certificate for mutual TLS, its server name. The files are
+// read now; one that does not load is an error naming it.
+func ClientTLS(t *registry.BackendTLS) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CA != "" {
+		pool, err := bus.LoadCertPool(t.CA)
+		if err != nil {
+			return nil, fmt.Errorf("backend tls ca_file: %w", err)
+		}
+		cfg.RootCAs = pool
+	}
+	if t.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("backend tls cert_file %s with key_file %s: %w", t.Cert, t.Key, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}

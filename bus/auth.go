@@ -94,7 +94,8 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		}
 	case UserWorker:
 		pub := []string{
-			APIPrefix + ">", // a fallback calls another API
+			APIPrefix + ">",     // a fallback calls another API
+			ServicePrefix + ">", // backends of type nats
 			HeartbeatPrefix + UserWorker + ".*",
 		}
 		for _, b := range []string{BucketAPIs, BucketFlags} {

@@ -168,6 +168,19 @@ func TestRolePermissionsOnServer(t *testing.T) {
 		t.Fatalf("edge → worker → edge: %v %v", m, err)
 	}
 	orders.denied(t, "worker publishes on an inbox it was not asked on", InboxPrefixEdge+".x", func() { _ = orders.Publish(InboxPrefixEdge+".x", nil) })
+	// Backend calls of type nats go under the service prefix, and nowhere
+	// else: an entry cannot point a worker at the server's own subjects.
+	if _, err := admin.Subscribe(ServicePrefix+"orders.get", func(m *nats.Msg) { _ = m.Respond([]byte("svc")) }); err != nil {
+		t.Fatal(err)
+	}
+	admin.Flush()
+	if m, err := orders.Request(ServicePrefix+"orders.get", nil, 2*time.Second); err != nil || string(m.Data) != "svc" {
+		t.Fatalf("worker → NATS service: %v %v", m, err)
+	}
+	for _, subj := range []string{"$JS.API.STREAM.LIST", "$SYS.REQ.SERVER.PING", "orders.get"} {
+		orders.denied(t, "worker calls a subject outside the service prefix", subj, func() { _ = orders.Publish(subj, nil) })
+		edge.denied(t, "edge calls a NATS service", ServicePrefix+"orders.get", func() { _ = edge.Publish(ServicePrefix+"orders.get", nil) })
+	}
 	// A worker of one pool cannot overhear the answers to another pool's
 	// workers (their fallback calls): each pool set has its own inbox.
 	ordersInbox := InboxPrefix(UserWorker, "orders") + ".>"

@@ -66,6 +66,14 @@ const (
 	HeartbeatPrefix = "jetway.heartbeat."
 )
 
+// ServicePrefix starts every subject a worker may send a backend call to
+// on Jetway's own NATS (backends of type nats): a NATS service that
+// Jetway fronts listens under it. A worker's user may publish nowhere else
+// outside Jetway's own subjects, so an API entry cannot lend the worker's
+// rights (its breaker events, the registry's KV API) to its callers; the
+// registry refuses any other subject at publish.
+const ServicePrefix = "svc."
+
 // Inbox prefixes per role. Replies and JetStream deliveries (registry
 // watches included) go to the connection's inbox; each role subscribes only
 // to its own, so a worker cannot listen to the edges' watch of the apps

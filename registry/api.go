@@ -86,14 +86,31 @@ type Route struct {
 }
 
 // Backend says what serves the API. Type selects the adapter; the other
-// fields belong to one type each. Later backend kinds (gRPC, NATS services)
-// and several channels per API extend this without changing the wire.
+// fields belong to one type each (backends.go has the table of types).
+// Several channels per API extend this without changing the wire.
 type Backend struct {
 	Type string `json:"type"`
 
 	// http
-	URL string      `json:"url,omitempty"`
+	URL string `json:"url,omitempty"`
+	// http (an https:// URL) and grpc: the TLS of the calls
 	TLS *BackendTLS `json:"tls,omitempty"`
+
+	// nats: the subject a NATS service answers on, under bus.ServicePrefix
+	Subject string `json:"subject,omitempty"`
+
+	// grpc: the server's host:port and the method called, by server
+	// reflection (plaintext unless TLS is set)
+	Target string `json:"target,omitempty"`
+	Method string `json:"method,omitempty"` // package.Service/Method
+	// Metadata lists the request headers sent as gRPC metadata (the
+	// request id and trace context always are).
+	Metadata []string `json:"metadata,omitempty"`
+	// AllowUnknownQuery ignores query parameters that name no field of
+	// the request message, instead of answering 400.
+	AllowUnknownQuery bool `json:"allow_unknown_query,omitempty"`
+	// JSONOptions shape the JSON of gRPC responses.
+	JSONOptions *GRPCJSON `json:"json_options,omitempty"`
 
 	// mock
 	Static
@@ -106,6 +123,14 @@ type BackendTLS struct {
 	Cert       string `json:"cert_file,omitempty"`   // PEM client certificate, with Key: mutual TLS
 	Key        string `json:"key_file,omitempty"`    // PEM key of Cert
 	ServerName string `json:"server_name,omitempty"` // the name to verify and send (SNI); empty: the URL's host
+}
+
+// GRPCJSON is how a gRPC response message is written as JSON (the proto3
+// JSON mapping, with int64 values as strings, by default).
+type GRPCJSON struct {
+	EnumsAsNumbers  bool `json:"enums_as_numbers,omitempty"` // enums as their numbers, not names
+	EmitUnpopulated bool `json:"emit_unpopulated,omitempty"` // fields at their zero value too
+	ProtoNames      bool `json:"proto_names,omitempty"`      // field names as in the .proto, not lowerCamel
 }
 
 // Static is a fixed response written in an entry: a mock backend's answer,

@@ -1,16 +1,23 @@
 package registry
 
 import (
+	"fmt"
 	"maps"
+	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/jetway-gw/jetway/bus"
 )
 
 // Backend types.
 const (
 	BackendHTTP = "http"
 	BackendMock = "mock"
+	BackendNATS = "nats"
+	BackendGRPC = "grpc"
 )
 
 // backendKind is what the registry knows of one backend type: the defaults
@@ -31,6 +38,8 @@ type backendKind struct {
 var backendKinds = map[string]backendKind{
 	BackendHTTP: {check: checkHTTPBackend, target: func(b *Backend) string { return b.URL }},
 	BackendMock: {defaults: mockDefaults, check: checkMockBackend, target: func(*Backend) string { return "" }},
+	BackendNATS: {check: checkNATSBackend, target: func(b *Backend) string { return b.Subject }},
+	BackendGRPC: {check: checkGRPCBackend, target: func(b *Backend) string { return b.Target + " " + b.Method }},
 }
 
 // BackendKinds lists the backend types an entry may have, sorted.
@@ -99,4 +108,68 @@ func mockDefaults(b *Backend) {
 
 func checkMockBackend(path string, b *Backend, _ []string, _ bool, add func(path, format string, args ...any)) {
 	b.Static.check(path, add)
+}
+
+func checkNATSBackend(path string, b *Backend, _ []string, _ bool, add func(path, format string, args ...any)) {
+	if err := checkServiceSubject(b.Subject); err != nil {
+		add(path+".subject", "%v", err)
+	}
+	if b.TLS != nil {
+		add(path+".tls", "is for http and grpc backends; a nats backend uses the worker's connection")
+	}
+}
+
+// checkServiceSubject checks the subject of a nats backend: a literal
+// subject (no wildcards) under bus.ServicePrefix, the only subjects a
+// worker's user may send backend calls to. Jetway's own subjects, the
+// server's ($JS, $KV, $SYS) and the inboxes are outside it by construction.
+func checkServiceSubject(s string) error {
+	if s == "" {
+		return fmt.Errorf("is required for nats backends (%s<service>...)", bus.ServicePrefix)
+	}
+	if len(s) > 255 {
+		return fmt.Errorf("is longer than 255 bytes")
+	}
+	if !strings.HasPrefix(s, bus.ServicePrefix) || len(s) == len(bus.ServicePrefix) {
+		return fmt.Errorf("must start with %q: a worker may call NATS services only there, never Jetway's or the server's own subjects (got %q)", bus.ServicePrefix, s)
+	}
+	for tok := range strings.SplitSeq(s, ".") {
+		switch {
+		case tok == "":
+			return fmt.Errorf("has an empty token (%q)", s)
+		case tok == "*" || tok == ">":
+			return fmt.Errorf("is a wildcard; a backend call goes to one literal subject")
+		}
+		for i := 0; i < len(tok); i++ {
+			if c := tok[i]; c <= ' ' || c == 0x7f {
+				return fmt.Errorf("has a space or control character")
+			}
+		}
+	}
+	return nil
+}
+
+// grpcMethod is package.Service/Method: a fully qualified service name
+// (dot-separated identifiers) and a method name.
+var grpcMethod = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*/[A-Za-z_][A-Za-z0-9_]*$`)
+
+func checkGRPCBackend(path string, b *Backend, _ []string, _ bool, add func(path, format string, args ...any)) {
+	if b.Target == "" {
+		add(path+".target", "is required for grpc backends (host:port)")
+	} else if host, port, err := net.SplitHostPort(b.Target); err != nil || host == "" || port == "" || strings.ContainsAny(b.Target, "/ \t") {
+		add(path+".target", "must be host:port (got %q)", b.Target)
+	}
+	if !grpcMethod.MatchString(b.Method) {
+		add(path+".method", "must be package.Service/Method (got %q)", b.Method)
+	}
+	for i, h := range b.Metadata {
+		if !validHeaderName(h) {
+			add(fmt.Sprintf("%s.metadata.%d", path, i), "is not a header name")
+		} else if l := strings.ToLower(h); strings.HasPrefix(l, "grpc-") || l == "content-type" || l == "te" || l == "user-agent" || strings.HasPrefix(l, ":") {
+			add(fmt.Sprintf("%s.metadata.%d", path, i), "is a header gRPC sets itself")
+		}
+	}
+	if t := b.TLS; t != nil && (t.Cert == "") != (t.Key == "") {
+		add(path+".tls", "cert_file and key_file come together")
+	}
 }

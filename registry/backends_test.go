@@ -33,7 +33,7 @@ func TestSchemaBackendTypesAreTheKinds(t *testing.T) {
 }
 
 func TestBackendKindMessages(t *testing.T) {
-	if got := kindList(); got != "http or mock" {
+	if got := kindList(); got != "grpc, http, mock or nats" {
 		t.Fatalf("kindList() = %q", got)
 	}
 	for _, tc := range []struct {

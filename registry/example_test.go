@@ -22,6 +22,6 @@ timeout: 800ms
 	fmt.Println(err)
 	// Output:
 	// orders.get GET jetway.api.orders.orders.get 64 <nil>
-	// invalid entry: backend.type: must be http or mock (got "ftp"); route.path: must start with "/"
+	// invalid entry: backend.type: must be grpc, http, mock or nats (got "ftp"); route.path: must start with "/"
 
 }

@@ -6,9 +6,13 @@ import (
 	"log/slog"
 	"sync/atomic"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/jetway-gw/jetway/backend"
+	grpcbackend "github.com/jetway-gw/jetway/backend/grpc"
 	httpbackend "github.com/jetway-gw/jetway/backend/http"
 	"github.com/jetway-gw/jetway/backend/mock"
+	natsbackend "github.com/jetway-gw/jetway/backend/nats"
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
@@ -17,10 +21,12 @@ import (
 // own: the HTTP adapter's client, shared by the worker's APIs, is bounded
 // by the worker's max payload. A new backend type is one folder in
 // backend/, one line here and one in the registry's table of kinds.
-func adapters(maxResp int) map[string]backend.Adapter {
+func adapters(nc *nats.Conn, maxResp int) map[string]backend.Adapter {
 	return map[string]backend.Adapter{
 		registry.BackendHTTP: httpbackend.New(maxResp),
 		registry.BackendMock: mock.Adapter{},
+		registry.BackendNATS: natsbackend.New(nc, maxResp),
+		registry.BackendGRPC: grpcbackend.New(maxResp),
 	}
 }
 

@@ -78,7 +78,7 @@ func failure(resp *backend.Response, err error) string {
 		}
 		return registry.RetryOnConnect
 	}
-	if resp.Status >= 500 {
+	if resp.Status >= 500 || resp.Failed {
 		return registry.RetryOn5xx
 	}
 	return ""

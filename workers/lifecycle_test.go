@@ -179,7 +179,7 @@ func TestBackendInstanceLifecycle(t *testing.T) {
 
 // Every backend type the registry admits has an adapter in the worker.
 func TestEveryBackendKindHasAnAdapter(t *testing.T) {
-	ads := adapters(1 << 20)
+	ads := adapters(nil, 1<<20)
 	for _, k := range registry.BackendKinds() {
 		if ads[k] == nil {
 			t.Errorf("backend type %q has no adapter", k)

@@ -139,5 +139,29 @@ func (c *clientTracer) StartCall(ctx context.Context, method, url string, h http
 	return ctx, p
 }
 
+// StartRPC starts the client span of an RPC backend call and puts its
+// trace context in the outgoing headers.
+func (c *clientTracer) StartRPC(ctx context.Context, system, service, method, target string, h http.Header) (context.Context, backend.Span) {
+	name := service
+	if method != "" {
+		name += "/" + method
+	}
+	ctx, span := c.tracer.Start(ctx, name, clientKind...)
+	otel.Propagator.Inject(ctx, otel.HeaderCarrier(h))
+	if !span.IsRecording() {
+		return ctx, nil
+	}
+	p := newPending(span)
+	p.attrs = append(p.attrs,
+		attribute.String("rpc.system", system),
+		attribute.String("rpc.service", service),
+		attribute.String("server.address", target),
+	)
+	if method != "" {
+		p.attrs = append(p.attrs, attribute.String("rpc.method", method))
+	}
+	return ctx, p
+}
+
 // Finish ends a client span (backend.Span).
 func (p *pendingSpan) Finish(status int, err error) { endSpan(p, status, err) }

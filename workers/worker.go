@@ -129,7 +129,7 @@ func New(o Options) (*Worker, error) {
 	w := &Worker{
 		o:        o,
 		log:      o.Logger,
-		adapters: adapters(int(maxResp)),
+		adapters: adapters(o.Conn, int(maxResp)),
 		subs:     map[string]*apiSub{},
 		id:       nuid.Next(),
 		calls:    make(chan admitted),

@@ -5,7 +5,6 @@ package httpbackend
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,7 +72,7 @@ func newClient(maxResp int) *fasthttp.Client {
 func (a *Adapter) Build(spec *registry.Backend, o backend.BuildOptions) (backend.Instance, error) {
 	in := &instance{client: a.client, tmpl: compileURL(spec.URL), log: o.Logger, tracer: o.Tracer}
 	if spec.TLS != nil {
-		cfg, err := clientTLS(spec.TLS)
+		cfg, err := backend.ClientTLS(spec.TLS)
 		if err != nil {
 			return nil, err
 		}
@@ -82,26 +81,6 @@ func (a *Adapter) Build(spec *registry.Backend, o backend.BuildOptions) (backend
 		in.own = true
 	}
 	return in, nil
-}
-
-// clientTLS is the TLS of calls to one https backend.
-func clientTLS(t *registry.BackendTLS) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if t.CA != "" {
-		pool, err := bus.LoadCertPool(t.CA)
-		if err != nil {
-			return nil, fmt.Errorf("backend tls ca_file: %w", err)
-		}
-		cfg.RootCAs = pool
-	}
-	if t.Cert != "" {
-		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
-		if err != nil {
-			return nil, fmt.Errorf("backend tls cert_file %s with key_file %s: %w", t.Cert, t.Key, err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
 }
 
 // instance calls one HTTP backend. The dial, the write and the read all

@@ -1,0 +1,464 @@
+// Package grpcbackend is the adapter of backends of type grpc: it calls one
+// method of a gRPC server with no code generated for it. The method's
+// message types come from the server's reflection service (v1, else
+// v1alpha), read on the first call and kept; the caller's JSON body, route
+// parameters and query become the request message (protojson), and the
+// response message goes back as JSON.
+//
+// A gRPC status other than OK becomes the HTTP status of the table Envoy's
+// transcoder and grpc-gateway share, with the google.rpc.Status as the JSON
+// body, details decoded. UNAVAILABLE and RESOURCE_EXHAUSTED count as
+// failures for the API's breaker and retries. The deadline travels as
+// grpc-timeout; the request id, the trace context and the entry's metadata
+// headers travel as metadata; the response's metadata and trailers come
+// back as Grpc-Metadata-* and Grpc-Trailer-* headers (base64 for -bin).
+//
+// A server-streaming method is answered once the stream ends, its messages
+// as a JSON array, newline-delimited JSON (Accept: application/x-ndjson) or
+// server-sent events (Accept: text/event-stream), all within the max
+// payload and the deadline.
+package grpcbackend
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/jetway-gw/jetway/backend"
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// Adapter builds the instances of grpc backends. It keeps one client
+// connection per target and TLS setting, shared by every API that calls
+// it and kept across registry changes; the last instance to go closes it.
+type Adapter struct {
+	maxResp int
+
+	mu    sync.Mutex // guards conns; taken at Build and Close only
+	conns map[string]*sharedConn
+}
+
+type sharedConn struct {
+	cc   *grpc.ClientConn
+	refs int
+}
+
+// New returns the adapter; a response larger than maxResponse bytes is
+// refused (the bus's max payload less room for headers).
+func New(maxResponse int) *Adapter {
+	return &Adapter{maxResp: maxResponse, conns: map[string]*sharedConn{}}
+}
+
+// Build takes (or opens) the connection to the target. It does not wait
+// for it: gRPC connects in the background and the first call reads the
+// method's schema, so a backend that is down delays no registry change.
+func (a *Adapter) Build(spec *registry.Backend, o backend.BuildOptions) (backend.Instance, error) {
+	key, creds, err := a.credentials(spec)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	sc := a.conns[key]
+	if sc == nil {
+		cc, err := grpc.NewClient(spec.Target,
+			grpc.WithTransportCredentials(creds),
+			grpc.WithUserAgent("jetway"),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(a.maxResp)),
+			// Retries belong to the API's pipeline, within its budget.
+			grpc.WithDisableRetry(),
+			// Fixed windows turn off gRPC's bandwidth-delay pings; a
+			// gateway's calls are small and many.
+			grpc.WithInitialWindowSize(1<<20),
+			grpc.WithInitialConnWindowSize(16<<20))
+		if err != nil {
+			a.mu.Unlock()
+			return nil, fmt.Errorf("grpc target %s: %w", spec.Target, err)
+		}
+		sc = &sharedConn{cc: cc}
+		a.conns[key] = sc
+	}
+	sc.refs++
+	a.mu.Unlock()
+	in := &instance{
+		a: a, key: key, cc: sc.cc,
+		target: spec.Target, service: spec.Method[:strings.IndexByte(spec.Method, '/')],
+		method:     spec.Method[strings.IndexByte(spec.Method, '/')+1:],
+		schema:     newSchema(sc.cc, spec.Method),
+		allowQuery: spec.AllowUnknownQuery,
+		maxResp:    a.maxResp,
+		log:        o.Logger,
+		tracer:     o.Tracer,
+	}
+	for _, h := range spec.Metadata {
+		in.metadata = append(in.metadata, textproto.CanonicalMIMEHeaderKey(h))
+	}
+	if j := spec.JSONOptions; j != nil {
+		in.out = protojson.MarshalOptions{UseEnumNumbers: j.EnumsAsNumbers, EmitUnpopulated: j.EmitUnpopulated, UseProtoNames: j.ProtoNames}
+	}
+	return in, nil
+}
+
+// credentials are the transport credentials of spec and the key of the
+// connection they make with its target.
+func (a *Adapter) credentials(spec *registry.Backend) (string, credentials.TransportCredentials, error) {
+	if spec.TLS == nil {
+		return "plain " + spec.Target, insecure.NewCredentials(), nil
+	}
+	cfg, err := backend.ClientTLS(spec.TLS)
+	if err != nil {
+		return "", nil, err
+	}
+	t := spec.TLS
+	return strings.Join([]string{"tls", spec.Target, t.CA, t.Cert, t.Key, t.ServerName}, "\x00"), credentials.NewTLS(cfg), nil
+}
+
+func (a *Adapter) release(key string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sc := a.conns[key]
+	if sc == nil {
+		return nil
+	}
+	if sc.refs--; sc.refs > 0 {
+		return nil
+	}
+	delete(a.conns, key)
+	return sc.cc.Close()
+}
+
+// instance calls one method.
+type instance struct {
+	a      *Adapter
+	key    string
+	cc     *grpc.ClientConn
+	schema *schema
+
+	target, service, method string
+	metadata                []string // canonical header names sent as metadata
+	allowQuery              bool
+	out                     protojson.MarshalOptions
+	maxResp                 int
+	log                     *slog.Logger
+	tracer                  backend.Tracer
+	closeOnce               sync.Once
+}
+
+// Close gives the connection back; the last instance on it closes it.
+func (in *instance) Close() error {
+	var err error
+	in.closeOnce.Do(func() {
+		in.schema.close()
+		err = in.a.release(in.key)
+	})
+	return err
+}
+
+// Call writes the request message, calls the method within ctx's deadline
+// and writes its answer as JSON.
+func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Response, error) {
+	m, err := in.schema.get(ctx)
+	if err != nil {
+		return in.schemaError(ctx, err)
+	}
+	if m.desc.IsStreamingClient() {
+		return statusResponse(status.New(codes.Unimplemented, "client-streaming methods are not served over HTTP by Jetway"), m), nil
+	}
+	query, err := url.ParseQuery(req.RawQuery)
+	if err != nil {
+		return nil, bus.Errorf(bus.CodeBadRequest, "the query string does not parse: "+err.Error())
+	}
+	msg, err := requestMessage(m, req.Body, req.Params(), query, in.allowQuery)
+	if err != nil {
+		var bad *badRequest
+		if errors.As(err, &bad) && strings.Contains(bad.msg, "unknown field") {
+			in.schema.invalidate() // the backend's schema may have grown the field
+		}
+		return nil, bus.Errorf(bus.CodeBadRequest, err.Error())
+	}
+	md, err := in.outgoing(req)
+	if err != nil {
+		return nil, bus.Errorf(bus.CodeBadRequest, err.Error())
+	}
+	var span backend.Span
+	if in.tracer != nil {
+		h := http.Header{}
+		_, span = in.tracer.StartRPC(ctx, "grpc", in.service, in.method, in.target, h)
+		for k, vs := range h {
+			md[strings.ToLower(k)] = vs
+		}
+	}
+	ctx = metadata.NewOutgoingContext(ctx, md)
+	var resp *backend.Response
+	if m.desc.IsStreamingServer() {
+		resp, err = in.stream(ctx, m, msg, req.Header.Get("Accept"))
+	} else {
+		resp, err = in.unary(ctx, m, msg)
+	}
+	if span != nil {
+		if err != nil {
+			span.Finish(0, err)
+		} else {
+			span.Finish(resp.Status, nil)
+		}
+	}
+	return resp, err
+}
+
+func (in *instance) unary(ctx context.Context, m *method, msg *dynamicpb.Message) (*backend.Response, error) {
+	out := dynamicpb.NewMessage(m.desc.Output())
+	var header, trailer metadata.MD
+	err := in.cc.Invoke(ctx, m.path, msg, out, grpc.Header(&header), grpc.Trailer(&trailer))
+	if err != nil {
+		return in.callError(ctx, err, m, header, trailer)
+	}
+	opts := in.out
+	opts.Resolver = resolver{m.types}
+	body, err := opts.Marshal(out)
+	if err != nil {
+		return nil, bus.Errorf(bus.CodeBadGateway, "the backend's answer could not be written as JSON: "+err.Error())
+	}
+	if len(body) > in.maxResp {
+		return nil, bus.Errorf(bus.CodeBadGateway, fmt.Sprintf("backend response exceeds the %d byte limit", in.maxResp))
+	}
+	h := responseHeader(header, trailer)
+	h.Set("Content-Type", "application/json")
+	return &backend.Response{Status: http.StatusOK, Header: h, Body: body}, nil
+}
+
+// stream reads a server stream to its end and writes its messages in the
+// form the caller accepts.
+func (in *instance) stream(ctx context.Context, m *method, msg *dynamicpb.Message, accept string) (*backend.Response, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a stream left early is ended, not leaked
+	st, err := in.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, m.path)
+	if err == nil {
+		err = st.SendMsg(msg)
+	}
+	if err == nil {
+		err = st.CloseSend()
+	}
+	if err != nil {
+		return in.callError(ctx, err, m, nil, nil)
+	}
+	form := streamFormFor(accept)
+	opts := in.out
+	opts.Resolver = resolver{m.types}
+	var body []byte
+	n := 0
+	for {
+		out := dynamicpb.NewMessage(m.desc.Output())
+		err = st.RecvMsg(out)
+		if errors.Is(err, io.EOF) {
+			err = nil
+			break
+		}
+		if err != nil {
+			break
+		}
+		b, merr := opts.Marshal(out)
+		if merr != nil {
+			return nil, bus.Errorf(bus.CodeBadGateway, "the backend's answer could not be written as JSON: "+merr.Error())
+		}
+		body = form.item(body, n, b)
+		n++
+		if len(body) > in.maxResp {
+			return nil, bus.Errorf(bus.CodeBadGateway, fmt.Sprintf("backend stream exceeds the %d byte limit", in.maxResp))
+		}
+	}
+	header, _ := st.Header()
+	if err != nil {
+		if n == 0 {
+			return in.callError(ctx, err, m, header, st.Trailer())
+		}
+		if ctx.Err() != nil {
+			return nil, bus.Errorf(bus.CodeGatewayTimeout, "backend stream did not end within the deadline")
+		}
+		body = form.fail(body, n, statusJSON(status.Convert(err), m))
+	}
+	body = form.end(body, n)
+	h := responseHeader(header, st.Trailer())
+	h.Set("Content-Type", form.contentType)
+	return &backend.Response{Status: http.StatusOK, Header: h, Body: body}, nil
+}
+
+// callError turns a failed call into the caller's answer: the deadline
+// passing is the gateway's 504, any other status the backend's own answer.
+func (in *instance) callError(ctx context.Context, err error, m *method, header, trailer metadata.MD) (*backend.Response, error) {
+	if ctx.Err() != nil {
+		return nil, bus.Errorf(bus.CodeGatewayTimeout, "backend did not answer within the deadline")
+	}
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unimplemented:
+		in.schema.invalidate() // the method may have moved: read the schema again
+	case codes.ResourceExhausted:
+		if strings.Contains(st.Message(), "larger than max") { // our own receive limit
+			return nil, bus.Errorf(bus.CodeBadGateway, fmt.Sprintf("backend response exceeds the %d byte limit", in.maxResp))
+		}
+	}
+	resp := statusResponse(st, m)
+	for k, vs := range responseHeader(header, trailer) {
+		resp.Header[k] = vs
+	}
+	return resp, nil
+}
+
+// schemaError is the answer when the method's schema is not at hand.
+func (in *instance) schemaError(ctx context.Context, err error) (*backend.Response, error) {
+	var nm *errNoMethod
+	switch {
+	case errors.As(err, &nm):
+		return statusResponse(status.New(codes.Unimplemented, nm.msg), nil), nil
+	case ctx.Err() != nil:
+		return nil, bus.Errorf(bus.CodeGatewayTimeout, "the backend's schema could not be read within the deadline")
+	}
+	in.log.Warn("grpc backend schema", "target", in.target, "service", in.service, "err", err)
+	return nil, bus.Errorf(bus.CodeBadGateway, "the schema of "+in.service+" could not be read from "+in.target+" (is server reflection on?)")
+}
+
+// statusResponse is a non-OK status as the caller's answer.
+func statusResponse(st *status.Status, m *method) *backend.Response {
+	code := httpStatus(st.Code())
+	h := http.Header{"Content-Type": {"application/json"}}
+	return &backend.Response{
+		Status: code, Header: h, Body: statusJSON(st, m),
+		// The backend saying it is overloaded fails the call for the
+		// breaker and retries, though 429 is below 500.
+		Failed: st.Code() == codes.ResourceExhausted,
+	}
+}
+
+// outgoing is the call's metadata: the entry's metadata headers, the
+// request id. A -bin header's value is base64, as in gRPC's HTTP mapping.
+func (in *instance) outgoing(req *backend.Request) (metadata.MD, error) {
+	md := make(metadata.MD, len(in.metadata)+3)
+	for _, h := range in.metadata {
+		vs := req.Header[h]
+		if len(vs) == 0 {
+			continue
+		}
+		key := strings.ToLower(h)
+		if strings.HasSuffix(key, "-bin") {
+			dec := make([]string, len(vs))
+			for i, v := range vs {
+				b, err := decodeBase64(v)
+				if err != nil {
+					return nil, fmt.Errorf("header %s must be base64: %v", h, err)
+				}
+				dec[i] = string(b)
+			}
+			vs = dec
+		}
+		md[key] = vs
+	}
+	if req.RequestID != "" {
+		md["x-request-id"] = []string{req.RequestID}
+	}
+	return md, nil
+}
+
+func decodeBase64(v string) ([]byte, error) {
+	if b, err := base64.StdEncoding.DecodeString(v); err == nil {
+		return b, nil
+	}
+	return base64.RawStdEncoding.DecodeString(v)
+}
+
+// responseHeader maps a call's response metadata and trailers to HTTP
+// headers, as grpc-gateway does.
+func responseHeader(header, trailer metadata.MD) http.Header {
+	h := make(http.Header, len(header)+len(trailer)+1)
+	add := func(prefix string, md metadata.MD) {
+		for k, vs := range md {
+			if k == "content-type" || strings.HasPrefix(k, ":") {
+				continue
+			}
+			name := prefix + textproto.CanonicalMIMEHeaderKey(k)
+			for _, v := range vs {
+				if strings.HasSuffix(k, "-bin") {
+					v = base64.StdEncoding.EncodeToString([]byte(v))
+				} else if strings.ContainsAny(v, "\r\n\x00") {
+					continue
+				}
+				h[name] = append(h[name], v)
+			}
+		}
+	}
+	add("Grpc-Metadata-", header)
+	add("Grpc-Trailer-", trailer)
+	return h
+}
+
+// streamForm writes the messages of a server stream.
+type streamForm struct {
+	contentType string
+	item        func(body []byte, i int, msg []byte) []byte
+	fail        func(body []byte, n int, status []byte) []byte
+	end         func(body []byte, n int) []byte
+}
+
+func streamFormFor(accept string) streamForm {
+	switch {
+	case strings.Contains(accept, "application/x-ndjson"):
+		return streamForm{
+			contentType: "application/x-ndjson",
+			item:        func(b []byte, _ int, m []byte) []byte { return append(append(b, m...), '\n') },
+			fail: func(b []byte, _ int, s []byte) []byte {
+				return append(append(append(b, `{"error":`...), s...), "}\n"...)
+			},
+			end: func(b []byte, _ int) []byte { return b },
+		}
+	case strings.Contains(accept, "text/event-stream"):
+		return streamForm{
+			contentType: "text/event-stream",
+			item: func(b []byte, i int, m []byte) []byte {
+				b = append(b, "id: "...)
+				b = strconv.AppendInt(b, int64(i), 10)
+				return append(append(append(b, "\ndata: "...), m...), "\n\n"...)
+			},
+			fail: func(b []byte, _ int, s []byte) []byte {
+				return append(append(append(b, "event: error\ndata: "...), s...), "\n\n"...)
+			},
+			end: func(b []byte, _ int) []byte { return b },
+		}
+	}
+	return streamForm{
+		contentType: "application/json",
+		item: func(b []byte, i int, m []byte) []byte {
+			if i == 0 {
+				b = append(b, '[')
+			} else {
+				b = append(b, ',')
+			}
+			return append(b, m...)
+		},
+		fail: func(b []byte, _ int, s []byte) []byte {
+			return append(append(append(b, `,{"error":`...), s...), '}')
+		},
+		end: func(b []byte, n int) []byte {
+			if n == 0 {
+				return append(b, "[]"...)
+			}
+			return append(b, ']')
+		},
+	}
+}

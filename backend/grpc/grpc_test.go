@@ -1,0 +1,241 @@
+package grpcbackend_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+
+	"github.com/jetway-gw/jetway/internal/grpcdemo"
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
+)
+
+// startGRPC runs grpc-go's interop test service with reflection.
+func startGRPC(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpcdemo.Start(l, "demo-host")
+	t.Cleanup(s.Stop)
+	return l.Addr().String()
+}
+
+func publishGRPC(g *jetwaytest.Gateway, name, route, target, method, extra string) {
+	g.T.Helper()
+	g.Publish(fmt.Sprintf(`{"name":%q,"pool":"p","route":{"method":"POST","path":%q},"timeout":"2s",
+		"backend":{"type":"grpc","target":%q,"method":%q%s}}`, name, route, target, method, extra))
+}
+
+// JSON in, a message to the server, its answer back as JSON, with the
+// server's metadata and trailers as headers.
+func TestUnaryCall(t *testing.T) {
+	g := jetwaytest.Start(t)
+	addr := startGRPC(t)
+	publishGRPC(g, "unary", "/unary", addr, "grpc.testing.TestService/UnaryCall",
+		`,"metadata":["X-Grpc-Test-Echo-Initial","X-Grpc-Test-Echo-Trailing-Bin"]`)
+
+	r := g.Do("POST", "/unary", strings.NewReader(`{"payload":{"body":"aGVsbG8="}}`),
+		"X-Grpc-Test-Echo-Initial", "hi", "X-Grpc-Test-Echo-Trailing-Bin", base64.StdEncoding.EncodeToString([]byte{0, 1, 2}))
+	if r.Status != 200 || r.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("call: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	var resp struct {
+		Payload  struct{ Body string }
+		Hostname string
+	}
+	if err := json.Unmarshal([]byte(r.Body), &resp); err != nil || resp.Payload.Body != "aGVsbG8=" || resp.Hostname != "demo-host" {
+		t.Fatalf("body %s (%v)", r.Body, err)
+	}
+	if got := r.Header.Get("Grpc-Metadata-X-Grpc-Test-Echo-Initial"); got != "hi" {
+		t.Errorf("header metadata: %q (%v)", got, r.Header)
+	}
+	if got := r.Header.Get("Grpc-Trailer-X-Grpc-Test-Echo-Trailing-Bin"); got != "AAEC" {
+		t.Errorf("binary trailer: %q (%v)", got, r.Header)
+	}
+	// The request id always travels.
+	if got := r.Header.Get("Grpc-Metadata-X-Request-Id"); got == "" || got != r.Header.Get("X-Request-Id") {
+		t.Errorf("request id: metadata %q, response %q", got, r.Header.Get("X-Request-Id"))
+	}
+}
+
+// Query parameters and route parameters become fields of the request
+// message; what does not fit is a 400 that names the field.
+func TestRequestFromParamsAndQuery(t *testing.T) {
+	g := jetwaytest.Start(t)
+	addr := startGRPC(t)
+	g.Publish(fmt.Sprintf(`{"name":"sized","pool":"p","route":{"method":"POST","path":"/sized/{response_size}"},
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall","json_options":{"emit_unpopulated":true,"proto_names":true}}}`, addr))
+	r := g.Do("POST", "/sized/3?fillUsername=true&payload.type=COMPRESSABLE", nil)
+	if r.Status != 200 || !strings.Contains(r.Body, `"eA=="`) && !strings.Contains(r.Body, `"eHh4"`) {
+		t.Fatalf("params: %d %s", r.Status, r.Body)
+	}
+	if !strings.Contains(r.Body, `"oauth_scope"`) {
+		t.Errorf("emit_unpopulated with proto names: %s", r.Body)
+	}
+	for _, tc := range []struct{ path, body, want string }{
+		{"/sized/3?nosuch=1", "", "nosuch"},
+		{"/sized/3?fillUsername=maybe", "", "fillUsername"},
+		{"/sized/x", "", "responseSize"},
+		{"/sized/3", `{"payload":{"bodyy":"x"}}`, "bodyy"},
+		{"/sized/3", `{"payload":`, "body does not fit"},
+	} {
+		r := g.Do("POST", tc.path, strings.NewReader(tc.body))
+		if r.Status != 400 || r.Code != "BAD_REQUEST" || !strings.Contains(r.Body, tc.want) {
+			t.Errorf("%s %s: %d %s, want 400 naming %s", tc.path, tc.body, r.Status, r.Body, tc.want)
+		}
+	}
+	g.Publish(fmt.Sprintf(`{"name":"lenient","pool":"p","route":{"method":"POST","path":"/lenient"},
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall","allow_unknown_query":true}}`, addr))
+	if r := g.Do("POST", "/lenient?utm_source=x", nil); r.Status != 200 {
+		t.Errorf("allow_unknown_query: %d %s", r.Status, r.Body)
+	}
+}
+
+// A gRPC status becomes the HTTP status of the shared table, with the
+// google.rpc.Status as the body and its details decoded.
+func TestStatusMapping(t *testing.T) {
+	g := jetwaytest.Start(t)
+	addr := startGRPC(t)
+	publishGRPC(g, "unary", "/unary", addr, "grpc.testing.TestService/UnaryCall", "")
+	for code, want := range map[int]int{3: 400, 5: 404, 7: 403, 8: 429, 12: 501, 14: 503, 16: 401, 13: 500} {
+		r := g.Do("POST", "/unary", strings.NewReader(fmt.Sprintf(`{"responseStatus":{"code":%d,"message":"asked"}}`, code)))
+		var st struct {
+			Code    int
+			Message string
+			Details []map[string]any
+		}
+		if r.Status != want || json.Unmarshal([]byte(r.Body), &st) != nil || st.Code != code || st.Message != "asked" {
+			t.Errorf("code %d: %d %s, want %d", code, r.Status, r.Body, want)
+			continue
+		}
+		if len(st.Details) != 1 || st.Details[0]["@type"] != "type.googleapis.com/google.rpc.ErrorInfo" || st.Details[0]["reason"] != "REQUESTED" {
+			t.Errorf("code %d: details %v", code, st.Details)
+		}
+	}
+	// A method or service the server does not have: 501 from reflection,
+	// before any call.
+	publishGRPC(g, "nomethod", "/nomethod", addr, "grpc.testing.TestService/NoSuch", "")
+	publishGRPC(g, "nosvc", "/nosvc", addr, "grpc.testing.NoService/X", "")
+	for _, p := range []string{"/nomethod", "/nosvc"} {
+		if r := g.Do("POST", p, nil); r.Status != 501 || !strings.Contains(r.Body, `"code":12`) && !strings.Contains(r.Body, `"code": 12`) {
+			t.Errorf("%s: %d %s", p, r.Status, r.Body)
+		}
+	}
+}
+
+// RESOURCE_EXHAUSTED (429) trips the breaker like a 5xx.
+func TestResourceExhaustedIsAFailure(t *testing.T) {
+	g := jetwaytest.Start(t)
+	addr := startGRPC(t)
+	publishGRPC(g, "unary", "/unary", addr, "grpc.testing.TestService/UnaryCall", `},"breaker":{"consecutive_failures":2`)
+	for i := 0; i < 2; i++ {
+		if r := g.Do("POST", "/unary", strings.NewReader(`{"responseStatus":{"code":8}}`)); r.Status != 429 {
+			t.Fatalf("call %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if r := g.Do("POST", "/unary", nil); r.Code != "CIRCUIT_OPEN" {
+		t.Fatalf("after two RESOURCE_EXHAUSTED: %d %s", r.Status, r.Body)
+	}
+}
+
+// A server stream comes back whole in the form the caller accepts; a
+// stream that stalls ends at the deadline with 504.
+func TestServerStreaming(t *testing.T) {
+	g := jetwaytest.Start(t)
+	addr := startGRPC(t)
+	publishGRPC(g, "stream", "/stream", addr, "grpc.testing.TestService/StreamingOutputCall", "")
+	body := `{"responseParameters":[{"size":1},{"size":2},{"size":3}]}`
+	r := g.Do("POST", "/stream", strings.NewReader(body))
+	var arr []map[string]map[string]string
+	if r.Status != 200 || json.Unmarshal([]byte(r.Body), &arr) != nil || len(arr) != 3 || arr[2]["payload"]["body"] != "eHh4" {
+		t.Fatalf("array: %d %s", r.Status, r.Body)
+	}
+	r = g.Do("POST", "/stream", strings.NewReader(body), "Accept", "application/x-ndjson")
+	if r.Header.Get("Content-Type") != "application/x-ndjson" || strings.Count(r.Body, "\n") != 3 {
+		t.Fatalf("ndjson: %v %q", r.Header, r.Body)
+	}
+	r = g.Do("POST", "/stream", strings.NewReader(body), "Accept", "text/event-stream")
+	if r.Header.Get("Content-Type") != "text/event-stream" || strings.Count(r.Body, "data: ") != 3 || !strings.Contains(r.Body, "id: 2\n") {
+		t.Fatalf("sse: %v %q", r.Header, r.Body)
+	}
+	// An error after two messages ends the stream with it.
+	r = g.Do("POST", "/stream", strings.NewReader(`{"responseParameters":[{"size":1},{"size":1}],"responseStatus":{"code":14,"message":"gone"}}`), "Accept", "application/x-ndjson")
+	if lines := strings.Split(strings.TrimSpace(r.Body), "\n"); len(lines) != 3 || !strings.Contains(lines[2], `"error"`) || !strings.Contains(lines[2], "gone") {
+		t.Fatalf("error mid-stream: %q", r.Body)
+	}
+	start := time.Now()
+	r = g.Do("POST", "/stream", strings.NewReader(`{"responseParameters":[{"size":1},{"size":1,"intervalUs":10000000}]}`))
+	if r.Status != http.StatusGatewayTimeout || r.Code != "GATEWAY_TIMEOUT" {
+		t.Fatalf("stalled stream: %d %s", r.Status, r.Body)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("stalled stream answered after %v, past the 2s deadline", d)
+	}
+}
+
+// A backend without reflection: a clear 502 while no schema was ever read.
+func TestNoReflection(t *testing.T) {
+	g := jetwaytest.Start(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	testpb.RegisterTestServiceServer(s, &grpcdemo.Server{})
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+	publishGRPC(g, "blind", "/blind", l.Addr().String(), "grpc.testing.TestService/UnaryCall", "")
+	if r := g.Do("POST", "/blind", nil); r.Status != 502 || r.Code != "BAD_GATEWAY" || !strings.Contains(r.Body, "reflection") {
+		t.Fatalf("no reflection: %d %s", r.Status, r.Body)
+	}
+}
+
+// Once read, the schema outlives the reflection service: a backend that
+// goes away and comes back on the same address is called with the schema
+// it had; one that never comes back gets 503 (UNAVAILABLE), not a hang.
+func TestSchemaKeptAcrossAnOutage(t *testing.T) {
+	g := jetwaytest.Start(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	s := grpcdemo.Start(l, "first")
+	publishGRPC(g, "unary", "/unary", addr, "grpc.testing.TestService/UnaryCall", "")
+	if r := g.Do("POST", "/unary", nil); r.Status != 200 {
+		t.Fatalf("first: %d %s", r.Status, r.Body)
+	}
+	s.Stop()
+	if r := g.Do("POST", "/unary", nil); r.Status != 503 {
+		t.Fatalf("backend down: %d %s", r.Status, r.Body)
+	}
+	l2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("address not free again: %v", err)
+	}
+	// The same service without reflection: the kept schema still serves.
+	s2 := grpc.NewServer()
+	testpb.RegisterTestServiceServer(s2, &grpcdemo.Server{Hostname: "second"})
+	go func() { _ = s2.Serve(l2) }()
+	t.Cleanup(s2.Stop)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := g.Do("POST", "/unary", nil)
+		if r.Status == 200 && strings.Contains(r.Body, "second") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the backend came back: %d %s", r.Status, r.Body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,237 @@
+package grpcbackend
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	// The google.rpc error details (ErrorInfo, BadRequest, RetryInfo, ...)
+	// are linked in so a status's details come out as JSON, not bytes.
+	_ "google.golang.org/genproto/googleapis/rpc/errdetails"
+)
+
+// badRequest is a request that does not fit the method's input message;
+// its text names the field.
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(format, args...)} }
+
+// requestMessage builds the input message of m: the JSON body, then the
+// route parameters and the query parameters as fields over it (a dotted
+// name reaches a nested field, a repeated field takes every value).
+// Parsing and type checks are protojson's: the parameters are written as a
+// JSON object and merged in.
+func requestMessage(m *method, body []byte, params, query url.Values, allowUnknownQuery bool) (*dynamicpb.Message, error) {
+	in := dynamicpb.NewMessage(m.desc.Input())
+	un := protojson.UnmarshalOptions{Resolver: resolver{m.types}}
+	if len(body) > 0 {
+		if err := un.Unmarshal(body, in); err != nil {
+			return nil, badf("the body does not fit %s: %s", m.desc.Input().FullName(), protoErr(err))
+		}
+	}
+	fields := map[string]any{}
+	for name, vs := range params {
+		if name == "*" {
+			continue
+		}
+		if err := setField(fields, m.desc.Input(), name, vs); err != nil {
+			return nil, badf("route parameter %s: %v", name, err)
+		}
+	}
+	for name, vs := range query {
+		if err := setField(fields, m.desc.Input(), name, vs); err != nil {
+			if _, unknown := err.(unknownField); unknown && allowUnknownQuery {
+				continue
+			}
+			return nil, badf("query parameter %s: %v", name, err)
+		}
+	}
+	if len(fields) == 0 {
+		return in, nil
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return nil, badf("parameters: %v", err)
+	}
+	over := dynamicpb.NewMessage(m.desc.Input())
+	if err := un.Unmarshal(b, over); err != nil {
+		return nil, badf("the parameters do not fit %s: %s", m.desc.Input().FullName(), protoErr(err))
+	}
+	proto.Merge(in, over)
+	return in, nil
+}
+
+// protoErr is protojson's message without its "proto: " prefix.
+func protoErr(err error) string {
+	s := err.Error()
+	s = strings.TrimPrefix(s, "proto:")
+	s = strings.TrimPrefix(s, "\u00a0") // protojson varies its spacing on purpose
+	return strings.TrimSpace(s)
+}
+
+type unknownField string
+
+func (u unknownField) Error() string { return string(u) }
+
+// setField puts values at the dotted path name of message md in the JSON
+// object obj: a JSON literal where protojson wants one (booleans, enum
+// numbers), a string everywhere else (protojson reads numbers from
+// strings).
+func setField(obj map[string]any, md protoreflect.MessageDescriptor, name string, vs []string) error {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		fd := md.Fields().ByJSONName(p)
+		if fd == nil {
+			fd = md.Fields().ByName(protoreflect.Name(p))
+		}
+		if fd == nil {
+			return unknownField(fmt.Sprintf("%s has no field %q", md.FullName(), p))
+		}
+		key := string(fd.Name())
+		if i < len(parts)-1 {
+			if fd.Kind() != protoreflect.MessageKind || fd.IsList() || fd.IsMap() {
+				return fmt.Errorf("field %s is not a message", fd.Name())
+			}
+			next, ok := obj[key].(map[string]any)
+			if !ok {
+				if obj[key] != nil {
+					return fmt.Errorf("field %s is given twice", fd.Name())
+				}
+				next = map[string]any{}
+				obj[key] = next
+			}
+			obj, md = next, fd.Message()
+			continue
+		}
+		if fd.IsMap() || (fd.Kind() == protoreflect.MessageKind && !wellKnownScalar(fd.Message())) {
+			return fmt.Errorf("field %s is a %s; give it in the body", fd.Name(), kindName(fd))
+		}
+		if obj[key] != nil {
+			return fmt.Errorf("field %s is given twice", fd.Name())
+		}
+		lits := make([]any, 0, len(vs))
+		for _, v := range vs {
+			lit, err := literal(fd, v)
+			if err != nil {
+				return err
+			}
+			lits = append(lits, lit)
+		}
+		switch {
+		case fd.IsList():
+			obj[key] = lits
+		case len(lits) == 1:
+			obj[key] = lits[0]
+		default:
+			return fmt.Errorf("field %s takes one value (got %d)", fd.Name(), len(lits))
+		}
+	}
+	return nil
+}
+
+func literal(fd protoreflect.FieldDescriptor, v string) (any, error) {
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("field %s wants true or false (got %q)", fd.Name(), v)
+		}
+		return b, nil
+	case protoreflect.EnumKind:
+		if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+			return n, nil
+		}
+	}
+	return v, nil
+}
+
+// wellKnownScalar reports the message types whose JSON form is a string
+// (Timestamp, Duration, FieldMask) or a scalar (the wrappers).
+func wellKnownScalar(md protoreflect.MessageDescriptor) bool {
+	switch md.FullName() {
+	case "google.protobuf.Timestamp", "google.protobuf.Duration", "google.protobuf.FieldMask",
+		"google.protobuf.StringValue", "google.protobuf.BytesValue", "google.protobuf.BoolValue",
+		"google.protobuf.Int32Value", "google.protobuf.Int64Value", "google.protobuf.UInt32Value",
+		"google.protobuf.UInt64Value", "google.protobuf.FloatValue", "google.protobuf.DoubleValue":
+		return true
+	}
+	return false
+}
+
+func kindName(fd protoreflect.FieldDescriptor) string {
+	if fd.IsMap() {
+		return "map"
+	}
+	return "message"
+}
+
+// httpStatus is the HTTP status of a gRPC status code: the table Envoy's
+// transcoder and grpc-gateway share.
+func httpStatus(c codes.Code) int {
+	switch c {
+	case codes.OK:
+		return http.StatusOK
+	case codes.Canceled:
+		return 499 // client closed request
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		return http.StatusBadRequest
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.AlreadyExists, codes.Aborted:
+		return http.StatusConflict
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError // Unknown, Internal, DataLoss, and codes beyond the table
+}
+
+// statusJSON is a status as the JSON of google.rpc.Status, its details
+// decoded with the method's types and those linked in; a detail of a type
+// neither knows keeps its type URL and its bytes in base64.
+func statusJSON(st *status.Status, m *method) []byte {
+	var types resolver
+	if m != nil {
+		types.local = m.types
+	}
+	b, err := protojson.MarshalOptions{Resolver: types}.Marshal(st.Proto())
+	if err == nil {
+		return b
+	}
+	type rawAny struct {
+		Type  string `json:"@type"`
+		Value string `json:"value"`
+	}
+	out := struct {
+		Code    codes.Code `json:"code"`
+		Message string     `json:"message"`
+		Details []rawAny   `json:"details"`
+	}{Code: st.Code(), Message: st.Message(), Details: []rawAny{}}
+	for _, d := range st.Proto().GetDetails() {
+		out.Details = append(out.Details, rawAny{d.GetTypeUrl(), base64.StdEncoding.EncodeToString(d.GetValue())})
+	}
+	b, _ = json.Marshal(out)
+	return b
+}

@@ -1,0 +1,236 @@
+package grpcbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jhump/protoreflect/v2/grpcreflect"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+// How the schema of a method is kept: read by server reflection on the
+// first call, read again in the background every refreshEvery or when the
+// backend says the method is unknown, and kept when a refresh fails. A
+// failed first read is not tried again for retryAfter, so a backend
+// without reflection costs one read a second, not one per call.
+const (
+	refreshEvery = 5 * time.Minute
+	fetchTimeout = 5 * time.Second
+	retryAfter   = time.Second
+)
+
+// method is one resolved schema: what a call needs to write its request
+// and read its answer. It is immutable and shared by every call.
+type method struct {
+	desc  protoreflect.MethodDescriptor
+	path  string // "/package.Service/Method"
+	types *protoregistry.Types
+	at    time.Time
+}
+
+// schema reads and keeps the method's descriptors. Calls read cur without
+// a lock; mu guards only the start of a read.
+type schema struct {
+	cc      grpc.ClientConnInterface
+	service protoreflect.FullName
+	name    protoreflect.Name
+
+	cur   atomic.Pointer[method]
+	stale atomic.Bool
+
+	mu       sync.Mutex
+	inflight chan struct{} // closed when the read in progress ends; nil: none
+	lastErr  error         // of the last read, while cur is nil
+	lastAt   time.Time
+	closed   bool
+}
+
+func newSchema(cc grpc.ClientConnInterface, fullMethod string) *schema {
+	svc, name, _ := strings.Cut(fullMethod, "/") // validated at publish
+	return &schema{cc: cc, service: protoreflect.FullName(svc), name: protoreflect.Name(name)}
+}
+
+// errNoMethod is a method the backend's reflection does not know.
+type errNoMethod struct{ msg string }
+
+func (e *errNoMethod) Error() string { return e.msg }
+
+// get returns the method's schema. With one at hand it returns it at once
+// (starting a refresh in the background when it is due); without one it
+// waits for a read, at most until ctx ends.
+func (s *schema) get(ctx context.Context) (*method, error) {
+	m := s.cur.Load()
+	if m != nil {
+		if s.stale.Load() || time.Since(m.at) > refreshEvery {
+			_, _ = s.start() // a refresh in the background; the schema at hand serves meanwhile
+		}
+		return m, nil
+	}
+	done, err := s.start()
+	if done == nil {
+		return nil, err
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if m := s.cur.Load(); m != nil {
+		return m, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return nil, s.lastErr
+}
+
+// invalidate marks the schema for a refresh: the backend answered in a way
+// that says it may have changed.
+func (s *schema) invalidate() { s.stale.Store(true) }
+
+// start begins a read unless one is in progress; it returns the channel
+// that closes when that read ends, or nil and the last error while the
+// last failed read is too recent to try again.
+func (s *schema) start() (<-chan struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight != nil {
+		return s.inflight, nil
+	}
+	if s.closed {
+		return nil, errors.New("backend closed")
+	}
+	if s.cur.Load() == nil && s.lastErr != nil && time.Since(s.lastAt) < retryAfter {
+		return nil, s.lastErr
+	}
+	done := make(chan struct{})
+	s.inflight = done
+	go s.fetch(done)
+	return done, nil
+}
+
+func (s *schema) fetch(done chan struct{}) {
+	m, err := s.read()
+	s.mu.Lock()
+	s.lastAt = time.Now()
+	if err == nil {
+		s.cur.Store(m)
+		s.stale.Store(false)
+		s.lastErr = nil
+	} else {
+		s.lastErr = err
+	}
+	s.inflight = nil
+	s.mu.Unlock()
+	close(done)
+}
+
+func (s *schema) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+}
+
+// read asks the backend's reflection service (v1, else v1alpha) for the
+// file that defines the service, and collects every message type of that
+// file and its imports for reading Any fields.
+func (s *schema) read() (*method, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+	defer cancel()
+	rc := grpcreflect.NewClientAuto(ctx, s.cc)
+	defer rc.Reset()
+	fd, err := rc.FileContainingSymbol(s.service)
+	if err != nil {
+		if grpcreflect.IsElementNotFoundError(err) {
+			return nil, &errNoMethod{fmt.Sprintf("the backend has no service %s", s.service)}
+		}
+		return nil, fmt.Errorf("reading the schema of %s by server reflection: %w", s.service, err)
+	}
+	sd := fd.Services().ByName(s.service.Name())
+	if sd == nil {
+		return nil, &errNoMethod{fmt.Sprintf("the backend has no service %s", s.service)}
+	}
+	md := sd.Methods().ByName(s.name)
+	if md == nil {
+		return nil, &errNoMethod{fmt.Sprintf("service %s has no method %s", s.service, s.name)}
+	}
+	return &method{desc: md, path: "/" + string(s.service) + "/" + string(s.name), types: typesOf(fd), at: time.Now()}, nil
+}
+
+// typesOf registers every message and extension of fd and the files it
+// imports, as dynamic types.
+func typesOf(fd protoreflect.FileDescriptor) *protoregistry.Types {
+	t := new(protoregistry.Types)
+	seen := map[string]bool{}
+	var file func(f protoreflect.FileDescriptor)
+	var messages func(ms protoreflect.MessageDescriptors)
+	messages = func(ms protoreflect.MessageDescriptors) {
+		for i := 0; i < ms.Len(); i++ {
+			m := ms.Get(i)
+			_ = t.RegisterMessage(dynamicpb.NewMessageType(m)) // a duplicate keeps the first
+			messages(m.Messages())
+		}
+	}
+	file = func(f protoreflect.FileDescriptor) {
+		if seen[f.Path()] {
+			return
+		}
+		seen[f.Path()] = true
+		messages(f.Messages())
+		for i := 0; i < f.Extensions().Len(); i++ {
+			_ = t.RegisterExtension(dynamicpb.NewExtensionType(f.Extensions().Get(i)))
+		}
+		for i := 0; i < f.Imports().Len(); i++ {
+			file(f.Imports().Get(i).FileDescriptor)
+		}
+	}
+	file(fd)
+	return t
+}
+
+// resolver finds types for protojson: the method's files first, then the
+// types linked into Jetway (google.rpc error details, well-known types).
+type resolver struct{ local *protoregistry.Types }
+
+func (r resolver) FindMessageByName(n protoreflect.FullName) (protoreflect.MessageType, error) {
+	if r.local != nil {
+		if t, err := r.local.FindMessageByName(n); err == nil {
+			return t, nil
+		}
+	}
+	return protoregistry.GlobalTypes.FindMessageByName(n)
+}
+
+func (r resolver) FindMessageByURL(url string) (protoreflect.MessageType, error) {
+	if r.local != nil {
+		if t, err := r.local.FindMessageByURL(url); err == nil {
+			return t, nil
+		}
+	}
+	return protoregistry.GlobalTypes.FindMessageByURL(url)
+}
+
+func (r resolver) FindExtensionByName(n protoreflect.FullName) (protoreflect.ExtensionType, error) {
+	if r.local != nil {
+		if t, err := r.local.FindExtensionByName(n); err == nil {
+			return t, nil
+		}
+	}
+	return protoregistry.GlobalTypes.FindExtensionByName(n)
+}
+
+func (r resolver) FindExtensionByNumber(m protoreflect.FullName, f protoreflect.FieldNumber) (protoreflect.ExtensionType, error) {
+	if r.local != nil {
+		if t, err := r.local.FindExtensionByNumber(m, f); err == nil {
+			return t, nil
+		}
+	}
+	return protoregistry.GlobalTypes.FindExtensionByNumber(m, f)
+}

@@ -1,0 +1,211 @@
+// Package natsbackend is the adapter of backends of type nats: it sends
+// each call as a NATS request to the entry's subject on Jetway's own NATS,
+// where a NATS service (a nats.go micro service or any request-reply
+// responder) answers it. No code per API: the request body is the message
+// and the reply is the response.
+//
+// What the service receives:
+//
+//   - the body as the message data;
+//   - the caller's headers, less those NATS or Jetway give meaning to
+//     (Nats-*, Jetway-*, Status, Description);
+//   - Jetway-Method, Jetway-Path (escaped form), Jetway-Query (raw) and one
+//     Jetway-Param-<name> per route parameter, so one service can serve
+//     several routes;
+//   - X-Request-Id, traceparent when traced, and X-Request-Timeout: the
+//     milliseconds the caller still waits.
+//
+// What the caller gets: 200 with the reply's data and headers (less Nats-*),
+// or, when the reply carries Nats-Service-Error-Code (the micro services'
+// error), that code as the status when it is 100–599 (else 502) and a JSON
+// body {"error": Nats-Service-Error, "error_code": the code, "data": the reply}.
+// A subject nobody answers is 503 NO_WORKERS at once (no responders); a
+// service that does not answer within the deadline is 504.
+package natsbackend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/backend"
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// The headers a service reads besides the caller's.
+const (
+	HeaderMethod      = "Jetway-Method"
+	HeaderPath        = "Jetway-Path"
+	HeaderQuery       = "Jetway-Query"
+	HeaderParamPrefix = "Jetway-Param-"
+)
+
+// The headers of a micro service's error reply (nats.go micro).
+const (
+	headerServiceError     = "Nats-Service-Error"
+	headerServiceErrorCode = "Nats-Service-Error-Code"
+)
+
+// Adapter builds the instances of nats backends over one connection, the
+// worker's: its user may publish backend calls only under
+// bus.ServicePrefix.
+type Adapter struct {
+	nc      *nats.Conn
+	maxResp int
+}
+
+// New returns the adapter; a reply larger than maxResponse bytes is
+// refused (the bus's max payload less room for headers).
+func New(nc *nats.Conn, maxResponse int) *Adapter {
+	return &Adapter{nc: nc, maxResp: maxResponse}
+}
+
+// Build holds the subject; the instance opens nothing of its own.
+func (a *Adapter) Build(spec *registry.Backend, o backend.BuildOptions) (backend.Instance, error) {
+	if a.nc == nil {
+		return nil, errors.New("nats backends need the worker's NATS connection")
+	}
+	return &instance{nc: a.nc, subject: spec.Subject, maxResp: a.maxResp, tracer: o.Tracer}, nil
+}
+
+type instance struct {
+	nc      *nats.Conn
+	subject string
+	maxResp int
+	tracer  backend.Tracer
+}
+
+func (*instance) Close() error { return nil }
+
+// Call sends the request to the service and waits for its reply within
+// ctx's deadline.
+func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Response, error) {
+	deadline, _ := ctx.Deadline()
+	msg := &nats.Msg{Subject: in.subject, Data: req.Body, Header: requestHeader(req, deadline)}
+	var span backend.Span
+	if in.tracer != nil {
+		_, span = in.tracer.StartRPC(ctx, "nats", in.subject, "", in.subject, http.Header(msg.Header))
+	}
+	reply, err := in.nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		berr := callError(err)
+		if span != nil {
+			span.Finish(0, berr)
+		}
+		return nil, berr
+	}
+	resp, err := in.response(reply)
+	if span != nil {
+		if err != nil {
+			span.Finish(0, err)
+		} else {
+			span.Finish(resp.Status, nil)
+		}
+	}
+	return resp, err
+}
+
+// callError is the gateway error of a request that got no reply.
+func callError(err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return bus.Errorf(bus.CodeNoWorkers, "no NATS service answers the backend's subject")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return bus.Errorf(bus.CodeGatewayTimeout, "backend did not answer within the deadline")
+	case errors.Is(err, context.Canceled):
+		return bus.Errorf(bus.CodeGatewayTimeout, "the call was cancelled")
+	case errors.Is(err, nats.ErrMaxPayload):
+		return bus.Errorf(bus.CodeBadGateway, "the request is over the NATS max payload")
+	}
+	return bus.Errorf(bus.CodeBadGateway, "backend call over NATS failed: "+err.Error())
+}
+
+// requestHeader is what the service gets besides the body.
+func requestHeader(req *backend.Request, deadline time.Time) nats.Header {
+	h := make(nats.Header, len(req.Header)+8)
+	for k, vs := range req.Header {
+		if reserved(k) {
+			continue
+		}
+		h[k] = vs
+	}
+	h[HeaderMethod] = []string{req.Method}
+	h[HeaderPath] = []string{req.Path}
+	if req.RawQuery != "" {
+		h[HeaderQuery] = []string{req.RawQuery}
+	}
+	if req.RawParams != "" {
+		for k, vs := range req.Params() {
+			h[HeaderParamPrefix+textproto.CanonicalMIMEHeaderKey(k)] = vs
+		}
+	}
+	if req.RequestID != "" {
+		h["X-Request-Id"] = []string{req.RequestID}
+	}
+	if !deadline.IsZero() {
+		h["X-Request-Timeout"] = []string{strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 1), 10)}
+	}
+	return h
+}
+
+// reserved reports a header name the service must not get from the caller:
+// NATS's own (Nats-Msg-Id would dedupe in a stream on the subject, Status
+// and Description are the protocol's) and Jetway's, which Jetway sets.
+func reserved(name string) bool {
+	return hasPrefixFold(name, "Nats-") || hasPrefixFold(name, "Jetway-") ||
+		strings.EqualFold(name, "Status") || strings.EqualFold(name, "Description")
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// response turns the service's reply into the caller's response.
+func (in *instance) response(reply *nats.Msg) (*backend.Response, error) {
+	if len(reply.Data) > in.maxResp {
+		return nil, bus.Errorf(bus.CodeBadGateway, "backend reply exceeds the "+strconv.Itoa(in.maxResp)+" byte limit")
+	}
+	h := make(http.Header, len(reply.Header))
+	for k, vs := range reply.Header {
+		if hasPrefixFold(k, "Nats-") || strings.EqualFold(k, "Status") || strings.EqualFold(k, "Description") {
+			continue
+		}
+		h[textproto.CanonicalMIMEHeaderKey(k)] = vs
+	}
+	code := reply.Header.Get(headerServiceErrorCode)
+	if code == "" {
+		return &backend.Response{Status: http.StatusOK, Header: h, Body: reply.Data}, nil
+	}
+	status := http.StatusBadGateway
+	if n, err := strconv.Atoi(code); err == nil && n >= 100 && n <= 599 {
+		status = n
+	}
+	body := serviceError{Error: reply.Header.Get(headerServiceError), Code: code}
+	if len(reply.Data) > 0 {
+		if json.Valid(reply.Data) {
+			body.Data = json.RawMessage(reply.Data)
+		} else {
+			s, _ := json.Marshal(string(reply.Data))
+			body.Data = s
+		}
+	}
+	b, _ := json.Marshal(body)
+	h.Set("Content-Type", "application/json")
+	h.Del("Content-Length")
+	return &backend.Response{Status: status, Header: h, Body: b}, nil
+}
+
+// serviceError is the body of a micro service's error reply.
+type serviceError struct {
+	Error string          `json:"error"`
+	Code  string          `json:"error_code"`
+	Data  json.RawMessage `json:"data,omitempty"`
+}

@@ -1,0 +1,131 @@
+package natsbackend_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
+)
+
+// An HTTP call reaches a nats.go micro service on Jetway's NATS and comes
+// back: the body both ways, the route's parameters and the caller's
+// headers in, the service's error codes as statuses out.
+func TestMicroService(t *testing.T) {
+	g := jetwaytest.Start(t)
+	type seen struct {
+		data   string
+		header nats.Header
+	}
+	got := make(chan seen, 1)
+	svc, err := micro.AddService(g.Conn, micro.Config{Name: "orders", Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	add := func(subject string, h micro.HandlerFunc) {
+		t.Helper()
+		if err := svc.AddEndpoint(strings.ReplaceAll(subject, ".", "-"), h, micro.WithEndpointSubject(subject)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("svc.orders.get", func(r micro.Request) {
+		got <- seen{string(r.Data()), nats.Header(r.Headers())}
+		_ = r.Respond([]byte(`{"id":"`+r.Headers().Get("Jetway-Param-Id")+`"}`), micro.WithHeaders(micro.Headers{"Content-Type": {"application/json"}, "X-Svc": {"1"}, "Nats-Internal": {"x"}}))
+	})
+	add("svc.orders.missing", func(r micro.Request) {
+		_ = r.Error("404", "no such order", []byte(`{"id":"7"}`))
+	})
+	add("svc.orders.odd", func(r micro.Request) { _ = r.Error("E_ODD", "odd failure", nil) })
+	add("svc.orders.slow", func(r micro.Request) {
+		time.Sleep(2 * time.Second)
+		_ = r.Respond(nil)
+	})
+	g.Publish(`{"name":"orders.get","pool":"p","route":{"method":"POST","path":"/orders/{id}"},"backend":{"type":"nats","subject":"svc.orders.get"}}`)
+	g.Publish(`{"name":"orders.missing","pool":"p","route":{"path":"/missing"},"backend":{"type":"nats","subject":"svc.orders.missing"}}`)
+	g.Publish(`{"name":"orders.odd","pool":"p","route":{"path":"/odd"},"backend":{"type":"nats","subject":"svc.orders.odd"}}`)
+	g.Publish(`{"name":"orders.slow","pool":"p","route":{"path":"/slow"},"timeout":"300ms","backend":{"type":"nats","subject":"svc.orders.slow"}}`)
+	g.Publish(`{"name":"orders.none","pool":"p","route":{"path":"/none"},"timeout":"10s","backend":{"type":"nats","subject":"svc.orders.nobody"}}`)
+
+	r := g.Do("POST", "/orders/42?full=1", strings.NewReader(`{"q":1}`),
+		"X-Tenant", "acme", "Nats-Msg-Id", "dedupe-me", "Jetway-Path", "/forged")
+	if r.Status != 200 || r.Body != `{"id":"42"}` || r.Header.Get("Content-Type") != "application/json" || r.Header.Get("X-Svc") != "1" {
+		t.Fatalf("call: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	if r.Header.Get("Nats-Internal") != "" {
+		t.Errorf("a Nats-* header of the reply reached the caller: %v", r.Header)
+	}
+	s := <-got
+	if s.data != `{"q":1}` {
+		t.Errorf("service got body %q", s.data)
+	}
+	for k, want := range map[string]string{
+		"Jetway-Method": "POST", "Jetway-Path": "/orders/42", "Jetway-Query": "full=1", "Jetway-Param-Id": "42", "X-Tenant": "acme",
+	} {
+		if v := s.header.Get(k); v != want {
+			t.Errorf("service got %s = %q, want %q (all: %v)", k, v, want, s.header)
+		}
+	}
+	if s.header.Get("Nats-Msg-Id") != "" {
+		t.Errorf("the caller's Nats-Msg-Id reached the service: %v", s.header)
+	}
+	if s.header.Get("X-Request-Id") == "" || s.header.Get("X-Request-Timeout") == "" {
+		t.Errorf("no request id or timeout: %v", s.header)
+	}
+
+	r = g.Do("GET", "/missing", nil)
+	var body struct {
+		Error string          `json:"error"`
+		Code  string          `json:"error_code"`
+		Data  json.RawMessage `json:"data"`
+	}
+	if r.Status != 404 || json.Unmarshal([]byte(r.Body), &body) != nil || body.Error != "no such order" || body.Code != "404" || string(body.Data) != `{"id":"7"}` {
+		t.Fatalf("service error: %d %s", r.Status, r.Body)
+	}
+	if r := g.Do("GET", "/odd", nil); r.Status != http.StatusBadGateway || !strings.Contains(r.Body, "odd failure") {
+		t.Fatalf("a code outside 100-599: %d %s", r.Status, r.Body)
+	}
+	if r := g.Do("GET", "/slow", nil); r.Status != http.StatusGatewayTimeout || r.Code != "GATEWAY_TIMEOUT" {
+		t.Fatalf("slow service: %d %s", r.Status, r.Body)
+	}
+	// Nobody listens: 503 from NATS's no-responders, long before the
+	// API's 10 s deadline.
+	start := time.Now()
+	if r := g.Do("GET", "/none", nil); r.Status != http.StatusServiceUnavailable || r.Code != "NO_WORKERS" {
+		t.Fatalf("no service: %d %s", r.Status, r.Body)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("no responders answered after %v, not at once", d)
+	}
+}
+
+// A service that fails trips the API's breaker like an HTTP backend does.
+func TestServiceErrorsCountForTheBreaker(t *testing.T) {
+	g := jetwaytest.Start(t)
+	sub, err := g.Conn.Subscribe("svc.flaky", func(m *nats.Msg) {
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set("Nats-Service-Error-Code", "503")
+		r.Header.Set("Nats-Service-Error", "down")
+		_ = m.RespondMsg(r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	g.Conn.Flush()
+	g.Publish(`{"name":"flaky","pool":"p","route":{"path":"/flaky"},"backend":{"type":"nats","subject":"svc.flaky"},
+		"breaker":{"consecutive_failures":3}}`)
+	for i := 0; i < 3; i++ {
+		if r := g.Do("GET", "/flaky", nil); r.Status != 503 || r.Code != "" {
+			t.Fatalf("call %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if r := g.Do("GET", "/flaky", nil); r.Code != "CIRCUIT_OPEN" {
+		t.Fatalf("after three failures: %d %s", r.Status, r.Body)
+	}
+}
