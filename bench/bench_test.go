@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"github.com/jetway-gw/jetway/bench/internal/benchsrv"
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/internal/grpcdemo"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
 )
@@ -162,6 +164,27 @@ func BenchmarkJetway(b *testing.B) {
 	be := backend(b)
 	j := startJetway(b, helloAPI(be.URL))
 	runParallel(b, j.url+"/hello")
+}
+
+// BenchmarkJetwayGRPC: HTTP client -> edge -> NATS -> worker -> gRPC
+// backend (grpc-go's test service, reflection on): the same call as
+// BenchmarkJetway with a protobuf hop instead of an HTTP one.
+func BenchmarkJetwayGRPC(b *testing.B) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := grpcdemo.Start(l, "hello from the bench backend")
+	b.Cleanup(s.Stop)
+	j := startJetway(b, grpcAPI(l.Addr().String()))
+	runParallel(b, j.url+"/hello-grpc")
+}
+
+// grpcAPI is the GET /hello-grpc API on the gRPC test service at addr, as
+// run.sh publishes it.
+func grpcAPI(addr string) string {
+	return `{"name":"bench.grpc","pool":"bench","route":{"method":"GET","path":"/hello-grpc"},
+	  "backend":{"type":"grpc","target":"` + addr + `","method":"grpc.testing.TestService/UnaryCall"},"timeout":"5s","concurrency":4096}`
 }
 
 // BenchmarkJetwayMock: HTTP client -> edge -> NATS -> worker (mock backend).

@@ -53,6 +53,33 @@ func TestServeDemoAndCLI(t *testing.T) {
 			t.Errorf("POST /v1/echo: %v, Content-Type %q", r, r.header.Get("Content-Type"))
 		}
 
+		// The gRPC demo: JSON in, the test service's message out.
+		r, err = do(http.MethodPost, edge+"/v1/grpc/echo", strings.NewReader(`{"payload":{"body":"aGk="}}`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), `"aGk="`) || !strings.Contains(string(r.body), "jetway-demo") {
+			t.Errorf("POST /v1/grpc/echo: %v", r)
+		}
+		r, err = do(http.MethodPost, edge+"/v1/grpc/stream", strings.NewReader(`{"responseParameters":[{"size":1},{"size":2}]}`), http.Header{"Accept": {"application/x-ndjson"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.status != http.StatusOK || strings.Count(string(r.body), "\n") != 2 {
+			t.Errorf("POST /v1/grpc/stream: %v", r)
+		}
+		// The NATS demo: a micro service on the embedded NATS.
+		r, err = do(http.MethodPost, edge+"/v1/nats/greet", strings.NewReader("ada"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), `"hello":"ada"`) {
+			t.Errorf("POST /v1/nats/greet: %v", r)
+		}
+		if r, _ = do(http.MethodPost, edge+"/v1/nats/greet", nil, nil); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "send a name") {
+			t.Errorf("POST /v1/nats/greet without a name: %v", r)
+		}
+
 		// A backend's own error passes through, not as a gateway error.
 		r = get(t, edge+"/v1/status/418")
 		if r.status != 418 || r.gwErr().Code != "" {

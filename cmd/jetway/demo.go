@@ -10,9 +10,13 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/jetway-gw/jetway/internal/grpcdemo"
 
 	"github.com/jetway-gw/jetway/registry"
 )
@@ -27,8 +31,20 @@ func startDemo(ctx context.Context, nc *nats.Conn, w *registry.Watcher, log *slo
 	}
 	srv := &http.Server{Handler: demoBackend(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	stop = func() { _ = srv.Close() }
 	base := "http://" + ln.Addr().String()
+	gln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = srv.Close()
+		return nil, fmt.Errorf("demo grpc backend: %w", err)
+	}
+	gsrv := grpcdemo.Start(gln, "jetway-demo")
+	svc, err := demoService(nc)
+	if err != nil {
+		_ = srv.Close()
+		gsrv.Stop()
+		return nil, fmt.Errorf("demo nats service: %w", err)
+	}
+	stop = func() { _ = srv.Close(); gsrv.Stop(); _ = svc.Stop() }
 
 	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -41,7 +57,7 @@ func startDemo(ctx context.Context, nc *nats.Conn, w *registry.Watcher, log *slo
 		stop()
 		return nil, err
 	}
-	for _, doc := range demoAPIs(base) {
+	for _, doc := range demoAPIs(base, gln.Addr().String()) {
 		a, err := c.Put(wctx, []byte(doc))
 		var rc *registry.RouteConflictError
 		if errors.As(err, &rc) {
@@ -60,8 +76,9 @@ func startDemo(ctx context.Context, nc *nats.Conn, w *registry.Watcher, log *slo
 	return stop, nil
 }
 
-// demoAPIs are the demo entries, pointing at the demo backend at base.
-func demoAPIs(base string) []string {
+// demoAPIs are the demo entries, pointing at the demo HTTP backend at base,
+// the demo gRPC server at grpcAddr and the demo NATS service.
+func demoAPIs(base, grpcAddr string) []string {
 	return []string{
 		`{"name":"demo.hello","pool":"demo","description":"Greets by name (http backend, path parameter).",
 		  "route":{"method":"GET","path":"/v1/hello/{name}"},
@@ -78,7 +95,32 @@ func demoAPIs(base string) []string {
 		`{"name":"demo.mock","pool":"demo","description":"A fixed response from the entry (mock backend).",
 		  "route":{"method":"GET","path":"/v1/mock"},
 		  "backend":{"type":"mock","status":200,"json":{"ok":true,"source":"mock"}}}`,
+		`{"name":"demo.grpc","pool":"demo","description":"A gRPC method called with JSON (grpc-go's test service, schema by server reflection).",
+		  "route":{"method":"POST","path":"/v1/grpc/echo"},
+		  "backend":{"type":"grpc","target":"` + grpcAddr + `","method":"grpc.testing.TestService/UnaryCall"},"timeout":"2s"}`,
+		`{"name":"demo.grpc-stream","pool":"demo","description":"A server-streaming gRPC method: a JSON array, NDJSON or SSE by Accept.",
+		  "route":{"method":"POST","path":"/v1/grpc/stream"},
+		  "backend":{"type":"grpc","target":"` + grpcAddr + `","method":"grpc.testing.TestService/StreamingOutputCall"},"timeout":"5s"}`,
+		`{"name":"demo.nats","pool":"demo","description":"A NATS micro service on Jetway's NATS (svc.demo.greet).",
+		  "route":{"method":"POST","path":"/v1/nats/greet"},
+		  "backend":{"type":"nats","subject":"svc.demo.greet"},"timeout":"2s"}`,
 	}
+}
+
+// demoService is the NATS micro service behind demo.nats: it greets the
+// name in the body, and answers an empty body with a 400 service error.
+func demoService(nc *nats.Conn) (micro.Service, error) {
+	return micro.AddService(nc, micro.Config{
+		Name: "demo-greeter", Version: "1.0.0", Description: "Jetway's demo NATS service",
+		Endpoint: &micro.EndpointConfig{Subject: "svc.demo.greet", Handler: micro.HandlerFunc(func(r micro.Request) {
+			name := strings.TrimSpace(string(r.Data()))
+			if name == "" {
+				_ = r.Error("400", "send a name in the body", nil)
+				return
+			}
+			_ = r.RespondJSON(map[string]string{"hello": name, "from": "nats micro service"})
+		})},
+	})
 }
 
 // demoBackend is the HTTP service behind the demo APIs.
