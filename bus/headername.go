@@ -26,9 +26,9 @@ package bus
 // prefix HeaderPrefix, so no caller or backend can send it.
 const HeaderEscape = HeaderPrefix + "H-"
 
-// collides reports whether an HTTP header name, as it is, would be read as
+// Collides reports whether an HTTP header name, as it is, would be read as
 // something else than an HTTP header in a NATS header block.
-func collides(name string) bool {
+func Collides(name string) bool {
 	switch len(name) {
 	case len("Status"):
 		if equalFold(name, "Status") {
@@ -49,7 +49,7 @@ func collides(name string) bool {
 // EncodeHeaderName returns the NATS header name that carries the HTTP
 // header name. It allocates only for a colliding name.
 func EncodeHeaderName(name string) string {
-	if collides(name) {
+	if Collides(name) {
 		return HeaderEscape + name
 	}
 	return name
@@ -59,11 +59,11 @@ func EncodeHeaderName(name string) string {
 // and false for a name that carries none: the wire's own metadata, the
 // protocol's names, and any spelling EncodeHeaderName never produces.
 func DecodeHeaderName(wire string) (string, bool) {
-	if !collides(wire) {
+	if !Collides(wire) {
 		return wire, true
 	}
 	if len(wire) > len(HeaderEscape) && wire[:len(HeaderEscape)] == HeaderEscape {
-		if name := wire[len(HeaderEscape):]; collides(name) {
+		if name := wire[len(HeaderEscape):]; Collides(name) {
 			return name, true
 		}
 	}
@@ -85,7 +85,7 @@ func EncodeHTTPHeaders(h map[string][]string) {
 	var buf [4]escaped
 	moved := buf[:0]
 	for k, vs := range h {
-		if collides(k) {
+		if Collides(k) {
 			moved = append(moved, escaped{k, vs})
 		}
 	}
@@ -107,7 +107,7 @@ func DecodeHTTPHeaders(h map[string][]string) {
 	var buf [4]escaped
 	moved := buf[:0]
 	for k, vs := range h {
-		if !collides(k) {
+		if !Collides(k) {
 			continue // an ordinary header: it stays as it is
 		}
 		if name, ok := DecodeHeaderName(k); ok {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jetway-gw/jetway/bus"
@@ -156,7 +157,7 @@ var grpcMethod = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0
 func checkGRPCBackend(path string, b *Backend, _ []string, _ bool, add func(path, format string, args ...any)) {
 	if b.Target == "" {
 		add(path+".target", "is required for grpc backends (host:port)")
-	} else if host, port, err := net.SplitHostPort(b.Target); err != nil || host == "" || port == "" || strings.ContainsAny(b.Target, "/ \t") {
+	} else if host, port, err := net.SplitHostPort(b.Target); err != nil || host == "" || !validPort(port) || strings.ContainsAny(host, "/ \t:") && net.ParseIP(host) == nil {
 		add(path+".target", "must be host:port (got %q)", b.Target)
 	}
 	if !grpcMethod.MatchString(b.Method) {
@@ -172,4 +173,9 @@ func checkGRPCBackend(path string, b *Backend, _ []string, _ bool, add func(path
 	if t := b.TLS; t != nil && (t.Cert == "") != (t.Key == "") {
 		add(path+".tls", "cert_file and key_file come together")
 	}
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n > 0 && n < 65536 && p[0] != '+'
 }

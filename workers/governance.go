@@ -68,6 +68,11 @@ func failure(resp *backend.Response, err error) string {
 		var ge *bus.Error
 		if errors.As(err, &ge) {
 			switch ge.Code {
+			case bus.CodeBadRequest, bus.CodePayloadTooLarge:
+				// The caller's request does not fit the backend (a body
+				// that is not the gRPC message): nothing was sent, and
+				// the backend is not to blame.
+				return ""
 			case bus.CodeGatewayTimeout:
 				return registry.RetryOnTimeout
 			case bus.CodeCircuitOpen:

@@ -372,7 +372,7 @@ func (w *Worker) serve(inv invocation, m *nats.Msg) {
 		w.replyError(m, req.RequestID, code, msg)
 		return
 	}
-	w.reply(m, resp)
+	w.reply(m, resp, req.RequestID)
 	resp.Free()
 }
 
@@ -491,8 +491,8 @@ func decodeRequest(a *registry.API, m *nats.Msg) *backend.Request {
 }
 
 // reply sends a backend's response: status and headers as NATS headers,
-// the body as it is.
-func (w *Worker) reply(m *nats.Msg, resp *backend.Response) {
+// the body as it is; a response NATS refuses becomes BAD_GATEWAY.
+func (w *Worker) reply(m *nats.Msg, resp *backend.Response, requestID string) {
 	rb := replyBufs.Get().(*replyBuf)
 	h := rb.h
 	for k, vs := range resp.Header { // a copy: resp's map may be shared (a cached response)
@@ -509,6 +509,12 @@ func (w *Worker) reply(m *nats.Msg, resp *backend.Response) {
 	}
 	if err != nil {
 		w.log.Warn("sending reply", "subject", m.Subject, "err", err)
+		if !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrConnectionDraining) {
+			// The response itself could not go (over the max payload, a
+			// header NATS cannot carry): the caller learns it now, not
+			// at the deadline.
+			w.replyError(m, requestID, bus.CodeBadGateway, "the backend's response could not be sent over NATS: "+err.Error())
+		}
 	}
 }
 

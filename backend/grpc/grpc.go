@@ -42,6 +42,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/jetway-gw/jetway/backend"
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
@@ -62,6 +64,9 @@ type sharedConn struct {
 	refs int
 }
 
+// maxMetadata bounds the header and trailer metadata of one response.
+const maxMetadata = 64 << 10
+
 // New returns the adapter; a response larger than maxResponse bytes is
 // refused (the bus's max payload less room for headers).
 func New(maxResponse int) *Adapter {
@@ -79,7 +84,9 @@ func (a *Adapter) Build(spec *registry.Backend, o backend.BuildOptions) (backend
 	a.mu.Lock()
 	sc := a.conns[key]
 	if sc == nil {
-		cc, err := grpc.NewClient(spec.Target,
+		// dns:/// always: a target is host:port, never a scheme such as
+		// unix: that a bare target could be read as.
+		cc, err := grpc.NewClient("dns:///"+spec.Target,
 			grpc.WithTransportCredentials(creds),
 			grpc.WithUserAgent("jetway"),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(a.maxResp)),
@@ -88,7 +95,10 @@ func (a *Adapter) Build(spec *registry.Backend, o backend.BuildOptions) (backend
 			// Fixed windows turn off gRPC's bandwidth-delay pings; a
 			// gateway's calls are small and many.
 			grpc.WithInitialWindowSize(1<<20),
-			grpc.WithInitialConnWindowSize(16<<20))
+			grpc.WithInitialConnWindowSize(16<<20),
+			// A backend's metadata is bounded like its body (gRPC's
+			// default would take 16 MiB of headers per call).
+			grpc.WithMaxHeaderListSize(maxMetadata))
 		if err != nil {
 			a.mu.Unlock()
 			return nil, fmt.Errorf("grpc target %s: %w", spec.Target, err)
@@ -190,7 +200,7 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 	if err != nil {
 		var bad *badRequest
 		if errors.As(err, &bad) && strings.Contains(bad.msg, "unknown field") {
-			in.schema.invalidate() // the backend's schema may have grown the field
+			in.schema.invalidate() // the backend's schema may have grown the field (read again at most every refreshMin)
 		}
 		return nil, bus.Errorf(bus.CodeBadRequest, err.Error())
 	}
@@ -357,7 +367,13 @@ func (in *instance) outgoing(req *backend.Request) (metadata.MD, error) {
 			continue
 		}
 		key := strings.ToLower(h)
-		if strings.HasSuffix(key, "-bin") {
+		if !strings.HasSuffix(key, "-bin") {
+			for _, v := range vs {
+				if !printableASCII(v) {
+					return nil, fmt.Errorf("header %s: gRPC metadata takes printable ASCII only (send binary values base64 in a -bin header)", h)
+				}
+			}
+		} else {
 			dec := make([]string, len(vs))
 			for i, v := range vs {
 				b, err := decodeBase64(v)
@@ -376,6 +392,15 @@ func (in *instance) outgoing(req *backend.Request) (metadata.MD, error) {
 	return md, nil
 }
 
+func printableASCII(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 func decodeBase64(v string) ([]byte, error) {
 	if b, err := base64.StdEncoding.DecodeString(v); err == nil {
 		return b, nil
@@ -389,14 +414,16 @@ func responseHeader(header, trailer metadata.MD) http.Header {
 	h := make(http.Header, len(header)+len(trailer)+1)
 	add := func(prefix string, md metadata.MD) {
 		for k, vs := range md {
-			if k == "content-type" || strings.HasPrefix(k, ":") {
+			// gRPC's own keys (grpc-status, grpc-status-details-bin) are
+			// in the body already.
+			if k == "content-type" || strings.HasPrefix(k, ":") || strings.HasPrefix(k, "grpc-") {
 				continue
 			}
 			name := prefix + textproto.CanonicalMIMEHeaderKey(k)
 			for _, v := range vs {
 				if strings.HasSuffix(k, "-bin") {
 					v = base64.StdEncoding.EncodeToString([]byte(v))
-				} else if strings.ContainsAny(v, "\r\n\x00") {
+				} else if !httpguts.ValidHeaderFieldValue(v) {
 					continue
 				}
 				h[name] = append(h[name], v)

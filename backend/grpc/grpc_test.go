@@ -1,17 +1,21 @@
 package grpcbackend_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/jetway-gw/jetway/internal/grpcdemo"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
@@ -116,6 +120,9 @@ func TestStatusMapping(t *testing.T) {
 		if r.Status != want || json.Unmarshal([]byte(r.Body), &st) != nil || st.Code != code || st.Message != "asked" {
 			t.Errorf("code %d: %d %s, want %d", code, r.Status, r.Body, want)
 			continue
+		}
+		if r.Header.Get("Grpc-Trailer-Grpc-Status-Details-Bin") != "" {
+			t.Errorf("code %d: gRPC's own trailer is a header: %v", code, r.Header)
 		}
 		if len(st.Details) != 1 || st.Details[0]["@type"] != "type.googleapis.com/google.rpc.ErrorInfo" || st.Details[0]["reason"] != "REQUESTED" {
 			t.Errorf("code %d: details %v", code, st.Details)
@@ -237,5 +244,98 @@ func TestSchemaKeptAcrossAnOutage(t *testing.T) {
 			t.Fatalf("after the backend came back: %d %s", r.Status, r.Body)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// What the caller got wrong is the caller's 400 and never the backend's
+// failure: malformed bodies and metadata HTTP/2 cannot carry do not open
+// the breaker for every other caller.
+func TestCallerErrorsDoNotTripTheBreaker(t *testing.T) {
+	g := jetwaytest.Start(t)
+	addr := startGRPC(t)
+	publishGRPC(g, "unary", "/unary", addr, "grpc.testing.TestService/UnaryCall", `,"metadata":["X-Tenant"]},"breaker":{"consecutive_failures":2,"open_for":"1m"`)
+	for i := 0; i < 3; i++ {
+		if r := g.Do("POST", "/unary", strings.NewReader(`{not json`)); r.Status != 400 {
+			t.Fatalf("malformed body: %d %s", r.Status, r.Body)
+		}
+		if r := g.Do("POST", "/unary", strings.NewReader(`{}`), "X-Tenant", "caf\xc3\xa9"); r.Status != 400 || !strings.Contains(r.Body, "printable ASCII") {
+			t.Fatalf("non-ASCII metadata: %d %s", r.Status, r.Body)
+		}
+	}
+	if r := g.Do("POST", "/unary", strings.NewReader(`{}`)); r.Status != 200 {
+		t.Fatalf("a good call after the caller errors: %d %s", r.Status, r.Body)
+	}
+}
+
+// bigHeader answers with response metadata far over any reply's room.
+type bigHeader struct{ grpcdemo.Server }
+
+func (*bigHeader) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	_ = grpc.SetHeader(ctx, metadata.Pairs("x-big", strings.Repeat("a", 9<<20)))
+	return &testpb.SimpleResponse{}, nil
+}
+
+// A backend's metadata is bounded like its body: an oversized header list
+// fails the call at once, not at the deadline.
+func TestOversizedMetadata(t *testing.T) {
+	g := jetwaytest.Start(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	testpb.RegisterTestServiceServer(s, &bigHeader{})
+	reflection.Register(s)
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+	g.Publish(fmt.Sprintf(`{"name":"big","pool":"p","route":{"method":"POST","path":"/big"},"timeout":"10s",
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall"}}`, l.Addr().String()))
+	start := time.Now()
+	r := g.Do("POST", "/big", nil)
+	if r.Status < 500 || r.Status == 504 || len(r.Header.Get("Grpc-Metadata-X-Big")) > 0 {
+		t.Fatalf("oversized metadata: %d %.200s", r.Status, r.Body)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("oversized metadata answered after %v", d)
+	}
+}
+
+// reflectionCounter counts the reflection streams a server serves.
+type reflectionCounter struct{ n atomic.Int64 }
+
+func (c *reflectionCounter) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if strings.Contains(info.FullMethod, "ServerReflection") {
+		c.n.Add(1)
+	}
+	return h(srv, ss)
+}
+
+// Callers cannot keep the backend's reflection busy: bodies naming fields
+// the schema lacks ask for a new read at most once per refreshMin.
+func TestUnknownFieldsDoNotAmplifyReflection(t *testing.T) {
+	g := jetwaytest.Start(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &reflectionCounter{}
+	s := grpc.NewServer(grpc.StreamInterceptor(c.intercept))
+	testpb.RegisterTestServiceServer(s, &grpcdemo.Server{})
+	reflection.Register(s)
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+	publishGRPC(g, "unary", "/unary", l.Addr().String(), "grpc.testing.TestService/UnaryCall", "")
+	if r := g.Do("POST", "/unary", nil); r.Status != 200 {
+		t.Fatalf("first call: %d %s", r.Status, r.Body)
+	}
+	first := c.n.Load()
+	for i := 0; i < 200; i++ {
+		if r := g.Do("POST", "/unary", strings.NewReader(`{"nosuch":1}`)); r.Status != 400 {
+			t.Fatalf("unknown field: %d %s", r.Status, r.Body)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if extra := c.n.Load() - first; extra > 1 {
+		t.Fatalf("200 bodies with an unknown field made %d more reflection reads", extra)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 
@@ -31,9 +30,11 @@ func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(for
 
 // requestMessage builds the input message of m: the JSON body, then the
 // route parameters and the query parameters as fields over it (a dotted
-// name reaches a nested field, a repeated field takes every value).
-// Parsing and type checks are protojson's: the parameters are written as a
-// JSON object and merged in.
+// name reaches a nested field, a repeated field takes every value). A
+// parameter replaces what the body gave its field, zero values and lists
+// included: the path is what the route matched, so it wins. Parsing and
+// type checks are protojson's: the parameters are written as a JSON
+// object, read into a message of their own, and their fields copied over.
 func requestMessage(m *method, body []byte, params, query url.Values, allowUnknownQuery bool) (*dynamicpb.Message, error) {
 	in := dynamicpb.NewMessage(m.desc.Input())
 	un := protojson.UnmarshalOptions{Resolver: resolver{m.types}}
@@ -43,23 +44,28 @@ func requestMessage(m *method, body []byte, params, query url.Values, allowUnkno
 		}
 	}
 	fields := map[string]any{}
+	var paths []fieldPath
 	for name, vs := range params {
 		if name == "*" {
 			continue
 		}
-		if err := setField(fields, m.desc.Input(), name, vs); err != nil {
+		p, err := setField(fields, m.desc.Input(), name, vs)
+		if err != nil {
 			return nil, badf("route parameter %s: %v", name, err)
 		}
+		paths = append(paths, p)
 	}
 	for name, vs := range query {
-		if err := setField(fields, m.desc.Input(), name, vs); err != nil {
+		p, err := setField(fields, m.desc.Input(), name, vs)
+		if err != nil {
 			if _, unknown := err.(unknownField); unknown && allowUnknownQuery {
 				continue
 			}
 			return nil, badf("query parameter %s: %v", name, err)
 		}
+		paths = append(paths, p)
 	}
-	if len(fields) == 0 {
+	if len(paths) == 0 {
 		return in, nil
 	}
 	b, err := json.Marshal(fields)
@@ -70,8 +76,28 @@ func requestMessage(m *method, body []byte, params, query url.Values, allowUnkno
 	if err := un.Unmarshal(b, over); err != nil {
 		return nil, badf("the parameters do not fit %s: %s", m.desc.Input().FullName(), protoErr(err))
 	}
-	proto.Merge(in, over)
+	for _, p := range paths {
+		p.copy(in, over)
+	}
 	return in, nil
+}
+
+// fieldPath is the fields from the input message down to one parameter's.
+type fieldPath []protoreflect.FieldDescriptor
+
+// copy sets the parameter's field of dst to its value in src, which has
+// the parameters only: a zero value clears the body's, a list replaces it.
+func (p fieldPath) copy(dst, src protoreflect.Message) {
+	last := len(p) - 1
+	for _, fd := range p[:last] {
+		src = src.Get(fd).Message()
+		dst = dst.Mutable(fd).Message()
+	}
+	if src.Has(p[last]) {
+		dst.Set(p[last], src.Get(p[last]))
+	} else {
+		dst.Clear(p[last])
+	}
 }
 
 // protoErr is protojson's message without its "proto: " prefix.
@@ -90,25 +116,27 @@ func (u unknownField) Error() string { return string(u) }
 // object obj: a JSON literal where protojson wants one (booleans, enum
 // numbers), a string everywhere else (protojson reads numbers from
 // strings).
-func setField(obj map[string]any, md protoreflect.MessageDescriptor, name string, vs []string) error {
+func setField(obj map[string]any, md protoreflect.MessageDescriptor, name string, vs []string) (fieldPath, error) {
 	parts := strings.Split(name, ".")
+	path := make(fieldPath, 0, len(parts))
 	for i, p := range parts {
 		fd := md.Fields().ByJSONName(p)
 		if fd == nil {
 			fd = md.Fields().ByName(protoreflect.Name(p))
 		}
 		if fd == nil {
-			return unknownField(fmt.Sprintf("%s has no field %q", md.FullName(), p))
+			return nil, unknownField(fmt.Sprintf("%s has no field %q", md.FullName(), p))
 		}
 		key := string(fd.Name())
+		path = append(path, fd)
 		if i < len(parts)-1 {
 			if fd.Kind() != protoreflect.MessageKind || fd.IsList() || fd.IsMap() {
-				return fmt.Errorf("field %s is not a message", fd.Name())
+				return nil, fmt.Errorf("field %s is not a message", fd.Name())
 			}
 			next, ok := obj[key].(map[string]any)
 			if !ok {
 				if obj[key] != nil {
-					return fmt.Errorf("field %s is given twice", fd.Name())
+					return nil, fmt.Errorf("field %s is given twice", fd.Name())
 				}
 				next = map[string]any{}
 				obj[key] = next
@@ -117,16 +145,16 @@ func setField(obj map[string]any, md protoreflect.MessageDescriptor, name string
 			continue
 		}
 		if fd.IsMap() || (fd.Kind() == protoreflect.MessageKind && !wellKnownScalar(fd.Message())) {
-			return fmt.Errorf("field %s is a %s; give it in the body", fd.Name(), kindName(fd))
+			return nil, fmt.Errorf("field %s is a %s; give it in the body", fd.Name(), kindName(fd))
 		}
 		if obj[key] != nil {
-			return fmt.Errorf("field %s is given twice", fd.Name())
+			return nil, fmt.Errorf("field %s is given twice", fd.Name())
 		}
 		lits := make([]any, 0, len(vs))
 		for _, v := range vs {
 			lit, err := literal(fd, v)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			lits = append(lits, lit)
 		}
@@ -136,14 +164,18 @@ func setField(obj map[string]any, md protoreflect.MessageDescriptor, name string
 		case len(lits) == 1:
 			obj[key] = lits[0]
 		default:
-			return fmt.Errorf("field %s takes one value (got %d)", fd.Name(), len(lits))
+			return nil, fmt.Errorf("field %s takes one value (got %d)", fd.Name(), len(lits))
 		}
 	}
-	return nil
+	return path, nil
 }
 
 func literal(fd protoreflect.FieldDescriptor, v string) (any, error) {
-	switch fd.Kind() {
+	kind := fd.Kind()
+	if kind == protoreflect.MessageKind && fd.Message().FullName() == "google.protobuf.BoolValue" {
+		kind = protoreflect.BoolKind // a wrapper's JSON is its value's
+	}
+	switch kind {
 	case protoreflect.BoolKind:
 		b, err := strconv.ParseBool(v)
 		if err != nil {

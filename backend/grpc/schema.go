@@ -23,6 +23,10 @@ import (
 // without reflection costs one read a second, not one per call.
 const (
 	refreshEvery = 5 * time.Minute
+	// refreshMin is the least time between two reads of a schema at hand,
+	// however often calls say it may have changed: callers' bodies with
+	// unknown fields cannot keep the backend's reflection busy.
+	refreshMin   = 10 * time.Second
 	fetchTimeout = 5 * time.Second
 	retryAfter   = time.Second
 )
@@ -69,13 +73,16 @@ func (e *errNoMethod) Error() string { return e.msg }
 func (s *schema) get(ctx context.Context) (*method, error) {
 	m := s.cur.Load()
 	if m != nil {
-		if s.stale.Load() || time.Since(m.at) > refreshEvery {
+		if age := time.Since(m.at); age > refreshEvery || (age > refreshMin && s.stale.Load()) {
 			_, _ = s.start() // a refresh in the background; the schema at hand serves meanwhile
 		}
 		return m, nil
 	}
 	done, err := s.start()
 	if done == nil {
+		if m := s.cur.Load(); m != nil { // read by another call meanwhile
+			return m, nil
+		}
 		return nil, err
 	}
 	select {
@@ -109,6 +116,9 @@ func (s *schema) start() (<-chan struct{}, error) {
 	}
 	if s.cur.Load() == nil && s.lastErr != nil && time.Since(s.lastAt) < retryAfter {
 		return nil, s.lastErr
+	}
+	if s.cur.Load() != nil && time.Since(s.lastAt) < refreshMin {
+		return nil, nil // a refresh was tried just now (and failed: cur is older)
 	}
 	done := make(chan struct{})
 	s.inflight = done

@@ -8,7 +8,7 @@
 //
 //   - the body as the message data;
 //   - the caller's headers, less those NATS or Jetway give meaning to
-//     (Nats-*, Jetway-*, Status, Description);
+//     (Nats-*, Jetway-*, Status, Description, KV-Operation, Nmqtt-*);
 //   - Jetway-Method, Jetway-Path (escaped form), Jetway-Query (raw) and one
 //     Jetway-Param-<name> per route parameter, so one service can serve
 //     several routes;
@@ -17,7 +17,7 @@
 //
 // What the caller gets: 200 with the reply's data and headers (less Nats-*),
 // or, when the reply carries Nats-Service-Error-Code (the micro services'
-// error), that code as the status when it is 100–599 (else 502) and a JSON
+// error), that code as the status when it is 200–599 (else 502) and a JSON
 // body {"error": Nats-Service-Error, "error_code": the code, "data": the reply}.
 // A subject nobody answers is 503 NO_WORKERS at once (no responders); a
 // service that does not answer within the deadline is 504.
@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/jetway-gw/jetway/backend"
 	"github.com/jetway-gw/jetway/bus"
@@ -157,35 +158,39 @@ func requestHeader(req *backend.Request, deadline time.Time) nats.Header {
 }
 
 // reserved reports a header name the service must not get from the caller:
-// NATS's own (Nats-Msg-Id would dedupe in a stream on the subject, Status
-// and Description are the protocol's) and Jetway's, which Jetway sets.
-func reserved(name string) bool {
-	return hasPrefixFold(name, "Nats-") || hasPrefixFold(name, "Jetway-") ||
-		strings.EqualFold(name, "Status") || strings.EqualFold(name, "Description")
-}
-
-func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
-}
+// one NATS reads as its own (Nats-Msg-Id would dedupe in a stream on the
+// subject; Status, Description, KV-Operation, Nmqtt-*) and Jetway's, which
+// Jetway sets (bus.Collides covers both).
+func reserved(name string) bool { return bus.Collides(name) }
 
 // response turns the service's reply into the caller's response.
 func (in *instance) response(reply *nats.Msg) (*backend.Response, error) {
 	if len(reply.Data) > in.maxResp {
 		return nil, bus.Errorf(bus.CodeBadGateway, "backend reply exceeds the "+strconv.Itoa(in.maxResp)+" byte limit")
 	}
+	code := reply.Header.Get(headerServiceErrorCode)
 	h := make(http.Header, len(reply.Header))
 	for k, vs := range reply.Header {
-		if hasPrefixFold(k, "Nats-") || strings.EqualFold(k, "Status") || strings.EqualFold(k, "Description") {
+		// NATS's own headers stay on NATS; the length is the body's,
+		// whatever the service says; a name or value HTTP cannot carry
+		// (NATS can: NUL, control bytes) is dropped.
+		if bus.Collides(k) || strings.EqualFold(k, "Content-Length") || !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
-		h[textproto.CanonicalMIMEHeaderKey(k)] = vs
+		key := textproto.CanonicalMIMEHeaderKey(k)
+		for _, v := range vs {
+			if httpguts.ValidHeaderFieldValue(v) {
+				h[key] = append(h[key], v)
+			}
+		}
 	}
-	code := reply.Header.Get(headerServiceErrorCode)
 	if code == "" {
 		return &backend.Response{Status: http.StatusOK, Header: h, Body: reply.Data}, nil
 	}
+	// An error's code is its status when it is one an error can have: a
+	// 1xx would be read by the caller's HTTP stack as an interim answer.
 	status := http.StatusBadGateway
-	if n, err := strconv.Atoi(code); err == nil && n >= 100 && n <= 599 {
+	if n, err := strconv.Atoi(code); err == nil && n >= 200 && n <= 599 {
 		status = n
 	}
 	body := serviceError{Error: reply.Header.Get(headerServiceError), Code: code}
@@ -199,7 +204,6 @@ func (in *instance) response(reply *nats.Msg) (*backend.Response, error) {
 	}
 	b, _ := json.Marshal(body)
 	h.Set("Content-Type", "application/json")
-	h.Del("Content-Length")
 	return &backend.Response{Status: status, Header: h, Body: b}, nil
 }
 

@@ -129,3 +129,59 @@ func TestServiceErrorsCountForTheBreaker(t *testing.T) {
 		t.Fatalf("after three failures: %d %s", r.Status, r.Body)
 	}
 }
+
+// What a service replies that HTTP cannot carry never reaches the caller:
+// a Content-Length that is not the body's, NUL and control bytes, a name
+// HTTP refuses, a 1xx error code; a reply too big to send back is a fast
+// 502, not a wait for the deadline.
+func TestHostileReplies(t *testing.T) {
+	g := jetwaytest.Start(t)
+	maxResp := int(g.Conn.MaxPayload()) - 64<<10
+	replies := map[string]func(m *nats.Msg) *nats.Msg{
+		"svc.h.headers": func(m *nats.Msg) *nats.Msg {
+			r := nats.NewMsg(m.Reply)
+			r.Data = []byte("hello")
+			r.Header["Content-Length"] = []string{"100"}
+			r.Header["X-Nul"] = []string{"a\x00b\x01c"}
+			r.Header["X-Good"] = []string{"yes"}
+			return r
+		},
+		"svc.h.interim": func(m *nats.Msg) *nats.Msg {
+			r := nats.NewMsg(m.Reply)
+			r.Header.Set("Nats-Service-Error-Code", "101")
+			r.Header.Set("Nats-Service-Error", "switching")
+			return r
+		},
+		"svc.h.huge": func(m *nats.Msg) *nats.Msg {
+			r := nats.NewMsg(m.Reply)
+			r.Data = make([]byte, maxResp)                        // the most a reply may hold...
+			r.Header.Set("X-Pad", strings.Repeat("p", 64<<10-30)) // ...with headers filling the room
+			return r
+		},
+	}
+	for subj, f := range replies {
+		sub, err := g.Conn.Subscribe(subj, func(m *nats.Msg) { _ = m.RespondMsg(f(m)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	g.Conn.Flush()
+	for _, name := range []string{"headers", "interim", "huge"} {
+		g.Publish(`{"name":"h.` + name + `","pool":"p","route":{"path":"/h/` + name + `"},"timeout":"10s","backend":{"type":"nats","subject":"svc.h.` + name + `"}}`)
+	}
+	r := g.Do("GET", "/h/headers", nil)
+	if r.Status != 200 || r.Body != "hello" || r.Header.Get("X-Good") != "yes" || r.Header.Get("X-Nul") != "" {
+		t.Fatalf("headers: %d %q %v", r.Status, r.Body, r.Header)
+	}
+	if r := g.Do("GET", "/h/interim", nil); r.Status != http.StatusBadGateway || !strings.Contains(r.Body, "switching") {
+		t.Fatalf("a 1xx error code: %d %s", r.Status, r.Body)
+	}
+	start := time.Now()
+	if r := g.Do("GET", "/h/huge", nil); r.Status != http.StatusBadGateway || r.Code != "BAD_GATEWAY" {
+		t.Fatalf("a reply too big to send back: %d %.200s", r.Status, r.Body)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("a reply too big to send back was answered after %v", d)
+	}
+}
