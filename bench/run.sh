@@ -11,6 +11,8 @@
 #             for a before/after of a change in the same run
 #   jetway-auth  jetway-log's node, another API on the same backend: key
 #             auth (X-Api-Key) and a per-app rate limit that never refuses
+#   jetway-grpc  jetway-log's node, GET /hello-grpc: the backend's gRPC test
+#             service (bench/cmd/backend --grpc), UnaryCall by reflection
 #   jetway-tls  `jetway serve` with the default logging and --tls-cert: the
 #             same calls over TLS (HTTP/1.1 keep-alive, wrk); afterwards
 #             bench/cmd/tlsbench makes new full handshakes against it for 5 s
@@ -115,6 +117,7 @@ free_port() {
 	die "no free port found"
 }
 free_port P_BACKEND
+free_port P_GRPC
 free_port P_JETWAY
 free_port P_ADMIN
 free_port P_NATS
@@ -160,7 +163,7 @@ if [ -n "${BASE:-}" ]; then
 fi
 
 # --- start -----------------------------------------------------------------
-"$tmp/backend" --listen "127.0.0.1:$P_BACKEND" --pprof >"$tmp/backend.log" 2>&1 &
+"$tmp/backend" --listen "127.0.0.1:$P_BACKEND" --grpc "127.0.0.1:$P_GRPC" --pprof >"$tmp/backend.log" 2>&1 &
 pids+=($!)
 BACKEND_PID=$!
 wait_http "http://127.0.0.1:$P_BACKEND/hello" backend "$tmp/backend.log"
@@ -206,6 +209,16 @@ for _ in $(seq 1 200); do
 	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Api-Key: $API_KEY" "http://127.0.0.1:$P_JETWAY_LOG/hello-auth")" = 200 ] && break
 	sleep 0.05
 done
+# jetway-grpc: the same node, GET /hello-grpc on the backend's gRPC test
+# service (UnaryCall, schema by reflection): the gRPC counterpart of /hello.
+cat >"$tmp/hello-grpc.json" <<EOF
+{"name":"bench.hello.grpc","pool":"bench","description":"bench/run.sh: GET /hello-grpc, a gRPC unary call",
+ "route":{"method":"GET","path":"/hello-grpc"},
+ "backend":{"type":"grpc","target":"127.0.0.1:$P_GRPC","method":"grpc.testing.TestService/UnaryCall"},
+ "timeout":"5s","concurrency":4096}
+EOF
+"$tmp/jetway" api put "$tmp/hello-grpc.json" --nats "nats://127.0.0.1:$P_NATS_LOG" >&2
+wait_http "http://127.0.0.1:$P_JETWAY_LOG/hello-grpc" jetway-grpc "$tmp/jetway-log.log"
 if [ -n "${BASE:-}" ]; then
 	start_jetway jetway-log-base "$tmp/jetway-base" "$P_JETWAY_BASE" "$P_ADMIN_BASE" "$P_NATS_BASE"
 	JETWAY_BASE_PID=$STARTED_PID
@@ -317,8 +330,8 @@ nginx_pids() { echo "$NGINX_PID" $(ps -o pid= --ppid "$NGINX_PID"); }
 
 declare -A rps p50 p99 cpu lat50 lat99
 declare -A hdr=([jetway-auth]="X-Api-Key: $API_KEY")
-targets=(direct jetway jetway-log jetway-auth jetway-tls jetway-split revproxy nginx)
-[ -n "${BASE:-}" ] && targets=(direct jetway jetway-log jetway-log-base jetway-auth jetway-tls jetway-split revproxy nginx)
+targets=(direct jetway jetway-log jetway-auth jetway-grpc jetway-tls jetway-split revproxy nginx)
+[ -n "${BASE:-}" ] && targets=(direct jetway jetway-log jetway-log-base jetway-auth jetway-grpc jetway-tls jetway-split revproxy nginx)
 declare -A url=(
 	[direct]="http://127.0.0.1:$P_BACKEND/hello"
 	[jetway]="http://127.0.0.1:$P_JETWAY/hello"
@@ -326,6 +339,7 @@ declare -A url=(
 	[jetway-log-base]="http://127.0.0.1:$P_JETWAY_BASE/hello"
 	[jetway-split]="http://127.0.0.1:$P_SPLIT_EDGE/hello"
 	[jetway-auth]="http://127.0.0.1:$P_JETWAY_LOG/hello-auth"
+	[jetway-grpc]="http://127.0.0.1:$P_JETWAY_LOG/hello-grpc"
 	[jetway-tls]="https://127.0.0.1:$P_TLS/hello"
 	[revproxy]="http://127.0.0.1:$P_REVPROXY/hello"
 	[nginx]="http://127.0.0.1:$P_NGINX/hello"
@@ -337,6 +351,7 @@ declare -A procs=(
 	[jetway-log-base]="${JETWAY_BASE_PID:-}"
 	[jetway-split]="$SPLIT_EDGE_PID $SPLIT_WORKER_PID $SPLIT_NATS_PID"
 	[jetway-auth]="$JETWAY_LOG_PID"
+	[jetway-grpc]="$JETWAY_LOG_PID"
 	[jetway-tls]="$JETWAY_TLS_PID"
 	[revproxy]="$REVPROXY_PID"
 	[nginx]="$(nginx_pids)"
@@ -377,7 +392,8 @@ echo "worker and nats-server; nginx: master+workers)."
 echo "Best of $ROUNDS rounds: highest req/s for the throughput columns, lowest c1 p50 for the latency ones."
 echo
 awk -v j="${rps[jetway]}" -v l="${rps[jetway-log]}" -v s="${rps[jetway-split]}" -v r="${rps[revproxy]}" -v n="${rps[nginx]}" \
-	-v cl="${cpu[jetway-log]}" -v cr="${cpu[revproxy]}" -v a="${rps[jetway-auth]}" -v tl="${rps[jetway-tls]}" 'BEGIN {
+	-v cl="${cpu[jetway-log]}" -v cr="${cpu[revproxy]}" -v a="${rps[jetway-auth]}" -v tl="${rps[jetway-tls]}" \
+	-v g="${rps[jetway-grpc]}" -v cg="${cpu[jetway-grpc]}" 'BEGIN {
 	printf "req/s ratio jetway/revproxy:       %.2f\n", j / r
 	printf "req/s ratio jetway/nginx:          %.2f\n", j / n
 	printf "req/s ratio jetway-log/revproxy:   %.2f\n", l / r
@@ -385,7 +401,9 @@ awk -v j="${rps[jetway]}" -v l="${rps[jetway-log]}" -v s="${rps[jetway-split]}" 
 	printf "req/s ratio jetway-split/revproxy: %.2f\n", s / r
 	printf "cpu ratio jetway-log/revproxy:     %.2f\n", cl / cr
 	printf "req/s ratio jetway-auth/jetway-log: %.2f\n", a / l
-	printf "req/s ratio jetway-tls/jetway-log:  %.2f\n", tl / l }'
+	printf "req/s ratio jetway-tls/jetway-log:  %.2f\n", tl / l
+	printf "req/s ratio jetway-grpc/jetway-log: %.2f\n", g / l
+	printf "cpu ratio jetway-grpc/jetway-log:   %.2f\n", cg / cl }'
 for t in jetway jetway-log jetway-split revproxy nginx; do
 	printf 'added p50 latency over direct at c1, %-10s: %d us\n' "$t" $((lat50[$t] - lat50[direct]))
 done

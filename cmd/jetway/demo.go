@@ -32,7 +32,12 @@ func startDemo(ctx context.Context, nc *nats.Conn, w *registry.Watcher, log *slo
 	srv := &http.Server{Handler: demoBackend(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
-	gln, err := net.Listen("tcp", "127.0.0.1:0")
+	// The gRPC demo takes gRPC's customary port when it is free, so
+	// examples/apis/demo.grpc.yaml works as it is; else any port.
+	gln, err := net.Listen("tcp", "127.0.0.1:50051")
+	if err != nil {
+		gln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
 	if err != nil {
 		_ = srv.Close()
 		return nil, fmt.Errorf("demo grpc backend: %w", err)
@@ -72,7 +77,7 @@ func startDemo(ctx context.Context, nc *nats.Conn, w *registry.Watcher, log *slo
 		}
 		log.Info("demo api published", "api", a.Name, "route", a.Route.Method+" "+a.Route.Path)
 	}
-	log.Info("demo ready: try curl "+edgeURL+"/v1/hello/world", "backend", base)
+	log.Info("demo ready: try curl "+edgeURL+"/v1/hello/world", "backend", base, "grpc_backend", gln.Addr().String(), "nats_service", "svc.demo.greet")
 	return stop, nil
 }
 
