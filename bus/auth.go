@@ -104,6 +104,9 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		// Its own inbox only: the pool set's, or every worker's for a user
 		// of every pool.
 		sub := []string{InboxPrefix(UserWorker, pools...) + ".>", HeartbeatPrefix + ">"}
+		// The NATS services protocol under Jetway's service name (`nats
+		// micro ls`); the answer goes to the asker's inbox.
+		sub = append(sub, ServiceSubjects()...)
 		if len(pools) == 0 {
 			pub = append(pub, BreakerPrefix+">")
 			sub = append(sub, APIPrefix+"*.> "+QueuePrefix+">", SandboxPrefix+"*.> "+QueuePrefix+">", BreakerPrefix+">")

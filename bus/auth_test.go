@@ -177,6 +177,17 @@ func TestRolePermissionsOnServer(t *testing.T) {
 	if m, err := orders.Request(ServicePrefix+"orders.get", nil, 2*time.Second); err != nil || string(m.Data) != "svc" {
 		t.Fatalf("worker → NATS service: %v %v", m, err)
 	}
+	// The NATS services protocol: workers answer as Jetway's service,
+	// never as another.
+	for _, subj := range []string{"$SRV.PING", "$SRV.INFO." + ServiceName, "$SRV.STATS." + ServiceName + ".id1"} {
+		if _, err := eu.Subscribe(subj, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+		eu.allowed(t, "worker answers "+subj)
+	}
+	eu.denied(t, "worker answers as another service", "$SRV.INFO.orders-service", func() {
+		_, _ = eu.Subscribe("$SRV.INFO.orders-service", func(*nats.Msg) {})
+	})
 	for _, subj := range []string{"$JS.API.STREAM.LIST", "$SYS.REQ.SERVER.PING", "orders.get"} {
 		orders.denied(t, "worker calls a subject outside the service prefix", subj, func() { _ = orders.Publish(subj, nil) })
 		edge.denied(t, "edge calls a NATS service", ServicePrefix+"orders.get", func() { _ = edge.Publish(ServicePrefix+"orders.get", nil) })

@@ -108,6 +108,29 @@ func InboxPrefix(role string, pools ...string) string {
 	return ""
 }
 
+// ServicesPrefix starts the subjects of the NATS services protocol
+// ($SRV.PING, $SRV.INFO, $SRV.STATS, each also .<name> and .<name>.<id>),
+// which Jetway's workers answer so `nats micro ls` shows them.
+const ServicesPrefix = "$SRV."
+
+// ServiceName is the name every worker answers the NATS services protocol
+// under: each worker is one instance, its pools in its metadata and its
+// APIs as endpoints (subject and queue group name the pool). One name for
+// all, rather than one per pool, because a worker narrowed to pools may
+// run as a user of every pool (serve's embedded worker user), and an
+// instance must not need to know which.
+const ServiceName = "jetway-workers"
+
+// ServiceSubjects are the NATS services subjects a worker answers: the
+// three verbs for every service, and for Jetway's name and instances.
+func ServiceSubjects() []string {
+	var subs []string
+	for _, verb := range []string{"PING", "INFO", "STATS"} {
+		subs = append(subs, ServicesPrefix+verb, ServicesPrefix+verb+"."+ServiceName, ServicesPrefix+verb+"."+ServiceName+".*")
+	}
+	return subs
+}
+
 // IsReplyInbox reports whether a reply subject is an inbox, where Jetway's
 // requesters (edges, workers, the CLI) wait for answers: under nats.go's
 // default prefix "_INBOX." or a role's own. A worker answers only there.

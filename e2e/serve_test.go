@@ -87,6 +87,54 @@ func TestServeDemoAndCLI(t *testing.T) {
 		}
 	})
 
+	t.Run("import a NATS micro service as drafts", func(t *testing.T) {
+		res := jetway(t, "", "api", "import-micro", "demo-greeter", "--dry-run", "--nats", url)
+		if res.code != 0 || !strings.Contains(res.stdout, `"subject":"svc.demo.greet"`) {
+			t.Fatalf("import-micro --dry-run: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		if res := jetway(t, "", "api", "get", "demo-greeter.default", "--nats", url); res.code == 0 {
+			t.Fatalf("--dry-run wrote the draft:\n%s", res.stdout)
+		}
+		res = jetway(t, "", "api", "import-micro", "demo-greeter", "--nats", url)
+		if res.code != 0 || !strings.Contains(res.stdout, "draft demo-greeter.default (POST /svc/demo-greeter/default -> svc.demo.greet, sandbox tier only)") {
+			t.Fatalf("import-micro: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		// Again: the draft exists and is not overwritten.
+		if res := jetway(t, "", "api", "import-micro", "demo-greeter", "--nats", url); res.code != 0 || !strings.Contains(res.stderr, "exists; not overwritten") {
+			t.Fatalf("import-micro twice: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		if res := jetway(t, "", "api", "import-micro", "no-such-service", "--nats", url); res.code == 0 || !strings.Contains(res.stderr, "no NATS service") {
+			t.Fatalf("import-micro of nothing: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		key := func(args ...string) string {
+			res := jetway(t, "", append([]string{"app", "create"}, append(args, "--api", "demo-greeter.*", "--nats", url)...)...)
+			m := keyRE.FindStringSubmatch(res.stdout)
+			if res.code != 0 || m == nil {
+				t.Fatalf("app create %v: exit %d\n%s%s", args, res.code, res.stdout, res.stderr)
+			}
+			return m[1]
+		}
+		sandboxKey, prodKey := key("draft-tester", "--sandbox"), key("draft-prod")
+		call := func(k string) response {
+			var r response
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				var err error
+				r, err = do(http.MethodPost, edge+"/svc/demo-greeter/default", strings.NewReader("grace"), http.Header{"X-Api-Key": {k}})
+				if err == nil && r.status != http.StatusNotFound && r.status != http.StatusUnauthorized || time.Now().After(deadline) {
+					return r
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		if r := call(sandboxKey); r.status != http.StatusOK || !strings.Contains(string(r.body), `"hello":"grace"`) {
+			t.Errorf("a sandbox app calls the draft: %v", r)
+		}
+		if r := call(prodKey); r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "DRAFT") {
+			t.Errorf("a production app calls the draft: %v", r)
+		}
+	})
+
 	t.Run("put from a file", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "e2e-file.json")
 		doc := entry("e2e.file", "e2e", "GET", "/v1/e2e/file", mockBackend("from-file"), nil)

@@ -80,8 +80,13 @@ func TestTraceAcrossNATS(t *testing.T) {
 	})
 
 	// A copy of what the edge puts on the bus.
-	onBus, err := natstest.Connect(t, s).SubscribeSync(bus.APISubject("p", "tr"))
+	busConn := natstest.Connect(t, s)
+	onBus, err := busConn.SubscribeSync(bus.APISubject("p", "tr"))
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The copy must be subscribed at the server before the call is sent.
+	if err := busConn.Flush(); err != nil {
 		t.Fatal(err)
 	}
 

@@ -55,6 +55,8 @@ type Worker struct {
 	clientTracer backend.Tracer       // the backend calls' spans; nil: tracing off
 	id           string               // this worker's id in breaker events
 	breakers     []*nats.Subscription // the pools' breaker changes
+	micro        []*nats.Subscription // the NATS services protocol (micro.go)
+	started      time.Time
 
 	// snap is the registry as last applied: a fallback to another API
 	// finds that API's subject (its pool) there.
@@ -92,6 +94,7 @@ type apiSub struct {
 	sub      *nats.Subscription
 	state    atomic.Pointer[apiState]
 	inflight atomic.Int64
+	stats    apiStats   // for the NATS services protocol (micro.go)
 	gov      governance // touched only by Apply, under Worker.mu
 }
 
@@ -158,6 +161,7 @@ func New(o Options) (*Worker, error) {
 		}
 		w.breakers = append(w.breakers, sub)
 	}
+	w.startMicro()
 	return w, nil
 }
 
@@ -365,12 +369,19 @@ func (w *Worker) serve(inv invocation, m *nats.Msg) {
 		inv.end()
 	}()
 	req := decodeRequest(inv.st.api, m)
+	start := time.Now()
 	resp, err := inv.invoke(context.Background(), req)
 	replied = true
 	if err != nil {
 		code, msg := errorCode(err)
+		inv.as.stats.record(time.Since(start), true, string(code)+": "+msg)
 		w.replyError(m, req.RequestID, code, msg)
 		return
+	}
+	if failed := resp.Status >= 500 || resp.Failed; failed {
+		inv.as.stats.record(time.Since(start), true, "backend answered "+strconv.Itoa(resp.Status))
+	} else {
+		inv.as.stats.record(time.Since(start), false, "")
 	}
 	w.reply(m, resp, req.RequestID)
 	resp.Free()
@@ -561,7 +572,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	w.mu.Lock()
 	w.closing = true
 	w.stopOnce.Do(func() { close(w.stopped) })
-	for _, s := range w.breakers {
+	for _, s := range append(w.breakers, w.micro...) {
 		_ = s.Unsubscribe()
 	}
 	subs := make([]*nats.Subscription, 0, len(w.subs))

@@ -2,6 +2,7 @@ package grpcbackend_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
@@ -337,5 +339,47 @@ func TestUnknownFieldsDoNotAmplifyReflection(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if extra := c.n.Load() - first; extra > 1 {
 		t.Fatalf("200 bodies with an unknown field made %d more reflection reads", extra)
+	}
+}
+
+// With tls settings the call is gRPC over mutual TLS: the server's
+// certificate is checked against the entry's CA and the worker proves
+// itself with its own; without them a TLS server is not reached.
+func TestMutualTLS(t *testing.T) {
+	g := jetwaytest.Start(t)
+	dir := t.TempDir()
+	ca := jetwaytest.NewCA(t)
+	now := time.Now()
+	server := ca.Issue(t, dir, 2, now.Add(-time.Minute), now.Add(time.Hour), "grpc.test")
+	client := ca.Issue(t, dir, 3, now.Add(-time.Minute), now.Add(time.Hour), "worker.test")
+	cert, err := tls.LoadX509KeyPair(server.Cert, server.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool,
+	})))
+	testpb.RegisterTestServiceServer(s, &grpcdemo.Server{Hostname: "over-tls"})
+	reflection.Register(s)
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+	caFile := ca.File(t, dir, "ca.pem")
+	publishGRPC(g, "mtls", "/mtls", l.Addr().String(), "grpc.testing.TestService/UnaryCall",
+		fmt.Sprintf(`,"tls":{"ca_file":%q,"cert_file":%q,"key_file":%q,"server_name":"grpc.test"}`, caFile, client.Cert, client.Key))
+	if r := g.Do("POST", "/mtls", nil); r.Status != 200 || !strings.Contains(r.Body, "over-tls") {
+		t.Fatalf("mutual TLS: %d %s", r.Status, r.Body)
+	}
+	publishGRPC(g, "plain", "/plain", l.Addr().String(), "grpc.testing.TestService/UnaryCall", "")
+	if r := g.Do("POST", "/plain", nil); r.Status < 500 {
+		t.Fatalf("plaintext to a TLS server: %d %s", r.Status, r.Body)
+	}
+	publishGRPC(g, "nocert", "/nocert", l.Addr().String(), "grpc.testing.TestService/UnaryCall",
+		fmt.Sprintf(`,"tls":{"ca_file":%q,"server_name":"grpc.test"}`, caFile))
+	if r := g.Do("POST", "/nocert", nil); r.Status < 500 {
+		t.Fatalf("TLS without the client certificate: %d %s", r.Status, r.Body)
 	}
 }

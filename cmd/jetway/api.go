@@ -24,6 +24,13 @@ Commands:
   history NAME             list the kept revisions of an API: size, digest and
                            the fields each changed
   rollback NAME REVISION   publish the entry an API had at REVISION again
+  import-micro SERVICE     read a NATS micro service's endpoints ($SRV.INFO) and
+                           write one draft API per endpoint under svc.: served
+                           on the sandbox tier only (production answers 503
+                           DRAFT) and keyed; --pool (default the service's
+                           name), --path-prefix (default /svc/SERVICE),
+                           --dry-run prints the drafts; existing APIs are
+                           never overwritten
 
 An entry that fails validation is not written: every problem is listed with
 its field path and the command exits 1. Neither is one that would take a
@@ -43,6 +50,10 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	rf := addRegistryFlags(fs)
 	replicas := fs.Int("replicas", 1, "replicas if the bucket has to be created")
 	getRev := fs.Uint64("revision", 0, "get: print this kept revision instead of the entry in force")
+	var imp importOptions
+	fs.StringVar(&imp.pool, "pool", "", "import-micro: the drafts' production pool (default the service's name)")
+	fs.StringVar(&imp.prefix, "path-prefix", "", "import-micro: route prefix of the drafts (default /svc/SERVICE)")
+	fs.BoolVar(&imp.dryRun, "dry-run", false, "import-micro: print the drafts, write nothing")
 	var ifRev revisionFlag
 	fs.Var(&ifRev, "if-revision", "put, delete, rollback: only if the API is at this revision now (0: only if it does not exist); exit 3 otherwise")
 	fs.Usage = func() { groupUsage(stderr, fs, "api", apiUsage, args) }
@@ -50,7 +61,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkSubcommand(fs, "api", pos, map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2}); err != nil {
+	if err := checkSubcommand(fs, "api", pos, map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2, "import-micro": 1}); err != nil {
 		return err
 	}
 	// Read and validate before touching NATS: a bad file or argument fails
@@ -81,13 +92,15 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 	}
 
-	ctx, c, done, err := rf.dial(*replicas)
+	ctx, c, nc, done, err := rf.dialConn(*replicas)
 	if err != nil {
 		return err
 	}
 	defer done()
 
 	switch pos[0] {
+	case "import-micro":
+		return importMicro(ctx, nc, c, pos[1], imp, stdout, stderr)
 	case "put":
 		a, err := c.Put(ctx, doc, wopts...)
 		if err != nil {

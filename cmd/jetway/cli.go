@@ -87,19 +87,25 @@ func addRegistryFlags(fs *flag.FlagSet) registryFlags {
 // dial connects to NATS and opens the registry buckets (creating them,
 // with replicas, if missing), all within --timeout. Call done when finished.
 func (rf registryFlags) dial(replicas int) (ctx context.Context, c *registry.Client, done func(), err error) {
+	ctx, c, _, done, err = rf.dialConn(replicas)
+	return ctx, c, done, err
+}
+
+// dialConn is dial that also returns the NATS connection.
+func (rf registryFlags) dialConn(replicas int) (ctx context.Context, c *registry.Client, nc *nats.Conn, done func(), err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), *rf.timeout)
-	nc, err := rf.nats.connect(ctx, "jetway-cli")
+	nc, err = rf.nats.connect(ctx, "jetway-cli")
 	if err != nil {
 		cancel()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	c, err = registry.NewClient(ctx, nc, registry.BucketOptions{Replicas: replicas})
 	if err != nil {
 		nc.Close()
 		cancel()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return ctx, c, func() { nc.Close(); cancel() }, nil
+	return ctx, c, nc, func() { nc.Close(); cancel() }, nil
 }
 
 // groupUsage prints a command group's help text and flags; when args name

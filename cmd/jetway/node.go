@@ -59,8 +59,9 @@ type node struct {
 	wire     *bus.WireVersions // the wire version this node's requests are written in
 	id       string
 	metrics  *otel.Metrics
-	// stopWatch ends the registry watch (at shutdown).
-	stopWatch context.CancelFunc
+	// stopWatch ends the registry watch (at shutdown) and waits until it
+	// has, at most until ctx ends.
+	stopWatch func(ctx context.Context)
 	inproc    nats.InProcessConnProvider // the embedded server, when connecting in memory
 	draining  atomic.Bool
 	watcher   *registry.Watcher
@@ -336,10 +337,20 @@ func (n *node) startWorker(ctx context.Context) error {
 // watchRegistry runs the registry watch. It ends at shutdown, before the
 // connections are drained, or at exit.
 func (n *node) watchRegistry(context.Context) error {
-	wctx, stopWatch := context.WithCancel(context.Background())
-	n.onExit(stopWatch)
-	n.stopWatch = stopWatch
-	go func() { _ = n.watcher.Run(wctx) }()
+	wctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	n.onExit(cancel)
+	// Stopping waits until Run has returned (its consumers removed), or
+	// the drain would race the watch's teardown and log its consumers as
+	// lost.
+	n.stopWatch = func(ctx context.Context) {
+		cancel()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	go func() { defer close(done); _ = n.watcher.Run(wctx) }()
 	return nil
 }
 
@@ -549,7 +560,7 @@ func (n *node) shutdown() error {
 	// The registry watch ends before its connection does, so that it does
 	// not take the drain for an outage.
 	if n.stopWatch != nil {
-		n.stopWatch()
+		n.stopWatch(ctx)
 	}
 	// Drain returns at once and finishes in the background: wait for it,
 	// or the embedded server stops under connections still draining.

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// importOptions are the flags of `jetway api import-micro`.
+type importOptions struct {
+	pool   string // production pool of the drafts; default the service's name
+	prefix string // route prefix; default /svc/<service>
+	dryRun bool
+}
+
+// importMicro reads a NATS service's $SRV.INFO and writes one draft API
+// entry per endpoint Jetway may call (a subject under bus.ServicePrefix).
+// A draft is served on the sandbox tier only: its production backend is a
+// mock answering 503 DRAFT, its sandbox tier calls the endpoint, and it
+// requires an app's key (sandbox apps are authenticated apps). Existing
+// APIs are never overwritten, and a route another API holds is skipped.
+func importMicro(ctx context.Context, nc *nats.Conn, c *registry.Client, service string, o importOptions, stdout, stderr io.Writer) error {
+	msg, err := nc.RequestWithContext(ctx, bus.ServicesPrefix+"INFO."+service, nil)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("no NATS service %q answers $SRV.INFO (nats micro ls lists those that do)", service)
+	}
+	if err != nil {
+		return fmt.Errorf("asking %s for its endpoints: %w", service, err)
+	}
+	var info micro.Info
+	if err := json.Unmarshal(msg.Data, &info); err != nil || info.Type != micro.InfoResponseType {
+		return fmt.Errorf("%s answered $SRV.INFO with something that is not a micro info response", service)
+	}
+	if err := bus.ValidName(info.Name); err != nil {
+		return fmt.Errorf("service name %q cannot name APIs: %v", info.Name, err)
+	}
+	pool := o.pool
+	if pool == "" {
+		pool = info.Name
+	}
+	prefix := strings.TrimRight(o.prefix, "/")
+	if prefix == "" {
+		prefix = "/svc/" + info.Name
+	}
+	written := 0
+	for _, ep := range info.Endpoints {
+		doc, err := draftEntry(info, ep, pool, prefix)
+		if err != nil {
+			fmt.Fprintf(stderr, "skipped endpoint %s: %v\n", ep.Name, err)
+			continue
+		}
+		if o.dryRun {
+			fmt.Fprintf(stdout, "%s\n", doc)
+			continue
+		}
+		a, err := c.Put(ctx, doc, registry.IfRevision(0))
+		var rc *registry.RouteConflictError
+		switch {
+		case errors.As(err, &rc):
+			fmt.Fprintf(stderr, "skipped endpoint %s: %v\n", ep.Name, err)
+			continue
+		case errors.Is(err, registry.ErrConflict):
+			fmt.Fprintf(stderr, "skipped endpoint %s: api %s.%s exists; not overwritten\n", ep.Name, info.Name, ep.Name)
+			continue
+		case err != nil:
+			return fmt.Errorf("endpoint %s: %w", ep.Name, err)
+		}
+		written++
+		fmt.Fprintf(stdout, "draft %s (%s %s -> %s, sandbox tier only) at revision %d\n", a.Name, a.Route.Method, a.Route.Path, ep.Subject, a.Revision)
+	}
+	if !o.dryRun {
+		fmt.Fprintf(stdout, "%d draft(s) from %s %s; a sandbox app calls them now; set each one's backend to release it\n", written, info.Name, info.Version)
+	}
+	return nil
+}
+
+// draftEntry is the draft API entry of one endpoint, validated.
+func draftEntry(info micro.Info, ep micro.EndpointInfo, pool, prefix string) ([]byte, error) {
+	if err := bus.ValidName(ep.Name); err != nil || strings.Contains(ep.Name, ".") {
+		return nil, fmt.Errorf("endpoint name %q cannot name an API", ep.Name)
+	}
+	name := info.Name + "." + ep.Name
+	entry := map[string]any{
+		"name": name,
+		"pool": pool,
+		"description": fmt.Sprintf("Draft of NATS service %s %s, endpoint %s (jetway api import-micro): served on the sandbox tier only until its backend is set. %s",
+			info.Name, info.Version, ep.Name, info.Description),
+		"route": map[string]string{"method": "POST", "path": prefix + "/" + ep.Name},
+		"auth":  map[string]any{"methods": []string{"key"}},
+		"backend": map[string]any{"type": registry.BackendMock, "status": 503,
+			"json": map[string]string{"code": "DRAFT", "message": "api " + name + " is a draft: only sandbox apps may call it yet"}},
+		"sandbox": map[string]any{"backend": map[string]string{"type": registry.BackendNATS, "subject": ep.Subject}},
+	}
+	doc, err := json.Marshal(entry)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := registry.ParseAPI("", doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
