@@ -98,7 +98,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			ServicePrefix + ">", // backends of type nats
 			HeartbeatPrefix + UserWorker + ".*",
 		}
-		for _, b := range []string{BucketAPIs, BucketFlags} {
+		for _, b := range []string{BucketAPIs, BucketFlags, BucketSchemas} {
 			pub = append(pub, kvRead(b)...)
 		}
 		// Its own inbox only: the pool set's, or every worker's for a user

@@ -151,13 +151,14 @@ func IsReplyInbox(subject string) bool {
 // Registry buckets (JetStream KV). A bucket's stream is KV_<bucket>; who
 // may read and write each is in RolePermissions.
 const (
-	BucketAPIs   = "jetway_apis"   // API definitions: edges and workers read
-	BucketFlags  = "jetway_flags"  // live switches: edges and workers read
-	BucketApps   = "jetway_apps"   // apps, key digests, signing secrets: edges only
-	BucketAlerts = "jetway_alerts" // alert rules: edges read
-	BucketNonces = "jetway_nonces" // nonces of signed requests: edges write
-	BucketCerts  = "jetway_certs"  // TLS certificates and their keys: edges only
-	BucketACME   = "jetway_acme"   // ACME account key and obtained certificates: edges read and write
+	BucketAPIs    = "jetway_apis"    // API definitions: edges and workers read
+	BucketFlags   = "jetway_flags"   // live switches: edges and workers read
+	BucketApps    = "jetway_apps"    // apps, key digests, signing secrets: edges only
+	BucketAlerts  = "jetway_alerts"  // alert rules: edges read
+	BucketNonces  = "jetway_nonces"  // nonces of signed requests: edges write
+	BucketCerts   = "jetway_certs"   // TLS certificates and their keys: edges only
+	BucketACME    = "jetway_acme"    // ACME account key and obtained certificates: edges read and write
+	BucketSchemas = "jetway_schemas" // gRPC schemas (FileDescriptorSets) by digest: workers read
 )
 
 // NonceBucketDeleted is the JetStream advisory of the nonce bucket's stream

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/internal/grpcdemo"
 )
 
 // TestServeDemoAndCLI runs the quick start (`jetway serve --demo`) and drives
@@ -84,6 +86,40 @@ func TestServeDemoAndCLI(t *testing.T) {
 		r = get(t, edge+"/v1/status/418")
 		if r.status != 418 || r.gwErr().Code != "" {
 			t.Errorf("GET /v1/status/418: %v, want the backend's own 418", r)
+		}
+	})
+
+	t.Run("a gRPC schema pinned in the registry", func(t *testing.T) {
+		pb := filepath.Join(t.TempDir(), "testing.pb")
+		if err := os.WriteFile(pb, grpcdemo.DescriptorSet(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res := jetway(t, "", "schema", "put", pb, "--nats", url)
+		m := regexp.MustCompile(`stored schema (sha256:[0-9a-f]{64})`).FindStringSubmatch(res.stdout)
+		if res.code != 0 || m == nil || !strings.Contains(res.stdout, "grpc.testing.TestService") {
+			t.Fatalf("schema put: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		if res := jetway(t, "", "schema", "list", "--nats", url); res.code != 0 || !strings.Contains(res.stdout, m[1]) {
+			t.Fatalf("schema list: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		// The demo's gRPC server, with the schema from the registry.
+		var target string
+		for _, l := range srv.output() {
+			if i := strings.Index(l, `"grpc_backend":"`); i >= 0 {
+				target = strings.SplitN(l[i+len(`"grpc_backend":"`):], `"`, 2)[0]
+			}
+		}
+		doc := `{"name":"e2e.pinned","pool":"e2e","route":{"method":"POST","path":"/v1/e2e/pinned"},"timeout":"2s",
+			"backend":{"type":"grpc","target":"` + target + `","method":"grpc.testing.TestService/UnaryCall","schema":"` + m[1] + `"}}`
+		putAPI(t, url, doc)
+		r, err := do(http.MethodPost, edge+"/v1/e2e/pinned", strings.NewReader(`{"responseSize":1}`), nil)
+		if err != nil || r.status != http.StatusOK || !strings.Contains(string(r.body), `"eA=="`) {
+			t.Fatalf("POST /v1/e2e/pinned: %v %v", r, err)
+		}
+		// A method the pinned schema lacks is refused at publish.
+		bad := strings.Replace(doc, "/UnaryCall", "/NoSuchCall", 1)
+		if res := jetway(t, bad, "api", "put", "-", "--nats", url); res.code == 0 || !strings.Contains(res.stderr, "has no method NoSuchCall") {
+			t.Fatalf("api put with a method the schema lacks: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 		}
 	})
 

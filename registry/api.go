@@ -109,6 +109,9 @@ type Backend struct {
 	// AllowUnknownQuery ignores query parameters that name no field of
 	// the request message, instead of answering 400.
 	AllowUnknownQuery bool `json:"allow_unknown_query,omitempty"`
+	// Schema pins the method's schema to one stored in jetway_schemas
+	// (sha256:<hex>, from jetway schema put) instead of reflection.
+	Schema string `json:"schema,omitempty"`
 	// JSONOptions shape the JSON of gRPC responses.
 	JSONOptions *GRPCJSON `json:"json_options,omitempty"`
 

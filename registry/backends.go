@@ -173,6 +173,9 @@ func checkGRPCBackend(path string, b *Backend, _ []string, _ bool, add func(path
 	if t := b.TLS; t != nil && (t.Cert == "") != (t.Key == "") {
 		add(path+".tls", "cert_file and key_file come together")
 	}
+	if b.Schema != "" && !schemaDigest.MatchString(b.Schema) {
+		add(path+".schema", "must be sha256:<64 hex digits>, as jetway schema put prints it (got %q)", b.Schema)
+	}
 }
 
 func validPort(p string) bool {

@@ -60,12 +60,13 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyVa
 // Client reads and writes API entries; the CLI and tests use it. Writes are
 // validated first: an invalid entry is never written.
 type Client struct {
-	js     jetstream.JetStream
-	kv     jetstream.KeyValue
-	flags  jetstream.KeyValue
-	alerts jetstream.KeyValue
-	apps   jetstream.KeyValue
-	certs  jetstream.KeyValue
+	js      jetstream.JetStream
+	kv      jetstream.KeyValue
+	flags   jetstream.KeyValue
+	alerts  jetstream.KeyValue
+	apps    jetstream.KeyValue
+	certs   jetstream.KeyValue
+	schemas jetstream.KeyValue
 }
 
 // NewClient opens (creating if needed) the API bucket over nc.
@@ -97,12 +98,16 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if _, err := OpenACME(ctx, js, o); err != nil {
 		return nil, err
 	}
+	grpcSchemas, err := OpenSchemas(ctx, js, o)
+	if err != nil {
+		return nil, err
+	}
 	// Not used by the client, but made here so that one admin command
 	// creates every bucket edges and workers may not create themselves.
 	if _, err := OpenNonces(ctx, js, o); err != nil {
 		return nil, err
 	}
-	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs}, nil
+	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas}, nil
 }
 
 // ErrNotFound is returned for an API or revision that does not exist.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/backend"
 	grpcbackend "github.com/jetway-gw/jetway/backend/grpc"
@@ -26,8 +28,39 @@ func adapters(nc *nats.Conn, maxResp int) map[string]backend.Adapter {
 		registry.BackendHTTP: httpbackend.New(maxResp),
 		registry.BackendMock: mock.Adapter{},
 		registry.BackendNATS: natsbackend.New(nc, maxResp),
-		registry.BackendGRPC: grpcbackend.New(maxResp),
+		registry.BackendGRPC: grpcbackend.New(maxResp, (&schemaStore{nc: nc}).load),
 	}
+}
+
+// schemaStore reads the gRPC schemas entries pin from jetway_schemas. The
+// bucket is opened on the first read (a worker without grpc backends
+// never touches it) and again after a failure.
+type schemaStore struct {
+	nc *nats.Conn
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+func (s *schemaStore) load(ctx context.Context, digest string) (*registry.Schema, error) {
+	s.mu.Lock()
+	kv := s.kv
+	s.mu.Unlock()
+	if kv == nil {
+		if s.nc == nil {
+			return nil, fmt.Errorf("no NATS connection to read schema %s", digest)
+		}
+		js, err := jetstream.New(s.nc)
+		if err != nil {
+			return nil, err
+		}
+		if kv, err = js.KeyValue(ctx, registry.BucketSchemas); err != nil {
+			return nil, fmt.Errorf("opening %s: %w", registry.BucketSchemas, err)
+		}
+		s.mu.Lock()
+		s.kv = kv
+		s.mu.Unlock()
+	}
+	return registry.LoadSchema(ctx, kv, digest)
 }
 
 // held is an API's backend instance as the worker holds it: built when the

@@ -54,6 +54,7 @@ import (
 // it and kept across registry changes; the last instance to go closes it.
 type Adapter struct {
 	maxResp int
+	load    SchemaLoader // nil: pinned schemas cannot be read
 
 	mu    sync.Mutex // guards conns; taken at Build and Close only
 	conns map[string]*sharedConn
@@ -68,9 +69,10 @@ type sharedConn struct {
 const maxMetadata = 64 << 10
 
 // New returns the adapter; a response larger than maxResponse bytes is
-// refused (the bus's max payload less room for headers).
-func New(maxResponse int) *Adapter {
-	return &Adapter{maxResp: maxResponse, conns: map[string]*sharedConn{}}
+// refused (the bus's max payload less room for headers), and load reads
+// the schemas entries pin (backend.schema) from the registry.
+func New(maxResponse int, load SchemaLoader) *Adapter {
+	return &Adapter{maxResp: maxResponse, load: load, conns: map[string]*sharedConn{}}
 }
 
 // Build takes (or opens) the connection to the target. It does not wait
@@ -112,7 +114,7 @@ func (a *Adapter) Build(spec *registry.Backend, o backend.BuildOptions) (backend
 		a: a, key: key, cc: sc.cc,
 		target: spec.Target, service: spec.Method[:strings.IndexByte(spec.Method, '/')],
 		method:     spec.Method[strings.IndexByte(spec.Method, '/')+1:],
-		schema:     newSchema(sc.cc, spec.Method),
+		schema:     newSchema(sc.cc, spec.Method, spec.Schema, a.load),
 		allowQuery: spec.AllowUnknownQuery,
 		maxResp:    a.maxResp,
 		log:        o.Logger,
@@ -319,7 +321,7 @@ func (in *instance) callError(ctx context.Context, err error, m *method, header,
 	st := status.Convert(err)
 	switch st.Code() {
 	case codes.Unimplemented:
-		in.schema.invalidate() // the method may have moved: read the schema again
+		in.schema.invalidate() // the method may have moved: read the schema again (not a pinned one)
 	case codes.ResourceExhausted:
 		if strings.Contains(st.Message(), "larger than max") { // our own receive limit
 			return nil, bus.Errorf(bus.CodeBadGateway, fmt.Sprintf("backend response exceeds the %d byte limit", in.maxResp))
@@ -341,7 +343,10 @@ func (in *instance) schemaError(ctx context.Context, err error) (*backend.Respon
 	case ctx.Err() != nil:
 		return nil, bus.Errorf(bus.CodeGatewayTimeout, "the backend's schema could not be read within the deadline")
 	}
-	in.log.Warn("grpc backend schema", "target", in.target, "service", in.service, "err", err)
+	in.log.Warn("grpc backend schema", "target", in.target, "service", in.service, "schema", in.schema.digest, "err", err)
+	if in.schema.digest != "" {
+		return nil, bus.Errorf(bus.CodeBadGateway, "the schema "+in.schema.digest+" of "+in.service+" could not be read from the registry")
+	}
 	return nil, bus.Errorf(bus.CodeBadGateway, "the schema of "+in.service+" could not be read from "+in.target+" (is server reflection on?)")
 }
 

@@ -383,3 +383,38 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("TLS without the client certificate: %d %s", r.Status, r.Body)
 	}
 }
+
+// A schema pinned in the registry serves a server without reflection, and
+// reflection is never asked.
+func TestPinnedSchema(t *testing.T) {
+	g := jetwaytest.Start(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &reflectionCounter{}
+	s := grpc.NewServer(grpc.StreamInterceptor(c.intercept))
+	testpb.RegisterTestServiceServer(s, &grpcdemo.Server{Hostname: "pinned"})
+	go func() { _ = s.Serve(l) }() // no reflection
+	t.Cleanup(s.Stop)
+	stored, err := g.Client.PutSchema(context.Background(), grpcdemo.DescriptorSet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishGRPC(g, "pinned", "/pinned", l.Addr().String(), "grpc.testing.TestService/UnaryCall", `,"schema":"`+stored.Digest+`"`)
+	for i := 0; i < 3; i++ {
+		if r := g.Do("POST", "/pinned", strings.NewReader(`{"responseSize":2}`)); r.Status != 200 || !strings.Contains(r.Body, "pinned") {
+			t.Fatalf("pinned schema: %d %s", r.Status, r.Body)
+		}
+	}
+	// UNIMPLEMENTED from the server does not send a pinned schema back to
+	// reflection either.
+	publishGRPC(g, "gone", "/gone", l.Addr().String(), "grpc.testing.TestService/UnimplementedCall", `,"schema":"`+stored.Digest+`"`)
+	if r := g.Do("POST", "/gone", nil); r.Status != 501 {
+		t.Fatalf("unimplemented: %d %s", r.Status, r.Body)
+	}
+	g.Do("POST", "/gone", nil)
+	if n := c.n.Load(); n != 0 {
+		t.Fatalf("%d reflection calls with a pinned schema", n)
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/jetway-gw/jetway/registry"
 )
 
 // How the schema of a method is kept: read by server reflection on the
@@ -40,12 +42,20 @@ type method struct {
 	at    time.Time
 }
 
-// schema reads and keeps the method's descriptors. Calls read cur without
-// a lock; mu guards only the start of a read.
+// SchemaLoader reads a schema stored in the registry by its digest
+// (registry.LoadSchema over the worker's connection).
+type SchemaLoader func(ctx context.Context, digest string) (*registry.Schema, error)
+
+// schema reads and keeps the method's descriptors: by reflection, or from
+// the registry when the entry pins a digest (then read once: a digest's
+// content never changes). Calls read cur without a lock; mu guards only
+// the start of a read.
 type schema struct {
 	cc      grpc.ClientConnInterface
 	service protoreflect.FullName
 	name    protoreflect.Name
+	digest  string // pinned schema; "" for reflection
+	load    SchemaLoader
 
 	cur   atomic.Pointer[method]
 	stale atomic.Bool
@@ -57,9 +67,9 @@ type schema struct {
 	closed   bool
 }
 
-func newSchema(cc grpc.ClientConnInterface, fullMethod string) *schema {
+func newSchema(cc grpc.ClientConnInterface, fullMethod, digest string, load SchemaLoader) *schema {
 	svc, name, _ := strings.Cut(fullMethod, "/") // validated at publish
-	return &schema{cc: cc, service: protoreflect.FullName(svc), name: protoreflect.Name(name)}
+	return &schema{cc: cc, service: protoreflect.FullName(svc), name: protoreflect.Name(name), digest: digest, load: load}
 }
 
 // errNoMethod is a method the backend's reflection does not know.
@@ -72,6 +82,9 @@ func (e *errNoMethod) Error() string { return e.msg }
 // waits for a read, at most until ctx ends.
 func (s *schema) get(ctx context.Context) (*method, error) {
 	m := s.cur.Load()
+	if m != nil && s.digest != "" {
+		return m, nil // pinned: never refreshed
+	}
 	if m != nil {
 		if age := time.Since(m.at); age > refreshEvery || (age > refreshMin && s.stale.Load()) {
 			_, _ = s.start() // a refresh in the background; the schema at hand serves meanwhile
@@ -154,6 +167,9 @@ func (s *schema) close() {
 func (s *schema) read() (*method, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
 	defer cancel()
+	if s.digest != "" {
+		return s.readPinned(ctx)
+	}
 	rc := grpcreflect.NewClientAuto(ctx, s.cc)
 	defer rc.Reset()
 	fd, err := rc.FileContainingSymbol(s.service)
@@ -174,35 +190,63 @@ func (s *schema) read() (*method, error) {
 	return &method{desc: md, path: "/" + string(s.service) + "/" + string(s.name), types: typesOf(fd), at: time.Now()}, nil
 }
 
+// readPinned reads the entry's schema from the registry.
+func (s *schema) readPinned(ctx context.Context) (*method, error) {
+	if s.load == nil {
+		return nil, errors.New("this worker cannot read schemas from the registry")
+	}
+	sc, err := s.load(ctx, s.digest)
+	if err != nil {
+		return nil, err
+	}
+	fullMethod := string(s.service) + "/" + string(s.name)
+	md, err := sc.FindMethod(fullMethod)
+	if err != nil {
+		return nil, &errNoMethod{err.Error()}
+	}
+	t := new(protoregistry.Types)
+	sc.Files.RangeFiles(func(f protoreflect.FileDescriptor) bool {
+		registerFile(t, f)
+		return true
+	})
+	return &method{desc: md, path: "/" + fullMethod, types: t, at: time.Now()}, nil
+}
+
 // typesOf registers every message and extension of fd and the files it
 // imports, as dynamic types.
 func typesOf(fd protoreflect.FileDescriptor) *protoregistry.Types {
 	t := new(protoregistry.Types)
 	seen := map[string]bool{}
 	var file func(f protoreflect.FileDescriptor)
-	var messages func(ms protoreflect.MessageDescriptors)
-	messages = func(ms protoreflect.MessageDescriptors) {
-		for i := 0; i < ms.Len(); i++ {
-			m := ms.Get(i)
-			_ = t.RegisterMessage(dynamicpb.NewMessageType(m)) // a duplicate keeps the first
-			messages(m.Messages())
-		}
-	}
 	file = func(f protoreflect.FileDescriptor) {
 		if seen[f.Path()] {
 			return
 		}
 		seen[f.Path()] = true
-		messages(f.Messages())
-		for i := 0; i < f.Extensions().Len(); i++ {
-			_ = t.RegisterExtension(dynamicpb.NewExtensionType(f.Extensions().Get(i)))
-		}
+		registerFile(t, f)
 		for i := 0; i < f.Imports().Len(); i++ {
 			file(f.Imports().Get(i).FileDescriptor)
 		}
 	}
 	file(fd)
 	return t
+}
+
+// registerFile registers the messages (nested too) and extensions of f.
+// A duplicate keeps the first.
+func registerFile(t *protoregistry.Types, f protoreflect.FileDescriptor) {
+	var messages func(ms protoreflect.MessageDescriptors)
+	messages = func(ms protoreflect.MessageDescriptors) {
+		for i := 0; i < ms.Len(); i++ {
+			m := ms.Get(i)
+			_ = t.RegisterMessage(dynamicpb.NewMessageType(m))
+			messages(m.Messages())
+		}
+	}
+	messages(f.Messages())
+	for i := 0; i < f.Extensions().Len(); i++ {
+		_ = t.RegisterExtension(dynamicpb.NewExtensionType(f.Extensions().Get(i)))
+	}
 }
 
 // resolver finds types for protojson: the method's files first, then the

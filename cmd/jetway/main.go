@@ -31,11 +31,12 @@ Nodes:
   worker    a worker serving one or more pools; run any number
 
 Registry:
-  api       publish, inspect, delete and roll back APIs (put|get|list|delete|history|rollback)
+  api       publish, inspect, delete and roll back APIs (put|get|list|delete|history|rollback|import-micro)
   degrade   turn an API's degrade switch on or off, live on every edge (on|off|list)
   app       apps, API keys, signing secrets, limits, sandbox mark, JWT issuer
             (create|get|list|disable|enable|rotate-key|rotate-secret|limit|grant|revoke|sandbox|jwt)
   cert      the edges' TLS certificates, served by SNI and rotated live (put|list|delete)
+  schema    gRPC schemas (.proto or a descriptor set) that grpc backends pin by digest (put|list)
 
 Observing:
   top       a live table of every API across the cluster (QPS, errors, p99, breaker, degraded)
@@ -101,6 +102,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdAlert(args[1:], stdin, stdout, stderr)
 	case "cert":
 		err = cmdCert(args[1:], stdout, stderr)
+	case "schema":
+		err = cmdSchema(args[1:], stdout, stderr)
 	case "top":
 		err = cmdTop(args[1:], stdout, stderr)
 	case "metric":

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"slices"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -22,6 +23,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 // Server implements grpc.testing.TestService.
@@ -98,4 +103,29 @@ func echoMetadata(ctx context.Context) {
 	if v := md.Get("traceparent"); len(v) > 0 {
 		_ = grpc.SetHeader(ctx, metadata.Pairs("x-seen-traceparent", v[0]))
 	}
+}
+
+// DescriptorSet is the test service's schema as a FileDescriptorSet,
+// dependencies first — what `protoc --include_imports -o` would write for
+// grpc/testing/test.proto, for `jetway schema put` — less the files named
+// in without.
+func DescriptorSet(without ...string) []byte {
+	set := &descriptorpb.FileDescriptorSet{}
+	seen := map[string]bool{}
+	var add func(f protoreflect.FileDescriptor)
+	add = func(f protoreflect.FileDescriptor) {
+		if seen[f.Path()] {
+			return
+		}
+		seen[f.Path()] = true
+		for i := 0; i < f.Imports().Len(); i++ {
+			add(f.Imports().Get(i).FileDescriptor)
+		}
+		if !slices.Contains(without, f.Path()) {
+			set.File = append(set.File, protodesc.ToFileDescriptorProto(f))
+		}
+	}
+	add(testpb.File_grpc_testing_test_proto)
+	b, _ := proto.Marshal(set)
+	return b
 }
