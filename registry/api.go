@@ -129,11 +129,12 @@ type BackendTLS struct {
 }
 
 // GRPCJSON is how a gRPC response message is written as JSON (the proto3
-// JSON mapping, with int64 values as strings, by default).
+// JSON mapping, with 64-bit integers as strings, by default).
 type GRPCJSON struct {
 	EnumsAsNumbers  bool `json:"enums_as_numbers,omitempty"` // enums as their numbers, not names
 	EmitUnpopulated bool `json:"emit_unpopulated,omitempty"` // fields at their zero value too
 	ProtoNames      bool `json:"proto_names,omitempty"`      // field names as in the .proto, not lowerCamel
+	Int64AsNumbers  bool `json:"int64_as_numbers,omitempty"` // 64-bit integers as JSON numbers, not strings
 }
 
 // Static is a fixed response written in an entry: a mock backend's answer,

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -43,6 +44,7 @@ type Schema struct {
 	Digest string
 	Files  *protoregistry.Files
 	Size   int
+	Err    error // set by ListSchemas for a stored value that does not load
 }
 
 // ParseSchema reads a FileDescriptorSet: every file's dependencies must
@@ -76,10 +78,22 @@ func ParseSchema(b []byte) (*Schema, []byte, error) {
 	return &Schema{Digest: "sha256:" + hex.EncodeToString(sum[:]), Files: files, Size: len(canon)}, canon, nil
 }
 
-// withWellKnown adds the linked-in files a set imports but lacks (the
-// well-known types, when protoc ran without --include_imports for them),
-// before the files that need them.
+// withWellKnown puts the linked-in well-known files (google/protobuf/*)
+// a set imports in place of the set's own copies, or adds them when the
+// set lacks them (protoc without --include_imports), before the files that
+// need them.
 func withWellKnown(set *descriptorpb.FileDescriptorSet) {
+	// A set's own copy of a well-known file is replaced by the linked-in
+	// one: a redefined google.protobuf.Timestamp would make protojson
+	// (which knows the real one) fail on every call.
+	own := set.File[:0]
+	for _, f := range set.File {
+		if _, err := protoregistry.GlobalFiles.FindFileByPath(f.GetName()); err == nil && strings.HasPrefix(f.GetName(), "google/protobuf/") {
+			continue
+		}
+		own = append(own, f)
+	}
+	set.File = own
 	have := map[string]bool{}
 	for _, f := range set.File {
 		have[f.GetName()] = true
@@ -129,6 +143,9 @@ func (s *Schema) FindMethod(fullMethod string) (protoreflect.MethodDescriptor, e
 // Services lists the schema's services, sorted.
 func (s *Schema) Services() []string {
 	var out []string
+	if s.Files == nil {
+		return nil
+	}
 	s.Files.RangeFiles(func(f protoreflect.FileDescriptor) bool {
 		for i := 0; i < f.Services().Len(); i++ {
 			out = append(out, string(f.Services().Get(i).FullName()))
@@ -163,13 +180,22 @@ func LoadSchema(ctx context.Context, kv jetstream.KeyValue, digest string) (*Sch
 	if err != nil {
 		return nil, fmt.Errorf("reading schema %s: %w", digest, err)
 	}
-	s, _, err := ParseSchema(e.Value())
+	return verifySchema(digest, e.Value())
+}
+
+// verifySchema parses a stored schema whose bytes must hash to digest:
+// what a digest names is those bytes, whatever another worker's protobuf
+// library would write for them.
+func verifySchema(digest string, b []byte) (*Schema, error) {
+	sum := sha256.Sum256(b)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != digest {
+		return nil, fmt.Errorf("schema stored as %s hashes to %s: it is not what was stored (put it again)", digest, got)
+	}
+	s, _, err := ParseSchema(b)
 	if err != nil {
 		return nil, fmt.Errorf("schema %s: %w", digest, err)
 	}
-	if s.Digest != digest {
-		return nil, fmt.Errorf("schema stored as %s hashes to %s: not what was stored", digest, s.Digest)
-	}
+	s.Digest, s.Size = digest, len(b)
 	return s, nil
 }
 
@@ -180,13 +206,24 @@ func (c *Client) PutSchema(ctx context.Context, b []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.schemas.Create(ctx, SchemaKey(s.Digest), canon); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	key := SchemaKey(s.Digest)
+	_, err = c.schemas.Create(ctx, key, canon)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		// Stored already; a value that is not these bytes (written raw)
+		// is repaired, or every entry pinning the digest would fail.
+		if e, gerr := c.schemas.Get(ctx, key); gerr == nil && bytes.Equal(e.Value(), canon) {
+			return s, nil
+		}
+		_, err = c.schemas.Put(ctx, key, canon)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("storing schema %s: %w", s.Digest, err)
 	}
 	return s, nil
 }
 
-// ListSchemas returns every stored schema, by digest.
+// ListSchemas returns every stored schema, by digest; one that does not
+// load (a value written raw) is listed with its Err.
 func (c *Client) ListSchemas(ctx context.Context) ([]*Schema, error) {
 	keys, err := c.schemas.ListKeys(ctx)
 	if err != nil {
@@ -194,9 +231,10 @@ func (c *Client) ListSchemas(ctx context.Context) ([]*Schema, error) {
 	}
 	var out []*Schema
 	for k := range keys.Keys() {
-		s, err := LoadSchema(ctx, c.schemas, strings.Replace(k, "-", ":", 1))
+		digest := strings.Replace(k, "-", ":", 1)
+		s, err := LoadSchema(ctx, c.schemas, digest)
 		if err != nil {
-			return nil, err
+			s = &Schema{Digest: digest, Err: err}
 		}
 		out = append(out, s)
 	}

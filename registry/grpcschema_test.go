@@ -6,6 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/internal/grpcdemo"
 	"github.com/jetway-gw/jetway/registry"
@@ -80,5 +85,91 @@ func TestPublishChecksThePinnedSchema(t *testing.T) {
 	list, err := c.ListSchemas(ctx)
 	if err != nil || len(list) != 1 || list[0].Digest != stored.Digest || !strings.Contains(strings.Join(list[0].Services(), ","), "grpc.testing.TestService") {
 		t.Fatalf("list: %v %v", list, err)
+	}
+}
+
+// userSet is one file that imports a well-known type without carrying it
+// (protoc without --include_imports): its canonical form adds the file.
+func userSet(t *testing.T) []byte {
+	t.Helper()
+	user := &descriptorpb.FileDescriptorProto{
+		Name: proto.String("u.proto"), Package: proto.String("u"), Syntax: proto.String("proto3"),
+		Dependency: []string{"google/protobuf/timestamp.proto"},
+		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("M"), Field: []*descriptorpb.FieldDescriptorProto{{
+			Name: proto.String("at"), Number: proto.Int32(1), Type: descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum(),
+			TypeName: proto.String(".google.protobuf.Timestamp"), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()}}}},
+	}
+	b, err := proto.Marshal(&descriptorpb.FileDescriptorSet{File: []*descriptorpb.FileDescriptorProto{user}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// What a digest names is the stored bytes: a value that parses to the same
+// schema but is not those bytes is refused, put repairs it, and list shows
+// it without failing.
+func TestStoredSchemaIsItsDigest(t *testing.T) {
+	s := natstest.RunServer(t)
+	ctx := context.Background()
+	nc := natstest.Connect(t, s)
+	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := c.PutSchema(ctx, userSet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(ctx, registry.BucketSchemas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The set as supplied (not its canonical form) under the canonical
+	// digest, as a raw KV write could put it.
+	if _, err := kv.Put(ctx, registry.SchemaKey(stored.Digest), userSet(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.LoadSchema(ctx, kv, stored.Digest); err == nil || !strings.Contains(err.Error(), "hashes to") {
+		t.Fatalf("a value that is not the digest's bytes: %v", err)
+	}
+	list, err := c.ListSchemas(ctx)
+	if err != nil || len(list) != 1 || list[0].Err == nil {
+		t.Fatalf("list with a bad value: %v %v", list, err)
+	}
+	if _, err := c.PutSchema(ctx, userSet(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.LoadSchema(ctx, kv, stored.Digest); err != nil {
+		t.Fatalf("after put repaired it: %v", err)
+	}
+}
+
+// A set's own google/protobuf files give way to the linked-in ones: a
+// redefined Timestamp cannot break protojson for the APIs pinning it.
+func TestWellKnownFilesAreTheLinkedIn(t *testing.T) {
+	fake := &descriptorpb.FileDescriptorProto{
+		Name: proto.String("google/protobuf/timestamp.proto"), Package: proto.String("google.protobuf"), Syntax: proto.String("proto3"),
+		MessageType: []*descriptorpb.DescriptorProto{{Name: proto.String("Timestamp"), Field: []*descriptorpb.FieldDescriptorProto{{
+			Name: proto.String("x"), Number: proto.Int32(7), Type: descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum(),
+			Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()}}}},
+	}
+	var set descriptorpb.FileDescriptorSet
+	if err := proto.Unmarshal(userSet(t), &set); err != nil {
+		t.Fatal(err)
+	}
+	set.File = append([]*descriptorpb.FileDescriptorProto{fake}, set.File...)
+	b, _ := proto.Marshal(&set)
+	s, _, err := registry.ParseSchema(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Files.FindDescriptorByName("google.protobuf.Timestamp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := d.(protoreflect.MessageDescriptor).Fields(); f.ByName("seconds") == nil || f.ByName("x") != nil {
+		t.Fatalf("the set's own Timestamp was kept: %v", f)
 	}
 }

@@ -39,12 +39,23 @@ type schemaStore struct {
 	nc *nats.Conn
 	mu sync.Mutex
 	kv jetstream.KeyValue
+	// loaded keeps the schemas read, by digest (a digest's content never
+	// changes), so APIs pinning one schema, and their rebuilds, read and
+	// parse it once; bounded, the oldest read is forgotten first.
+	loaded map[string]*registry.Schema
+	order  []string
 }
+
+// maxLoadedSchemas bounds schemaStore.loaded.
+const maxLoadedSchemas = 32
 
 func (s *schemaStore) load(ctx context.Context, digest string) (*registry.Schema, error) {
 	s.mu.Lock()
-	kv := s.kv
+	kv, sc := s.kv, s.loaded[digest]
 	s.mu.Unlock()
+	if sc != nil {
+		return sc, nil
+	}
 	if kv == nil {
 		if s.nc == nil {
 			return nil, fmt.Errorf("no NATS connection to read schema %s", digest)
@@ -60,7 +71,24 @@ func (s *schemaStore) load(ctx context.Context, digest string) (*registry.Schema
 		s.kv = kv
 		s.mu.Unlock()
 	}
-	return registry.LoadSchema(ctx, kv, digest)
+	sc, err := registry.LoadSchema(ctx, kv, digest)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loaded == nil {
+		s.loaded = map[string]*registry.Schema{}
+	}
+	if _, ok := s.loaded[digest]; !ok {
+		if len(s.order) == maxLoadedSchemas {
+			delete(s.loaded, s.order[0])
+			s.order = s.order[1:]
+		}
+		s.loaded[digest] = sc
+		s.order = append(s.order, digest)
+	}
+	return sc, nil
 }
 
 // held is an API's backend instance as the worker holds it: built when the

@@ -41,7 +41,8 @@ func (s *apiStats) record(d time.Duration, failed bool, errText string) {
 	s.nanos.Add(int64(d))
 	if failed {
 		s.errors.Add(1)
-		s.lastErr.Store(&errText)
+		e := errText // a copy, so that only a failure moves it to the heap
+		s.lastErr.Store(&e)
 	}
 }
 

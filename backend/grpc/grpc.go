@@ -125,6 +125,7 @@ func (a *Adapter) Build(spec *registry.Backend, o backend.BuildOptions) (backend
 	}
 	if j := spec.JSONOptions; j != nil {
 		in.out = protojson.MarshalOptions{UseEnumNumbers: j.EnumsAsNumbers, EmitUnpopulated: j.EmitUnpopulated, UseProtoNames: j.ProtoNames}
+		in.int64Numbers = j.Int64AsNumbers
 	}
 	return in, nil
 }
@@ -168,6 +169,7 @@ type instance struct {
 	metadata                []string // canonical header names sent as metadata
 	allowQuery              bool
 	out                     protojson.MarshalOptions
+	int64Numbers            bool
 	maxResp                 int
 	log                     *slog.Logger
 	tracer                  backend.Tracer
@@ -235,6 +237,20 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 	return resp, err
 }
 
+// marshal writes a response message as the entry's JSON options say.
+func (in *instance) marshal(m *method, msg *dynamicpb.Message) ([]byte, error) {
+	opts := in.out
+	opts.Resolver = resolver{m.types}
+	b, err := opts.Marshal(msg)
+	if err == nil && in.int64Numbers {
+		b, err = int64sAsNumbers(b, m.desc.Output())
+	}
+	if err != nil {
+		return nil, bus.Errorf(bus.CodeBadGateway, "the backend's answer could not be written as JSON: "+err.Error())
+	}
+	return b, nil
+}
+
 func (in *instance) unary(ctx context.Context, m *method, msg *dynamicpb.Message) (*backend.Response, error) {
 	out := dynamicpb.NewMessage(m.desc.Output())
 	var header, trailer metadata.MD
@@ -242,11 +258,9 @@ func (in *instance) unary(ctx context.Context, m *method, msg *dynamicpb.Message
 	if err != nil {
 		return in.callError(ctx, err, m, header, trailer)
 	}
-	opts := in.out
-	opts.Resolver = resolver{m.types}
-	body, err := opts.Marshal(out)
+	body, err := in.marshal(m, out)
 	if err != nil {
-		return nil, bus.Errorf(bus.CodeBadGateway, "the backend's answer could not be written as JSON: "+err.Error())
+		return nil, err
 	}
 	if len(body) > in.maxResp {
 		return nil, bus.Errorf(bus.CodeBadGateway, fmt.Sprintf("backend response exceeds the %d byte limit", in.maxResp))
@@ -272,8 +286,6 @@ func (in *instance) stream(ctx context.Context, m *method, msg *dynamicpb.Messag
 		return in.callError(ctx, err, m, nil, nil)
 	}
 	form := streamFormFor(accept)
-	opts := in.out
-	opts.Resolver = resolver{m.types}
 	var body []byte
 	n := 0
 	for {
@@ -286,9 +298,9 @@ func (in *instance) stream(ctx context.Context, m *method, msg *dynamicpb.Messag
 		if err != nil {
 			break
 		}
-		b, merr := opts.Marshal(out)
+		b, merr := in.marshal(m, out)
 		if merr != nil {
-			return nil, bus.Errorf(bus.CodeBadGateway, "the backend's answer could not be written as JSON: "+merr.Error())
+			return nil, merr
 		}
 		body = form.item(body, n, b)
 		n++

@@ -1,6 +1,7 @@
 package grpcbackend
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -266,4 +267,86 @@ func statusJSON(st *status.Status, m *method) []byte {
 	}
 	b, _ = json.Marshal(out)
 	return b
+}
+
+// int64sAsNumbers rewrites protojson's output of a message of type md with
+// its 64-bit integers as JSON numbers instead of strings (json_options
+// int64_as_numbers, for callers that want numbers and hold them exactly).
+// protojson writes the JSON; this only unquotes the values of 64-bit
+// integer fields, found by the descriptor, in messages, lists, maps and
+// the Int64Value/UInt64Value wrappers. Keys come out sorted.
+func int64sAsNumbers(b []byte, md protoreflect.MessageDescriptor) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(unquoteMessage(v, md))
+}
+
+func unquoteMessage(v any, md protoreflect.MessageDescriptor) any {
+	switch md.FullName() {
+	case "google.protobuf.Int64Value", "google.protobuf.UInt64Value":
+		return unquote(v)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok || wellKnownScalar(md) {
+		return v
+	}
+	for k, fv := range obj {
+		fd := md.Fields().ByJSONName(k)
+		if fd == nil {
+			fd = md.Fields().ByName(protoreflect.Name(k))
+		}
+		if fd == nil {
+			continue // "@type" of an Any, an extension
+		}
+		obj[k] = unquoteField(fv, fd)
+	}
+	return obj
+}
+
+func unquoteField(v any, fd protoreflect.FieldDescriptor) any {
+	switch {
+	case fd.IsMap():
+		if m, ok := v.(map[string]any); ok {
+			for k, mv := range m {
+				m[k] = unquoteValue(mv, fd.MapValue())
+			}
+		}
+		return v
+	case fd.IsList():
+		if l, ok := v.([]any); ok {
+			for i, lv := range l {
+				l[i] = unquoteValue(lv, fd)
+			}
+		}
+		return v
+	}
+	return unquoteValue(v, fd)
+}
+
+func unquoteValue(v any, fd protoreflect.FieldDescriptor) any {
+	switch fd.Kind() {
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
+		protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return unquote(v)
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return unquoteMessage(v, fd.Message())
+	}
+	return v
+}
+
+// unquote turns "123" into the number 123.
+func unquote(v any) any {
+	if s, ok := v.(string); ok {
+		if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return json.Number(s)
+		}
+		if _, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return json.Number(s)
+		}
+	}
+	return v
 }

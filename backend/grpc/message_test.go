@@ -1,16 +1,19 @@
 package grpcbackend
 
 import (
+	"context"
 	"encoding/json"
 	"net/url"
 	"testing"
 
+	"github.com/bufbuild/protocompile"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
 	_ "google.golang.org/protobuf/types/known/wrapperspb" // google/protobuf/wrappers.proto in GlobalFiles
 )
 
@@ -82,5 +85,36 @@ func TestWrapperFromAParameter(t *testing.T) {
 		if mustJSON(got) != want {
 			t.Errorf("flag=%s: %s, want %s", v, b, want)
 		}
+	}
+}
+
+// int64_as_numbers unquotes exactly the 64-bit integers, wherever they
+// are: fields, lists, map values, nested messages, the wrappers.
+func TestInt64AsNumbers(t *testing.T) {
+	comp := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
+		Accessor: protocompile.SourceAccessorFromMap(map[string]string{"n.proto": `syntax = "proto3"; package n;
+import "google/protobuf/wrappers.proto";
+message Inner { uint64 big = 1; string id = 2; }
+message M { int64 a = 1; repeated sint64 b = 2; map<string, fixed64> c = 3; Inner inner = 4;
+  google.protobuf.Int64Value w = 5; string s = 6; int32 small = 7; }`}),
+	})}
+	files, err := comp.Compile(context.Background(), "n.proto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := files[0].Messages().ByName("M")
+	msg := dynamicpb.NewMessage(md)
+	in := `{"a":"-9007199254740993","b":["1","-2"],"c":{"k":"18446744073709551615"},"inner":{"big":"7","id":"42"},"w":"5","s":"10","small":3}`
+	if err := protojson.Unmarshal([]byte(in), msg); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := protojson.Marshal(msg)
+	got, err := int64sAsNumbers(b, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"a":-9007199254740993,"b":[1,-2],"c":{"k":18446744073709551615},"inner":{"big":7,"id":"42"},"s":"10","small":3,"w":5}`
+	if string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }

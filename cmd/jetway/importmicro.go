@@ -15,6 +15,10 @@ import (
 	"github.com/jetway-gw/jetway/registry"
 )
 
+// maxImportedDescription bounds how much of a service's own description a
+// draft's description quotes.
+const maxImportedDescription = 1024
+
 // importOptions are the flags of `jetway api import-micro`.
 type importOptions struct {
 	pool   string // production pool of the drafts; default the service's name
@@ -28,6 +32,7 @@ type importOptions struct {
 // mock answering 503 DRAFT, its sandbox tier calls the endpoint, and it
 // requires an app's key (sandbox apps are authenticated apps). Existing
 // APIs are never overwritten, and a route another API holds is skipped.
+// Of several instances of the service, the first to answer is read.
 func importMicro(ctx context.Context, nc *nats.Conn, c *registry.Client, service string, o importOptions, stdout, stderr io.Writer) error {
 	msg, err := nc.RequestWithContext(ctx, bus.ServicesPrefix+"INFO."+service, nil)
 	if errors.Is(err, nats.ErrNoResponders) {
@@ -40,16 +45,24 @@ func importMicro(ctx context.Context, nc *nats.Conn, c *registry.Client, service
 	if err := json.Unmarshal(msg.Data, &info); err != nil || info.Type != micro.InfoResponseType {
 		return fmt.Errorf("%s answered $SRV.INFO with something that is not a micro info response", service)
 	}
-	if err := bus.ValidName(info.Name); err != nil {
-		return fmt.Errorf("service name %q cannot name APIs: %v", info.Name, err)
+	// The answer must be the service asked for: a responder on the
+	// subject answering as another service does not name its APIs.
+	if info.Name != service {
+		return fmt.Errorf("$SRV.INFO.%s was answered by a service named %q, not %q: nothing imported", service, info.Name, service)
+	}
+	if err := bus.ValidName(service); err != nil {
+		return fmt.Errorf("service name %q cannot name APIs: %v", service, err)
 	}
 	pool := o.pool
 	if pool == "" {
-		pool = info.Name
+		pool = service
 	}
 	prefix := strings.TrimRight(o.prefix, "/")
 	if prefix == "" {
-		prefix = "/svc/" + info.Name
+		prefix = "/svc/" + service
+	}
+	if len(info.Description) > maxImportedDescription {
+		info.Description = info.Description[:maxImportedDescription] + "..."
 	}
 	written := 0
 	for _, ep := range info.Endpoints {

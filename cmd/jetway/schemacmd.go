@@ -89,6 +89,10 @@ func cmdSchema(args []string, stdout, stderr io.Writer) error {
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "DIGEST\tBYTES\tSERVICES")
 		for _, s := range ss {
+			if s.Err != nil {
+				fmt.Fprintf(tw, "%s\t-\tinvalid: %v\n", s.Digest, s.Err)
+				continue
+			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\n", s.Digest, s.Size, strings.Join(s.Services(), ","))
 		}
 		return tw.Flush()
@@ -108,11 +112,7 @@ func readSchemaFiles(files []string, paths protoPaths) ([]byte, error) {
 		return b, nil
 	}
 	if len(paths) == 0 {
-		for _, f := range files {
-			if d := filepath.Dir(f); !slices.Contains(paths, d) {
-				paths = append(paths, d)
-			}
-		}
+		paths = defaultProtoPaths(files)
 	}
 	var rel []string
 	for _, f := range files {
@@ -122,6 +122,9 @@ func readSchemaFiles(files []string, paths protoPaths) ([]byte, error) {
 		r, err := relativeTo(f, paths)
 		if err != nil {
 			return nil, err
+		}
+		if slices.Contains(rel, r) {
+			return nil, fmt.Errorf("%w: two files are %s below the proto paths (%s); give --proto-path so that each has its own import name", errUsage, r, strings.Join(paths, ", "))
 		}
 		rel = append(rel, r)
 	}
@@ -147,6 +150,31 @@ func readSchemaFiles(files []string, paths protoPaths) ([]byte, error) {
 		add(f)
 	}
 	return proto.MarshalOptions{Deterministic: true}.Marshal(set)
+}
+
+// defaultProtoPaths are the files' folders, less those inside another of
+// them: a file in p/sub is then sub/x.proto, as a file in p imports it.
+func defaultProtoPaths(files []string) protoPaths {
+	var dirs []string
+	for _, f := range files {
+		d, err := filepath.Abs(filepath.Dir(f))
+		if err == nil && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	var out protoPaths
+	for _, d := range dirs {
+		inside := false
+		for _, o := range dirs {
+			if r, err := filepath.Rel(o, d); o != d && err == nil && !strings.HasPrefix(r, "..") {
+				inside = true
+			}
+		}
+		if !inside {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // relativeTo is f's path below the first of paths that holds it.

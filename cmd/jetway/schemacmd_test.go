@@ -55,3 +55,32 @@ service Orders { rpc GetOrder(GetOrderRequest) returns (Order); }`)
 		t.Fatal("a .txt file was taken")
 	}
 }
+
+// Files of several folders: a folder inside another is not a proto path
+// of its own (the order of the files does not matter), and two files with
+// one import name are refused rather than one silently dropped.
+func TestReadSchemaFilesFolders(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a := write("p/a.proto", `syntax = "proto3"; package a; import "sub/b.proto"; message A { sub.X x = 1; } service SA { rpc M(A) returns (A); }`)
+	b := write("p/sub/b.proto", `syntax = "proto3"; package sub; message X {}`)
+	for _, order := range [][]string{{a, b}, {b, a}} {
+		if _, err := readSchemaFiles(order, nil); err != nil {
+			t.Errorf("files %v: %v", order, err)
+		}
+	}
+	c1 := write("x/common.proto", `syntax = "proto3"; package x; message C {}`)
+	c2 := write("y/common.proto", `syntax = "proto3"; package y; message C {}`)
+	if _, err := readSchemaFiles([]string{c1, c2}, nil); err == nil || !strings.Contains(err.Error(), "two files are common.proto") {
+		t.Fatalf("two files of one import name: %v", err)
+	}
+}
