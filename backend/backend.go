@@ -41,6 +41,9 @@ type Request struct {
 	RequestID string
 	ClientIP  string // the caller's address as the edge saw it, for policies and logs
 	App       string // the authenticated app ("" for an open API)
+	// Stream is the window of a caller that takes the answer as a stream
+	// (an edge relaying NDJSON or SSE); 0: one response.
+	Stream int
 }
 
 // Params decodes the route parameters.
@@ -60,6 +63,12 @@ type Response struct {
 	// a failure all the same: a gRPC RESOURCE_EXHAUSTED (429) is the
 	// backend saying it is overloaded.
 	Failed bool
+	// Stream, set only when the request had Stream, sends the body in
+	// chunks after Status and Header went out: it calls send for each,
+	// returns when the backend's stream ends (its error, if any, already
+	// written as a chunk), and stops when send fails (the caller went
+	// away, the deadline). Body is then empty.
+	Stream func(send func(chunk []byte) error) error
 }
 
 // Free calls Release, if any. r may be nil.

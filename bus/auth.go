@@ -121,7 +121,8 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: sub},
-			Response:  &server.ResponsePermission{MaxMsgs: 1, Expires: ResponseTTL},
+			// One answer, or one stream (bus/stream.go: head, chunks, end).
+			Response: &server.ResponsePermission{MaxMsgs: MaxStreamMessages + 2, Expires: ResponseTTL},
 		}
 	case UserAdmin:
 		return nil

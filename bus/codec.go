@@ -20,6 +20,7 @@ type Meta struct {
 	App       string    // the authenticated app; "" for an open API
 	Deadline  time.Time // zero: none (the API's own timeout applies)
 	Wire      int       // the wire version the request is written in
+	Stream    int       // the window of a caller that takes a stream (stream.go); 0: one reply
 }
 
 // EncodeRequest makes h, the HTTP request headers for the backend (already
@@ -53,6 +54,9 @@ func EncodeRequest(h nats.Header, m *Meta) nats.Header {
 	if !m.Deadline.IsZero() {
 		set(HdrDeadline, strconv.FormatInt(m.Deadline.UnixNano(), 10))
 	}
+	if m.Stream > 0 {
+		set(HdrStream, strconv.Itoa(m.Stream))
+	}
 	SetWire(h, m.Wire)
 	return h
 }
@@ -78,6 +82,7 @@ func DecodeRequest(h nats.Header) Meta {
 	}
 	m.Wire, _ = WireOf(h)
 	m.Deadline = RequestDeadline(h)
+	m.Stream = StreamWindowOf(h)
 	DecodeHTTPHeaders(h)
 	return m
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // DefaultURL is where every jetway process looks for NATS unless told
@@ -72,10 +73,17 @@ func Connect(ctx context.Context, url string, opts ConnectOptions) (*nats.Conn, 
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		}),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
 			if sub != nil {
 				subj = sub.Subject
+			}
+			// A drain ends the connection's JetStream consumers (the
+			// registry watches) while their subscriptions close: a
+			// consumer gone then is the drain's doing, not a fault.
+			if nc != nil && nc.IsDraining() && (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, nats.ErrConsumerNotFound)) {
+				log.Debug("nats async error while draining", "subject", subj, "err", err)
+				return
 			}
 			log.Warn("nats async error", "subject", subj, "err", err)
 		}),

@@ -256,3 +256,26 @@ func TestNonceBucketRecreatedForEdges(t *testing.T) {
 		t.Errorf("replay across the deletion: %d %s", st, b)
 	}
 }
+
+// A relayed gRPC stream under the roles' NATS permissions: the worker may
+// answer a request with a whole stream, the edge may acknowledge each
+// chunk, and nothing is refused.
+func TestStreamUnderNATSRoles(t *testing.T) {
+	t.Parallel()
+	srv := startNode(t, "serve", "serve", t.TempDir(), "--nats-auth", "--demo")
+	srv.waitLog(t, startTimeout, `"demo ready"`, func(l logLine) bool { return strings.HasPrefix(l.str("msg"), "demo ready") })
+	srv.waitReady(t)
+	params := strings.TrimSuffix(strings.Repeat(`{"size":1},`, 200), ",")
+	r, err := do(http.MethodPost, srv.edge+"/v1/grpc/stream", strings.NewReader(`{"responseParameters":[`+params+`]}`), http.Header{"Accept": {"text/event-stream"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.status != 200 || strings.Count(string(r.body), "data: ") != 200 || !strings.HasPrefix(string(r.body), "id: 0\ndata: ") {
+		t.Fatalf("stream under roles: %d, %d events", r.status, strings.Count(string(r.body), "data: "))
+	}
+	for _, line := range srv.output() {
+		if strings.Contains(line, "Permissions Violation") {
+			t.Errorf("refused: %s", line)
+		}
+	}
+}

@@ -343,10 +343,23 @@ func (c *call) send() error {
 	if rt.params {
 		meta.RawParams = encodeParams(r)
 	}
+	stream := takesStream(rt, r.Header.Get("Accept"))
+	if stream {
+		meta.Stream = bus.StreamWindow
+	}
 	bus.EncodeRequest(h, &meta)
 
 	ctx, span := c.e.startSend(c.ctx, rt, h)
 	ctx, cancel := context.WithDeadline(ctx, c.deadline)
+	if stream {
+		// The stream ends with the caller too (the request's context).
+		stop := context.AfterFunc(r.Context(), cancel)
+		err := c.sendStream(ctx, &nats.Msg{Subject: rt.subject, Header: h, Data: c.body.Bytes()}, meta.Wire)
+		stop()
+		cancel()
+		endSend(span, nil)
+		return err
+	}
 	msg, err := bus.Request(ctx, c.e.o.Conn, &nats.Msg{Subject: rt.subject, Header: h, Data: c.body.Bytes()}, meta.Wire)
 	cancel()
 	endSend(span, err)

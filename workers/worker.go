@@ -383,6 +383,11 @@ func (w *Worker) serve(inv invocation, m *nats.Msg) {
 	} else {
 		inv.as.stats.record(time.Since(start), false, "")
 	}
+	if resp.Stream != nil {
+		w.replyStream(m, resp, req.Stream, inv.deadline, inv.cancel)
+		resp.Free()
+		return
+	}
 	w.reply(m, resp, req.RequestID)
 	resp.Free()
 }
@@ -483,6 +488,7 @@ func decodeRequest(a *registry.API, m *nats.Msg) *backend.Request {
 		ClientIP:  meta.ClientIP,
 		App:       app,
 		Body:      m.Data,
+		Stream:    meta.Stream,
 	}
 	hh := http.Header(m.Header)
 	bus.CleanHeaders(hh)

@@ -222,7 +222,9 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 	}
 	ctx = metadata.NewOutgoingContext(ctx, md)
 	var resp *backend.Response
-	if m.desc.IsStreamingServer() {
+	if form := streamFormFor(req.Header.Get("Accept")); m.desc.IsStreamingServer() && req.Stream > 0 && form.relayed {
+		resp, err = in.relay(ctx, m, msg, form)
+	} else if m.desc.IsStreamingServer() {
 		resp, err = in.stream(ctx, m, msg, req.Header.Get("Accept"))
 	} else {
 		resp, err = in.unary(ctx, m, msg)
@@ -322,6 +324,61 @@ func (in *instance) stream(ctx context.Context, m *method, msg *dynamicpb.Messag
 	h := responseHeader(header, st.Trailer())
 	h.Set("Content-Type", form.contentType)
 	return &backend.Response{Status: http.StatusOK, Header: h, Body: body}, nil
+}
+
+// relay starts a server stream whose messages go to the caller one by one
+// (NDJSON, SSE) as the edge takes them. What fails before the first
+// message is an answer with its own status; after it, the status is the
+// stream's last chunk. The stream lives until its Stream func returns (or
+// the call's context ends).
+func (in *instance) relay(ctx context.Context, m *method, msg *dynamicpb.Message, form streamForm) (*backend.Response, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	st, err := in.cc.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true}, m.path)
+	if err == nil {
+		err = st.SendMsg(msg)
+	}
+	if err == nil {
+		err = st.CloseSend()
+	}
+	first := dynamicpb.NewMessage(m.desc.Output())
+	if err == nil {
+		err = st.RecvMsg(first)
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		defer cancel()
+		return in.callError(ctx, err, m, nil, nil)
+	}
+	header, _ := st.Header()
+	h := responseHeader(header, nil)
+	h.Set("Content-Type", form.contentType)
+	if errors.Is(err, io.EOF) { // an empty stream
+		cancel()
+		return &backend.Response{Status: http.StatusOK, Header: h}, nil
+	}
+	stream := func(send func([]byte) error) error {
+		defer cancel()
+		out := first
+		for i := 0; ; i++ {
+			b, err := in.marshal(m, out)
+			if err != nil {
+				return err
+			}
+			if err := send(form.item(nil, i, b)); err != nil {
+				return err
+			}
+			out = dynamicpb.NewMessage(m.desc.Output())
+			if err := st.RecvMsg(out); err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return send(form.fail(nil, i+1, statusJSON(status.Convert(err), m)))
+			}
+		}
+	}
+	return &backend.Response{Status: http.StatusOK, Header: h, Stream: stream}, nil
 }
 
 // callError turns a failed call into the caller's answer: the deadline
@@ -455,6 +512,7 @@ func responseHeader(header, trailer metadata.MD) http.Header {
 // streamForm writes the messages of a server stream.
 type streamForm struct {
 	contentType string
+	relayed     bool // each message can go out on its own (not a JSON array)
 	item        func(body []byte, i int, msg []byte) []byte
 	fail        func(body []byte, n int, status []byte) []byte
 	end         func(body []byte, n int) []byte
@@ -464,8 +522,8 @@ func streamFormFor(accept string) streamForm {
 	switch {
 	case strings.Contains(accept, "application/x-ndjson"):
 		return streamForm{
-			contentType: "application/x-ndjson",
-			item:        func(b []byte, _ int, m []byte) []byte { return append(append(b, m...), '\n') },
+			contentType: "application/x-ndjson", relayed: true,
+			item: func(b []byte, _ int, m []byte) []byte { return append(append(b, m...), '\n') },
 			fail: func(b []byte, _ int, s []byte) []byte {
 				return append(append(append(b, `{"error":`...), s...), "}\n"...)
 			},
@@ -473,7 +531,7 @@ func streamFormFor(accept string) streamForm {
 		}
 	case strings.Contains(accept, "text/event-stream"):
 		return streamForm{
-			contentType: "text/event-stream",
+			contentType: "text/event-stream", relayed: true,
 			item: func(b []byte, i int, m []byte) []byte {
 				b = append(b, "id: "...)
 				b = strconv.AppendInt(b, int64(i), 10)

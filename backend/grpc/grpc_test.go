@@ -1,11 +1,13 @@
 package grpcbackend_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -416,5 +418,105 @@ func TestPinnedSchema(t *testing.T) {
 	g.Do("POST", "/gone", nil)
 	if n := c.n.Load(); n != 0 {
 		t.Fatalf("%d reflection calls with a pinned schema", n)
+	}
+}
+
+// gatedStream sends one message, then waits for release (more messages)
+// or for its caller to go away, which it reports on cancelled.
+type gatedStream struct {
+	grpcdemo.Server
+	release   chan struct{}
+	cancelled chan struct{}
+}
+
+func (g *gatedStream) StreamingOutputCall(req *testpb.StreamingOutputCallRequest, st grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+	if err := st.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte("first")}}); err != nil {
+		return err
+	}
+	select {
+	case <-g.release:
+	case <-st.Context().Done():
+		close(g.cancelled)
+		return st.Context().Err()
+	}
+	for i := 0; i < 40; i++ {
+		if err := st.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte("more")}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NDJSON and SSE are relayed message by message: the caller has the
+// first message while the backend's stream is still open, the whole
+// stream arrives in order through the flow-controlled window, and a caller
+// that goes away ends the backend's stream long before the deadline.
+func TestRelayedStream(t *testing.T) {
+	g := jetwaytest.Start(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := &gatedStream{release: make(chan struct{}), cancelled: make(chan struct{})}
+	s := grpc.NewServer()
+	testpb.RegisterTestServiceServer(s, gs)
+	reflection.Register(s)
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+	g.Publish(fmt.Sprintf(`{"name":"live","pool":"p","route":{"method":"POST","path":"/live"},"timeout":"30s",
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/StreamingOutputCall"}}`, l.Addr().String()))
+	g.Publish(fmt.Sprintf(`{"name":"unary","pool":"p","route":{"method":"POST","path":"/unary"},"timeout":"5s",
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall"}}`, l.Addr().String()))
+
+	open := func(accept string) (*http.Response, *bufio.Reader) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", g.URL+"/live", strings.NewReader(`{}`))
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != accept {
+			t.Fatalf("stream: %d %v", resp.StatusCode, resp.Header)
+		}
+		return resp, bufio.NewReader(resp.Body)
+	}
+	// The first message arrives while the backend holds its stream open.
+	resp, rd := open("application/x-ndjson")
+	line, err := rd.ReadString('\n')
+	if err != nil || !strings.Contains(line, base64.StdEncoding.EncodeToString([]byte("first"))) {
+		t.Fatalf("first line %q %v", line, err)
+	}
+	close(gs.release)
+	rest, _ := io.ReadAll(rd)
+	resp.Body.Close()
+	if n := strings.Count(string(rest), "\n"); n != 40 {
+		t.Fatalf("%d more lines, want 40: %q", n, rest)
+	}
+
+	// A caller that goes away mid-stream ends the backend's stream.
+	gs.release, gs.cancelled = make(chan struct{}), make(chan struct{})
+	resp, rd = open("text/event-stream")
+	if ev, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(ev, "id: 0") {
+		t.Fatalf("first event %q %v", ev, err)
+	}
+	resp.Body.Close()
+	select {
+	case <-gs.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backend's stream outlived its caller")
+	}
+
+	// A unary method asked for NDJSON answers once, as usual.
+	req, _ := http.NewRequest("POST", g.URL+"/unary", strings.NewReader(`{}`))
+	req.Header.Set("Accept", "application/x-ndjson")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if r.StatusCode != 200 || r.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("unary with Accept ndjson: %d %v %s", r.StatusCode, r.Header, b)
 	}
 }

@@ -1,0 +1,132 @@
+package edge
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// takesStream reports whether a call's answer may come as a stream: a gRPC
+// backend (whose method may stream from the server) and a caller that asks
+// for a form sent message by message. Everything else is one reply.
+func takesStream(rt *route, accept string) bool {
+	return rt.api.Backend.Type == registry.BackendGRPC &&
+		(strings.Contains(accept, "application/x-ndjson") || strings.Contains(accept, "text/event-stream"))
+}
+
+// sendStream is send for a call that takes a stream (bus/stream.go): the
+// request goes out with this call's own inbox as its reply subject. A
+// single reply there (a unary method, an error, an older worker) is the
+// call's reply as usual; a stream is written to the caller as it comes,
+// each chunk flushed, and acknowledged so the worker sends more. It ends
+// at the stream's end, the deadline, or when the caller goes away (the
+// worker is told, and ends the backend's stream).
+func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
+	nc := c.e.o.Conn
+	m.Reply = nc.NewInbox()
+	sub, err := nc.SubscribeSync(m.Reply)
+	if err != nil {
+		return c.requestError(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	first, err := c.firstOfStream(ctx, nc, sub, m, sent)
+	if err != nil {
+		return c.requestError(err)
+	}
+	if bus.StreamKind(first.Header) != bus.StreamOpen {
+		c.msg = first
+		return nil
+	}
+	rep, err := bus.DecodeReply(first.Header)
+	if err != nil {
+		ge := err.(*bus.Error)
+		return c.refuse(ge.Code, ge.Message)
+	}
+	dst := c.Header()
+	for k, vs := range first.Header {
+		if name, ok := bus.DecodeHeaderName(k); ok {
+			dst[name] = vs
+		}
+	}
+	dst["X-Content-Type-Options"] = []string{"nosniff"}
+	c.WriteHeader(rep.Status)
+	flush := http.NewResponseController(c.w)
+	_ = flush.Flush()
+	written, acked := 0, 0
+	var unanswered *nats.Msg // the last chunk not yet answered, for a cancel
+	cancel := func() {
+		if unanswered != nil {
+			_ = unanswered.Respond([]byte(bus.StreamCancel))
+			return
+		}
+		// Every chunk so far was answered: the next one carries it.
+		wait, done := context.WithTimeout(context.Background(), time.Second)
+		defer done()
+		if next, err := sub.NextMsgWithContext(wait); err == nil && next.Reply != "" {
+			_ = next.Respond([]byte(bus.StreamCancel))
+		}
+	}
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if c.r.Context().Err() != nil {
+				cancel()
+				return errEnded
+			}
+			// The deadline: the caller has what came; the worker stops
+			// at the same deadline.
+			c.e.log.Debug("stream cut at the deadline", "api", c.rt.api.Name, "request_id", c.id, "chunks", written)
+			return errEnded
+		}
+		switch bus.StreamKind(msg.Header) {
+		case bus.StreamData:
+			if _, err := c.Write(msg.Data); err != nil {
+				if msg.Reply != "" {
+					_ = msg.Respond([]byte(bus.StreamCancel))
+				}
+				return errEnded
+			}
+			_ = flush.Flush()
+			written++
+			unanswered = msg
+			if written-acked >= bus.StreamWindow/2 && msg.Reply != "" {
+				_ = msg.Respond([]byte(strconv.Itoa(written)))
+				acked, unanswered = written, nil
+			}
+		case bus.StreamEnd:
+			return errEnded
+		}
+	}
+}
+
+// firstOfStream sends the request and waits for the first message on the
+// call's inbox, resending once in another wire version if the worker
+// refuses this one (as bus.Request does).
+func (c *call) firstOfStream(ctx context.Context, nc *nats.Conn, sub *nats.Subscription, m *nats.Msg, sent int) (*nats.Msg, error) {
+	for try := 0; ; try++ {
+		if err := nc.PublishMsg(m); err != nil {
+			return nil, err
+		}
+		first, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// No worker subscribed: the server's no-responders status.
+		if len(first.Data) == 0 && first.Header.Get("Status") == "503" {
+			return nil, nats.ErrNoResponders
+		}
+		if v, again := bus.WireRetry(first.Header, sent); again && try == 0 {
+			bus.SetWire(m.Header, v)
+			sent = v
+			continue
+		}
+		return first, nil
+	}
+}
