@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -23,6 +26,7 @@ import (
 
 	"github.com/jetway-gw/jetway/internal/grpcdemo"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
+	"github.com/jetway-gw/jetway/workers"
 )
 
 // startGRPC runs grpc-go's interop test service with reflection.
@@ -518,5 +522,39 @@ func TestRelayedStream(t *testing.T) {
 	r.Body.Close()
 	if r.StatusCode != 200 || r.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("unary with Accept ndjson: %d %v %s", r.StatusCode, r.Header, b)
+	}
+}
+
+// The worker's client span of a gRPC call follows the RPC conventions, and
+// its trace context reaches the server as traceparent metadata.
+func TestClientSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Worker: workers.Options{Tracing: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))}})
+	addr := startGRPC(t)
+	publishGRPC(g, "unary", "/unary", addr, "grpc.testing.TestService/UnaryCall", "")
+	r := g.Do("POST", "/unary", nil)
+	if r.Status != 200 {
+		t.Fatalf("call: %d %s", r.Status, r.Body)
+	}
+	var client sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.SpanKind() == trace.SpanKindClient {
+			client = s
+		}
+	}
+	if client == nil || client.Name() != "grpc.testing.TestService/UnaryCall" {
+		t.Fatalf("no client span named for the method: %v", client)
+	}
+	attrs := map[string]string{}
+	for _, kv := range client.Attributes() {
+		attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	for k, want := range map[string]string{"rpc.system": "grpc", "rpc.service": "grpc.testing.TestService", "rpc.method": "UnaryCall", "server.address": addr} {
+		if attrs[k] != want {
+			t.Errorf("%s = %q, want %q (%v)", k, attrs[k], want, attrs)
+		}
+	}
+	if tp := r.Header.Get("Grpc-Metadata-X-Seen-Traceparent"); !strings.Contains(tp, client.SpanContext().TraceID().String()) {
+		t.Errorf("the server saw traceparent %q, not the span's trace %s", tp, client.SpanContext().TraceID())
 	}
 }

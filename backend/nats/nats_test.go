@@ -9,8 +9,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
+	"github.com/jetway-gw/jetway/workers"
 )
 
 // An HTTP call reaches a nats.go micro service on Jetway's NATS and comes
@@ -184,4 +188,38 @@ func TestHostileReplies(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("a reply too big to send back was answered after %v", d)
 	}
+}
+
+// The worker's client span of a NATS service call names the subject, and
+// its trace context reaches the service.
+func TestClientSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Worker: workers.Options{Tracing: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))}})
+	seen := make(chan string, 1)
+	sub, err := g.Conn.Subscribe("svc.traced", func(m *nats.Msg) { seen <- m.Header.Get("Traceparent"); _ = m.Respond([]byte("ok")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	g.Conn.Flush()
+	g.Publish(`{"name":"traced","pool":"p","route":{"path":"/traced"},"backend":{"type":"nats","subject":"svc.traced"}}`)
+	if r := g.Do("GET", "/traced", nil); r.Status != 200 {
+		t.Fatalf("call: %d %s", r.Status, r.Body)
+	}
+	tp := <-seen
+	for _, s := range rec.Ended() {
+		if s.SpanKind() != trace.SpanKindClient {
+			continue
+		}
+		if s.Name() != "svc.traced" || !strings.Contains(tp, s.SpanContext().TraceID().String()) {
+			t.Fatalf("client span %q, service saw traceparent %q", s.Name(), tp)
+		}
+		for _, kv := range s.Attributes() {
+			if kv.Key == "rpc.system" && kv.Value.AsString() == "nats" {
+				return
+			}
+		}
+		t.Fatalf("client span without rpc.system=nats: %v", s.Attributes())
+	}
+	t.Fatal("no client span")
 }
