@@ -96,6 +96,9 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		pub := []string{
 			APIPrefix + ">",     // a fallback calls another API
 			ServicePrefix + ">", // backends of type nats
+			// A stream's messages, to the edge inbox its request named
+			// (a random token: bus/stream.go).
+			StreamInboxPrefix + ".*",
 			HeartbeatPrefix + UserWorker + ".*",
 		}
 		for _, b := range []string{BucketAPIs, BucketFlags, BucketSchemas} {
@@ -121,8 +124,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: sub},
-			// One answer, or one stream (bus/stream.go: head, chunks, end).
-			Response: &server.ResponsePermission{MaxMsgs: MaxStreamMessages + 2, Expires: ResponseTTL},
+			Response:  &server.ResponsePermission{MaxMsgs: 1, Expires: ResponseTTL},
 		}
 	case UserAdmin:
 		return nil

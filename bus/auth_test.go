@@ -168,6 +168,15 @@ func TestRolePermissionsOnServer(t *testing.T) {
 		t.Fatalf("edge → worker → edge: %v %v", m, err)
 	}
 	orders.denied(t, "worker publishes on an inbox it was not asked on", InboxPrefixEdge+".x", func() { _ = orders.Publish(InboxPrefixEdge+".x", nil) })
+	// A stream goes to the edge's stream inbox of the call, whose random
+	// token is the capability; every other edge inbox stays closed, and a
+	// request is still answered once (a worker cannot flood an edge's
+	// request-reply inbox).
+	if err := orders.Publish(StreamInboxPrefix+".0123456789abcdef0123456789abcdef", nil); err != nil {
+		t.Fatal(err)
+	}
+	orders.allowed(t, "worker publishes to a stream inbox")
+	orders.denied(t, "worker publishes below a stream inbox", StreamInboxPrefix+".a.b", func() { _ = orders.Publish(StreamInboxPrefix+".a.b", nil) })
 	// Backend calls of type nats go under the service prefix, and nowhere
 	// else: an entry cannot point a worker at the server's own subjects.
 	if _, err := admin.Subscribe(ServicePrefix+"orders.get", func(m *nats.Msg) { _ = m.Respond([]byte("svc")) }); err != nil {

@@ -10,7 +10,10 @@ import (
 // caller message by message (NDJSON, SSE) instead of answered whole.
 //
 //	edge   → worker  request, HdrStream: the window W, reply subject: an
-//	                 inbox of the edge's for this call only
+//	                 inbox of the edge's for this call only (StreamInboxPrefix)
+//	worker → edge    "ping", every second nothing else went: a message
+//	                 nobody receives comes back to the worker as NATS's
+//	                 no-responders status, and the worker stops the call
 //	worker → edge    "open": status and headers (as a reply), no body
 //	worker → edge    "data": one chunk, reply subject: <the worker's ack
 //	                 inbox>.<n> (one per chunk: NATS lets the edge's user
@@ -31,14 +34,24 @@ const (
 	StreamOpen   = "open"
 	StreamData   = "data"
 	StreamEnd    = "end"
+	StreamPing   = "ping" // the worker asking whether the edge still listens; not answered
 	StreamCancel = "cancel"
+	// StreamInboxPrefix starts the inbox an edge takes a stream on:
+	// <prefix>.<32 random hex digits>. Workers may publish there (a stream
+	// is many messages, and NATS lets a worker answer a request once), and
+	// only there: the random token is the capability, as no worker can
+	// subscribe to an edge's inboxes to learn one.
+	StreamInboxPrefix = InboxPrefixEdge + ".s"
 	// StreamWindow is the window an edge grants.
 	StreamWindow = 16
-	// MaxStreamMessages bounds the messages of one stream: the worker's
-	// NATS user may publish that many answers to one request
-	// (RolePermissions), so a stream ends, with an error, before.
+	// MaxStreamMessages bounds the messages of one stream.
 	MaxStreamMessages = 1 << 16
 )
+
+// IsStreamInbox reports whether a reply subject is an edge's stream inbox.
+func IsStreamInbox(subject string) bool {
+	return len(subject) > len(StreamInboxPrefix)+1 && subject[:len(StreamInboxPrefix)+1] == StreamInboxPrefix+"."
+}
 
 // StreamWindowOf is the window a request grants (0: it takes no stream),
 // clamped to [1, MaxStreamMessages].

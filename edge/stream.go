@@ -2,10 +2,11 @@ package edge
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -30,12 +31,20 @@ func takesStream(rt *route, accept string) bool {
 // worker is told, and ends the backend's stream).
 func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 	nc := c.e.o.Conn
-	m.Reply = nc.NewInbox()
+	var token [16]byte
+	_, _ = rand.Read(token[:])
+	m.Reply = bus.StreamInboxPrefix + "." + hex.EncodeToString(token[:])
 	sub, err := nc.SubscribeSync(m.Reply)
 	if err != nil {
 		return c.requestError(err)
 	}
+	// Unsubscribing is also how a worker learns the caller left when no
+	// chunk is there to answer: its next probe or chunk comes back as
+	// no-responders.
 	defer func() { _ = sub.Unsubscribe() }()
+	// A worker that ignores the window cannot park more than this here:
+	// past it the subscription reports a slow consumer and the call ends.
+	_ = sub.SetPendingLimits(4*bus.StreamWindow, 64<<20)
 	first, err := c.firstOfStream(ctx, nc, sub, m, sent)
 	if err != nil {
 		return c.requestError(err)
@@ -56,25 +65,23 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 		}
 	}
 	dst["X-Content-Type-Options"] = []string{"nosniff"}
+	// A caller that stops reading cannot hold the call past its deadline.
+	ctl := http.NewResponseController(c.w)
+	_ = ctl.SetWriteDeadline(c.deadline)
 	c.WriteHeader(rep.Status)
-	flush := http.NewResponseController(c.w)
-	_ = flush.Flush()
+	_ = ctl.Flush()
 	written, acked := 0, 0
-	var unanswered *nats.Msg // the last chunk not yet answered, for a cancel
+	// The last message not yet answered, for a cancel: the head first.
+	unanswered := first
 	cancel := func() {
-		if unanswered != nil {
+		if unanswered != nil && unanswered.Reply != "" {
 			_ = unanswered.Respond([]byte(bus.StreamCancel))
-			return
 		}
-		// Every chunk so far was answered: the next one carries it.
-		wait, done := context.WithTimeout(context.Background(), time.Second)
-		defer done()
-		if next, err := sub.NextMsgWithContext(wait); err == nil && next.Reply != "" {
-			_ = next.Respond([]byte(bus.StreamCancel))
-		}
+		// Otherwise the worker learns it from its next probe or chunk,
+		// which nobody receives once this call has unsubscribed.
 	}
 	for {
-		msg, err := sub.NextMsgWithContext(ctx)
+		msg, err := nextOfStream(ctx, sub)
 		if err != nil {
 			if c.r.Context().Err() != nil {
 				cancel()
@@ -93,7 +100,12 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 				}
 				return errEnded
 			}
-			_ = flush.Flush()
+			if err := ctl.Flush(); err != nil {
+				if msg.Reply != "" {
+					_ = msg.Respond([]byte(bus.StreamCancel))
+				}
+				return errEnded
+			}
 			written++
 			unanswered = msg
 			if written-acked >= bus.StreamWindow/2 && msg.Reply != "" {
@@ -114,7 +126,7 @@ func (c *call) firstOfStream(ctx context.Context, nc *nats.Conn, sub *nats.Subsc
 		if err := nc.PublishMsg(m); err != nil {
 			return nil, err
 		}
-		first, err := sub.NextMsgWithContext(ctx)
+		first, err := nextOfStream(ctx, sub)
 		if err != nil {
 			return nil, err
 		}
@@ -128,5 +140,16 @@ func (c *call) firstOfStream(ctx context.Context, nc *nats.Conn, sub *nats.Subsc
 			continue
 		}
 		return first, nil
+	}
+}
+
+// nextOfStream is the next message on a stream inbox, less the worker's
+// probes (which only need to reach this subscription).
+func nextOfStream(ctx context.Context, sub *nats.Subscription) (*nats.Msg, error) {
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil || bus.StreamKind(m.Header) != bus.StreamPing {
+			return m, err
+		}
 	}
 }

@@ -243,6 +243,13 @@ func (w *Worker) retry(a *registry.API, g *governance) backend.Middleware {
 				}
 				actx, cancel := context.WithTimeout(ctx, timeout)
 				resp, err := next(actx, req)
+				if resp != nil && resp.Stream != nil {
+					// A stream lives in its attempt's context until it is
+					// relayed, and is never retried once it has started.
+					inner := resp.Stream
+					resp.Stream = func(send func([]byte) error) error { defer cancel(); return inner(send) }
+					return resp, err
+				}
 				cancel()
 				cond := failure(resp, err)
 				if cond == "" || cond == registry.FallbackOnCircuitOpen || !r.Retries(cond) ||
@@ -295,7 +302,7 @@ func (w *Worker) fallback(a *registry.API, g *governance) backend.Middleware {
 			resp, err := next(ctx, req)
 			cond := failure(resp, err)
 			if cond == "" {
-				if cache != nil && resp.Status < 300 && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
+				if cache != nil && resp.Stream == nil && resp.Status < 300 && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
 					cache.Put(cacheKey(req), time.Now(), resp.Status, resp.Header, resp.Body)
 				}
 				return resp, err

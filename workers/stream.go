@@ -3,6 +3,7 @@ package workers
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,25 +19,104 @@ var errStreamCancelled = errors.New("the caller went away")
 // errStreamStalled ends a stream whose edge stopped acknowledging.
 var errStreamStalled = errors.New("the edge stopped reading the stream")
 
-// replyStream relays a streamed response to the edge (bus/stream.go): the
-// head, then each chunk as the backend produces it, never more than window
-// ahead of what the edge has written to its caller, then the end. It
-// returns when the backend's stream ends, the edge cancels (stop is then
-// called at once, which ends the backend's stream even while it waits for
-// its next message), or the deadline passes.
-func (w *Worker) replyStream(m *nats.Msg, resp *backend.Response, window int, deadline time.Time, stop func()) {
+// streamProbe is how often a stream that sends nothing asks whether its
+// edge still listens (a probe nobody receives comes back as NATS's
+// no-responders status, which ends the stream).
+const streamProbe = time.Second
+
+// streamSession is the worker's side of a call that takes a stream
+// (bus/stream.go), open from before the backend is called until the reply
+// is sent: its acks come on ackInbox.<n>, and a cancel, or a probe or
+// chunk the edge no longer receives, stops the call at once, even while
+// the backend has not produced its first message.
+type streamSession struct {
+	w        *Worker
+	m        *nats.Msg
+	window   int64
+	deadline time.Time
+	ackInbox string
+	acks     *nats.Subscription
+
+	acked     atomic.Int64
+	sent      atomic.Int64 // chunks sent; written by relay only
+	lastSend  atomic.Int64 // unix nanos of the last message to the edge
+	progress  chan struct{}
+	cancelled chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// openStream subscribes the stream's acks and starts watching them; stop
+// cancels the call. nil when the subscription fails (the call then gets
+// one reply).
+func (w *Worker) openStream(m *nats.Msg, window int, deadline time.Time, stop func()) *streamSession {
 	nc := w.o.Conn
-	ackInbox := nc.NewInbox()
-	ackCh := make(chan *nats.Msg, window+4) // acks come every window/2 chunks, then one end
-	// Each chunk names its own ack subject (ackInbox.<n>): the edge's
+	s := &streamSession{w: w, m: m, window: int64(window), deadline: deadline, ackInbox: nc.NewInbox(),
+		progress: make(chan struct{}, 1), cancelled: make(chan struct{}), done: make(chan struct{})}
+	// Each message names its own ack subject (ackInbox.<n>): the edge's
 	// user may answer a message once, and NATS counts that per reply
-	// subject, so a subject shared by every chunk would be used up.
-	acks, err := nc.ChanSubscribe(ackInbox+".*", ackCh)
+	// subject.
+	ackCh := make(chan *nats.Msg, window+8)
+	acks, err := nc.ChanSubscribe(s.ackInbox+".*", ackCh)
 	if err != nil {
-		w.replyError(m, "", bus.CodeBadGateway, "cannot relay the stream: "+err.Error())
-		return
+		w.log.Warn("cannot take acks for a stream", "subject", m.Subject, "err", err)
+		return nil
 	}
-	defer func() { _ = acks.Unsubscribe() }()
+	s.acks = acks
+	s.lastSend.Store(time.Now().UnixNano())
+	go s.watch(ackCh, stop)
+	return s
+}
+
+// watch reads the edge's answers and probes a quiet stream.
+func (s *streamSession) watch(ackCh chan *nats.Msg, stop func()) {
+	probe := time.NewTicker(streamProbe)
+	defer probe.Stop()
+	probes := 0
+	for {
+		select {
+		case a := <-ackCh:
+			// A cancel, or NATS saying nobody received what we sent.
+			if string(a.Data) == bus.StreamCancel || (len(a.Data) == 0 && a.Header.Get("Status") == "503") {
+				close(s.cancelled)
+				stop()
+				return
+			}
+			if n, err := strconv.ParseInt(string(a.Data), 10, 64); err == nil && n > s.acked.Load() && n <= s.sent.Load() {
+				s.acked.Store(n)
+				select {
+				case s.progress <- struct{}{}:
+				default:
+				}
+			}
+		case <-probe.C:
+			if time.Since(time.Unix(0, s.lastSend.Load())) < streamProbe {
+				continue
+			}
+			probes++
+			_ = s.w.o.Conn.PublishMsg(&nats.Msg{Subject: s.m.Reply, Reply: s.ackInbox + ".p" + strconv.Itoa(probes),
+				Header: nats.Header{bus.HdrStream: {bus.StreamPing}}})
+			s.lastSend.Store(time.Now().UnixNano())
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// close ends the session: its watcher and its subscription.
+func (s *streamSession) close() {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		_ = s.acks.Unsubscribe()
+	})
+}
+
+// relay sends a streamed response: the head, each chunk as the backend
+// produces it, never more than window ahead of what the edge has written
+// to its caller, then the end. It returns when the backend's stream ends,
+// the edge cancels or stops listening, or the deadline passes.
+func (s *streamSession) relay(resp *backend.Response) {
+	nc, m := s.w.o.Conn, s.m
 	h := make(nats.Header, len(resp.Header)+2)
 	for k, vs := range resp.Header {
 		h[k] = vs
@@ -44,69 +124,44 @@ func (w *Worker) replyStream(m *nats.Msg, resp *backend.Response, window int, de
 	bus.CleanHeaders(h)
 	bus.EncodeReply(h, resp.Status)
 	h[bus.HdrStream] = []string{bus.StreamOpen}
-	if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: h}); err != nil {
-		w.log.Warn("sending a stream's head", "subject", m.Subject, "err", err)
+	if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Reply: s.ackInbox + ".h", Header: h}); err != nil {
+		s.w.log.Warn("sending a stream's head", "subject", m.Subject, "err", err)
 		return
 	}
-	// The edge's answers: how many chunks it has written, or a cancel.
-	var acked atomic.Int64
-	progress := make(chan struct{}, 1)
-	cancelled := make(chan struct{})
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case a := <-ackCh:
-				if string(a.Data) == bus.StreamCancel {
-					close(cancelled)
-					stop()
-					return
-				}
-				if n, err := strconv.ParseInt(string(a.Data), 10, 64); err == nil && n > acked.Load() {
-					acked.Store(n)
-					select {
-					case progress <- struct{}{}:
-					default:
-					}
-				}
-			case <-done:
-				return
-			}
-		}
-	}()
-	sent := int64(0)
+	s.lastSend.Store(time.Now().UnixNano())
 	dataHdr := nats.Header{bus.HdrStream: {bus.StreamData}}
-	timer := time.NewTimer(time.Until(deadline))
+	timer := time.NewTimer(time.Until(s.deadline))
 	defer timer.Stop()
 	send := func(chunk []byte) error {
-		for sent-acked.Load() >= int64(window) {
+		for s.sent.Load()-s.acked.Load() >= s.window {
 			select {
-			case <-progress:
-			case <-cancelled:
+			case <-s.progress:
+			case <-s.cancelled:
 				return errStreamCancelled
 			case <-timer.C:
 				return errStreamStalled
 			}
 		}
 		select {
-		case <-cancelled:
+		case <-s.cancelled:
 			return errStreamCancelled
 		default:
 		}
-		if sent >= bus.MaxStreamMessages {
-			return errors.New("the stream is longer than the bus carries")
+		n := s.sent.Load()
+		if n >= bus.MaxStreamMessages {
+			return errors.New("the stream is longer than one call may be")
 		}
-		if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Reply: ackInbox + "." + strconv.FormatInt(sent, 10), Header: dataHdr, Data: chunk}); err != nil {
+		if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Reply: s.ackInbox + "." + strconv.FormatInt(n, 10), Header: dataHdr, Data: chunk}); err != nil {
 			return err
 		}
-		sent++
+		s.sent.Store(n + 1)
+		s.lastSend.Store(time.Now().UnixNano())
 		return nil
 	}
 	if err := resp.Stream(send); err != nil && !errors.Is(err, errStreamCancelled) {
-		w.log.Debug("stream ended early", "subject", m.Subject, "chunks", sent, "err", err)
+		s.w.log.Debug("stream ended early", "subject", m.Subject, "chunks", s.sent.Load(), "err", err)
 	}
 	if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: nats.Header{bus.HdrStream: {bus.StreamEnd}}}); err != nil {
-		w.log.Debug("sending a stream's end", "subject", m.Subject, "err", err)
+		s.w.log.Debug("sending a stream's end", "subject", m.Subject, "err", err)
 	}
 }

@@ -369,8 +369,25 @@ func (w *Worker) serve(inv invocation, m *nats.Msg) {
 		inv.end()
 	}()
 	req := decodeRequest(inv.st.api, m)
+	ctx := context.Background()
+	var ss *streamSession
+	if req.Stream > 0 && bus.IsStreamInbox(m.Reply) {
+		// The caller takes a stream: its session is open before the
+		// backend is called, so a caller gone even before the first
+		// message ends the call (workers/stream.go).
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		if ss = w.openStream(m, req.Stream, inv.deadline, stop); ss != nil {
+			defer ss.close()
+		} else {
+			req.Stream = 0
+		}
+	} else {
+		req.Stream = 0
+	}
 	start := time.Now()
-	resp, err := inv.invoke(context.Background(), req)
+	resp, err := inv.invoke(ctx, req)
 	replied = true
 	if err != nil {
 		code, msg := errorCode(err)
@@ -384,7 +401,11 @@ func (w *Worker) serve(inv invocation, m *nats.Msg) {
 		inv.as.stats.record(time.Since(start), false, "")
 	}
 	if resp.Stream != nil {
-		w.replyStream(m, resp, req.Stream, inv.deadline, inv.cancel)
+		if ss != nil {
+			ss.relay(resp)
+		} else { // an adapter streamed unasked: a bug, answered as one
+			w.replyError(m, req.RequestID, bus.CodeInternal, "the backend answered with a stream nobody asked for")
+		}
 		resp.Free()
 		return
 	}

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/internal/grpcdemo"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/workers"
@@ -429,13 +430,20 @@ func TestPinnedSchema(t *testing.T) {
 // or for its caller to go away, which it reports on cancelled.
 type gatedStream struct {
 	grpcdemo.Server
+	before    int // messages sent before waiting: 0 means 1, < 0 none
 	release   chan struct{}
 	cancelled chan struct{}
 }
 
 func (g *gatedStream) StreamingOutputCall(req *testpb.StreamingOutputCallRequest, st grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
-	if err := st.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte("first")}}); err != nil {
-		return err
+	n := g.before
+	if n == 0 {
+		n = 1
+	}
+	for i := 0; i < n; i++ { // none when before < 0
+		if err := st.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte("first")}}); err != nil {
+			return err
+		}
 	}
 	select {
 	case <-g.release:
@@ -467,7 +475,9 @@ func TestRelayedStream(t *testing.T) {
 	reflection.Register(s)
 	go func() { _ = s.Serve(l) }()
 	t.Cleanup(s.Stop)
+	// A retry policy and a breaker do not cut a stream short.
 	g.Publish(fmt.Sprintf(`{"name":"live","pool":"p","route":{"method":"POST","path":"/live"},"timeout":"30s",
+		"retry":{"attempts":2},"breaker":{"consecutive_failures":5},
 		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/StreamingOutputCall"}}`, l.Addr().String()))
 	g.Publish(fmt.Sprintf(`{"name":"unary","pool":"p","route":{"method":"POST","path":"/unary"},"timeout":"5s",
 		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall"}}`, l.Addr().String()))
@@ -511,6 +521,43 @@ func TestRelayedStream(t *testing.T) {
 		t.Fatal("the backend's stream outlived its caller")
 	}
 
+	// A caller gone right after an acknowledged chunk (every 8th), and one
+	// gone before the backend sent anything, end the backend's stream.
+	for _, before := range []int{bus.StreamWindow / 2, -1} {
+		gs.release, gs.cancelled, gs.before = make(chan struct{}), make(chan struct{}), before
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+"/live", strings.NewReader(`{}`))
+		req.Header.Set("Accept", "application/x-ndjson")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return
+			}
+			rd := bufio.NewReader(resp.Body)
+			for i := 0; i < before; i++ {
+				if _, err := rd.ReadString('\n'); err != nil {
+					break
+				}
+			}
+			cancel()
+			resp.Body.Close()
+		}()
+		if before < 0 {
+			time.Sleep(300 * time.Millisecond) // the call is in, the backend silent
+			cancel()
+		}
+		select {
+		case <-gs.cancelled:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("after %d messages, the backend's stream outlived its caller", before)
+		}
+		cancel()
+		<-done
+	}
+	gs.before = 0
+
 	// A unary method asked for NDJSON answers once, as usual.
 	req, _ := http.NewRequest("POST", g.URL+"/unary", strings.NewReader(`{}`))
 	req.Header.Set("Accept", "application/x-ndjson")
@@ -547,7 +594,7 @@ func TestClientSpan(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range client.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	for k, want := range map[string]string{"rpc.system": "grpc", "rpc.service": "grpc.testing.TestService", "rpc.method": "UnaryCall", "server.address": addr} {
 		if attrs[k] != want {
