@@ -144,6 +144,17 @@ type Span interface {
 	Finish(status int, err error)
 }
 
+// Finish ends span (nil: not traced) with a call's outcome.
+func Finish(span Span, resp *Response, err error) {
+	switch {
+	case span == nil:
+	case err != nil:
+		span.Finish(0, err)
+	default:
+		span.Finish(resp.Status, nil)
+	}
+}
+
 // Func is an Instance that holds nothing to close.
 type Func Backend
 

@@ -229,13 +229,7 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 	} else {
 		resp, err = in.unary(ctx, m, msg)
 	}
-	if span != nil {
-		if err != nil {
-			span.Finish(0, err)
-		} else {
-			span.Finish(resp.Status, nil)
-		}
-	}
+	backend.Finish(span, resp, err)
 	return resp, err
 }
 

@@ -33,11 +33,23 @@ import (
 // startGRPC runs grpc-go's interop test service with reflection.
 func startGRPC(t *testing.T) string {
 	t.Helper()
+	return serveTest(t, &grpcdemo.Server{Hostname: "demo-host"}, false)
+}
+
+// serveTest runs impl as grpc.testing.TestService (with reflection unless
+// blind) until the test ends, and returns its address.
+func serveTest(t *testing.T, impl testpb.TestServiceServer, blind bool, opts ...grpc.ServerOption) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpcdemo.Start(l, "demo-host")
+	s := grpc.NewServer(opts...)
+	testpb.RegisterTestServiceServer(s, impl)
+	if !blind {
+		reflection.Register(s)
+	}
+	go func() { _ = s.Serve(l) }()
 	t.Cleanup(s.Stop)
 	return l.Addr().String()
 }
@@ -201,15 +213,8 @@ func TestServerStreaming(t *testing.T) {
 // A backend without reflection: a clear 502 while no schema was ever read.
 func TestNoReflection(t *testing.T) {
 	g := jetwaytest.Start(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	testpb.RegisterTestServiceServer(s, &grpcdemo.Server{})
-	go func() { _ = s.Serve(l) }()
-	t.Cleanup(s.Stop)
-	publishGRPC(g, "blind", "/blind", l.Addr().String(), "grpc.testing.TestService/UnaryCall", "")
+	addr := serveTest(t, &grpcdemo.Server{}, true)
+	publishGRPC(g, "blind", "/blind", addr, "grpc.testing.TestService/UnaryCall", "")
 	if r := g.Do("POST", "/blind", nil); r.Status != 502 || r.Code != "BAD_GATEWAY" || !strings.Contains(r.Body, "reflection") {
 		t.Fatalf("no reflection: %d %s", r.Status, r.Body)
 	}
@@ -288,17 +293,9 @@ func (*bigHeader) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*test
 // fails the call at once, not at the deadline.
 func TestOversizedMetadata(t *testing.T) {
 	g := jetwaytest.Start(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	testpb.RegisterTestServiceServer(s, &bigHeader{})
-	reflection.Register(s)
-	go func() { _ = s.Serve(l) }()
-	t.Cleanup(s.Stop)
+	addr := serveTest(t, &bigHeader{}, false)
 	g.Publish(fmt.Sprintf(`{"name":"big","pool":"p","route":{"method":"POST","path":"/big"},"timeout":"10s",
-		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall"}}`, l.Addr().String()))
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall"}}`, addr))
 	start := time.Now()
 	r := g.Do("POST", "/big", nil)
 	if r.Status < 500 || r.Status == 504 || len(r.Header.Get("Grpc-Metadata-X-Big")) > 0 {
@@ -323,17 +320,9 @@ func (c *reflectionCounter) intercept(srv any, ss grpc.ServerStream, info *grpc.
 // the schema lacks ask for a new read at most once per refreshMin.
 func TestUnknownFieldsDoNotAmplifyReflection(t *testing.T) {
 	g := jetwaytest.Start(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := &reflectionCounter{}
-	s := grpc.NewServer(grpc.StreamInterceptor(c.intercept))
-	testpb.RegisterTestServiceServer(s, &grpcdemo.Server{})
-	reflection.Register(s)
-	go func() { _ = s.Serve(l) }()
-	t.Cleanup(s.Stop)
-	publishGRPC(g, "unary", "/unary", l.Addr().String(), "grpc.testing.TestService/UnaryCall", "")
+	addr := serveTest(t, &grpcdemo.Server{}, false, grpc.StreamInterceptor(c.intercept))
+	publishGRPC(g, "unary", "/unary", addr, "grpc.testing.TestService/UnaryCall", "")
 	if r := g.Do("POST", "/unary", nil); r.Status != 200 {
 		t.Fatalf("first call: %d %s", r.Status, r.Body)
 	}
@@ -363,28 +352,20 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
+	addr := serveTest(t, &grpcdemo.Server{Hostname: "over-tls"}, false, grpc.Creds(credentials.NewTLS(&tls.Config{
 		Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool,
 	})))
-	testpb.RegisterTestServiceServer(s, &grpcdemo.Server{Hostname: "over-tls"})
-	reflection.Register(s)
-	go func() { _ = s.Serve(l) }()
-	t.Cleanup(s.Stop)
 	caFile := ca.File(t, dir, "ca.pem")
-	publishGRPC(g, "mtls", "/mtls", l.Addr().String(), "grpc.testing.TestService/UnaryCall",
+	publishGRPC(g, "mtls", "/mtls", addr, "grpc.testing.TestService/UnaryCall",
 		fmt.Sprintf(`,"tls":{"ca_file":%q,"cert_file":%q,"key_file":%q,"server_name":"grpc.test"}`, caFile, client.Cert, client.Key))
 	if r := g.Do("POST", "/mtls", nil); r.Status != 200 || !strings.Contains(r.Body, "over-tls") {
 		t.Fatalf("mutual TLS: %d %s", r.Status, r.Body)
 	}
-	publishGRPC(g, "plain", "/plain", l.Addr().String(), "grpc.testing.TestService/UnaryCall", "")
+	publishGRPC(g, "plain", "/plain", addr, "grpc.testing.TestService/UnaryCall", "")
 	if r := g.Do("POST", "/plain", nil); r.Status < 500 {
 		t.Fatalf("plaintext to a TLS server: %d %s", r.Status, r.Body)
 	}
-	publishGRPC(g, "nocert", "/nocert", l.Addr().String(), "grpc.testing.TestService/UnaryCall",
+	publishGRPC(g, "nocert", "/nocert", addr, "grpc.testing.TestService/UnaryCall",
 		fmt.Sprintf(`,"tls":{"ca_file":%q,"server_name":"grpc.test"}`, caFile))
 	if r := g.Do("POST", "/nocert", nil); r.Status < 500 {
 		t.Fatalf("TLS without the client certificate: %d %s", r.Status, r.Body)
@@ -395,20 +376,13 @@ func TestMutualTLS(t *testing.T) {
 // reflection is never asked.
 func TestPinnedSchema(t *testing.T) {
 	g := jetwaytest.Start(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := &reflectionCounter{}
-	s := grpc.NewServer(grpc.StreamInterceptor(c.intercept))
-	testpb.RegisterTestServiceServer(s, &grpcdemo.Server{Hostname: "pinned"})
-	go func() { _ = s.Serve(l) }() // no reflection
-	t.Cleanup(s.Stop)
+	addr := serveTest(t, &grpcdemo.Server{Hostname: "pinned"}, true, grpc.StreamInterceptor(c.intercept))
 	stored, err := g.Client.PutSchema(context.Background(), grpcdemo.DescriptorSet())
 	if err != nil {
 		t.Fatal(err)
 	}
-	publishGRPC(g, "pinned", "/pinned", l.Addr().String(), "grpc.testing.TestService/UnaryCall", `,"schema":"`+stored.Digest+`"`)
+	publishGRPC(g, "pinned", "/pinned", addr, "grpc.testing.TestService/UnaryCall", `,"schema":"`+stored.Digest+`"`)
 	for i := 0; i < 3; i++ {
 		if r := g.Do("POST", "/pinned", strings.NewReader(`{"responseSize":2}`)); r.Status != 200 || !strings.Contains(r.Body, "pinned") {
 			t.Fatalf("pinned schema: %d %s", r.Status, r.Body)
@@ -416,7 +390,7 @@ func TestPinnedSchema(t *testing.T) {
 	}
 	// UNIMPLEMENTED from the server does not send a pinned schema back to
 	// reflection either.
-	publishGRPC(g, "gone", "/gone", l.Addr().String(), "grpc.testing.TestService/UnimplementedCall", `,"schema":"`+stored.Digest+`"`)
+	publishGRPC(g, "gone", "/gone", addr, "grpc.testing.TestService/UnimplementedCall", `,"schema":"`+stored.Digest+`"`)
 	if r := g.Do("POST", "/gone", nil); r.Status != 501 {
 		t.Fatalf("unimplemented: %d %s", r.Status, r.Body)
 	}
@@ -465,22 +439,14 @@ func (g *gatedStream) StreamingOutputCall(req *testpb.StreamingOutputCallRequest
 // that goes away ends the backend's stream long before the deadline.
 func TestRelayedStream(t *testing.T) {
 	g := jetwaytest.Start(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	gs := &gatedStream{release: make(chan struct{}), cancelled: make(chan struct{})}
-	s := grpc.NewServer()
-	testpb.RegisterTestServiceServer(s, gs)
-	reflection.Register(s)
-	go func() { _ = s.Serve(l) }()
-	t.Cleanup(s.Stop)
+	addr := serveTest(t, gs, false)
 	// A retry policy and a breaker do not cut a stream short.
 	g.Publish(fmt.Sprintf(`{"name":"live","pool":"p","route":{"method":"POST","path":"/live"},"timeout":"30s",
 		"retry":{"attempts":2},"breaker":{"consecutive_failures":5},
-		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/StreamingOutputCall"}}`, l.Addr().String()))
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/StreamingOutputCall"}}`, addr))
 	g.Publish(fmt.Sprintf(`{"name":"unary","pool":"p","route":{"method":"POST","path":"/unary"},"timeout":"5s",
-		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall"}}`, l.Addr().String()))
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall"}}`, addr))
 
 	open := func(accept string) (*http.Response, *bufio.Reader) {
 		t.Helper()

@@ -104,13 +104,7 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 		return nil, berr
 	}
 	resp, err := in.response(reply)
-	if span != nil {
-		if err != nil {
-			span.Finish(0, err)
-		} else {
-			span.Finish(resp.Status, nil)
-		}
-	}
+	backend.Finish(span, resp, err)
 	return resp, err
 }
 

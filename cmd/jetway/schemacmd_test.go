@@ -13,16 +13,7 @@ import (
 // well-known type) into a set the registry takes, with the method in it.
 func TestReadSchemaFilesCompilesProto(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := protoWriter(t, dir)
 	write("shop/v1/common.proto", `syntax = "proto3"; package shop.v1; message Money { int64 cents = 1; string currency = 2; }`)
 	main := write("shop/v1/orders.proto", `syntax = "proto3"; package shop.v1;
 import "google/protobuf/timestamp.proto";
@@ -61,16 +52,7 @@ service Orders { rpc GetOrder(GetOrderRequest) returns (Order); }`)
 // one import name are refused rather than one silently dropped.
 func TestReadSchemaFilesFolders(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := protoWriter(t, dir)
 	a := write("p/a.proto", `syntax = "proto3"; package a; import "sub/b.proto"; message A { sub.X x = 1; } service SA { rpc M(A) returns (A); }`)
 	b := write("p/sub/b.proto", `syntax = "proto3"; package sub; message X {}`)
 	for _, order := range [][]string{{a, b}, {b, a}} {
@@ -82,5 +64,20 @@ func TestReadSchemaFilesFolders(t *testing.T) {
 	c2 := write("y/common.proto", `syntax = "proto3"; package y; message C {}`)
 	if _, err := readSchemaFiles([]string{c1, c2}, nil); err == nil || !strings.Contains(err.Error(), "two files are common.proto") {
 		t.Fatalf("two files of one import name: %v", err)
+	}
+}
+
+// protoWriter writes test files below dir and returns their paths.
+func protoWriter(t *testing.T, dir string) func(name, text string) string {
+	return func(name, text string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
 }
