@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/internal/grpcdemo"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/workers"
@@ -570,4 +572,36 @@ func TestClientSpan(t *testing.T) {
 	if tp := r.Header.Get("Grpc-Metadata-X-Seen-Traceparent"); !strings.Contains(tp, client.SpanContext().TraceID().String()) {
 		t.Errorf("the server saw traceparent %q, not the span's trace %s", tp, client.SpanContext().TraceID())
 	}
+}
+
+// A caller that asks for a stream and never reads holds nothing past the
+// call's deadline: the edge's write deadline frees its slot.
+func TestStreamCallerThatNeverReads(t *testing.T) {
+	g := jetwaytest.Start(t)
+	addr := startGRPC(t)
+	g.Publish(fmt.Sprintf(`{"name":"big","pool":"p","route":{"method":"POST","path":"/big"},"timeout":"1s","edge_concurrency":1,
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/StreamingOutputCall"}}`, addr))
+	body := `{"responseParameters":[` + strings.TrimSuffix(strings.Repeat(`{"size":262144},`, 200), ",") + `]}`
+	c, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(c, "POST /big HTTP/1.1\r\nHost: x\r\nAccept: application/x-ndjson\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// While it holds the API's one edge slot, others are refused; once
+	// its deadline has passed, they are not.
+	overloaded := func() bool { return g.Do("POST", "/big", strings.NewReader(`{}`)).Code == "OVERLOADED" }
+	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if !overloaded() {
+			return errors.New("the silent caller does not hold the slot yet")
+		}
+		return nil
+	})
+	natstest.CheckFor(t, 15*time.Second, 100*time.Millisecond, func() error {
+		if overloaded() {
+			return errors.New("a caller that never reads still holds the API's slot long after its 1s deadline")
+		}
+		return nil
+	})
 }
