@@ -26,7 +26,7 @@ import (
 // binary a rolling upgrade starts from: the commit that landed last. Move
 // it forward when a release lands; the wire version it writes must be
 // bus.WireVersion-1 or bus.WireVersion.
-const previousRelease = "d36956fb54d6c106e0f8ac429c93ca23ca11605a"
+const previousRelease = "bd8c8b797558f3739a6d6b4eb160feba70f5a617"
 
 // buildPrevious builds the jetway binary of previousRelease from this
 // repository's history. Without that history (a source tarball, a shallow
