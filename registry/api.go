@@ -261,6 +261,7 @@ func ParseAPI(key string, doc []byte) (*API, error) {
 	}
 	var a API
 	decodeProblems, failed := a.decodeFields(js)
+	a.defaultGRPCRoute()
 	var semantic []schemas.Problem
 	for _, p := range a.check(key) {
 		if !failed[p.Path] {
@@ -359,6 +360,18 @@ func mergeProblems(semantic, schema []schemas.Problem) []schemas.Problem {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
+}
+
+// defaultGRPCRoute gives a grpc backend's route without a path the path
+// gRPC itself calls the method on: POST /package.Service/Method.
+func (a *API) defaultGRPCRoute() {
+	if a.Route.Path != "" || a.Backend.Type != BackendGRPC || !grpcMethod.MatchString(a.Backend.Method) {
+		return
+	}
+	a.Route.Path = "/" + a.Backend.Method
+	if a.Route.Method == "" {
+		a.Route.Method = http.MethodPost
+	}
 }
 
 func (a *API) applyDefaults() {

@@ -3,6 +3,7 @@ package registry
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jetway-gw/jetway/schemas"
@@ -46,5 +47,19 @@ func TestBackendKindMessages(t *testing.T) {
 		if got := tc.b.Label(); got != tc.want {
 			t.Errorf("Label() = %q, want %q", got, tc.want)
 		}
+	}
+}
+
+// A grpc backend's route may leave out its path: POST /package.Service/Method.
+func TestGRPCRouteDefault(t *testing.T) {
+	a, err := ParseAPI("", []byte(`{"name":"g","pool":"p","route":{},"backend":{"type":"grpc","target":"h:1","method":"shop.v1.Orders/GetOrder"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Route.Method != "POST" || a.Route.Path != "/shop.v1.Orders/GetOrder" {
+		t.Fatalf("route %+v", a.Route)
+	}
+	if _, err := ParseAPI("", []byte(`{"name":"h","pool":"p","route":{},"backend":{"type":"mock"}}`)); err == nil || !strings.Contains(err.Error(), "path") {
+		t.Fatalf("a mock without a route path: %v", err)
 	}
 }

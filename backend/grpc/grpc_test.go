@@ -605,3 +605,13 @@ func TestStreamCallerThatNeverReads(t *testing.T) {
 		return nil
 	})
 }
+
+// A route without a path serves the method where gRPC names it.
+func TestRouteByMethodName(t *testing.T) {
+	g := jetwaytest.Start(t)
+	addr := startGRPC(t)
+	g.Publish(fmt.Sprintf(`{"name":"byname","pool":"p","route":{},"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall"}}`, addr))
+	if r := g.Do("POST", "/grpc.testing.TestService/UnaryCall", strings.NewReader(`{"responseSize":1}`)); r.Status != 200 || !strings.Contains(r.Body, `"eA=="`) {
+		t.Fatalf("POST /grpc.testing.TestService/UnaryCall: %d %s", r.Status, r.Body)
+	}
+}
