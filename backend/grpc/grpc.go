@@ -309,7 +309,9 @@ func (in *instance) stream(ctx context.Context, m *method, msg *dynamicpb.Messag
 		if n == 0 {
 			return in.callError(ctx, err, m, header, st.Trailer())
 		}
-		if ctx.Err() != nil {
+		// The deadline, seen here or first by the server (which got it
+		// as grpc-timeout and ended the stream).
+		if ctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
 			return nil, bus.Errorf(bus.CodeGatewayTimeout, "backend stream did not end within the deadline")
 		}
 		body = form.fail(body, n, statusJSON(status.Convert(err), m))
