@@ -1,12 +1,14 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -87,9 +89,12 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 				cancel()
 				return errEnded
 			}
-			// The deadline: the caller has what came; the worker stops
-			// at the same deadline.
-			c.e.log.Debug("stream cut at the deadline", "api", c.rt.api.Name, "request_id", c.id, "chunks", written)
+			// The deadline (or a worker gone mid-stream): the caller has
+			// what came, then a last element saying why it ends here, so
+			// a cut stream is never mistaken for a whole one; the worker
+			// stops at the same deadline.
+			c.e.log.Debug("stream cut", "api", c.rt.api.Name, "request_id", c.id, "chunks", written, "err", err)
+			c.cutStream(ctl)
 			return errEnded
 		}
 		switch bus.StreamKind(msg.Header) {
@@ -113,6 +118,9 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 				acked, unanswered = written, nil
 			}
 		case bus.StreamEnd:
+			if msg.Header.Get(bus.HdrError) == string(bus.CodeGatewayTimeout) {
+				c.cutStream(ctl) // the worker saw the deadline first
+			}
 			return errEnded
 		}
 	}
@@ -152,4 +160,28 @@ func nextOfStream(ctx context.Context, sub *nats.Subscription) (*nats.Msg, error
 			return m, err
 		}
 	}
+}
+
+// streamCutGrace is how long the line that ends a cut stream may take to
+// write: a caller that does not read it is let go then.
+const streamCutGrace = time.Second
+
+// streamError is a gateway error as the last element of a stream of the
+// content type: an NDJSON line {"error": ...}, or an SSE error event.
+func streamError(contentType string, errJSON []byte) []byte {
+	errJSON = bytes.TrimRight(errJSON, "\n")
+	if strings.HasPrefix(contentType, "text/event-stream") {
+		return append(append([]byte("event: error\ndata: "), errJSON...), "\n\n"...)
+	}
+	return append(append([]byte(`{"error":`), errJSON...), "}\n"...)
+}
+
+// cutStream ends a stream that did not finish within its deadline with a
+// last element saying so, so a cut stream is never mistaken for a whole
+// one, and counts the call as GATEWAY_TIMEOUT.
+func (c *call) cutStream(ctl *http.ResponseController) {
+	c.code = bus.CodeGatewayTimeout
+	_ = ctl.SetWriteDeadline(time.Now().Add(streamCutGrace)) // past the call's own, for this last line only
+	_, _ = c.Write(streamError(c.Header().Get("Content-Type"), bus.ErrorJSON(bus.CodeGatewayTimeout, "api "+c.rt.api.Name+" did not finish its stream within its deadline", c.id)))
+	_ = ctl.Flush()
 }

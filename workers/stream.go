@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"sync"
@@ -158,10 +159,14 @@ func (s *streamSession) relay(resp *backend.Response) {
 		s.lastSend.Store(time.Now().UnixNano())
 		return nil
 	}
+	end := nats.Header{bus.HdrStream: {bus.StreamEnd}}
 	if err := resp.Stream(send); err != nil && !errors.Is(err, errStreamCancelled) {
 		s.w.log.Debug("stream ended early", "subject", m.Subject, "chunks", s.sent.Load(), "err", err)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStreamStalled) {
+			end[bus.HdrError] = []string{string(bus.CodeGatewayTimeout)} // the edge tells the caller
+		}
 	}
-	if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: nats.Header{bus.HdrStream: {bus.StreamEnd}}}); err != nil {
+	if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: end}); err != nil {
 		s.w.log.Debug("sending a stream's end", "subject", m.Subject, "err", err)
 	}
 }

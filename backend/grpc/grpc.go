@@ -367,8 +367,8 @@ func (in *instance) relay(ctx context.Context, m *method, msg *dynamicpb.Message
 				if errors.Is(err, io.EOF) {
 					return nil
 				}
-				if ctx.Err() != nil {
-					return ctx.Err()
+				if ctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
+					return context.DeadlineExceeded // the edge says so to the caller
 				}
 				return send(form.fail(nil, i+1, statusJSON(status.Convert(err), m)))
 			}

@@ -526,6 +526,15 @@ func TestRelayedStream(t *testing.T) {
 	}
 	gs.before = 0
 
+	// A stream cut at the deadline ends with a line saying so.
+	g.Publish(fmt.Sprintf(`{"name":"short","pool":"p","route":{"method":"POST","path":"/short"},"timeout":"1s",
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/StreamingOutputCall"}}`, addr))
+	gs.release, gs.cancelled = make(chan struct{}), make(chan struct{})
+	cut := g.Do("POST", "/short", strings.NewReader(`{}`), "Accept", "application/x-ndjson")
+	if lines := strings.Split(strings.TrimSpace(cut.Body), "\n"); cut.Status != 200 || len(lines) != 2 || !strings.Contains(lines[1], `{"error":{"code":"GATEWAY_TIMEOUT"`) {
+		t.Fatalf("a stream cut at its deadline: %d %q", cut.Status, cut.Body)
+	}
+
 	// A unary method asked for NDJSON answers once, as usual.
 	req, _ := http.NewRequest("POST", g.URL+"/unary", strings.NewReader(`{}`))
 	req.Header.Set("Accept", "application/x-ndjson")
