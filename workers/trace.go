@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 
@@ -50,10 +51,23 @@ func (w *Worker) tracing(a *registry.API) backend.Middleware {
 		return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {
 			ctx, span := w.startProcess(ctx, req, name, subject)
 			resp, err := next(ctx, req)
-			if err != nil {
+			switch {
+			case err != nil:
 				code, _ := errorCode(err)
 				endSpan(span, code.Status(), err)
-			} else {
+			case resp.Stream != nil && span != nil:
+				// A relayed stream's span lasts as long as the stream.
+				inner, status := resp.Stream, resp.Status
+				resp.Stream = func(send func([]byte) error) error {
+					serr := inner(send)
+					if errors.Is(serr, errStreamCancelled) {
+						endSpan(span, status, nil) // the caller left: no fault of the call
+					} else {
+						endSpan(span, status, serr)
+					}
+					return serr
+				}
+			default:
 				endSpan(span, resp.Status, nil)
 			}
 			return resp, err

@@ -624,3 +624,28 @@ func TestRouteByMethodName(t *testing.T) {
 		t.Fatalf("POST /grpc.testing.TestService/UnaryCall: %d %s", r.Status, r.Body)
 	}
 }
+
+// A relayed stream's worker span lasts until the stream ends, not just
+// until its first message.
+func TestRelayedStreamSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Worker: workers.Options{Tracing: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))}})
+	addr := startGRPC(t)
+	publishGRPC(g, "stream", "/stream", addr, "grpc.testing.TestService/StreamingOutputCall", "")
+	r := g.Do("POST", "/stream", strings.NewReader(`{"responseParameters":[{"size":1},{"size":1,"intervalUs":300000},{"size":1,"intervalUs":300000}]}`),
+		"Accept", "application/x-ndjson")
+	if r.Status != 200 || strings.Count(r.Body, "\n") != 3 {
+		t.Fatalf("stream: %d %q", r.Status, r.Body)
+	}
+	natstest.CheckFor(t, 2*time.Second, 10*time.Millisecond, func() error {
+		for _, s := range rec.Ended() {
+			if s.SpanKind() == trace.SpanKindServer {
+				if d := s.EndTime().Sub(s.StartTime()); d < 600*time.Millisecond {
+					return fmt.Errorf("the worker's span lasted %v, less than the stream's 600ms", d)
+				}
+				return nil
+			}
+		}
+		return errors.New("no worker span")
+	})
+}
