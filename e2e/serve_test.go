@@ -112,9 +112,17 @@ func TestServeDemoAndCLI(t *testing.T) {
 		doc := `{"name":"e2e.pinned","pool":"e2e","route":{"method":"POST","path":"/v1/e2e/pinned"},"timeout":"2s",
 			"backend":{"type":"grpc","target":"` + target + `","method":"grpc.testing.TestService/UnaryCall","schema":"` + m[1] + `"}}`
 		putAPI(t, url, doc)
-		r, err := do(http.MethodPost, edge+"/v1/e2e/pinned", strings.NewReader(`{"responseSize":1}`), nil)
-		if err != nil || r.status != http.StatusOK || !strings.Contains(string(r.body), `"eA=="`) {
-			t.Fatalf("POST /v1/e2e/pinned: %v %v", r, err)
+		var r response
+		natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error { // until the edge routes it
+			var err error
+			r, err = do(http.MethodPost, edge+"/v1/e2e/pinned", strings.NewReader(`{"responseSize":1}`), nil)
+			if err != nil || r.status == http.StatusNotFound {
+				return fmt.Errorf("POST /v1/e2e/pinned: %v %v", r, err)
+			}
+			return nil
+		})
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), `"eA=="`) {
+			t.Fatalf("POST /v1/e2e/pinned: %v", r)
 		}
 		// A method the pinned schema lacks is refused at publish.
 		bad := strings.Replace(doc, "/UnaryCall", "/NoSuchCall", 1)
