@@ -15,12 +15,14 @@ import (
 //	                 nobody receives comes back to the worker as NATS's
 //	                 no-responders status, and the worker stops the call
 //	worker → edge    "open": status and headers (as a reply), no body
-//	worker → edge    "data": one chunk, reply subject: <the worker's ack
-//	                 inbox>.<n> (one per chunk: NATS lets the edge's user
-//	                 answer each reply subject once)
+//	worker → edge    "open" carries the reply subject <ack inbox>.h, on
+//	                 which the edge may always answer "cancel"
+//	worker → edge    "data": one chunk; every W/2-th carries the reply
+//	                 subject <ack inbox>.<n> (a subject per ack: NATS lets
+//	                 the edge's user answer each reply subject once)
 //	edge   → worker  the count of chunks written to the caller, as the answer
-//	                 to a chunk, at least every W/2 chunks; "cancel" when
-//	                 the caller went away
+//	                 to such a chunk; "cancel" when the caller went away.
+//	                 The edge answers only under the head's ack inbox.
 //	worker → edge    "end": the last message
 //
 // The worker never has more than W chunks sent and not acknowledged, so a

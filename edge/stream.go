@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -46,7 +47,7 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 	defer func() { _ = sub.Unsubscribe() }()
 	// A worker that ignores the window cannot park more than this here:
 	// past it the subscription reports a slow consumer and the call ends.
-	_ = sub.SetPendingLimits(4*bus.StreamWindow, 64<<20)
+	_ = sub.SetPendingLimits(2*bus.StreamWindow+8, int((2*bus.StreamWindow+8)*max(nc.MaxPayload(), 1<<20)))
 	first, err := c.firstOfStream(ctx, nc, sub, m, sent)
 	if err != nil {
 		return c.requestError(err)
@@ -72,15 +73,41 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 	_ = ctl.SetWriteDeadline(c.deadline)
 	c.WriteHeader(rep.Status)
 	_ = ctl.Flush()
-	written, acked := 0, 0
-	// The last message not yet answered, for a cancel: the head first.
+	// The worker's ack inbox, from the head's reply (<inbox>.h): the edge
+	// answers only there. A chunk's reply naming anything else (the KV
+	// API, another call) is never answered, so a worker cannot make the
+	// edge publish where it likes through its answers.
+	ackBase := ""
+	if base, ok := strings.CutSuffix(first.Reply, ".h"); ok && strings.HasPrefix(base, bus.InboxPrefixWorker+".") {
+		ackBase = base + "."
+	}
+	answer := func(m *nats.Msg, data string) bool {
+		rest, ok := strings.CutPrefix(m.Reply, ackBase)
+		if ackBase == "" || !ok || (m != first && !isDigits(rest)) {
+			return false // the head's own reply is <inbox>.h, a chunk's <inbox>.<n>
+		}
+		_ = m.Respond([]byte(data))
+		return true
+	}
+	written := 0
+	// The head, until a chunk is answered: a cancel needs a message to
+	// answer. Once it is used, the worker learns of a caller gone from its
+	// next chunk or probe, which nobody receives once this call has
+	// unsubscribed; a chunk waiting here unanswered carries it too.
 	unanswered := first
 	cancel := func() {
-		if unanswered != nil && unanswered.Reply != "" {
-			_ = unanswered.Respond([]byte(bus.StreamCancel))
+		if unanswered != nil && answer(unanswered, bus.StreamCancel) {
+			return
 		}
-		// Otherwise the worker learns it from its next probe or chunk,
-		// which nobody receives once this call has unsubscribed.
+		for n, _, _ := sub.Pending(); n > 0; n-- {
+			m, err := sub.NextMsg(time.Millisecond)
+			if err != nil {
+				return
+			}
+			if answer(m, bus.StreamCancel) {
+				return
+			}
+		}
 	}
 	for {
 		msg, err := nextOfStream(ctx, sub)
@@ -89,41 +116,55 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 				cancel()
 				return errEnded
 			}
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				// More than the window allows: the worker is not
+				// following the protocol.
+				c.e.log.Warn("stream over its window", "api", c.rt.api.Name, "request_id", c.id, "chunks", written)
+				c.cutStream(ctl, bus.CodeBadGateway, "the worker of api "+c.rt.api.Name+" sent past the stream's window")
+				return errEnded
+			}
 			// The deadline (or a worker gone mid-stream): the caller has
 			// what came, then a last element saying why it ends here, so
 			// a cut stream is never mistaken for a whole one; the worker
 			// stops at the same deadline.
 			c.e.log.Debug("stream cut", "api", c.rt.api.Name, "request_id", c.id, "chunks", written, "err", err)
-			c.cutStream(ctl)
+			c.cutStream(ctl, bus.CodeGatewayTimeout, "api "+c.rt.api.Name+" did not finish its stream within its deadline")
 			return errEnded
 		}
 		switch bus.StreamKind(msg.Header) {
 		case bus.StreamData:
-			if _, err := c.Write(msg.Data); err != nil {
-				if msg.Reply != "" {
-					_ = msg.Respond([]byte(bus.StreamCancel))
-				}
-				return errEnded
+			_, err := c.Write(msg.Data)
+			if err == nil {
+				err = ctl.Flush()
 			}
-			if err := ctl.Flush(); err != nil {
-				if msg.Reply != "" {
-					_ = msg.Respond([]byte(bus.StreamCancel))
+			if err != nil {
+				if !answer(msg, bus.StreamCancel) {
+					cancel()
 				}
 				return errEnded
 			}
 			written++
-			unanswered = msg
-			if written-acked >= bus.StreamWindow/2 && msg.Reply != "" {
-				_ = msg.Respond([]byte(strconv.Itoa(written)))
-				acked, unanswered = written, nil
+			// The worker asks for an ack every half window (the chunks
+			// that carry a reply): how many the caller has been given.
+			if msg.Reply != "" && answer(msg, strconv.Itoa(written)) {
+				unanswered = nil
 			}
 		case bus.StreamEnd:
 			if msg.Header.Get(bus.HdrError) == string(bus.CodeGatewayTimeout) {
-				c.cutStream(ctl) // the worker saw the deadline first
+				c.cutStream(ctl, bus.CodeGatewayTimeout, "api "+c.rt.api.Name+" did not finish its stream within its deadline") // the worker saw it first
 			}
 			return errEnded
 		}
 	}
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // firstOfStream sends the request and waits for the first message on the
@@ -176,12 +217,12 @@ func streamError(contentType string, errJSON []byte) []byte {
 	return append(append([]byte(`{"error":`), errJSON...), "}\n"...)
 }
 
-// cutStream ends a stream that did not finish within its deadline with a
-// last element saying so, so a cut stream is never mistaken for a whole
-// one, and counts the call as GATEWAY_TIMEOUT.
-func (c *call) cutStream(ctl *http.ResponseController) {
-	c.code = bus.CodeGatewayTimeout
+// cutStream ends a stream that did not finish (its deadline, a worker out
+// of protocol) with a last element saying why, so a cut stream is never
+// mistaken for a whole one, and counts the call with that code.
+func (c *call) cutStream(ctl *http.ResponseController, code bus.Code, message string) {
+	c.code = code
 	_ = ctl.SetWriteDeadline(time.Now().Add(streamCutGrace)) // past the call's own, for this last line only
-	_, _ = c.Write(streamError(c.Header().Get("Content-Type"), bus.ErrorJSON(bus.CodeGatewayTimeout, "api "+c.rt.api.Name+" did not finish its stream within its deadline", c.id)))
+	_, _ = c.Write(streamError(c.Header().Get("Content-Type"), bus.ErrorJSON(code, message, c.id)))
 	_ = ctl.Flush()
 }

@@ -91,7 +91,10 @@ func (s *streamSession) watch(ackCh chan *nats.Msg, stop func()) {
 				}
 			}
 		case <-probe.C:
-			if time.Since(time.Unix(0, s.lastSend.Load())) < streamProbe {
+			// Not while the window is full: the edge is then writing to a
+			// slow caller, and has an ack-carrying chunk to answer (or to
+			// cancel on) when it is done.
+			if time.Since(time.Unix(0, s.lastSend.Load())) < streamProbe || s.sent.Load()-s.acked.Load() >= s.window {
 				continue
 			}
 			probes++
@@ -127,10 +130,14 @@ func (s *streamSession) relay(resp *backend.Response) {
 	h[bus.HdrStream] = []string{bus.StreamOpen}
 	if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Reply: s.ackInbox + ".h", Header: h}); err != nil {
 		s.w.log.Warn("sending a stream's head", "subject", m.Subject, "err", err)
+		// The stream is run all the same, to no one: whatever wraps it
+		// (its span, its context) ends as it would.
+		_ = resp.Stream(func([]byte) error { return err })
 		return
 	}
 	s.lastSend.Store(time.Now().UnixNano())
 	dataHdr := nats.Header{bus.HdrStream: {bus.StreamData}}
+	stride := max(s.window/2, 1)
 	timer := time.NewTimer(time.Until(s.deadline))
 	defer timer.Stop()
 	send := func(chunk []byte) error {
@@ -152,10 +159,18 @@ func (s *streamSession) relay(resp *backend.Response) {
 		if n >= bus.MaxStreamMessages {
 			return errors.New("the stream is longer than one call may be")
 		}
-		if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Reply: s.ackInbox + "." + strconv.FormatInt(n, 10), Header: dataHdr, Data: chunk}); err != nil {
+		// Only every half window asks for an ack (and can carry a
+		// cancel): the edge's user may answer each reply subject once,
+		// and the server keeps a permission entry for every reply it
+		// delivers until it is used or expires.
+		reply := ""
+		if (n+1)%stride == 0 {
+			reply = s.ackInbox + "." + strconv.FormatInt(n+1, 10)
+		}
+		s.sent.Store(n + 1) // before the publish: its ack may come at once
+		if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Reply: reply, Header: dataHdr, Data: chunk}); err != nil {
 			return err
 		}
-		s.sent.Store(n + 1)
 		s.lastSend.Store(time.Now().UnixNano())
 		return nil
 	}

@@ -229,6 +229,16 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 	} else {
 		resp, err = in.unary(ctx, m, msg)
 	}
+	if span != nil && err == nil && resp.Stream != nil {
+		// A relayed stream's client span ends with the stream.
+		inner, status := resp.Stream, resp.Status
+		resp.Stream = func(send func([]byte) error) error {
+			serr := inner(send)
+			span.Finish(status, serr)
+			return serr
+		}
+		return resp, nil
+	}
 	backend.Finish(span, resp, err)
 	return resp, err
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/otel"
@@ -102,7 +103,7 @@ func StartWith(t testing.TB, o Options) *Gateway {
 		eo.Metrics = otel.NewMetrics("test-edge", "edge")
 	}
 	g.Metrics = eo.Metrics
-	eo.Conn = natstest.Connect(t, s)
+	eo.Conn = natstest.Connect(t, s, nats.CustomInboxPrefix(bus.InboxPrefixEdge))
 	e, err := edge.New(eo)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +135,9 @@ func (g *Gateway) AddWorker(pools ...string) *workers.Worker {
 // AddWorkerWith is AddWorker with options; Conn is filled in.
 func (g *Gateway) AddWorkerWith(o workers.Options) *workers.Worker {
 	g.T.Helper()
-	nc, err := nats.Connect(g.Server.ClientURL())
+	// The inbox prefix of the worker role, as `jetway worker` connects
+	// (bus.InboxPrefix): a stream's acks come back under it.
+	nc, err := nats.Connect(g.Server.ClientURL(), nats.CustomInboxPrefix(bus.InboxPrefix(bus.UserWorker, o.Pools...)))
 	if err != nil {
 		g.T.Fatal(err)
 	}
