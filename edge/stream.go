@@ -110,10 +110,21 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 		}
 	}
 	for {
-		msg, err := nextOfStream(ctx, sub)
+		// A worker that has something to send sends it, and one waiting on
+		// its backend probes every second: silence for streamSilence means
+		// it is gone (a crash, a cut connection), well before the deadline.
+		mctx, mcancel := context.WithTimeout(ctx, streamSilence)
+		msg, err := nextOfStream(mctx, sub)
+		silent := err != nil && ctx.Err() == nil && mctx.Err() != nil
+		mcancel()
 		if err != nil {
 			if c.r.Context().Err() != nil {
 				cancel()
+				return errEnded
+			}
+			if silent {
+				c.e.log.Warn("stream's worker went silent", "api", c.rt.api.Name, "request_id", c.id, "chunks", written)
+				c.cutStream(ctl, bus.CodeBadGateway, "the worker relaying api "+c.rt.api.Name+"'s stream stopped answering")
 				return errEnded
 			}
 			if errors.Is(err, nats.ErrSlowConsumer) {
@@ -202,6 +213,10 @@ func nextOfStream(ctx context.Context, sub *nats.Subscription) (*nats.Msg, error
 		}
 	}
 }
+
+// streamSilence is how long a stream may go without any message from its
+// worker (which probes every second while it waits on its backend).
+const streamSilence = 5 * time.Second
 
 // streamCutGrace is how long the line that ends a cut stream may take to
 // write: a caller that does not read it is let go then.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -29,6 +30,7 @@ import (
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/internal/grpcdemo"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
+	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
 )
 
@@ -648,4 +650,55 @@ func TestRelayedStreamSpan(t *testing.T) {
 		}
 		return errors.New("no worker span")
 	})
+}
+
+// A worker that goes away mid-stream (its connection cut) ends the
+// caller's stream within seconds, with a last line saying so, not at the
+// deadline.
+func TestStreamWorkerGone(t *testing.T) {
+	g := jetwaytest.Start(t, "none")
+	nc, err := nats.Connect(g.Server.ClientURL(), nats.CustomInboxPrefix(bus.InboxPrefix(bus.UserWorker, "p")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	w, err := workers.New(workers.Options{Conn: nc, Pools: []string{"p"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := registry.NewWatcher(registry.WatcherOptions{Conn: nc})
+	rw.OnChange(w.Apply)
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go func() { _ = rw.Run(ctx) }()
+	gs := &gatedStream{release: make(chan struct{}), cancelled: make(chan struct{})}
+	addr := serveTest(t, gs, false)
+	a := g.Publish(fmt.Sprintf(`{"name":"live","pool":"p","route":{"method":"POST","path":"/live"},"timeout":"60s",
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/StreamingOutputCall"}}`, addr))
+	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if rev, ok := w.Serving("live"); !ok || rev != a.Revision {
+			return errors.New("the worker does not serve the api yet")
+		}
+		return nil
+	})
+	req, _ := http.NewRequest("POST", g.URL+"/live", strings.NewReader(`{}`))
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	if _, err := rd.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	nc.Close() // the worker is gone
+	rest, _ := io.ReadAll(rd)
+	if !strings.Contains(string(rest), `"code":"BAD_GATEWAY"`) {
+		t.Fatalf("after the worker went: %q", rest)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("the stream ended %v after its worker went, not within seconds", d)
+	}
 }
