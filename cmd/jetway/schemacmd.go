@@ -47,6 +47,7 @@ func cmdSchema(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway schema", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rf := addRegistryFlags(fs)
+	replicas := fs.Int("replicas", 1, "replicas of the registry buckets if they have to be created")
 	var paths protoPaths
 	fs.Var(&paths, "proto-path", "put: a folder imports are found under (repeatable; default each file's folder)")
 	fs.Usage = func() { groupUsage(stderr, fs, "schema", schemaUsage, args) }
@@ -68,7 +69,7 @@ func cmdSchema(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	ctx, c, done, err := rf.dial(1)
+	ctx, c, done, err := rf.dial(*replicas)
 	if err != nil {
 		return err
 	}
