@@ -71,6 +71,18 @@ type Response struct {
 	Stream func(send func(chunk []byte) error) error
 }
 
+// AfterStream makes f run when the response's Stream has returned, with
+// its error: what a middleware holds for the call (a context, a span) lives
+// as long as the stream. r must have a Stream.
+func (r *Response) AfterStream(f func(err error)) {
+	inner := r.Stream
+	r.Stream = func(send func([]byte) error) error {
+		err := inner(send)
+		f(err)
+		return err
+	}
+}
+
 // Free calls Release, if any. r may be nil.
 func (r *Response) Free() {
 	if r != nil && r.Release != nil {

@@ -246,8 +246,7 @@ func (w *Worker) retry(a *registry.API, g *governance) backend.Middleware {
 				if resp != nil && resp.Stream != nil {
 					// A stream lives in its attempt's context until it is
 					// relayed, and is never retried once it has started.
-					inner := resp.Stream
-					resp.Stream = func(send func([]byte) error) error { defer cancel(); return inner(send) }
+					resp.AfterStream(func(error) { cancel() })
 					return resp, err
 				}
 				cancel()

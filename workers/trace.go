@@ -57,16 +57,13 @@ func (w *Worker) tracing(a *registry.API) backend.Middleware {
 				endSpan(span, code.Status(), err)
 			case resp.Stream != nil && span != nil:
 				// A relayed stream's span lasts as long as the stream.
-				inner, status := resp.Stream, resp.Status
-				resp.Stream = func(send func([]byte) error) error {
-					serr := inner(send)
+				status := resp.Status
+				resp.AfterStream(func(serr error) {
 					if errors.Is(serr, errStreamCancelled) {
-						endSpan(span, status, nil) // the caller left: no fault of the call
-					} else {
-						endSpan(span, status, serr)
+						serr = nil // the caller left: no fault of the call
 					}
-					return serr
-				}
+					endSpan(span, status, serr)
+				})
 			default:
 				endSpan(span, resp.Status, nil)
 			}
@@ -137,15 +134,24 @@ func endSpan(span trace.Span, status int, err error) {
 // (backend.Tracer).
 type clientTracer struct{ tracer trace.Tracer }
 
-// StartCall starts the client span of a backend call and puts its trace
-// context in the outgoing headers.
-func (c *clientTracer) StartCall(ctx context.Context, method, url string, h http.Header) (context.Context, backend.Span) {
-	ctx, span := c.tracer.Start(ctx, method, clientKind...)
+// start starts a client span named name, puts its trace context in the
+// outgoing headers, and returns it pending (nil when not recorded).
+func (c *clientTracer) start(ctx context.Context, name string, h http.Header) (context.Context, *pendingSpan) {
+	ctx, span := c.tracer.Start(ctx, name, clientKind...)
 	otel.Propagator.Inject(ctx, otel.HeaderCarrier(h))
 	if !span.IsRecording() {
 		return ctx, nil
 	}
-	p := newPending(span)
+	return ctx, newPending(span)
+}
+
+// StartCall starts the client span of a backend call and puts its trace
+// context in the outgoing headers.
+func (c *clientTracer) StartCall(ctx context.Context, method, url string, h http.Header) (context.Context, backend.Span) {
+	ctx, p := c.start(ctx, method, h)
+	if p == nil {
+		return ctx, nil
+	}
 	p.attrs = append(p.attrs,
 		attribute.String("http.request.method", method),
 		attribute.String("url.full", url),
@@ -160,12 +166,10 @@ func (c *clientTracer) StartRPC(ctx context.Context, system, service, method, ta
 	if method != "" {
 		name += "/" + method
 	}
-	ctx, span := c.tracer.Start(ctx, name, clientKind...)
-	otel.Propagator.Inject(ctx, otel.HeaderCarrier(h))
-	if !span.IsRecording() {
+	ctx, p := c.start(ctx, name, h)
+	if p == nil {
 		return ctx, nil
 	}
-	p := newPending(span)
 	p.attrs = append(p.attrs,
 		attribute.String("rpc.system", system),
 		attribute.String("rpc.service", service),

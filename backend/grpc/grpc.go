@@ -231,12 +231,8 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 	}
 	if span != nil && err == nil && resp.Stream != nil {
 		// A relayed stream's client span ends with the stream.
-		inner, status := resp.Stream, resp.Status
-		resp.Stream = func(send func([]byte) error) error {
-			serr := inner(send)
-			span.Finish(status, serr)
-			return serr
-		}
+		status := resp.Status
+		resp.AfterStream(func(serr error) { span.Finish(status, serr) })
 		return resp, nil
 	}
 	backend.Finish(span, resp, err)

@@ -98,9 +98,7 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 	reply, err := in.nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		berr := callError(err)
-		if span != nil {
-			span.Finish(0, berr)
-		}
+		backend.Finish(span, nil, berr)
 		return nil, berr
 	}
 	resp, err := in.response(reply)
