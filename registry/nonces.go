@@ -289,7 +289,8 @@ func (s *NonceStore) Claim(ctx context.Context, key string, signed time.Time) er
 
 // KeepNonces re-creates the nonce bucket whenever JetStream reports its
 // stream deleted, until ctx ends; it also checks every nonceKeepEvery, for
-// an advisory missed while disconnected, and retries a failed re-creation
+// an advisory missed while disconnected, each time checking that the
+// stream stores a write (keepNoncesOnce), and retries a failed re-creation
 // from nonceReopenMin on. The admin node (serve) runs it over its admin
 // connection, for the edges whose NATS user may not create streams: their
 // stores recover as soon as the bucket is back. onErr (may be nil) hears
@@ -331,7 +332,7 @@ func KeepNonces(ctx context.Context, nc *nats.Conn, o BucketOptions, onErr func(
 			case <-t.C:
 			}
 			octx, cancel := context.WithTimeout(ctx, nonceReopenTimeout)
-			_, err := OpenNonces(octx, js, o) // binds when it exists: one stream info
+			err := keepNoncesOnce(octx, js, o)
 			cancel()
 			next := nonceKeepEvery
 			if err == nil {
@@ -347,6 +348,35 @@ func KeepNonces(ctx context.Context, nc *nats.Conn, o BucketOptions, onErr func(
 	}()
 	return nil
 }
+
+// keepNoncesOnce opens the nonce bucket (binding when it exists: one
+// stream info, creating it when missing) and checks that its stream stores
+// a write. A stream that exists but answers no write is deleted, so that
+// the next round creates it anew: the server sends the deletion advisory
+// before it removes the old stream's files, and a stream created while a
+// slow disk is still removing them loses its files and its subscription
+// and never answers a claim again. A bucket that is not a KV bucket (an
+// operator's stream of that name) is replaced too: the keeper owns it.
+func keepNoncesOnce(ctx context.Context, js jetstream.JetStream, o BucketOptions) error {
+	kv, err := OpenNonces(ctx, js, o)
+	if err == nil {
+		_, err = kv.Put(ctx, nonceProbeKey, nil)
+		if err == nil {
+			return nil
+		}
+	}
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrBadBucket) {
+		return err
+	}
+	if derr := js.DeleteKeyValue(ctx, BucketNonces); derr != nil && !errors.Is(derr, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("bucket %s stores nothing (%v); deleting it: %w", BucketNonces, err, derr)
+	}
+	return fmt.Errorf("bucket %s existed but stored nothing (%w); deleted it to create it anew", BucketNonces, err)
+}
+
+// nonceProbeKey is the key KeepNonces writes to check the bucket; no
+// nonce key (app.nonce) has this shape, and the bucket's TTL expires it.
+const nonceProbeKey = "jetway-keeper-probe"
 
 // nonceKeepEvery is how often KeepNonces checks the bucket without an
 // advisory.

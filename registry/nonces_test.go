@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +99,51 @@ func TestKeepNoncesForEdgesThatCannotCreate(t *testing.T) {
 		}
 		return claim(store)
 	})
+}
+
+// A nonce stream that exists but stores nothing — as one created while
+// the server was still removing the old stream's files — is deleted and
+// created anew by the keeper: an edge's claims work again.
+func TestKeepNoncesReplacesAStreamThatStoresNothing(t *testing.T) {
+	s := natstest.RunServer(t)
+	admin := natstest.Connect(t, s)
+	js, _ := jetstream.New(admin)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := registry.OpenNonces(ctx, js, registry.BucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := registry.NewNonceStore(natstest.Connect(t, s), registry.BucketOptions{})
+	if err := claim(store); err != nil {
+		t.Fatal(err)
+	}
+	keepErrs := make(chan error, 10)
+	if err := registry.KeepNonces(ctx, admin, registry.BucketOptions{}, func(err error) {
+		select {
+		case keepErrs <- err:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deleteNonces(t, admin)
+	// Before the keeper (it lets a second pass), a stream of the bucket's
+	// name that takes no write: its subjects are not the bucket's.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "KV_" + registry.BucketNonces, Subjects: []string{"$KV.broken." + registry.BucketNonces + ".>"},
+		MaxMsgsPerSubject: 1,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-keepErrs:
+		if !strings.Contains(err.Error(), "stored nothing") {
+			t.Fatalf("keeper: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the keeper did not notice a stream that stores nothing")
+	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error { return claim(store) })
 }
 
 // A re-created bucket has forgotten the nonces claimed before: requests
