@@ -73,7 +73,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			"$KV." + BucketNonces + ".>", // claim a nonce (KV create)
 			"$KV." + BucketACME + ".>",   // store what ACME obtained, for every edge
 		}
-		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts, BucketACME} {
+		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts, BucketACME, BucketJSONSchemas} {
 			pub = append(pub, kvRead(b)...)
 		}
 		sub := []string{

@@ -26,6 +26,7 @@ const (
 	CodeGatewayTimeout   Code = "GATEWAY_TIMEOUT"
 	CodeBadGateway       Code = "BAD_GATEWAY"
 	CodeBadRequest       Code = "BAD_REQUEST"
+	CodeInvalidRequest   Code = "INVALID_REQUEST"
 	CodePayloadTooLarge  Code = "PAYLOAD_TOO_LARGE"
 	CodeInternal         Code = "INTERNAL"
 	CodeWireVersion      Code = "WIRE_VERSION"
@@ -46,6 +47,7 @@ var codeStatus = map[Code]int{
 	CodeGatewayTimeout:   http.StatusGatewayTimeout,
 	CodeBadGateway:       http.StatusBadGateway,
 	CodeBadRequest:       http.StatusBadRequest,
+	CodeInvalidRequest:   http.StatusBadRequest,
 	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
 	CodeInternal:         http.StatusInternalServerError,
 	CodeWireVersion:      http.StatusBadGateway,

@@ -159,6 +159,8 @@ const (
 	BucketCerts   = "jetway_certs"   // TLS certificates and their keys: edges only
 	BucketACME    = "jetway_acme"    // ACME account key and obtained certificates: edges read and write
 	BucketSchemas = "jetway_schemas" // gRPC schemas (FileDescriptorSets) by digest: workers read
+
+	BucketJSONSchemas = "jetway_jsonschemas" // JSON Schemas shared by request validations: edges read
 )
 
 // NonceBucketDeleted is the JetStream advisory of the nonce bucket's stream

@@ -29,8 +29,9 @@ var steps = [...]func(*call) error{
 	(*call).setDeadline,   // the tier's timeout, or the caller's shorter one
 	(*call).rateLimit,     // the tier's rate-limit rules (limits.go)
 	(*call).degrade,       // the API's degrade switch answers instead
-	(*call).limitInFlight, // the API's edge_concurrency
 	(*call).readBody,      // within the API's max_body
+	(*call).validate,      // the API's request schemas (validate.go)
+	(*call).limitInFlight, // the API's edge_concurrency
 	(*call).send,          // one NATS request on the tier's subject
 	(*call).reply,         // the worker's reply becomes the response
 }

@@ -78,8 +78,12 @@ type Edge struct {
 	states    resilience.KeptMap[string, *apiState]          // by API.Key
 	appLimits resilience.KeptMap[string, resilience.Limiter] // by app id
 	jwts      resilience.KeptMap[string, *jwtVerifier]       // by API name, or "app:<id>"
-	cluster   *cluster
-	tracer    trace.Tracer // nil: tracing off
+	checks    resilience.KeptMap[string, *requestCheck]      // by API.Key
+	// The shared schemas each kept check was built with, by API.Key: of
+	// the last round, and of this one.
+	checkDeps, nextDeps map[string]map[string]bool
+	cluster             *cluster
+	tracer              trace.Tracer // nil: tracing off
 }
 
 // router is the compiled form of one registry snapshot.
@@ -162,6 +166,7 @@ type route struct {
 	state       *apiState
 	maxInFlight int64                // the API's edge_concurrency; 0: none
 	cache       *resilience.LastGood // last good responses, for APIs with a cached fallback
+	check       *requestCheck        // the request validation; nil: none
 	key         string               // api.Key(): the tier's name in metrics
 	sandbox     *route               // the API's sandbox tier, for sandbox apps; nil: none
 }
@@ -223,6 +228,8 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	e.states.Round()
 	e.appLimits.Round()
 	e.jwts.Round()
+	e.checks.Round()
+	e.checkDeps, e.nextDeps = e.nextDeps, map[string]map[string]bool{}
 	apps := e.newAppIndex(s.Apps, func(a *registry.App) *jwtVerifier {
 		return e.verifier("app:"+a.ID, a.JWT, a.ID) // API names never hold ':'
 	})
@@ -266,6 +273,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		}
 		rt.degrade = compileDegrade(s.Degrade[a.Name], rt.cache)
 		rt.state, rt.rules, rt.maxInFlight = st, e.compileRules(st, a), int64(a.EdgeConcurrency)
+		rt.check = e.compileCheck(rt.key, a.Validate, s.JSONSchemas)
 		if rt.maxBody <= 0 {
 			rt.maxBody = int64(registry.DefaultMaxBody)
 		}
@@ -281,6 +289,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 				timeout: sba.TimeoutOrDefault(), maxBody: rt.maxBody, params: rt.params}
 			sb.state = e.state(sb.key)
 			sb.rules = e.compileRules(sb.state, sba)
+			sb.check = e.compileCheck(sb.key, sba.Validate, s.JSONSchemas)
 			rt.sandbox = sb
 		}
 		if err := addRoute(rtr.muxOf(a.Route.Host), a.Route.Method, a.Route.Path, e.handler(rt)); err != nil {

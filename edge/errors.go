@@ -1,12 +1,14 @@
 package edge
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/schemas"
 )
 
 // Error is a gateway-made refusal: what an edge step returns to end a call
@@ -27,6 +29,11 @@ type Error struct {
 	// Header holds more headers to send (a degrade switch's own); shared,
 	// never modified.
 	Header http.Header
+	// Problems, when set, are listed in the body: why the request does
+	// not match its API's schemas (INVALID_REQUEST).
+	Problems []schemas.RequestProblem
+	// More counts the problems left out of Problems.
+	More int
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
@@ -70,7 +77,29 @@ func writeRefusal(w http.ResponseWriter, e *Error, requestID string) {
 	if e.Challenge != "" {
 		h["Www-Authenticate"] = []string{e.Challenge}
 	}
+	if e.Problems != nil {
+		writeProblems(w, e, requestID)
+		return
+	}
 	writeErrorStatus(w, e.HTTPStatus(), e.Code, e.Message, requestID)
+}
+
+// problemsBody is the error body of a request that failed validation.
+type problemsBody struct {
+	Code      bus.Code                 `json:"code"`
+	Message   string                   `json:"message"`
+	RequestID string                   `json:"request_id,omitempty"`
+	Problems  []schemas.RequestProblem `json:"problems"`
+	More      int                      `json:"more_problems,omitempty"`
+}
+
+func writeProblems(w http.ResponseWriter, e *Error, requestID string) {
+	b, _ := json.Marshal(problemsBody{Code: e.Code, Message: e.Message, RequestID: requestID, Problems: e.Problems, More: e.More})
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Cache-Control"] = []string{"no-store"}
+	w.WriteHeader(e.HTTPStatus())
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // writeError answers with a gateway-made error: JSON with a stable code, a

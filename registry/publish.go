@@ -38,6 +38,14 @@ const (
 // IfRevision the key must be at the caller's revision (0: not exist), or
 // the write fails with a *ConflictError, whatever else happened.
 func (c *Client) publish(ctx context.Context, a *API, js []byte, opts []WriteOption) (*API, error) {
+	if err := c.checkSharedRefs(ctx, "validate", a.Validate); err != nil {
+		return nil, err
+	}
+	if a.Sandbox != nil {
+		if err := c.checkSharedRefs(ctx, "sandbox.validate", a.Sandbox.Validate); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.checkSchemaRef(ctx, "backend.schema", &a.Backend); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package registry
 
-import "github.com/jetway-gw/jetway/bus"
+import (
+	"cmp"
+
+	"github.com/jetway-gw/jetway/bus"
+)
 
 // DefaultSandboxPool serves sandbox tiers that name no pool of their own.
 const DefaultSandboxPool = "sandbox"
@@ -18,6 +22,9 @@ type Sandbox struct {
 	Timeout     Duration    `json:"timeout,omitempty"`
 	Concurrency int         `json:"concurrency,omitempty"`
 	RateLimits  []RateLimit `json:"rate_limits,omitempty"`
+	// Validate replaces the API's request validation for sandbox calls
+	// (a new schema is tried here before production gets it).
+	Validate *Validate `json:"validate,omitempty"`
 }
 
 // SandboxAPI is the API as its sandbox tier serves it (nil when the API
@@ -39,6 +46,7 @@ func (a *API) SandboxAPI() *API {
 		Concurrency: sb.Concurrency,
 		MaxBody:     a.MaxBody,
 		RateLimits:  sb.RateLimits,
+		Validate:    cmp.Or(sb.Validate, a.Validate),
 		IPRules:     a.IPRules,
 		Auth:        a.Auth,
 		Revision:    a.Revision,
@@ -94,4 +102,5 @@ func (sb *Sandbox) check(params []string, catchAll bool, add func(path, format s
 	checkBackend("sandbox.backend", &sb.Backend, params, catchAll, add)
 	prefixed := func(path, format string, args ...any) { add("sandbox."+path, format, args...) }
 	(&API{Name: "sandbox", RateLimits: sb.RateLimits}).checkPolicies(params, prefixed)
+	sb.Validate.check("sandbox.validate", add)
 }

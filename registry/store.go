@@ -67,6 +67,8 @@ type Client struct {
 	apps    jetstream.KeyValue
 	certs   jetstream.KeyValue
 	schemas jetstream.KeyValue
+
+	jsonSchemas jetstream.KeyValue
 }
 
 // NewClient opens (creating if needed) the API bucket over nc.
@@ -102,12 +104,16 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if err != nil {
 		return nil, err
 	}
+	jsonSchemas, err := OpenJSONSchemas(ctx, js, o)
+	if err != nil {
+		return nil, err
+	}
 	// Not used by the client, but made here so that one admin command
 	// creates every bucket edges and workers may not create themselves.
 	if _, err := OpenNonces(ctx, js, o); err != nil {
 		return nil, err
 	}
-	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas}, nil
+	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas, jsonSchemas: jsonSchemas}, nil
 }
 
 // ErrNotFound is returned for an API or revision that does not exist.

@@ -60,6 +60,8 @@ type Snapshot struct {
 	Apps map[string]*App
 	// Certs holds the edges' TLS certificates, by name.
 	Certs map[string]*Cert
+	// JSONSchemas holds the schemas request validations share, by name.
+	JSONSchemas map[string]*JSONSchema
 	// Source of the entries.
 	Source Source
 }
@@ -109,6 +111,7 @@ type Watcher struct {
 	alerts   *kvSet[*AlertRule]
 	apps     *kvSet[*App]
 	certs    *kvSet[*Cert]
+	jsonSch  *kvSet[*JSONSchema]
 	fromFile bool
 	lastErr  error
 
@@ -170,7 +173,17 @@ func NewWatcher(o WatcherOptions) *Watcher {
 			}
 			return c, err
 		}}
-	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}, Alerts: map[string]*AlertRule{}, Apps: map[string]*App{}, Certs: map[string]*Cert{}})
+	// Optional too: an edge user of an older cluster may not read it, and
+	// only the validations that reference a shared schema need it.
+	w.jsonSch = &kvSet[*JSONSchema]{open: OpenJSONSchemas, name: BucketJSONSchemas, good: map[string]*JSONSchema{}, optional: true,
+		parse: func(key string, val []byte, rev uint64) (*JSONSchema, error) {
+			s, err := ParseJSONSchema(key, val)
+			if err == nil {
+				s.Revision = rev
+			}
+			return s, err
+		}}
+	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}, Alerts: map[string]*AlertRule{}, Apps: map[string]*App{}, Certs: map[string]*Cert{}, JSONSchemas: map[string]*JSONSchema{}})
 	return w
 }
 
@@ -240,6 +253,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	run(BucketAlerts, func() { runSet(ctx, w, w.alerts) })
 	run(BucketApps, func() { runSet(ctx, w, w.apps) })
 	run(BucketCerts, func() { runSet(ctx, w, w.certs) })
+	run(BucketJSONSchemas, func() { runSet(ctx, w, w.jsonSch) })
 	wg.Wait()
 	return ctx.Err()
 }
@@ -475,7 +489,7 @@ func (w *Watcher) publishLocked() {
 	case w.fromFile:
 		src = SourceFile
 	}
-	s := &Snapshot{APIs: maps.Clone(w.apis.good), Degrade: make(map[string]*Degrade), Alerts: maps.Clone(w.alerts.good), Apps: maps.Clone(w.apps.good), Certs: maps.Clone(w.certs.good), Source: src}
+	s := &Snapshot{APIs: maps.Clone(w.apis.good), Degrade: make(map[string]*Degrade), Alerts: maps.Clone(w.alerts.good), Apps: maps.Clone(w.apps.good), Certs: maps.Clone(w.certs.good), JSONSchemas: maps.Clone(w.jsonSch.good), Source: src}
 	for _, a := range s.APIs {
 		s.Revision = max(s.Revision, a.Revision)
 	}
@@ -505,6 +519,8 @@ type snapshotFile struct {
 	Flags   map[string]snapshotEntry `json:"flags,omitempty"`
 	Apps    map[string]snapshotEntry `json:"apps,omitempty"`
 	Certs   map[string]snapshotEntry `json:"certs,omitempty"`
+	// JSONSchemas are the shared schemas, each value the schema itself.
+	JSONSchemas map[string]snapshotEntry `json:"json_schemas,omitempty"`
 }
 
 type snapshotEntry struct {
@@ -523,7 +539,7 @@ func (w *Watcher) loadFile() error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.apis.live || w.flags.live || w.alerts.live || w.apps.live || w.certs.live {
+	if w.apis.live || w.flags.live || w.alerts.live || w.apps.live || w.certs.live || w.jsonSch.live {
 		return nil // NATS got there first
 	}
 	loadEntries(w, w.apis, f.APIs)
@@ -533,6 +549,9 @@ func (w *Watcher) loadFile() error {
 	}
 	if w.watches(BucketCerts) {
 		loadEntries(w, w.certs, f.Certs)
+	}
+	if w.watches(BucketJSONSchemas) {
+		loadEntries(w, w.jsonSch, f.JSONSchemas)
 	}
 	w.fromFile = true
 	w.publishLocked()
@@ -587,6 +606,12 @@ func (w *Watcher) saveFile() error {
 		f.Certs = make(map[string]snapshotEntry, len(s.Certs))
 		for name, c := range s.Certs {
 			f.Certs[name] = snapshotEntry{Revision: c.Revision, Value: c.Marshal()}
+		}
+	}
+	if len(s.JSONSchemas) > 0 {
+		f.JSONSchemas = make(map[string]snapshotEntry, len(s.JSONSchemas))
+		for name, js := range s.JSONSchemas {
+			f.JSONSchemas[name] = snapshotEntry{Revision: js.Revision, Value: js.Schema}
 		}
 	}
 	b, err := json.MarshalIndent(f, "", "  ")

@@ -37,6 +37,7 @@ Registry:
             (create|get|list|disable|enable|rotate-key|rotate-secret|limit|grant|revoke|sandbox|jwt)
   cert      the edges' TLS certificates, served by SNI and rotated live (put|list|delete)
   schema    gRPC schemas (.proto or a descriptor set) that grpc backends pin by digest (put|list)
+  jsonschema JSON Schemas that request validations share as jetway:NAME (put|get|list|delete)
 
 Observing:
   top       a live table of every API across the cluster (QPS, errors, p99, breaker, degraded)
@@ -104,6 +105,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdCert(args[1:], stdout, stderr)
 	case "schema":
 		err = cmdSchema(args[1:], stdout, stderr)
+	case "jsonschema":
+		err = cmdJSONSchema(args[1:], stdin, stdout, stderr)
 	case "top":
 		err = cmdTop(args[1:], stdout, stderr)
 	case "metric":

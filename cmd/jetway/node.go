@@ -218,7 +218,7 @@ func (n *node) connectRegistry(ctx context.Context) error {
 	case n.cfg.certs == nil:
 		// An edge without TLS has no use for the certificates' keys, in
 		// memory or in its snapshot file.
-		wopts.Buckets = []string{registry.BucketAPIs, registry.BucketFlags, registry.BucketAlerts, registry.BucketApps}
+		wopts.Buckets = []string{registry.BucketAPIs, registry.BucketFlags, registry.BucketAlerts, registry.BucketApps, registry.BucketJSONSchemas}
 	}
 	n.watcher = registry.NewWatcher(wopts)
 	return nil
