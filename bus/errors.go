@@ -27,6 +27,7 @@ const (
 	CodeBadGateway       Code = "BAD_GATEWAY"
 	CodeBadRequest       Code = "BAD_REQUEST"
 	CodeInvalidRequest   Code = "INVALID_REQUEST"
+	CodeFaultInjected    Code = "FAULT_INJECTED"
 	CodePayloadTooLarge  Code = "PAYLOAD_TOO_LARGE"
 	CodeInternal         Code = "INTERNAL"
 	CodeWireVersion      Code = "WIRE_VERSION"
@@ -48,6 +49,7 @@ var codeStatus = map[Code]int{
 	CodeBadGateway:       http.StatusBadGateway,
 	CodeBadRequest:       http.StatusBadRequest,
 	CodeInvalidRequest:   http.StatusBadRequest,
+	CodeFaultInjected:    http.StatusServiceUnavailable,
 	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
 	CodeInternal:         http.StatusInternalServerError,
 	CodeWireVersion:      http.StatusBadGateway,

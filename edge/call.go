@@ -29,6 +29,7 @@ var steps = [...]func(*call) error{
 	(*call).setDeadline,   // the tier's timeout, or the caller's shorter one
 	(*call).rateLimit,     // the tier's rate-limit rules (limits.go)
 	(*call).degrade,       // the API's degrade switch answers instead
+	(*call).injectFault,   // the API's fault drill delays or aborts (fault.go)
 	(*call).readBody,      // within the API's max_body
 	(*call).validate,      // the API's request schemas (validate.go)
 	(*call).limitInFlight, // the API's edge_concurrency
@@ -84,6 +85,7 @@ type call struct {
 
 	status int      // the status sent; 0: none yet
 	code   bus.Code // the gateway error code sent, if any
+	fault  string   // what a drill injected: "delay", "abort" or ""
 	bytes  int      // the body bytes sent
 
 	refusal Error // what refuse returns, so that refusing allocates nothing more

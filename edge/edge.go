@@ -167,6 +167,7 @@ type route struct {
 	maxInFlight int64                // the API's edge_concurrency; 0: none
 	cache       *resilience.LastGood // last good responses, for APIs with a cached fallback
 	check       *requestCheck        // the request validation; nil: none
+	fault       *faultSwitch         // the API's fault drill on this tier; nil: none
 	key         string               // api.Key(): the tier's name in metrics
 	sandbox     *route               // the API's sandbox tier, for sandbox apps; nil: none
 }
@@ -272,6 +273,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			rt.ipRules = &IPRules{Allow: allow, Deny: deny}
 		}
 		rt.degrade = compileDegrade(s.Degrade[a.Name], rt.cache)
+		rt.fault = compileFault(s.Faults[a.Name], false)
 		rt.state, rt.rules, rt.maxInFlight = st, e.compileRules(st, a), int64(a.EdgeConcurrency)
 		rt.check = e.compileCheck(rt.key, a.Validate, s.JSONSchemas)
 		if rt.maxBody <= 0 {
@@ -290,6 +292,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			sb.state = e.state(sb.key)
 			sb.rules = e.compileRules(sb.state, sba)
 			sb.check = e.compileCheck(sb.key, sba.Validate, s.JSONSchemas)
+			sb.fault = compileFault(s.Faults[a.Name], true)
 			rt.sandbox = sb
 		}
 		if err := addRoute(rtr.muxOf(a.Route.Host), a.Route.Method, a.Route.Path, e.handler(rt)); err != nil {

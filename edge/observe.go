@@ -13,6 +13,7 @@ import (
 var blocked = map[bus.Code]bool{
 	bus.CodeRateLimited: true, bus.CodeDegraded: true, bus.CodeCircuitOpen: true, bus.CodeOverloaded: true,
 	bus.CodeUnauthenticated: true, bus.CodeForbidden: true, bus.CodeNoSandbox: true, bus.CodePayloadTooLarge: true, bus.CodeBadRequest: true,
+	bus.CodeInvalidRequest: true,
 }
 
 // observe records a finished routed call in the metrics and the access log.
@@ -57,6 +58,9 @@ func (e *Edge) observe(c *call, r *http.Request, start time.Time) {
 		}
 		if c.code != "" {
 			attrs = append(attrs, slog.String("code", string(c.code)))
+		}
+		if c.fault != "" {
+			attrs = append(attrs, slog.String("fault", c.fault))
 		}
 		l.LogAttrs(r.Context(), slog.LevelInfo, "access", attrs...)
 	}

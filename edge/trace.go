@@ -48,6 +48,9 @@ func (e *Edge) startServer(c *call) (context.Context, func()) {
 		if c.code != "" {
 			a = append(a, attribute.String("jetway.error", string(c.code)))
 		}
+		if c.fault != "" {
+			a = append(a, attribute.String("jetway.fault", c.fault))
+		}
 		if c.app != nil {
 			a = append(a, attribute.String("jetway.app", c.app.app.ID))
 		}

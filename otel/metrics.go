@@ -36,8 +36,8 @@ const (
 
 // Reasons and codes counted by name; any other counts as "other".
 var (
-	blockReasons = []string{"RATE_LIMITED", "DEGRADED", "CIRCUIT_OPEN", "OVERLOADED", "UNAUTHENTICATED", "FORBIDDEN", "PAYLOAD_TOO_LARGE", "BAD_REQUEST", "other"}
-	failCodes    = []string{"GATEWAY_TIMEOUT", "BAD_GATEWAY", "NO_WORKERS", "BUS_UNAVAILABLE", "INTERNAL", "BACKEND_5XX", "other"}
+	blockReasons = []string{"RATE_LIMITED", "DEGRADED", "CIRCUIT_OPEN", "OVERLOADED", "UNAUTHENTICATED", "FORBIDDEN", "PAYLOAD_TOO_LARGE", "BAD_REQUEST", "INVALID_REQUEST", "other"}
+	failCodes    = []string{"GATEWAY_TIMEOUT", "BAD_GATEWAY", "NO_WORKERS", "BUS_UNAVAILABLE", "INTERNAL", "BACKEND_5XX", "FAULT_INJECTED", "other"}
 )
 
 // Metrics are a node's per-API call metrics: counters, latency histograms
@@ -74,6 +74,7 @@ type apiMetrics struct {
 	blocked    map[string]*atomic.Int64
 	failed     map[string]*atomic.Int64
 	hist       *histogram
+	faults     [2]atomic.Int64 // injected by a drill: delays, aborts
 	// the current second, swapped by Tick
 	sec   atomic.Pointer[secAcc]
 	spare *secAcc
@@ -128,6 +129,16 @@ func (m *Metrics) api(name, pool string) *apiMetrics {
 		a.sec.Store(newSecAcc())
 		return a
 	})
+}
+
+// RecordFault counts one fault a drill injected into an API's call: an
+// abort, or a delay.
+func (m *Metrics) RecordFault(api, pool string, abort bool) {
+	i := 0
+	if abort {
+		i = 1
+	}
+	m.api(api, pool).faults[i].Add(1)
 }
 
 // RecordApp counts one call of an authenticated app (whatever API it
@@ -281,6 +292,15 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		for _, c := range failCodes {
 			if n := a.failed[c].Load(); n > 0 {
 				fmt.Fprintf(bw, "jetway_requests_failed_total{%s,code=%q} %d\n", lbl(a), c, n)
+			}
+		}
+	}
+	fmt.Fprintln(bw, "# HELP jetway_faults_injected_total Faults a drill (jetway fault on) injected, by kind: calls delayed, calls aborted.")
+	fmt.Fprintln(bw, "# TYPE jetway_faults_injected_total counter")
+	for _, a := range apis {
+		for i, kind := range [2]string{"delay", "abort"} {
+			if n := a.faults[i].Load(); n > 0 {
+				fmt.Fprintf(bw, "jetway_faults_injected_total{%s,kind=%q} %d\n", lbl(a), kind, n)
 			}
 		}
 	}

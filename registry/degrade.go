@@ -70,7 +70,7 @@ func ParseDegrade(key string, doc []byte) (*Degrade, error) {
 	}
 	api, ok := strings.CutPrefix(key, DegradePrefix)
 	if !ok {
-		add("", "unknown flag key %q (flags are degrade.<api name>)", key)
+		add("", "unknown flag key %q (flags are degrade.<api name> and fault.<api name>)", key)
 	} else if err := bus.ValidName(api); err != nil {
 		add("", "key %q: api name %v", key, err)
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -293,7 +296,40 @@ func (c *Client) ClearDegrade(ctx context.Context, api string) error {
 // ListDegrade returns every degrade switch in the bucket (on or off, valid
 // or not: an invalid one is returned with its error), sorted by key.
 func (c *Client) ListDegrade(ctx context.Context) ([]Listed[*Degrade], error) {
-	return listParsed(ctx, c.flags, ParseDegrade)
+	all, err := listParsed(ctx, c.flags, ParseDegrade)
+	return slices.DeleteFunc(all, func(l Listed[*Degrade]) bool { return strings.HasPrefix(l.Key, FaultPrefix) }), err
+}
+
+// SetFault writes an API's fault switch, validated first (expiring at most
+// MaxFaultFor from now); the API need not exist.
+func (c *Client) SetFault(ctx context.Context, api string, f *Fault) (*Fault, error) {
+	key := FaultKey(api)
+	doc := f.Marshal()
+	parsed, err := ParseFault(key, doc, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	rev, err := c.flags.Put(ctx, key, doc)
+	if err != nil {
+		return nil, fmt.Errorf("writing %s: %w", key, err)
+	}
+	parsed.Revision = rev
+	return parsed, nil
+}
+
+// ClearFault deletes an API's fault switch: the drill ends on every edge.
+func (c *Client) ClearFault(ctx context.Context, api string) error {
+	if err := c.flags.Delete(ctx, FaultKey(api)); err != nil {
+		return fmt.Errorf("deleting %s: %w", FaultKey(api), err)
+	}
+	return nil
+}
+
+// ListFaults returns every fault switch in the bucket (expired ones too;
+// an invalid one with its error), sorted by key.
+func (c *Client) ListFaults(ctx context.Context) ([]Listed[*Fault], error) {
+	all, err := listParsed(ctx, c.flags, func(key string, doc []byte) (*Fault, error) { return ParseFault(key, doc, time.Time{}) })
+	return slices.DeleteFunc(all, func(l Listed[*Fault]) bool { return !strings.HasPrefix(l.Key, FaultPrefix) }), err
 }
 
 // Listed is one stored entry as the List calls return it: its key and

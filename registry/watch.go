@@ -54,6 +54,9 @@ type Snapshot struct {
 	APIs map[string]*API
 	// Degrade holds the degrade switches that are on, by API name.
 	Degrade map[string]*Degrade
+	// Faults holds the fault switches, by API name (each off once it
+	// expires: Fault.Expired).
+	Faults map[string]*Fault
 	// Alerts holds the alert rules, by name.
 	Alerts map[string]*AlertRule
 	// Apps holds the apps, by id.
@@ -107,7 +110,7 @@ type Watcher struct {
 	// they share. Requests never take it: they read cur.
 	mu       sync.Mutex
 	apis     *kvSet[*API]
-	flags    *kvSet[*Degrade]
+	flags    *kvSet[*Switch]
 	alerts   *kvSet[*AlertRule]
 	apps     *kvSet[*App]
 	certs    *kvSet[*Cert]
@@ -141,14 +144,7 @@ func NewWatcher(o WatcherOptions) *Watcher {
 	w := &Watcher{o: o, log: log, saveCh: make(chan struct{}, 1)}
 	w.apis = &kvSet[*API]{open: OpenAPIs, name: BucketAPIs, good: map[string]*API{},
 		parse: parseAPIAt}
-	w.flags = &kvSet[*Degrade]{open: OpenFlags, name: BucketFlags, good: map[string]*Degrade{},
-		parse: func(key string, val []byte, rev uint64) (*Degrade, error) {
-			d, err := ParseDegrade(key, val)
-			if err == nil {
-				d.Revision = rev
-			}
-			return d, err
-		}}
+	w.flags = &kvSet[*Switch]{open: OpenFlags, name: BucketFlags, good: map[string]*Switch{}, parse: ParseSwitch}
 	w.alerts = &kvSet[*AlertRule]{open: OpenAlerts, name: BucketAlerts, good: map[string]*AlertRule{},
 		parse: func(key string, val []byte, rev uint64) (*AlertRule, error) {
 			r, err := ParseAlert(key, val)
@@ -183,7 +179,7 @@ func NewWatcher(o WatcherOptions) *Watcher {
 			}
 			return s, err
 		}}
-	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}, Alerts: map[string]*AlertRule{}, Apps: map[string]*App{}, Certs: map[string]*Cert{}, JSONSchemas: map[string]*JSONSchema{}})
+	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}, Faults: map[string]*Fault{}, Alerts: map[string]*AlertRule{}, Apps: map[string]*App{}, Certs: map[string]*Cert{}, JSONSchemas: map[string]*JSONSchema{}})
 	return w
 }
 
@@ -489,13 +485,16 @@ func (w *Watcher) publishLocked() {
 	case w.fromFile:
 		src = SourceFile
 	}
-	s := &Snapshot{APIs: maps.Clone(w.apis.good), Degrade: make(map[string]*Degrade), Alerts: maps.Clone(w.alerts.good), Apps: maps.Clone(w.apps.good), Certs: maps.Clone(w.certs.good), JSONSchemas: maps.Clone(w.jsonSch.good), Source: src}
+	s := &Snapshot{APIs: maps.Clone(w.apis.good), Degrade: make(map[string]*Degrade), Faults: make(map[string]*Fault), Alerts: maps.Clone(w.alerts.good), Apps: maps.Clone(w.apps.good), Certs: maps.Clone(w.certs.good), JSONSchemas: maps.Clone(w.jsonSch.good), Source: src}
 	for _, a := range s.APIs {
 		s.Revision = max(s.Revision, a.Revision)
 	}
-	for _, d := range w.flags.good {
-		if d.On {
+	for _, sw := range w.flags.good {
+		if d := sw.Degrade; d != nil && d.On {
 			s.Degrade[d.API] = d
+		}
+		if f := sw.Fault; f != nil {
+			s.Faults[f.API] = f
 		}
 	}
 	// Subscribers first: once Current returns s, every subscriber has
@@ -597,6 +596,9 @@ func (w *Watcher) saveFile() error {
 	}
 	for _, d := range s.Degrade {
 		f.Flags[DegradeKey(d.API)] = snapshotEntry{Revision: d.Revision, Value: d.Marshal()}
+	}
+	for _, ft := range s.Faults {
+		f.Flags[FaultKey(ft.API)] = snapshotEntry{Revision: ft.Revision, Value: ft.Marshal()}
 	}
 	f.Apps = make(map[string]snapshotEntry, len(s.Apps))
 	for id, a := range s.Apps {

@@ -24,6 +24,11 @@ var APISchemaJSON []byte
 //go:embed degrade.schema.json
 var DegradeSchemaJSON []byte
 
+// FaultSchemaJSON is the JSON Schema of a fault injection switch.
+//
+//go:embed fault.schema.json
+var FaultSchemaJSON []byte
+
 // Problem is one reason a document does not conform: the dotted field path
 // ("route.path", "" for the document itself) and a message.
 type Problem struct {
@@ -69,11 +74,15 @@ func (s *schema) compiled() (*jsonschema.Schema, error) {
 var (
 	apiSchema     = &schema{name: "api.schema.json", doc: APISchemaJSON}
 	degradeSchema = &schema{name: "degrade.schema.json", doc: DegradeSchemaJSON}
+	faultSchema   = &schema{name: "fault.schema.json", doc: FaultSchemaJSON}
 )
 
 // ValidateAPI checks a JSON document (raw bytes) against the API schema.
 // See validate.
 func ValidateAPI(doc []byte) []Problem { return validate(apiSchema, doc) }
+
+// ValidateFault checks a JSON document against the fault switch schema.
+func ValidateFault(doc []byte) []Problem { return validate(faultSchema, doc) }
 
 // ValidateDegrade checks a JSON document against the degrade switch schema.
 func ValidateDegrade(doc []byte) []Problem { return validate(degradeSchema, doc) }

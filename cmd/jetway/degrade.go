@@ -141,6 +141,19 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// checkSwitchTarget returns the API a switch is for, in force; an error
+// when it is not published (a typo would otherwise silently do nothing).
+func checkSwitchTarget(ctx context.Context, c *registry.Client, api string) (*registry.API, error) {
+	f, err := c.GetInForce(ctx, api)
+	if errors.Is(err, registry.ErrNotFound) || (err == nil && f.API == nil) {
+		return nil, fmt.Errorf("api %s is not published, so the switch would do nothing; check the name (jetway api list), or pass --ahead to set it before the API is published", api)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return f.API, nil
+}
+
 func statusOr(s int) int {
 	if s == 0 {
 		return 503
@@ -152,14 +165,11 @@ func statusOr(s int) int {
 // that is not published, or a --cached one for an API whose edges keep no
 // cache (its fallback lacks "cached": true).
 func checkDegradeTarget(ctx context.Context, c *registry.Client, api string, sw *registry.Degrade) error {
-	f, err := c.GetInForce(ctx, api)
-	if errors.Is(err, registry.ErrNotFound) || (err == nil && f.API == nil) {
-		return fmt.Errorf("api %s is not published, so the switch would do nothing; check the name (jetway api list), or pass --ahead to set it before the API is published", api)
-	}
+	a, err := checkSwitchTarget(ctx, c, api)
 	if err != nil {
 		return err
 	}
-	if sw.Cached && (f.API.Fallback == nil || !f.API.Fallback.Cached) {
+	if sw.Cached && (a.Fallback == nil || !a.Fallback.Cached) {
 		return fmt.Errorf("api %s keeps no cached answers (its fallback lacks \"cached\": true), so --cached would give every caller the switch's own answer; add the fallback first, drop --cached, or pass --ahead", api)
 	}
 	return nil

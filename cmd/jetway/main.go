@@ -33,6 +33,8 @@ Nodes:
 Registry:
   api       publish, inspect, delete and roll back APIs (put|get|list|delete|history|rollback|import-micro)
   degrade   turn an API's degrade switch on or off, live on every edge (on|off|list)
+  fault     fault injection drills: delay or abort a share of an API's calls until
+            an expiry (on|off|list)
   app       apps, API keys, signing secrets, limits, sandbox mark, JWT issuer
             (create|get|list|disable|enable|rotate-key|rotate-secret|limit|grant|revoke|sandbox|jwt)
   cert      the edges' TLS certificates, served by SNI and rotated live (put|list|delete)
@@ -97,6 +99,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdAPI(args[1:], stdin, stdout, stderr)
 	case "degrade":
 		err = cmdDegrade(args[1:], stdout, stderr)
+	case "fault":
+		err = cmdFault(args[1:], stdout, stderr)
 	case "app":
 		err = cmdApp(args[1:], stdout, stderr)
 	case "alert":
