@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"sort"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -70,10 +70,15 @@ func OpenJSONSchemas(ctx context.Context, js jetstream.JetStream, o BucketOption
 }
 
 // PutJSONSchema checks and stores a shared schema. Every edge recompiles
-// the validations that reference it.
+// the validations that reference it. It is refused when its own shared
+// references are not stored, or when an API or another shared schema that
+// uses it would no longer compile with it (a fragment it no longer has).
 func (c *Client) PutJSONSchema(ctx context.Context, name string, doc []byte, opts ...WriteOption) (*JSONSchema, error) {
 	s, err := ParseJSONSchema(name, doc)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.checkSharedChange(ctx, name, s.Schema); err != nil {
 		return nil, err
 	}
 	rev, err := write(ctx, c.jsonSchemas, "json schema", name, s.Schema, opts)
@@ -82,6 +87,67 @@ func (c *Client) PutJSONSchema(ctx context.Context, name string, doc []byte, opt
 	}
 	s.Revision = rev
 	return s, nil
+}
+
+// checkSharedChange compiles, against the shared schemas as they would be
+// with name set to doc (nil: deleted), the schema itself and everything
+// that could use it: every stored shared schema and every API's validation
+// (both tiers). A problem in any is the change's. Not atomic with the
+// write: an API published meanwhile is checked by its own put.
+func (c *Client) checkSharedChange(ctx context.Context, name string, doc []byte) error {
+	state := map[string][]byte{}
+	stored, err := c.ListJSONSchemas(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range stored {
+		if l.Err == nil {
+			state[l.Key] = l.Value.Schema
+		}
+	}
+	if doc == nil {
+		delete(state, name)
+	} else {
+		state[name] = doc
+	}
+	lookup := func(n string) ([]byte, bool) { d, ok := state[n]; return d, ok }
+	var ps []schemas.Problem
+	for n, d := range state {
+		_, problems := schemas.CompileRequest(map[string]json.RawMessage{schemas.PartBody: d}, nil, lookup)
+		for _, p := range problems {
+			ps = append(ps, schemas.Problem{Path: "json schema " + n, Message: p.Message})
+		}
+	}
+	apis, err := c.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, e := range apis {
+		if e.Op != "PUT" || e.Err != nil {
+			continue
+		}
+		a, err := ParseAPI("", e.Value)
+		if err != nil {
+			continue // an entry no node serves
+		}
+		tiers := map[string]*Validate{"validate": a.Validate}
+		if a.Sandbox != nil {
+			tiers["sandbox.validate"] = a.Sandbox.Validate
+		}
+		for path, v := range tiers {
+			if v == nil {
+				continue
+			}
+			if _, problems := v.Compile(lookup); len(problems) > 0 {
+				ps = append(ps, schemas.Problem{Path: "api " + a.Name + " " + path, Message: problems[0].String()})
+			}
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Path < ps[j].Path })
+	return &ValidationError{Key: name, Problems: ps}
 }
 
 // GetJSONSchema returns a shared schema.
@@ -101,56 +167,19 @@ func (c *Client) ListJSONSchemas(ctx context.Context) ([]Listed[*JSONSchema], er
 }
 
 // DeleteJSONSchema removes a shared schema, unless an API's validation
-// (either tier) references it: those would refuse every call.
+// (either tier) or another shared schema uses it, directly or through
+// others: those would refuse every call.
 func (c *Client) DeleteJSONSchema(ctx context.Context, name string) error {
 	if _, err := c.GetJSONSchema(ctx, name); err != nil {
 		return err
 	}
-	apis, err := c.List(ctx)
-	if err != nil {
-		return err
-	}
-	var users []string
-	for _, e := range apis {
-		if e.Op == "PUT" && e.Err == nil && referencesShared(e.Value, name) {
-			users = append(users, e.Name)
-		}
-	}
-	if len(users) > 0 {
-		slices.Sort(users)
-		return fmt.Errorf("json schema %s is referenced by api %s: change those first", name, strings.Join(users, ", "))
+	if err := c.checkSharedChange(ctx, name, nil); err != nil {
+		return fmt.Errorf("json schema %s is in use: %w", name, err)
 	}
 	if err := c.jsonSchemas.Delete(ctx, name); err != nil {
 		return fmt.Errorf("deleting json schema %s: %w", name, err)
 	}
 	return nil
-}
-
-// referencesShared reports whether an API entry names a shared schema
-// (a jetway:NAME reference, with or without a fragment).
-func referencesShared(entry []byte, name string) bool {
-	a, err := ParseAPI("", entry)
-	if err != nil {
-		return false
-	}
-	vs := []*Validate{a.Validate}
-	if a.Sandbox != nil {
-		vs = append(vs, a.Sandbox.Validate)
-	}
-	for _, v := range vs {
-		if v == nil {
-			continue
-		}
-		for _, doc := range v.Parts() {
-			s := string(doc)
-			for _, q := range []string{`"` + schemas.SharedPrefix + name + `"`, `"` + schemas.SharedPrefix + name + `#`} {
-				if strings.Contains(s, q) {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // checkSharedRefs checks, at publish, that every shared schema a

@@ -1,10 +1,12 @@
 package registry_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -39,5 +41,49 @@ func TestParseAPIValidate(t *testing.T) {
 	}
 	if a.SandboxAPI().Validate != a.Validate {
 		t.Fatal("sandbox tier without validation of its own does not take production's")
+	}
+}
+
+// A shared schema change that would break what uses it is refused: a put
+// that drops a fragment an API references, a put whose own reference is
+// not stored, a delete of a schema used through another one or through an
+// escaped name.
+func TestSharedSchemaChangesKeepUsersCompiling(t *testing.T) {
+	ctx := context.Background()
+	c, err := registry.NewClient(ctx, natstest.Connect(t, natstest.RunServer(t)), registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(name, doc string) error { _, err := c.PutJSONSchema(ctx, name, []byte(doc)); return err }
+	if err := put("money", `{"$defs":{"cents":{"type":"integer","minimum":1}}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("base", `{"properties":{"amount":{"$ref":"jetway:money#/$defs/cents"}}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("broken", `{"$ref":"jetway:nope"}`); err == nil {
+		t.Fatal("a shared schema referencing a missing one was stored")
+	}
+	if _, err := c.Put(ctx, []byte(`{"name":"pay","pool":"p","route":{"method":"POST","path":"/pay"},"backend":{"type":"mock"},
+		"validate":{"body":{"$ref":"jetway:mone\u0079#/$defs/cents"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("money", `{}`); err == nil || !strings.Contains(err.Error(), "api pay") || !strings.Contains(err.Error(), "json schema base") {
+		t.Fatalf("a put dropping a used fragment: %v", err)
+	}
+	if err := c.DeleteJSONSchema(ctx, "money"); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("delete of a used schema: %v", err)
+	}
+	if err := c.Delete(ctx, "pay"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteJSONSchema(ctx, "money"); err == nil || !strings.Contains(err.Error(), "json schema base") {
+		t.Fatalf("delete of a schema another one uses: %v", err)
+	}
+	if err := c.DeleteJSONSchema(ctx, "base"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteJSONSchema(ctx, "money"); err != nil {
+		t.Fatal(err)
 	}
 }

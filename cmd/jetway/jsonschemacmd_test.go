@@ -32,7 +32,7 @@ func TestJSONSchemaCommand(t *testing.T) {
 	if code, out := jw("", "jsonschema", "list"); code != 0 || !strings.Contains(out, "money") || strings.Contains(out, "bad") {
 		t.Fatalf("list: %d %s", code, out)
 	}
-	if code, out := jw("", "jsonschema", "delete", "money"); code == 0 || !strings.Contains(out, "referenced by api pay") {
+	if code, out := jw("", "jsonschema", "delete", "money"); code == 0 || !strings.Contains(out, "api pay") {
 		t.Fatalf("delete of a referenced schema: %d %s", code, out)
 	}
 	if code, out := jw("", "jsonschema", "get", "no/such"); code != 2 {
