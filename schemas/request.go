@@ -10,8 +10,12 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
@@ -55,6 +59,7 @@ type RequestProblem struct {
 // names. Compiled once per registry change; safe for concurrent use.
 type RequestSchema struct {
 	parts    [len(RequestParts)]*jsonschema.Schema // by RequestParts index; nil: not checked
+	quick    [len(RequestParts)]*quickNode         // their quick checks (quick.go); nil: none
 	messages map[string]string                     // the entry's messages, by pointer
 }
 
@@ -77,10 +82,11 @@ func partIndex(part string) int {
 // there is none.
 type SharedFunc func(name string) ([]byte, bool)
 
-// AnyShared accepts every shared reference as the schema true: the check
-// of an entry made without the registry at hand (its shared schemas are
-// checked where they are stored, and by api put).
-func AnyShared(string) ([]byte, bool) { return []byte("true"), true }
+// AnyShared is the SharedFunc of a check made without the registry at
+// hand: every shared reference is taken on trust (a fragment of one too).
+// Its shared schemas are checked where they are stored, and by api put
+// against those stored.
+var AnyShared SharedFunc
 
 // CompileRequest compiles the schemas of a validate block (JSON Schema
 // 2020-12, formats asserted) by part, with the entry's messages by pointer.
@@ -95,13 +101,16 @@ func CompileRequest(parts map[string]json.RawMessage, messages map[string]string
 			continue
 		}
 		sch, err := compilePart(part, doc, shared)
+		if err != nil && shared == nil && trustedRef(err) {
+			continue // compiled for its other problems only
+		}
 		if err != nil {
 			for _, p := range compileProblems(err) {
 				add(joinPath(part, p.Path), p.Message)
 			}
 			continue
 		}
-		s.parts[i] = sch
+		s.parts[i], s.quick[i] = sch, quickOf(sch)
 	}
 	for ptr := range messages {
 		part, _, _ := strings.Cut(strings.TrimPrefix(ptr, "/"), "/")
@@ -139,6 +148,13 @@ func compilePart(part string, doc []byte, shared SharedFunc) (*jsonschema.Schema
 	return c.Compile(partURL(part))
 }
 
+// trustedRef reports whether a compile failed only on a fragment of a
+// shared schema taken on trust (AnyShared stands in the schema true).
+func trustedRef(err error) bool {
+	var pe *jsonschema.JSONPointerNotFoundError
+	return errors.As(err, &pe) && strings.HasPrefix(pe.URL, SharedPrefix)
+}
+
 // sharedLoader resolves jetway:NAME references and refuses every other.
 type sharedLoader SharedFunc
 
@@ -146,6 +162,9 @@ func (l sharedLoader) Load(u string) (any, error) {
 	name, ok := strings.CutPrefix(u, SharedPrefix)
 	if !ok {
 		return nil, fmt.Errorf("reference %q: only %sNAME references (schemas shared in the registry) are allowed", u, SharedPrefix)
+	}
+	if l == nil {
+		return true, nil // AnyShared
 	}
 	doc, found := l(name)
 	if !found {
@@ -211,6 +230,9 @@ func (s *RequestSchema) Validate(r *Request) (problems []RequestProblem, more in
 			add(*bad)
 			continue
 		}
+		if q := s.quick[i]; q != nil && q.valid(inst, 0) {
+			continue
+		}
 		err := sch.Validate(inst)
 		if err == nil {
 			continue
@@ -220,8 +242,17 @@ func (s *RequestSchema) Validate(r *Request) (problems []RequestProblem, more in
 			add(RequestProblem{Pointer: "/" + part, Rule: "schema", Message: err.Error()})
 			continue
 		}
+		// Only the problems that will be listed are formatted: a body of
+		// a million wrong items costs its count, not a million messages.
 		var found []RequestProblem
-		walkLeaves(ve, func(e *jsonschema.ValidationError) { found = append(found, leafProblems(part, e)...) })
+		room := MaxRequestProblems - len(problems)
+		walkLeaves(ve, func(e *jsonschema.ValidationError) {
+			if len(found) < room {
+				found = append(found, leafProblems(part, e)...)
+			} else {
+				more += leafCount(e)
+			}
+		})
 		sort.SliceStable(found, func(i, j int) bool { return found[i].Pointer < found[j].Pointer })
 		for _, p := range found {
 			add(p)
@@ -273,9 +304,9 @@ func instance(part string, r *Request) (any, *RequestProblem) {
 	if len(r.Body) == 0 {
 		return nil, &RequestProblem{Pointer: "/body", Rule: "required", Message: "a JSON body is required"}
 	}
-	if ct := r.Header.Get("Content-Type"); !jsonMediaType(ct) {
+	if cts := r.Header["Content-Type"]; len(cts) != 1 || !jsonMediaType(cts[0]) {
 		return nil, &RequestProblem{Pointer: "/headers/content-type", Rule: "content-type",
-			Message: fmt.Sprintf("must be application/json (or a +json type) for a body this api validates, not %q", ct)}
+			Message: fmt.Sprintf("must be one application/json (or a +json type), in UTF-8, for a body this api validates, not %q", strings.Join(cts, ", "))}
 	}
 	v, err := decodeStrict(r.Body)
 	if err != nil {
@@ -286,71 +317,159 @@ func instance(part string, r *Request) (any, *RequestProblem) {
 
 // jsonMediaType reports whether a Content-Type is JSON.
 func jsonMediaType(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
+	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil {
 		return false
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return false // the schema would see other characters than the backend
 	}
 	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
 // decodeStrict parses a JSON body as the validator wants it (numbers kept
-// exact) and refuses what parsers disagree on: an object with a key twice
-// (one parser takes the first, another the last: the backend could read a
-// value the schema never saw) and anything after the value.
+// exact) and refuses what parsers disagree on, so that the schema and the
+// backend always read the same value:
+//   - an object with a key twice, also under case folding (one parser
+//     takes the first, another the last; Go's encoding/json matches keys
+//     case-insensitively, so "AMOUNT" fills the field of "amount");
+//   - invalid UTF-8 (jsontext refuses it; a lenient parser would replace
+//     it), and anything after the value.
+//
+// It also refuses what would make the check itself costly: nesting deeper
+// than maxDepth, and a number longer than maxNumber characters or with an
+// exponent beyond ±maxExponent (the validator reads every number exactly,
+// and 1e1000000 costs it tens of milliseconds).
 func decodeStrict(b []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	v, err := decodeValue(d)
+	d := jsontext.NewDecoder(bytes.NewReader(b))
+	v, err := decodeValue(d, 0)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := d.Token(); err != io.EOF {
+	if _, err := d.ReadToken(); err != io.EOF {
 		return nil, errors.New("more data after the JSON value")
 	}
 	return v, nil
 }
 
-func decodeValue(d *json.Decoder) (any, error) {
-	t, err := d.Token()
+// Bounds of a body the validator checks.
+const (
+	maxDepth    = 128
+	maxNumber   = 100
+	maxExponent = 400
+)
+
+func decodeValue(d *jsontext.Decoder, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("nested deeper than %d levels", maxDepth)
+	}
+	t, err := d.ReadToken()
 	if err != nil {
 		return nil, err
 	}
-	switch t := t.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			m := map[string]any{}
-			for d.More() {
-				kt, err := d.Token()
-				if err != nil {
-					return nil, err
-				}
-				k := kt.(string) // the decoder only gives string keys
-				if _, dup := m[k]; dup {
-					return nil, fmt.Errorf("key %q appears twice in one object", k)
-				}
-				if m[k], err = decodeValue(d); err != nil {
-					return nil, err
+	switch t.Kind() {
+	case '{':
+		m := map[string]any{}
+		var folded map[string]bool // the keys, case-folded, once a key is not plain lower-case ASCII
+		for d.PeekKind() != '}' {
+			kt, err := d.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			k := kt.String()
+			if folded == nil && !lowerASCII(k) {
+				folded = make(map[string]bool, len(m)+1)
+				for prev := range m {
+					folded[foldKey(prev)] = true
 				}
 			}
-			_, err := d.Token() // '}'
-			return m, err
-		case '[':
-			a := []any{}
-			for d.More() {
-				v, err := decodeValue(d)
-				if err != nil {
-					return nil, err
+			if folded != nil {
+				fk := foldKey(k)
+				if folded[fk] {
+					return nil, fmt.Errorf("key %q appears twice in one object (keys are compared ignoring case)", k)
 				}
-				a = append(a, v)
+				folded[fk] = true
 			}
-			_, err := d.Token() // ']'
-			return a, err
+			if m[k], err = decodeValue(d, depth+1); err != nil {
+				return nil, err
+			}
 		}
-		return nil, fmt.Errorf("unexpected %v", t)
-	default:
-		return t, nil // string, json.Number, bool or nil
+		_, err := d.ReadToken()
+		return m, err
+	case '[':
+		a := []any{}
+		for d.PeekKind() != ']' {
+			v, err := decodeValue(d, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err := d.ReadToken()
+		return a, err
+	case '"':
+		return t.String(), nil
+	case '0':
+		n := t.String()
+		if len(n) > maxNumber {
+			return nil, fmt.Errorf("number of %d characters: at most %d", len(n), maxNumber)
+		}
+		if e := strings.IndexAny(n, "eE"); e >= 0 {
+			if x, err := strconv.Atoi(strings.TrimPrefix(n[e+1:], "+")); err != nil || x > maxExponent || x < -maxExponent {
+				return nil, fmt.Errorf("number %s: exponent beyond ±%d", n, maxExponent)
+			}
+		}
+		// An integer that fits goes as int64: the validator formats and
+		// parses every number it checks, and an int64 takes it a fraction
+		// of a json.Number's time. Any other number stays exact.
+		if isPlainInt(n) {
+			if i, err := strconv.ParseInt(n, 10, 64); err == nil {
+				return i, nil
+			}
+		}
+		return json.Number(n), nil
+	case 't':
+		return true, nil
+	case 'f':
+		return false, nil
+	case 'n':
+		return nil, nil
 	}
+	return nil, fmt.Errorf("unexpected token %v", t)
+}
+
+// lowerASCII reports whether a key is plain lower-case ASCII, which no
+// other key equals under case folding but itself (the common case: no
+// folding needed until a key is not).
+func lowerASCII(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c >= utf8.RuneSelf || ('A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// foldKey maps a key to one representative of its case-folding class:
+// two keys are equal under strings.EqualFold exactly when their foldKeys
+// are equal (each rune becomes the smallest rune of its unicode.SimpleFold
+// orbit, so "ſ", "s" and "S", or "K" and "k", fold together).
+func foldKey(k string) string {
+	var b strings.Builder
+	for _, r := range k {
+		m := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			m = min(m, f)
+		}
+		b.WriteRune(m)
+	}
+	return b.String()
+}
+
+// isPlainInt reports whether a JSON number is written as an integer (no
+// fraction, no exponent).
+func isPlainInt(n string) bool {
+	return !strings.ContainsAny(n, ".eE")
 }
 
 // leafProblems turns one failed keyword into problems: one per missing or
@@ -360,7 +479,7 @@ func leafProblems(part string, e *jsonschema.ValidationError) []RequestProblem {
 	msg := e.ErrorKind.LocalizedString(printer)
 	rule := "false"
 	if kp := e.ErrorKind.KeywordPath(); len(kp) > 0 {
-		rule = kp[len(kp)-1]
+		rule = kp[0] // the keyword; dependentRequired's path goes on with the property
 	}
 	switch k := e.ErrorKind.(type) {
 	case *kind.Required:
@@ -377,6 +496,17 @@ func leafProblems(part string, e *jsonschema.ValidationError) []RequestProblem {
 		return out
 	}
 	return []RequestProblem{{Pointer: at, Rule: rule, Message: msg}}
+}
+
+// leafCount is how many problems leafProblems would make of e.
+func leafCount(e *jsonschema.ValidationError) int {
+	switch k := e.ErrorKind.(type) {
+	case *kind.Required:
+		return len(k.Missing)
+	case *kind.AdditionalProperties:
+		return len(k.Properties)
+	}
+	return 1
 }
 
 func pointer(part string, loc []string) string {

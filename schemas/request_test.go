@@ -137,3 +137,72 @@ func TestValidateSharedSchema(t *testing.T) {
 		t.Fatalf("problems %+v", got)
 	}
 }
+
+// BenchmarkValidateBody is the validator's own cost for a body: parse and
+// check, as the edge does per call (see bench/ for the whole call).
+func BenchmarkValidateBody(b *testing.B) {
+	s, problems := schemas.CompileRequest(map[string]json.RawMessage{"body": json.RawMessage(`{"type":"object","required":["items"],
+		"properties":{"items":{"type":"array","items":{"type":"object","required":["sku","quantity"],
+		"properties":{"sku":{"type":"string","pattern":"^SKU-[0-9]{6}$"},"quantity":{"type":"integer","minimum":1},"name":{"type":"string"}}}}}}`)}, nil, nil)
+	if len(problems) > 0 {
+		b.Fatal(problems)
+	}
+	var items []string
+	for i := range 12 {
+		items = append(items, `{"sku":"SKU-00000`+string(rune('0'+i%10))+`","quantity":3,"name":"an item of the order"}`)
+	}
+	req := jsonReq(`{"items":[` + strings.Join(items, ",") + `]}`)
+	b.SetBytes(int64(len(req.Body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if p, _ := s.Validate(req); len(p) > 0 {
+			b.Fatal(p)
+		}
+	}
+}
+
+// A body that would make the check costly, or that parsers read two ways,
+// is refused before the validator walks it: keys equal under case folding
+// (Go's encoding/json fills a field from either), invalid UTF-8, nesting
+// past the bound, huge exponents and numbers, another charset, two
+// Content-Types.
+func TestValidateRefusesCostlyAndFoldedBodies(t *testing.T) {
+	s := compile(t, map[string]string{"body": `{"type":["object","array"],"properties":{"amount":{"type":"integer","maximum":10}}}`}, nil, nil)
+	for name, body := range map[string]string{
+		"case":   `{"amount":5,"AMOUNT":1000}`,
+		"case2":  `{"Amount":5,"amount":1000}`,
+		"fold":   `{"s":1,"ſ":2}`,
+		"kelvin": `{"k":1,"\u212a":2}`,
+		"utf8":   "{\"amount\":5,\"x\":\"\xff\"}",
+		"deep":   strings.Repeat("[", 200) + strings.Repeat("]", 200),
+		"exp":    `[1e1000000]`,
+		"negexp": `[1e-1000000]`,
+		"digits": "[" + strings.Repeat("9", 150) + "]",
+	} {
+		got, _ := s.Validate(jsonReq(body))
+		if len(got) != 1 || got[0].Pointer != "/body" || got[0].Rule != "json" {
+			t.Errorf("%s: %+v", name, got)
+		}
+	}
+	if got, _ := s.Validate(jsonReq(`{"amount":5,"Other":1,"other2":[1e300]}`)); len(got) != 0 {
+		t.Errorf("a good body with mixed-case keys: %+v", got)
+	}
+	for _, ct := range [][]string{{"application/json; charset=iso-8859-1"}, {"application/json", "text/plain"}} {
+		req := jsonReq(`{"amount":5}`)
+		req.Header["Content-Type"] = ct
+		if got, _ := s.Validate(req); len(got) != 1 || got[0].Rule != "content-type" {
+			t.Errorf("Content-Type %q: %+v", ct, got)
+		}
+	}
+}
+
+// A body of very many problems is answered at the cost of counting them:
+// only the listed ones are formatted.
+func TestValidateManyProblemsIsBounded(t *testing.T) {
+	s := compile(t, map[string]string{"body": `{"type":"array","items":{"type":"string"}}`}, nil, nil)
+	body := "[" + strings.Repeat("1,", 99999) + "1]"
+	got, more := s.Validate(jsonReq(body))
+	if len(got) != schemas.MaxRequestProblems || len(got)+more != 100000 {
+		t.Fatalf("%d listed, %d more", len(got), more)
+	}
+}
