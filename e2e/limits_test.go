@@ -28,7 +28,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	before := be.hits.Load()
 
 	held := []<-chan callResult{callAsync(edge.edge + "/v1/limited/block"), callAsync(edge.edge + "/v1/limited/block")}
-	be.waitArrivals(t, "/items/block", 2, 5*time.Second)
+	be.waitArrivals(t, "/items/block", 2, 15*time.Second) // setup: generous under -race on a loaded box
 
 	r := get(t, edge.edge+"/v1/limited/3")
 	wantError(t, r, http.StatusServiceUnavailable, "OVERLOADED")

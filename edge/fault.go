@@ -28,7 +28,7 @@ type faultSwitch struct {
 }
 
 // The X-Jetway-Fault values a drilled call's caller sees.
-var faultDelayed, faultAborted = []string{"delay"}, []string{"abort"}
+var faultDelayed, faultAborted, faultBoth = []string{"delay"}, []string{"abort"}, []string{"delay,abort"}
 
 // compileFault returns a tier's drill: f applies to the sandbox tier when
 // it says so, else to production; nil when it does not apply here.
@@ -113,8 +113,13 @@ func (c *call) injectFault() error {
 		}
 	}
 	if f.abortPer > 0 && rand.IntN(10000) < f.abortPer {
-		c.fault = "abort"
-		c.Header()["X-Jetway-Fault"] = faultAborted
+		if c.fault == "delay" {
+			c.fault = "delay,abort"
+			c.Header()["X-Jetway-Fault"] = faultBoth
+		} else {
+			c.fault = "abort"
+			c.Header()["X-Jetway-Fault"] = faultAborted
+		}
 		if m != nil {
 			m.RecordFault(c.rt.key, c.rt.api.Pool, true)
 		}

@@ -162,6 +162,16 @@ func TestParseFaultProblems(t *testing.T) {
 			t.Errorf("%s: %v, want a problem with %q", name, err, tc.want)
 		}
 	}
+	// Written around the CLI with an expiry years ahead: it ends a week
+	// after it was written, on every node.
+	written := now.Add(-time.Hour)
+	sw, err := registry.ParseSwitchAt("fault.x", []byte(`{"expires_at":"2999-01-01T00:00:00Z","abort":{"status":503,"percent":1}}`), 7, written)
+	if err != nil || !sw.Fault.ExpiresAt.Equal(written.Add(registry.MaxFaultFor)) {
+		t.Fatalf("a switch of 2999: %v %v", err, sw)
+	}
+	if _, err := registry.ParseFault("fault.x", []byte(`{"expires_at":"`+now.Add(time.Hour).Format(time.RFC3339)+`","abort":{"status":503,"percent":0.004}}`), now); err == nil {
+		t.Fatal("a percent that rounds to never was taken")
+	}
 	// Stored and expired: valid, and off.
 	f, err := registry.ParseFault("fault.x", []byte(`{"expires_at":"2020-01-01T00:00:00Z","abort":{"status":503,"percent":1}}`), time.Time{})
 	if err != nil || !f.Expired(now) {

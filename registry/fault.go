@@ -34,8 +34,9 @@ type Fault struct {
 	ExpiresAt time.Time         `json:"expires_at"`
 	Reason    string            `json:"reason,omitempty"`
 
-	API      string `json:"-"`
-	Revision uint64 `json:"-"`
+	API      string    `json:"-"`
+	Revision uint64    `json:"-"`
+	Written  time.Time `json:"-"` // when the stored switch was written (zero: unknown)
 }
 
 // FaultDelay holds calls for Min, or for a uniform time in [Min, Max].
@@ -148,14 +149,20 @@ type Switch struct {
 	Fault   *Fault
 }
 
-// ParseSwitch parses a jetway_flags value by its key.
-func ParseSwitch(key string, doc []byte, rev uint64) (*Switch, error) {
+// ParseSwitchAt parses a jetway_flags value by its key, written at
+// created (zero: unknown). A fault switch written around SetFault (nats kv
+// put) with an expiry further than MaxFaultFor from its writing ends
+// MaxFaultFor after it: no drill lasts longer, however it was written.
+func ParseSwitchAt(key string, doc []byte, rev uint64, created time.Time) (*Switch, error) {
 	if strings.HasPrefix(key, FaultPrefix) {
 		f, err := ParseFault(key, doc, time.Time{})
 		if err != nil {
 			return nil, err
 		}
-		f.Revision = rev
+		f.Revision, f.Written = rev, created
+		if !created.IsZero() && f.ExpiresAt.After(created.Add(MaxFaultFor)) {
+			f.ExpiresAt = created.Add(MaxFaultFor)
+		}
 		return &Switch{Fault: f}, nil
 	}
 	d, err := ParseDegrade(key, doc)

@@ -126,6 +126,9 @@ type kvSet[T any] struct {
 	open  func(context.Context, jetstream.JetStream, BucketOptions) (jetstream.KeyValue, error)
 	name  string
 	parse func(key string, val []byte, rev uint64) (T, error)
+	// parseAt, when set, is parse with the time the value was written
+	// (zero: unknown).
+	parseAt func(key string, val []byte, rev uint64, created time.Time) (T, error)
 	// good is written only by the set's own watch loop, under Watcher.mu.
 	good map[string]T
 	live bool
@@ -144,7 +147,7 @@ func NewWatcher(o WatcherOptions) *Watcher {
 	w := &Watcher{o: o, log: log, saveCh: make(chan struct{}, 1)}
 	w.apis = &kvSet[*API]{open: OpenAPIs, name: BucketAPIs, good: map[string]*API{},
 		parse: parseAPIAt}
-	w.flags = &kvSet[*Switch]{open: OpenFlags, name: BucketFlags, good: map[string]*Switch{}, parse: ParseSwitch}
+	w.flags = &kvSet[*Switch]{open: OpenFlags, name: BucketFlags, good: map[string]*Switch{}, parseAt: ParseSwitchAt}
 	w.alerts = &kvSet[*AlertRule]{open: OpenAlerts, name: BucketAlerts, good: map[string]*AlertRule{},
 		parse: func(key string, val []byte, rev uint64) (*AlertRule, error) {
 			r, err := ParseAlert(key, val)
@@ -418,7 +421,7 @@ func apply[T any](w *Watcher, s *kvSet[T], m map[string]T, e jetstream.KeyValueE
 		delete(m, key)
 		return nil
 	}
-	v, err := s.parse(key, e.Value(), e.Revision())
+	v, err := s.parseEntry(key, e.Value(), e.Revision(), e.Created())
 	if err != nil {
 		if prev, ok := s.good[key]; ok {
 			m[key] = prev
@@ -442,7 +445,7 @@ func fallback[T any](ctx context.Context, w *Watcher, s *kvSet[T], kv jetstream.
 		return zero, false
 	}
 	v, e, ok := lastGood(hs, math.MaxUint64, func(e jetstream.KeyValueEntry) (T, error) {
-		return s.parse(key, e.Value(), e.Revision())
+		return s.parseEntry(key, e.Value(), e.Revision(), e.Created())
 	})
 	if ok {
 		w.log.Info("using last good revision of invalid entry", "bucket", s.name, "key", key, "revision", e.Revision())
@@ -525,6 +528,15 @@ type snapshotFile struct {
 type snapshotEntry struct {
 	Revision uint64          `json:"revision"`
 	Value    json.RawMessage `json:"value"`
+	Created  time.Time       `json:"created,omitzero"` // when it was written, where it matters (fault switches)
+}
+
+// parseEntry parses a value written at created (zero: unknown).
+func (s *kvSet[T]) parseEntry(key string, val []byte, rev uint64, created time.Time) (T, error) {
+	if s.parseAt != nil {
+		return s.parseAt(key, val, rev, created)
+	}
+	return s.parse(key, val, rev)
 }
 
 func (w *Watcher) loadFile() error {
@@ -560,7 +572,7 @@ func (w *Watcher) loadFile() error {
 
 func loadEntries[T any](w *Watcher, s *kvSet[T], entries map[string]snapshotEntry) {
 	for key, e := range entries {
-		v, err := s.parse(key, e.Value, e.Revision)
+		v, err := s.parseEntry(key, e.Value, e.Revision, e.Created)
 		if err != nil {
 			w.log.Warn("skipping invalid entry in local snapshot", "bucket", s.name, "key", key, "reason", err)
 			continue
@@ -598,7 +610,7 @@ func (w *Watcher) saveFile() error {
 		f.Flags[DegradeKey(d.API)] = snapshotEntry{Revision: d.Revision, Value: d.Marshal()}
 	}
 	for _, ft := range s.Faults {
-		f.Flags[FaultKey(ft.API)] = snapshotEntry{Revision: ft.Revision, Value: ft.Marshal()}
+		f.Flags[FaultKey(ft.API)] = snapshotEntry{Revision: ft.Revision, Value: ft.Marshal(), Created: ft.Written}
 	}
 	f.Apps = make(map[string]snapshotEntry, len(s.Apps))
 	for id, a := range s.Apps {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -169,21 +170,55 @@ func intOr(p *int) int {
 	return *p
 }
 
-// maxRefHops bounds the $ref, allOf and anyOf steps taken on one value: a
-// schema that refers to itself without descending ({"$ref": "#"}) is left
-// to the validator, which reports the cycle.
-const maxRefHops = 32
+// quickRun is one check's state: the nodes applied to the value at hand
+// (a node met twice on one value is a cycle: the validator reports it),
+// and the steps left. A check that runs out of steps — a schema whose
+// branches multiply — leaves the value to the validator.
+type quickRun struct {
+	stack []*quickNode // the nodes being applied; those of the value at hand from base on
+	base  int
+	steps int
+}
 
-// valid reports whether v surely passes the schema; false means "not
-// sure": ask the validator.
-func (n *quickNode) valid(v any, hops int) bool {
-	if !n.known || hops > maxRefHops {
+// quickSteps bounds the nodes one check visits: enough for a few per
+// value of any body (size is the body's length), far fewer than a
+// branching schema could make it try.
+func quickSteps(size int) int { return 1<<12 + 8*size }
+
+// check reports whether v, of a body of size bytes, surely passes the
+// schema; false means "not sure": ask the validator.
+func (n *quickNode) check(v any, size int) bool {
+	run := quickRun{stack: make([]*quickNode, 0, 16), steps: quickSteps(size)}
+	return n.valid(v, &run)
+}
+
+// valid is check within a run.
+func (n *quickNode) valid(v any, run *quickRun) bool {
+	if !n.known || run.steps <= 0 || slices.Contains(run.stack[run.base:], n) {
 		return false
 	}
+	run.steps--
+	run.stack = append(run.stack, n)
+	ok := n.validHere(v, run)
+	run.stack = run.stack[:len(run.stack)-1]
+	return ok
+}
+
+// child checks a value inside v: a new value, so no node has been applied
+// to it yet.
+func (n *quickNode) child(v any, run *quickRun) bool {
+	saved := run.base
+	run.base = len(run.stack)
+	ok := n.valid(v, run)
+	run.base = saved
+	return ok
+}
+
+func (n *quickNode) validHere(v any, run *quickRun) bool {
 	if n.boolSchema != nil {
 		return *n.boolSchema
 	}
-	if n.ref != nil && !n.ref.valid(v, hops+1) {
+	if n.ref != nil && !n.ref.valid(v, run) {
 		return false
 	}
 	t := typeBits(v)
@@ -211,14 +246,14 @@ func (n *quickNode) valid(v any, hops int) bool {
 		return false
 	}
 	for _, sub := range n.allOf {
-		if !sub.valid(v, hops+1) {
+		if !sub.valid(v, run) {
 			return false
 		}
 	}
 	if len(n.anyOf) > 0 {
 		any := false
 		for _, sub := range n.anyOf {
-			if sub.valid(v, hops+1) {
+			if sub.valid(v, run) {
 				any = true
 				break
 			}
@@ -229,9 +264,9 @@ func (n *quickNode) valid(v any, hops int) bool {
 	}
 	switch v := v.(type) {
 	case map[string]any:
-		return n.validObject(v)
+		return n.validObject(v, run)
 	case []any:
-		return n.validArray(v)
+		return n.validArray(v, run)
 	case string:
 		if n.minLen >= 0 || n.maxLen >= 0 {
 			l := utf8.RuneCountInString(v)
@@ -246,7 +281,7 @@ func (n *quickNode) valid(v any, hops int) bool {
 	return true
 }
 
-func (n *quickNode) validObject(obj map[string]any) bool {
+func (n *quickNode) validObject(obj map[string]any, run *quickRun) bool {
 	if (n.minProps >= 0 && len(obj) < n.minProps) || (n.maxProps >= 0 && len(obj) > n.maxProps) {
 		return false
 	}
@@ -259,14 +294,14 @@ func (n *quickNode) validObject(obj map[string]any) bool {
 		evaluated := false
 		if sub, ok := n.props[name]; ok {
 			evaluated = true
-			if !sub.valid(val, 0) {
+			if !sub.child(val, run) {
 				return false
 			}
 		}
 		for _, p := range n.patternProps {
 			if p.re.MatchString(name) {
 				evaluated = true
-				if !p.node.valid(val, 0) {
+				if !p.node.child(val, run) {
 					return false
 				}
 			}
@@ -275,7 +310,7 @@ func (n *quickNode) validObject(obj map[string]any) bool {
 			if n.noAdditional {
 				return false
 			}
-			if n.additional != nil && !n.additional.valid(val, 0) {
+			if n.additional != nil && !n.additional.child(val, run) {
 				return false
 			}
 		}
@@ -283,7 +318,7 @@ func (n *quickNode) validObject(obj map[string]any) bool {
 	return true
 }
 
-func (n *quickNode) validArray(arr []any) bool {
+func (n *quickNode) validArray(arr []any, run *quickRun) bool {
 	if (n.minItems >= 0 && len(arr) < n.minItems) || (n.maxItems >= 0 && len(arr) > n.maxItems) {
 		return false
 	}
@@ -292,7 +327,7 @@ func (n *quickNode) validArray(arr []any) bool {
 		if i < len(n.prefix) {
 			sub = n.prefix[i]
 		}
-		if sub != nil && !sub.valid(item, 0) {
+		if sub != nil && !sub.child(item, run) {
 			return false
 		}
 	}

@@ -230,7 +230,7 @@ func (s *RequestSchema) Validate(r *Request) (problems []RequestProblem, more in
 			add(*bad)
 			continue
 		}
-		if q := s.quick[i]; q != nil && q.valid(inst, 0) {
+		if q := s.quick[i]; q != nil && q.check(inst, len(r.Body)+len(r.RawQuery)+256) {
 			continue
 		}
 		err := sch.Validate(inst)
@@ -419,6 +419,13 @@ func decodeValue(d *jsontext.Decoder, depth int) (any, error) {
 				return nil, fmt.Errorf("number %s: exponent beyond ±%d", n, maxExponent)
 			}
 		}
+		// A backend that reads numbers as float64 (most do) must read
+		// this one on the same side of the schema's bounds: refuse one
+		// it cannot hold at all (1e400: infinite) or reads as zero
+		// (1e-400).
+		if f, err := strconv.ParseFloat(n, 64); err != nil || (f == 0 && strings.ContainsAny(mantissa(n), "123456789")) {
+			return nil, fmt.Errorf("number %s is beyond what a float64 holds", n)
+		}
 		// An integer that fits goes as int64: the validator formats and
 		// parses every number it checks, and an int64 takes it a fraction
 		// of a json.Number's time. Any other number stays exact.
@@ -464,6 +471,14 @@ func foldKey(k string) string {
 		b.WriteRune(m)
 	}
 	return b.String()
+}
+
+// mantissa is a JSON number without its exponent.
+func mantissa(n string) string {
+	if e := strings.IndexAny(n, "eE"); e >= 0 {
+		return n[:e]
+	}
+	return n
 }
 
 // isPlainInt reports whether a JSON number is written as an integer (no

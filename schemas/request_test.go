@@ -184,7 +184,7 @@ func TestValidateRefusesCostlyAndFoldedBodies(t *testing.T) {
 			t.Errorf("%s: %+v", name, got)
 		}
 	}
-	if got, _ := s.Validate(jsonReq(`{"amount":5,"Other":1,"other2":[1e300]}`)); len(got) != 0 {
+	if got, _ := s.Validate(jsonReq(`{"amount":5,"Other":1,"other2":[1e300,0e5,0.0,-0,5e-324]}`)); len(got) != 0 {
 		t.Errorf("a good body with mixed-case keys: %+v", got)
 	}
 	for _, ct := range [][]string{{"application/json; charset=iso-8859-1"}, {"application/json", "text/plain"}} {
