@@ -110,3 +110,13 @@ func TestOrderBodyIsValid(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkJetwayCached: the GET of BenchmarkJetway answered from the
+// edge's response cache (every call after the first is a hit). Compare it
+// with BenchmarkJetway in one run: the issue's target is at least 2x.
+func BenchmarkJetwayCached(b *testing.B) {
+	be := backend(b)
+	j := startJetway(b, `{"name":"bench.cached","pool":"bench","route":{"method":"GET","path":"/hello-cached"},
+	  "backend":{"type":"http","url":"`+be.URL+`/hello"},"concurrency":4096,"cache":{"ttl":"1h"}}`)
+	runParallel(b, j.url+"/hello-cached")
+}

@@ -85,6 +85,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			// The nonce bucket deleted: the edge refuses requests signed
 			// before, whose nonces went with it (registry.NonceStore).
 			NonceBucketDeleted,
+			CachePurgeSubject,
 		}
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub},

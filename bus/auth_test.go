@@ -258,6 +258,19 @@ func TestRolePermissionsOnServer(t *testing.T) {
 		t.Fatal("edge: no advisory of the nonce bucket deleted")
 	}
 
+	// Edges hear cache purges and answer them; they may not send one (a
+	// compromised edge would send every API's calls to its backend), nor
+	// may workers hear them.
+	if _, err := edge.Subscribe(CachePurgeSubject, func(m *nats.Msg) { _ = m.Respond([]byte(`{"purged":0}`)) }); err != nil {
+		t.Fatal(err)
+	}
+	edge.allowed(t, "edge hears cache purges")
+	if _, err := admin.Request(CachePurgeSubject, []byte(`{"api":"x"}`), 2*time.Second); err != nil {
+		t.Fatalf("the admin's purge got no answer from the edge: %v", err)
+	}
+	edge.denied(t, "edge sends a cache purge", CachePurgeSubject, func() { _ = edge.Publish(CachePurgeSubject, []byte(`{"api":"x"}`)) })
+	worker.denied(t, "worker hears cache purges", CachePurgeSubject, func() { _, _ = worker.Subscribe(CachePurgeSubject, func(*nats.Msg) {}) })
+
 	for _, c := range []*roleConn{worker, orders} {
 		js, _ := jetstream.New(c.Conn)
 		apis, err := js.KeyValue(ctx, BucketAPIs)

@@ -64,6 +64,12 @@ const (
 	// /nodes and the alerts' live set (bounded: MaxTrackedNodes, fields
 	// clamped) or drop another node of that role until its next beat.
 	HeartbeatPrefix = "jetway.heartbeat."
+	// CachePurgeSubject is where the admin asks every edge to drop an
+	// API's cached answers ({"api":…,"path":…}); each edge answers with
+	// how many it dropped. Only the admin publishes it: a forged purge
+	// could at most send an API's calls to its backend until the cache
+	// fills again.
+	CachePurgeSubject = "jetway.cache.purge"
 )
 
 // ServicePrefix starts every subject a worker may send a backend call to

@@ -32,6 +32,7 @@ var steps = [...]func(*call) error{
 	(*call).injectFault,   // the API's fault drill delays or aborts (fault.go)
 	(*call).readBody,      // within the API's max_body
 	(*call).validate,      // the API's request schemas (validate.go)
+	(*call).cacheLookup,   // the API's response cache answers (cache.go)
 	(*call).limitInFlight, // the API's edge_concurrency
 	(*call).send,          // one NATS request on the tier's subject
 	(*call).reply,         // the worker's reply becomes the response
@@ -86,7 +87,11 @@ type call struct {
 	status int      // the status sent; 0: none yet
 	code   bus.Code // the gateway error code sent, if any
 	fault  string   // what a drill injected: "delay", "abort" or ""
-	bytes  int      // the body bytes sent
+
+	cacheKey    string        // the call's response cache key; "": not cached
+	cacheResult string        // "hit", "miss", "stale" or ""
+	stale       *cachedAnswer // a stale answer a failure may fall back to
+	bytes       int           // the body bytes sent
 
 	refusal Error // what refuse returns, so that refusing allocates nothing more
 }
@@ -160,6 +165,9 @@ func (c *call) fail(err error) {
 
 // finish gives back what the call holds, once its response is written.
 func (c *call) finish() {
+	if c.cacheKey != "" && c.cacheResult == "" {
+		c.countCache("miss")
+	}
 	if c.body != nil {
 		bodyPool.Put(c.body)
 	}
@@ -323,15 +331,59 @@ func (c *call) readBody() error {
 // send turns the call into one NATS request on the tier's subject and
 // waits for the worker's reply until the deadline.
 func (c *call) send() error {
+	out, wire := c.requestMsg()
+	ctx, span := c.e.startSend(c.ctx, c.rt, out.Header)
+	ctx, cancel := context.WithDeadline(ctx, c.deadline)
+	if c.cacheKey == "" && takesStream(c.rt, c.r.Header.Get("Accept")) {
+		// The stream ends with the caller too (the request's context).
+		stop := context.AfterFunc(c.r.Context(), cancel)
+		err := c.sendStream(ctx, out, wire)
+		stop()
+		cancel()
+		endSend(span, nil)
+		return err
+	}
+	msg, err := bus.Request(ctx, c.e.o.Conn, out, wire)
+	cancel()
+	endSend(span, err)
+	if err != nil {
+		if c.r.Context().Err() == nil && c.serveStale() {
+			return errEnded
+		}
+		return c.requestError(err)
+	}
+	c.msg = msg
+	return nil
+}
+
+// requestMsg is the call as a NATS request on the tier's subject, and the
+// wire version it is written in. A cached call (c.cacheKey set) carries
+// only what its key holds (responseCache.cacheKey): the keyed headers and
+// query parameters, the app when keyed, no client address.
+func (c *call) requestMsg() (*nats.Msg, int) {
 	r, rt := c.r, c.rt
-	h := nats.Header(r.Header)
+	var h nats.Header
+	rc := rt.respCache
+	cached := c.cacheKey != ""
+	if cached {
+		h = make(nats.Header, len(rc.headers)+8)
+		for _, k := range rc.headers {
+			if vs, ok := r.Header[k]; ok {
+				h[k] = vs
+			}
+		}
+	} else {
+		h = nats.Header(r.Header)
+	}
 	bus.CleanHeaders(h)
 	dropCallerForwarding(h)
 	delete(h, "Content-Length")
 	fw := make([]string, 3) // one array backs the three values
 	fw[0], fw[1], fw[2] = c.chain, c.clientIP, r.Host
-	h["X-Forwarded-For"] = fw[0:1:1]
-	h["X-Real-Ip"] = fw[1:2:2]
+	if !cached {
+		h["X-Forwarded-For"] = fw[0:1:1]
+		h["X-Real-Ip"] = fw[1:2:2]
+	}
 	h["X-Forwarded-Host"] = fw[2:3:3]
 	if r.TLS != nil {
 		h["X-Forwarded-Proto"] = protoHTTPS
@@ -340,37 +392,20 @@ func (c *call) send() error {
 	}
 	meta := bus.Meta{Method: r.Method, Path: r.URL.RawPath, RawQuery: r.URL.RawQuery,
 		RequestID: c.id, ClientIP: c.clientIP, Deadline: c.deadline, Wire: c.e.o.Wire.Send()}
-	if c.app != nil { // an open API has no app ("anonymous" only keys its limits)
+	if c.app != nil && (!cached || rc.app) { // an open API has no app ("anonymous" only keys its limits)
 		meta.App = c.app.app.ID
+	}
+	if cached {
+		meta.ClientIP, meta.RawQuery = "", rc.keyedQuery(r.URL.RawQuery)
 	}
 	if rt.params {
 		meta.RawParams = encodeParams(r)
 	}
-	stream := takesStream(rt, r.Header.Get("Accept"))
-	if stream {
+	if !cached && takesStream(rt, r.Header.Get("Accept")) {
 		meta.Stream = bus.StreamWindow
 	}
 	bus.EncodeRequest(h, &meta)
-
-	ctx, span := c.e.startSend(c.ctx, rt, h)
-	ctx, cancel := context.WithDeadline(ctx, c.deadline)
-	if stream {
-		// The stream ends with the caller too (the request's context).
-		stop := context.AfterFunc(r.Context(), cancel)
-		err := c.sendStream(ctx, &nats.Msg{Subject: rt.subject, Header: h, Data: c.body.Bytes()}, meta.Wire)
-		stop()
-		cancel()
-		endSend(span, nil)
-		return err
-	}
-	msg, err := bus.Request(ctx, c.e.o.Conn, &nats.Msg{Subject: rt.subject, Header: h, Data: c.body.Bytes()}, meta.Wire)
-	cancel()
-	endSend(span, err)
-	if err != nil {
-		return c.requestError(err)
-	}
-	c.msg = msg
-	return nil
+	return &nats.Msg{Subject: rt.subject, Header: h, Data: c.body.Bytes()}, meta.Wire
 }
 
 // requestError is the refusal for a failed NATS request.
@@ -402,6 +437,9 @@ func (c *call) reply() error {
 		ge := err.(*bus.Error)
 		return c.refuse(ge.Code, ge.Message)
 	}
+	if (rep.Code != "" || rep.Status >= 500) && c.serveStale() {
+		return nil // stale-if-error: the kept answer beats the failure
+	}
 	if rep.Code != "" {
 		c.code = rep.Code
 	}
@@ -414,12 +452,18 @@ func (c *call) reply() error {
 	if _, ok := dst["Content-Type"]; !ok {
 		dst["Content-Type"] = nil // no sniffing: send what the backend sent
 	}
+	if c.cacheKey != "" {
+		dst["X-Cache"] = xCacheMiss
+	}
 	c.WriteHeader(rep.Status)
 	_, _ = c.Write(m.Data)
 	if rep.Code != "" {
 		return nil // a gateway error is never a good response
 	}
 	r, rt := c.r, c.rt
+	if c.cacheKey != "" {
+		rt.respCache.store(c.cacheKey, r.URL.RawPath, r.Method, rep.Status, dst, m.Data, time.Now())
+	}
 	if rt.cache != nil && rep.Status >= 200 && rep.Status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && m.Header.Get("X-Jetway-Fallback") == "" {
 		h := dst.Clone()
 		delete(h, "X-Request-Id") // each answer gets its own

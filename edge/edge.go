@@ -82,6 +82,7 @@ type Edge struct {
 	// The shared schemas each kept check was built with, by API.Key: of
 	// the last round, and of this one.
 	checkDeps, nextDeps map[string]map[string]bool
+	refreshes           *semaphore // background cache refreshes (cache.go)
 	cluster             *cluster
 	tracer              trace.Tracer // nil: tracing off
 }
@@ -91,6 +92,9 @@ type router struct {
 	mux    *chi.Mux // the routes without a host
 	routes int
 	auth   map[string]*AuthPolicy // by API name, for AuthPolicy
+	// caches are the response caches of both tiers, by API name, for
+	// purges.
+	caches map[string][]*responseCache
 	// The routes with a host (route.host), by exact host and by wildcard
 	// suffix (".example.com"), longest first; both empty when no API has
 	// a host, which costs a request nothing.
@@ -167,6 +171,7 @@ type route struct {
 	maxInFlight int64                // the API's edge_concurrency; 0: none
 	cache       *resilience.LastGood // last good responses, for APIs with a cached fallback
 	check       *requestCheck        // the request validation; nil: none
+	respCache   *responseCache       // the response cache; nil: none
 	fault       *faultSwitch         // the API's fault drill on this tier; nil: none
 	key         string               // api.Key(): the tier's name in metrics
 	sandbox     *route               // the API's sandbox tier, for sandbox apps; nil: none
@@ -208,7 +213,8 @@ func New(o Options) (*Edge, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	e := &Edge{o: o, log: o.Logger, cluster: newCluster(o.ClusterInterval), tracer: otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/edge")}
+	e := &Edge{o: o, log: o.Logger, cluster: newCluster(o.ClusterInterval), tracer: otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/edge"),
+		refreshes: &semaphore{ch: make(chan struct{}, maxRefreshes)}}
 	e.Apply(&registry.Snapshot{})
 	return e, nil
 }
@@ -234,7 +240,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	apps := e.newAppIndex(s.Apps, func(a *registry.App) *jwtVerifier {
 		return e.verifier("app:"+a.ID, a.JWT, a.ID) // API names never hold ':'
 	})
-	rtr := &router{mux: newMux(), auth: map[string]*AuthPolicy{}, hosts: map[string]*chi.Mux{}}
+	rtr := &router{mux: newMux(), auth: map[string]*AuthPolicy{}, hosts: map[string]*chi.Mux{}, caches: map[string][]*responseCache{}}
 	n := 0
 	for _, a := range apis {
 		if other, ok := conflicts[a.Name]; ok {
@@ -276,6 +282,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		rt.fault = compileFault(s.Faults[a.Name], false)
 		rt.state, rt.rules, rt.maxInFlight = st, e.compileRules(st, a), int64(a.EdgeConcurrency)
 		rt.check = e.compileCheck(rt.key, a.Validate, s.JSONSchemas)
+		rt.respCache = st.responseCache(a.Cache, rt.auth != nil, e.refreshes)
 		if rt.maxBody <= 0 {
 			rt.maxBody = int64(registry.DefaultMaxBody)
 		}
@@ -293,6 +300,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			sb.rules = e.compileRules(sb.state, sba)
 			sb.check = e.compileCheck(sb.key, sba.Validate, s.JSONSchemas)
 			sb.fault = compileFault(s.Faults[a.Name], true)
+			sb.respCache = sb.state.responseCache(sba.Cache, rt.auth != nil, e.refreshes)
 			rt.sandbox = sb
 		}
 		if err := addRoute(rtr.muxOf(a.Route.Host), a.Route.Method, a.Route.Path, e.handler(rt)); err != nil {
@@ -301,6 +309,11 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		}
 		if rt.auth != nil {
 			rtr.auth[a.Name] = rt.auth
+		}
+		for _, t := range []*route{rt, rt.sandbox} {
+			if t != nil && t.respCache != nil {
+				rtr.caches[a.Name] = append(rtr.caches[a.Name], t.respCache)
+			}
 		}
 		n++
 	}
@@ -407,7 +420,14 @@ func (e *Edge) appLimiter(a *registry.App) resilience.Limiter {
 // Run exchanges cluster-wide rate-limit reports with the other edges over
 // NATS until ctx ends. Without it, cluster-wide rules act as if this edge
 // were alone.
-func (e *Edge) Run(ctx context.Context) error { return e.cluster.run(ctx, e.o.Conn) }
+func (e *Edge) Run(ctx context.Context) error {
+	stop, err := e.runPurges(ctx, e.o.Conn)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return e.cluster.run(ctx, e.o.Conn)
+}
 
 // Edges is the number of live edges this edge has heard from, itself
 // included (cluster-wide limits are shared among them).

@@ -23,6 +23,8 @@ type apiState struct {
 	inflight atomic.Int64
 	rules    resilience.KeptMap[string, *limitRule] // by the rule's fingerprint: reordered rules keep their counts
 	cache    resilience.Kept[*resilience.LastGood]
+	// respCache is the tier's response cache (cache.go).
+	respCache resilience.Kept[*responseCache]
 }
 
 // lastGood returns the API's last-good cache when its fallback keeps one

@@ -62,6 +62,9 @@ func (e *Edge) observe(c *call, r *http.Request, start time.Time) {
 		if c.fault != "" {
 			attrs = append(attrs, slog.String("fault", c.fault))
 		}
+		if c.cacheResult != "" {
+			attrs = append(attrs, slog.String("cache", c.cacheResult))
+		}
 		l.LogAttrs(r.Context(), slog.LevelInfo, "access", attrs...)
 	}
 }

@@ -51,6 +51,9 @@ func (e *Edge) startServer(c *call) (context.Context, func()) {
 		if c.fault != "" {
 			a = append(a, attribute.String("jetway.fault", c.fault))
 		}
+		if c.cacheResult != "" {
+			a = append(a, attribute.String("jetway.cache", c.cacheResult))
+		}
 		if c.app != nil {
 			a = append(a, attribute.String("jetway.app", c.app.app.ID))
 		}

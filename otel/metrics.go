@@ -75,6 +75,7 @@ type apiMetrics struct {
 	failed     map[string]*atomic.Int64
 	hist       *histogram
 	faults     [2]atomic.Int64 // injected by a drill: delays, aborts
+	cache      [3]atomic.Int64 // response cache lookups: hits, misses, stale answers
 	// the current second, swapped by Tick
 	sec   atomic.Pointer[secAcc]
 	spare *secAcc
@@ -139,6 +140,20 @@ func (m *Metrics) RecordFault(api, pool string, abort bool) {
 		i = 1
 	}
 	m.api(api, pool).faults[i].Add(1)
+}
+
+// cacheResults name the response cache lookups RecordCache counts.
+var cacheResults = [3]string{"hit", "miss", "stale"}
+
+// RecordCache counts one response cache lookup of an API: "hit", "miss"
+// or "stale" (an answer served past its freshness).
+func (m *Metrics) RecordCache(api, pool, result string) {
+	for i, r := range cacheResults {
+		if r == result {
+			m.api(api, pool).cache[i].Add(1)
+			return
+		}
+	}
 }
 
 // RecordApp counts one call of an authenticated app (whatever API it
@@ -301,6 +316,15 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 		for i, kind := range [2]string{"delay", "abort"} {
 			if n := a.faults[i].Load(); n > 0 {
 				fmt.Fprintf(bw, "jetway_faults_injected_total{%s,kind=%q} %d\n", lbl(a), kind, n)
+			}
+		}
+	}
+	fmt.Fprintln(bw, "# HELP jetway_cache_lookups_total Response cache lookups, by result: hit, miss, stale (served past freshness: stale-while-revalidate or stale-if-error).")
+	fmt.Fprintln(bw, "# TYPE jetway_cache_lookups_total counter")
+	for _, a := range apis {
+		for i, r := range cacheResults {
+			if n := a.cache[i].Load(); n > 0 {
+				fmt.Fprintf(bw, "jetway_cache_lookups_total{%s,result=%q} %d\n", lbl(a), r, n)
 			}
 		}
 	}

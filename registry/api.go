@@ -58,8 +58,9 @@ type API struct {
 	IPRules         *IPRules    `json:"ip_rules,omitempty"`
 	Auth            *Auth       `json:"auth,omitempty"`
 
-	// Request policies (validate.go).
+	// Request policies (validate.go, cache.go).
 	Validate *Validate `json:"validate,omitempty"`
+	Cache    *Cache    `json:"cache,omitempty"`
 
 	// Sandbox is the tier that sandbox apps call instead (sandbox.go).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
@@ -315,7 +316,7 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
 		"rate_limits": &a.RateLimits, "edge_concurrency": &a.EdgeConcurrency,
 		"breaker": &a.Breaker, "retry": &a.Retry, "fallback": &a.Fallback, "ip_rules": &a.IPRules,
-		"auth": &a.Auth, "validate": &a.Validate, "sandbox": &a.Sandbox, "created_revision": &a.Created,
+		"auth": &a.Auth, "validate": &a.Validate, "cache": &a.Cache, "sandbox": &a.Sandbox, "created_revision": &a.Created,
 	}
 	// Absent fields are reported once, by the schema ("missing property").
 	for k := range fields {
@@ -392,6 +393,9 @@ func (a *API) applyDefaults() {
 		a.MaxBody = DefaultMaxBody
 	}
 	a.Backend.applyDefaults()
+	if a.Cache != nil {
+		a.Cache.applyDefaults()
+	}
 	if a.Sandbox != nil {
 		a.Sandbox.applyDefaults(a)
 	}
@@ -427,6 +431,7 @@ func (a *API) check(key string) []schemas.Problem {
 	checkBackend("backend", &a.Backend, params, catchAll, add)
 	a.checkPolicies(params, add)
 	a.Validate.check("validate", add)
+	a.Cache.check("cache", add)
 	if a.Sandbox != nil {
 		a.Sandbox.check(params, catchAll, add)
 		if !a.Auth.Requires() {

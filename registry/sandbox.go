@@ -25,6 +25,9 @@ type Sandbox struct {
 	// Validate replaces the API's request validation for sandbox calls
 	// (a new schema is tried here before production gets it).
 	Validate *Validate `json:"validate,omitempty"`
+	// Cache replaces the API's response cache for sandbox calls; the two
+	// tiers never share cached answers.
+	Cache *Cache `json:"cache,omitempty"`
 }
 
 // SandboxAPI is the API as its sandbox tier serves it (nil when the API
@@ -47,6 +50,7 @@ func (a *API) SandboxAPI() *API {
 		MaxBody:     a.MaxBody,
 		RateLimits:  sb.RateLimits,
 		Validate:    cmp.Or(sb.Validate, a.Validate),
+		Cache:       cmp.Or(sb.Cache, a.Cache),
 		IPRules:     a.IPRules,
 		Auth:        a.Auth,
 		Revision:    a.Revision,
@@ -88,6 +92,9 @@ func (sb *Sandbox) applyDefaults(a *API) {
 		sb.Concurrency = DefaultConcurrency
 	}
 	sb.Backend.applyDefaults()
+	if sb.Cache != nil {
+		sb.Cache.applyDefaults()
+	}
 }
 
 // check adds the sandbox's problems; params and catchAll describe the
@@ -103,4 +110,5 @@ func (sb *Sandbox) check(params []string, catchAll bool, add func(path, format s
 	prefixed := func(path, format string, args ...any) { add("sandbox."+path, format, args...) }
 	(&API{Name: "sandbox", RateLimits: sb.RateLimits}).checkPolicies(params, prefixed)
 	sb.Validate.check("sandbox.validate", add)
+	sb.Cache.check("sandbox.cache", add)
 }

@@ -33,6 +33,7 @@ Nodes:
 Registry:
   api       publish, inspect, delete and roll back APIs (put|get|list|delete|history|rollback|import-micro)
   degrade   turn an API's degrade switch on or off, live on every edge (on|off|list)
+  cache     drop an API's cached answers on every edge (purge NAME [PATH])
   fault     fault injection drills: delay or abort a share of an API's calls until
             an expiry (on|off|list)
   app       apps, API keys, signing secrets, limits, sandbox mark, JWT issuer
@@ -101,6 +102,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdDegrade(args[1:], stdout, stderr)
 	case "fault":
 		err = cmdFault(args[1:], stdout, stderr)
+	case "cache":
+		err = cmdCache(args[1:], stdout, stderr)
 	case "app":
 		err = cmdApp(args[1:], stdout, stderr)
 	case "alert":

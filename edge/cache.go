@@ -1,0 +1,407 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/resilience"
+)
+
+// responseCache is an API tier's response cache on this edge: answers by
+// key in a bounded otter cache (W-TinyLFU eviction by weight). Freshness
+// is the entry's own (no timer goroutines): a stale entry stays until it
+// is replaced, evicted or purged, so that stale-if-error can serve it.
+type responseCache struct {
+	c          *otter.Cache[string, *cachedAnswer]
+	methods    []string
+	statuses   map[int]bool
+	headers    []string // keyed request headers, canonical, sorted
+	query      []string // keyed query parameters, sorted; nil: the whole query
+	app        bool     // the app is keyed
+	ttl        time.Duration
+	swr, sie   time.Duration
+	maxEntry   int
+	respectCC  bool
+	refreshing *semaphore // the edge's background refreshes
+}
+
+// cachedAnswer is one kept answer. Immutable once stored, but refreshing.
+type cachedAnswer struct {
+	path     string // the request path, for a purge by path
+	status   int
+	header   http.Header
+	body     []byte
+	stored   time.Time
+	fresh    time.Time // served as a hit until then
+	swrUntil time.Time // then served stale while one call refreshes it
+	sieUntil time.Time // then served stale when the call fails
+
+	refreshing atomic.Bool
+}
+
+// semaphore bounds goroutines: TryAcquire or go without.
+type semaphore struct{ ch chan struct{} }
+
+func (s *semaphore) tryAcquire() bool {
+	select {
+	case s.ch <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+func (s *semaphore) release() { <-s.ch }
+
+// maxRefreshes bounds the background refreshes (stale-while-revalidate)
+// an edge runs at once; past it a stale answer is served without one.
+const maxRefreshes = 32
+
+// newResponseCache compiles an API tier's cache settings.
+func newResponseCache(c *registry.Cache, auth bool, refreshing *semaphore) *responseCache {
+	rc := &responseCache{
+		methods: c.Methods, statuses: map[int]bool{}, app: c.KeysApp(auth),
+		ttl: time.Duration(c.TTL), swr: time.Duration(c.StaleWhileRevalidate), sie: time.Duration(c.StaleIfError),
+		maxEntry: int(c.MaxEntry), respectCC: !c.IgnoreCacheControl, refreshing: refreshing,
+	}
+	for _, s := range c.Statuses {
+		rc.statuses[s] = true
+	}
+	if k := c.Key; k != nil {
+		for _, h := range k.Headers {
+			rc.headers = append(rc.headers, http.CanonicalHeaderKey(h))
+		}
+		slices.Sort(rc.headers)
+		rc.headers = slices.Compact(rc.headers)
+		if k.Query != nil {
+			rc.query = slices.Compact(slices.Sorted(slices.Values(k.Query)))
+		}
+	}
+	rc.c = otter.Must(&otter.Options[string, *cachedAnswer]{
+		MaximumWeight: uint64(c.MaxSize),
+		Weigher:       func(k string, a *cachedAnswer) uint32 { return uint32(min(a.weight(k), 1<<31)) },
+	})
+	return rc
+}
+
+// weight is what an answer costs the cache's bound: its key, body and
+// headers, and a little for the rest.
+func (a *cachedAnswer) weight(key string) int {
+	n := len(key) + len(a.body) + len(a.path) + 128
+	for k, vs := range a.header {
+		n += len(k)
+		for _, v := range vs {
+			n += len(v) + 16
+		}
+	}
+	return n
+}
+
+// cacheSettings is what a tier's responseCache is built from.
+type cacheSettings struct {
+	Cache *registry.Cache
+	Auth  bool
+}
+
+// responseCache returns the tier's cache (nil: none), kept while its
+// settings are unchanged.
+func (st *apiState) responseCache(c *registry.Cache, auth bool, refreshing *semaphore) *responseCache {
+	if c == nil {
+		st.respCache.Clear()
+		return nil
+	}
+	rc, _ := st.respCache.Get(resilience.Fingerprint(cacheSettings{c, auth}), func() (*responseCache, error) {
+		return newResponseCache(c, auth, refreshing), nil
+	})
+	return rc
+}
+
+// cacheKey is the key of a call, or "" when the call is not cacheable:
+// another method, or a body (never part of the key). The key holds all
+// the backend of a cached call gets (forCache): method, scheme, host,
+// path, the query or its keyed parameters, the keyed headers, the app.
+func (rc *responseCache) cacheKey(c *call) string {
+	r := c.r
+	if !slices.Contains(rc.methods, r.Method) || r.ContentLength != 0 || (c.body != nil && c.body.Len() > 0) {
+		return ""
+	}
+	var b strings.Builder
+	b.Grow(len(r.Host) + len(r.URL.RawPath) + len(r.URL.RawQuery) + 32)
+	b.WriteString(r.Method)
+	if r.TLS != nil {
+		b.WriteString(" https://")
+	} else {
+		b.WriteString(" http://")
+	}
+	b.WriteString(requestHost(r.Host))
+	b.WriteString(r.URL.RawPath)
+	b.WriteByte('?')
+	b.WriteString(rc.keyedQuery(r.URL.RawQuery))
+	for _, h := range rc.headers {
+		b.WriteByte('\n')
+		b.WriteString(h)
+		b.WriteByte(':')
+		b.WriteString(strings.Join(r.Header[h], "\x00"))
+	}
+	if rc.app && c.app != nil {
+		b.WriteString("\napp:")
+		b.WriteString(c.app.app.ID)
+	}
+	return b.String()
+}
+
+// keyedQuery is the query a cached call sends: the whole query, or only
+// the keyed parameters (in the caller's order).
+func (rc *responseCache) keyedQuery(raw string) string {
+	if rc.query == nil || raw == "" {
+		return raw
+	}
+	var kept []string
+	for _, p := range strings.Split(raw, "&") {
+		name, _, _ := strings.Cut(p, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			if _, ok := slices.BinarySearch(rc.query, n); ok {
+				kept = append(kept, p)
+			}
+		}
+	}
+	return strings.Join(kept, "&")
+}
+
+// The X-Cache values.
+var xCacheHit, xCacheMiss, xCacheStale = []string{"hit"}, []string{"miss"}, []string{"stale"}
+
+// cacheLookup answers the call from the API's response cache when it
+// holds a fresh answer, or one it may serve stale while it refreshes it in
+// the background; otherwise the call goes on, keyed (c.cacheKey) so that
+// reply stores its answer and a failure may fall back to a stale one.
+func (c *call) cacheLookup() error {
+	rc := c.rt.respCache
+	if rc == nil {
+		return nil
+	}
+	key := rc.cacheKey(c)
+	if key == "" {
+		return nil
+	}
+	c.cacheKey = key
+	a, ok := rc.c.GetIfPresent(key)
+	if !ok {
+		return nil // a miss (counted when the call ends)
+	}
+	now := time.Now()
+	switch {
+	case now.Before(a.fresh):
+		c.countCache("hit")
+		c.serveCached(a, xCacheHit, now)
+		return errEnded
+	case now.Before(a.swrUntil):
+		c.countCache("stale")
+		if a.refreshing.CompareAndSwap(false, true) {
+			c.refresh(rc, key, a)
+		}
+		c.serveCached(a, xCacheStale, now)
+		return errEnded
+	case now.Before(a.sieUntil):
+		c.stale = a // a failure falls back to it
+	}
+	return nil
+}
+
+// countCache counts a lookup in the metrics: a hit, a stale answer
+// served, or (when the call ends without either) a miss.
+func (c *call) countCache(result string) {
+	c.cacheResult = result
+	if m := c.e.o.Metrics; m != nil {
+		m.RecordCache(c.rt.key, c.rt.api.Pool, result)
+	}
+}
+
+// serveCached writes a kept answer, with its age.
+func (c *call) serveCached(a *cachedAnswer, xcache []string, now time.Time) {
+	dst := c.Header()
+	for k, v := range a.header {
+		dst[k] = v
+	}
+	dst["X-Cache"] = xcache
+	dst["Age"] = []string{strconv.FormatInt(int64(now.Sub(a.stored)/time.Second), 10)}
+	c.WriteHeader(a.status)
+	if c.r.Method != http.MethodHead {
+		_, _ = c.Write(a.body)
+	}
+}
+
+// serveStale answers a failed call with its stale answer, when
+// stale-if-error allows one: true when it did.
+func (c *call) serveStale() bool {
+	a := c.stale
+	if a == nil {
+		return false
+	}
+	c.stale = nil
+	c.code = ""
+	c.countCache("stale")
+	c.serveCached(a, xCacheStale, time.Now())
+	return true
+}
+
+// refresh calls the backend for a stale answer in the background (one per
+// answer, at most maxRefreshes per edge), within the API's timeout, and
+// keeps what comes back if it may be kept.
+func (c *call) refresh(rc *responseCache, key string, a *cachedAnswer) {
+	if !rc.refreshing.tryAcquire() {
+		a.refreshing.Store(false)
+		return
+	}
+	msg, wire := c.requestMsg()
+	conn, timeout, path, method := c.e.o.Conn, c.rt.timeout, c.r.URL.RawPath, c.r.Method
+	go func() {
+		defer rc.refreshing.release()
+		defer a.refreshing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		m, err := bus.Request(ctx, conn, msg, wire)
+		if err != nil {
+			return
+		}
+		rep, err := bus.DecodeReply(m.Header)
+		if err != nil || rep.Code != "" {
+			return
+		}
+		h := http.Header{}
+		for k, vs := range m.Header {
+			if name, ok := bus.DecodeHeaderName(k); ok {
+				h[name] = vs
+			}
+		}
+		rc.store(key, path, method, rep.Status, h, m.Data, time.Now())
+	}()
+}
+
+// store keeps an answer when it may be kept: a cacheable status, no
+// Set-Cookie, not too large, and — unless the entry ignores it — a
+// Cache-Control that allows a shared cache to keep it, whose max-age (or
+// s-maxage) sets its freshness.
+func (rc *responseCache) store(key, path, method string, status int, h http.Header, body []byte, now time.Time) bool {
+	if !rc.statuses[status] || len(body) > rc.maxEntry || h["Set-Cookie"] != nil || slices.Contains(h["Vary"], "*") {
+		return false
+	}
+	ttl := rc.ttl
+	if rc.respectCC {
+		d, ok := cacheControl(h["Cache-Control"])
+		if !ok {
+			return false
+		}
+		if d >= 0 {
+			ttl = d
+		}
+	}
+	if ttl <= 0 && rc.swr <= 0 && rc.sie <= 0 {
+		return false
+	}
+	kept := h.Clone()
+	delete(kept, "X-Request-Id") // each answer gets its own
+	delete(kept, "X-Cache")
+	delete(kept, "Age")
+	delete(kept, "X-Jetway-Fault")
+	if method == http.MethodHead {
+		body = nil
+	}
+	fresh := now.Add(ttl)
+	rc.c.Set(key, &cachedAnswer{path: path, status: status, header: kept, body: body, stored: now,
+		fresh: fresh, swrUntil: fresh.Add(rc.swr), sieUntil: fresh.Add(rc.sie)})
+	return true
+}
+
+// cacheControl reads a response's Cache-Control for a shared cache: ok
+// false when it may not keep it (no-store, private, no-cache); the
+// freshness s-maxage or max-age gives (-1: none).
+func cacheControl(vs []string) (ttl time.Duration, ok bool) {
+	ttl, smax := -1, time.Duration(-1)
+	for _, v := range vs {
+		for _, d := range strings.Split(v, ",") {
+			name, arg, _ := strings.Cut(strings.TrimSpace(d), "=")
+			switch strings.ToLower(name) {
+			case "no-store", "private", "no-cache":
+				return 0, false
+			case "max-age", "s-maxage":
+				n, err := strconv.ParseInt(strings.Trim(arg, `"`), 10, 64)
+				if err != nil || n < 0 {
+					return 0, false // unreadable: keep nothing rather than guess
+				}
+				d := time.Duration(min(n, int64(registry.MaxCacheTTL/time.Second))) * time.Second
+				if strings.EqualFold(name, "s-maxage") {
+					smax = d
+				} else {
+					ttl = d
+				}
+			}
+		}
+	}
+	if smax >= 0 {
+		return smax, true
+	}
+	return ttl, true
+}
+
+// cachePurge is a purge request: an API's answers, or only those of one
+// path.
+type cachePurge struct {
+	API  string `json:"api"`
+	Path string `json:"path,omitempty"`
+}
+
+// cachePurged is an edge's answer to a purge.
+type cachePurged struct {
+	Purged int `json:"purged"`
+}
+
+// purge drops an API's kept answers (both tiers) on this edge: all, or
+// those of one path. It returns how many.
+func (e *Edge) purge(p cachePurge) int {
+	n := 0
+	for _, rc := range e.router.Load().caches[p.API] {
+		for k, a := range rc.c.All() {
+			if p.Path == "" || a.path == p.Path {
+				if _, ok := rc.c.Invalidate(k); ok {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// runPurges answers purge requests until ctx ends.
+func (e *Edge) runPurges(ctx context.Context, nc *nats.Conn) (stop func(), err error) {
+	var mu sync.Mutex // one purge at a time: a flood of them queues in NATS, bounded there
+	sub, err := nc.Subscribe(bus.CachePurgeSubject, func(m *nats.Msg) {
+		var p cachePurge
+		if json.Unmarshal(m.Data, &p) != nil || p.API == "" {
+			return
+		}
+		mu.Lock()
+		n := e.purge(p)
+		mu.Unlock()
+		if m.Reply != "" {
+			b, _ := json.Marshal(cachePurged{Purged: n})
+			_ = m.Respond(b)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}

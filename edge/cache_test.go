@@ -1,0 +1,231 @@
+package edge_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
+)
+
+// cacheBackend answers with what it saw: a version it counts, the query,
+// the headers a poisoner would use, the app; ?cc= sets its Cache-Control,
+// ?cookie a Set-Cookie, and fail makes it answer 500.
+type cacheBackend struct {
+	*httptest.Server
+	calls   atomic.Int64
+	version atomic.Int64
+	fail    atomic.Bool
+	mu      sync.Mutex
+	seen    []http.Header
+}
+
+func newCacheBackend(t *testing.T) *cacheBackend {
+	b := &cacheBackend{}
+	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.calls.Add(1)
+		b.mu.Lock()
+		b.seen = append(b.seen, r.Header.Clone())
+		b.mu.Unlock()
+		if b.fail.Load() {
+			w.WriteHeader(500)
+			return
+		}
+		q := r.URL.Query()
+		if cc := q.Get("cc"); cc != "" {
+			w.Header().Set("Cache-Control", cc)
+		}
+		if q.Has("cookie") {
+			w.Header().Set("Set-Cookie", "session=secret")
+		}
+		fmt.Fprintf(w, "v%d q=%s evil=%s lang=%s app=%s ip=%s", b.version.Load(), r.URL.RawQuery,
+			r.Header.Get("X-Evil"), r.Header.Get("Accept-Language"), r.Header.Get("X-Jetway-App"), r.Header.Get("X-Real-Ip"))
+	}))
+	t.Cleanup(b.Close)
+	return b
+}
+
+// The response cache: a repeated call is a hit that never reaches the
+// backend; what is keyed tells answers apart; nothing unkeyed reaches the
+// backend, so no caller can poison what others get; Cache-Control,
+// Set-Cookie and the statuses decide what is kept.
+func TestResponseCache(t *testing.T) {
+	be := newCacheBackend(t)
+	g := newGateway(t)
+	g.Publish(`{"name":"catalog","pool":"p","route":{"path":"/catalog/{id}"},"backend":{"type":"http","url":"` + be.URL + `/c/{id}"},
+		"cache":{"ttl":"1m","key":{"headers":["Accept-Language"]}}}`)
+	get := func(path string, hdr ...string) jetwaytest.Result { return g.Do("GET", path, nil, hdr...) }
+
+	t.Run("hit and miss", func(t *testing.T) {
+		before := be.calls.Load()
+		r := get("/catalog/1?a=1")
+		if r.Status != 200 || r.Header.Get("X-Cache") != "miss" {
+			t.Fatalf("first call: %d %q %s", r.Status, r.Header.Get("X-Cache"), r.Body)
+		}
+		for range 5 {
+			h := get("/catalog/1?a=1")
+			if h.Header.Get("X-Cache") != "hit" || h.Body != r.Body || h.Header.Get("Age") == "" || h.Header.Get("X-Request-Id") == r.Header.Get("X-Request-Id") {
+				t.Fatalf("repeat: %q %q age %q", h.Header.Get("X-Cache"), h.Body, h.Header.Get("Age"))
+			}
+		}
+		if n := be.calls.Load() - before; n != 1 {
+			t.Fatalf("backend called %d times for one key", n)
+		}
+		for _, p := range []string{"/catalog/1?a=2", "/catalog/2?a=1", "/catalog/1"} {
+			if x := get(p).Header.Get("X-Cache"); x != "miss" {
+				t.Errorf("%s: %q", p, x)
+			}
+		}
+		if x := get("/catalog/1?a=1", "Accept-Language", "fr").Header.Get("X-Cache"); x != "miss" {
+			t.Errorf("another keyed header value: %q", x)
+		}
+		if r := get("/catalog/1?a=1", "Accept-Language", "fr"); r.Header.Get("X-Cache") != "hit" || !strings.Contains(r.Body, "lang=fr") {
+			t.Errorf("keyed header: %q %s", r.Header.Get("X-Cache"), r.Body)
+		}
+	})
+	t.Run("no unkeyed input reaches the backend", func(t *testing.T) {
+		// A poisoner's header would be reflected into the answer everyone
+		// gets, were it sent: it is not, nor the client's address.
+		r := get("/catalog/poison", "X-Evil", "<script>", "Cookie", "a=b", "Authorization", "Bearer x")
+		if strings.Contains(r.Body, "<script>") || strings.Contains(r.Body, "ip=1") {
+			t.Fatalf("an unkeyed header reached the backend: %s", r.Body)
+		}
+		be.mu.Lock()
+		last := be.seen[len(be.seen)-1]
+		be.mu.Unlock()
+		for _, h := range []string{"X-Evil", "Cookie", "Authorization", "X-Forwarded-For", "X-Real-Ip"} {
+			if last.Get(h) != "" {
+				t.Errorf("the backend of a cached call got %s: %q", h, last.Get(h))
+			}
+		}
+		if r2 := get("/catalog/poison"); r2.Body != r.Body || r2.Header.Get("X-Cache") != "hit" {
+			t.Fatalf("%q %s", r2.Header.Get("X-Cache"), r2.Body)
+		}
+	})
+	t.Run("what is not kept", func(t *testing.T) {
+		for _, q := range []string{"cc=no-store", "cc=private", "cc=no-cache", "cc=max-age%3Dx", "cookie"} {
+			get("/catalog/k?" + q)
+			if x := get("/catalog/k?" + q).Header.Get("X-Cache"); x != "miss" {
+				t.Errorf("%s was kept: %q", q, x)
+			}
+		}
+		// max-age sets the freshness: 1 s, then a miss.
+		get("/catalog/k?cc=max-age%3D1")
+		if x := get("/catalog/k?cc=max-age%3D1").Header.Get("X-Cache"); x != "hit" {
+			t.Fatalf("max-age=1, at once: %q", x)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		if x := get("/catalog/k?cc=max-age%3D1").Header.Get("X-Cache"); x != "miss" {
+			t.Fatalf("max-age=1, after 1.1 s: %q", x)
+		}
+		// A call with a body is never cached (the body is not keyed).
+		if r := g.Do("GET", "/catalog/b", strings.NewReader("x")); r.Header.Get("X-Cache") != "" {
+			t.Errorf("a GET with a body: %q", r.Header.Get("X-Cache"))
+		}
+	})
+}
+
+// Stale answers: while one call refreshes it in the background, and when
+// the backend fails; apps are keyed on an API that authenticates.
+func TestResponseCacheStale(t *testing.T) {
+	be := newCacheBackend(t)
+	g := newGateway(t)
+	g.Publish(`{"name":"prices","pool":"p","route":{"path":"/prices"},"backend":{"type":"http","url":"` + be.URL + `/p"},
+		"auth":{"methods":["key"]},"cache":{"ttl":"200ms","stale_while_revalidate":"300ms","stale_if_error":"1h"}}`)
+	one, two := g.PutKeyedApp("one"), g.PutKeyedApp("two")
+	get := func(key string) jetwaytest.Result { return g.Do("GET", "/prices", nil, "X-Api-Key", key) }
+
+	if r := get(one); !strings.Contains(r.Body, "v0") || !strings.Contains(r.Body, "app=one") {
+		t.Fatalf("%s", r.Body)
+	}
+	if r := get(two); r.Header.Get("X-Cache") != "miss" || !strings.Contains(r.Body, "app=two") {
+		t.Fatalf("another app shares the answer: %q %s", r.Header.Get("X-Cache"), r.Body)
+	}
+	be.version.Store(1)
+	time.Sleep(250 * time.Millisecond) // stale, within stale-while-revalidate
+	before := be.calls.Load()
+	r := get(one)
+	if r.Header.Get("X-Cache") != "stale" || !strings.Contains(r.Body, "v0") {
+		t.Fatalf("stale-while-revalidate: %q %s", r.Header.Get("X-Cache"), r.Body)
+	}
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if r := get(one); !strings.Contains(r.Body, "v1") || r.Header.Get("X-Cache") != "hit" {
+			return fmt.Errorf("not refreshed: %q %s", r.Header.Get("X-Cache"), r.Body)
+		}
+		return nil
+	})
+	if n := be.calls.Load() - before; n != 1 {
+		t.Errorf("the refresh took %d backend calls", n)
+	}
+	be.fail.Store(true)
+	time.Sleep(600 * time.Millisecond) // past stale-while-revalidate
+	if r := get(one); r.Status != 200 || r.Header.Get("X-Cache") != "stale" || !strings.Contains(r.Body, "v1") {
+		t.Fatalf("stale-if-error: %d %q %s", r.Status, r.Header.Get("X-Cache"), r.Body)
+	}
+}
+
+// jetway cache purge's request reaches every edge, each drops the API's
+// answers (all, or one path's) and says how many.
+func TestResponseCachePurgeOnEveryEdge(t *testing.T) {
+	be := newCacheBackend(t)
+	g := newGateway(t)
+	second, _, _ := g.AddEdge(t, edge.Options{})
+	g.Publish(`{"name":"docs","pool":"p","route":{"path":"/docs/{id}"},"backend":{"type":"http","url":"` + be.URL + `/d/{id}"},
+		"cache":{"ttl":"1h"}}`)
+	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
+		if r := jetwaytest.Do(t, second, "GET", "/docs/1", nil); r.Status != 200 {
+			return fmt.Errorf("second edge: %d", r.Status)
+		}
+		return nil
+	})
+	for _, base := range []string{g.URL, second} {
+		for _, p := range []string{"/docs/1", "/docs/2", "/docs/1?x=1"} {
+			jetwaytest.Do(t, base, "GET", p, nil)
+		}
+	}
+	purge := func(doc string) (edges, purged int) {
+		inbox := nats.NewInbox()
+		sub, err := g.Conn.SubscribeSync(inbox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := g.Conn.PublishRequest(bus.CachePurgeSubject, inbox, []byte(doc)); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			m, err := sub.NextMsg(500 * time.Millisecond)
+			if err != nil {
+				return edges, purged
+			}
+			var r struct{ Purged int }
+			_ = json.Unmarshal(m.Data, &r)
+			edges, purged = edges+1, purged+r.Purged
+		}
+	}
+	if e, n := purge(`{"api":"docs","path":"/docs/1"}`); e != 2 || n != 4 {
+		t.Fatalf("purge of a path: %d edges, %d answers", e, n)
+	}
+	for _, base := range []string{g.URL, second} {
+		if x := jetwaytest.Do(t, base, "GET", "/docs/1", nil).Header.Get("X-Cache"); x != "miss" {
+			t.Errorf("%s /docs/1 after purge: %q", base, x)
+		}
+		if x := jetwaytest.Do(t, base, "GET", "/docs/2", nil).Header.Get("X-Cache"); x != "hit" {
+			t.Errorf("%s /docs/2 after a purge of /docs/1: %q", base, x)
+		}
+	}
+	if e, n := purge(`{"api":"docs"}`); e != 2 || n != 4 {
+		t.Fatalf("purge of all: %d edges, %d answers", e, n)
+	}
+}

@@ -1,0 +1,126 @@
+package registry
+
+import (
+	"net/http"
+	"slices"
+	"time"
+)
+
+// Cache is an API's response cache at the edges: a cacheable answer is
+// kept in each edge's memory and served from there to the calls with the
+// same key until it is stale. The backend of a cached call sees exactly
+// what the key holds — method, host, path, the query (or its keyed
+// parameters), the keyed headers and, when keyed, the app — so a response
+// can never depend on something that is not in its key (cache poisoning).
+type Cache struct {
+	// TTL is how long an answer is fresh when its Cache-Control gives no
+	// max-age (or IgnoreCacheControl is set).
+	TTL Duration `json:"ttl"`
+	// Methods are the cacheable methods: GET and HEAD (the default).
+	Methods []string `json:"methods,omitempty"`
+	// Statuses are the cacheable statuses; default 200, 203, 204, 300,
+	// 301, 404, 410.
+	Statuses []int     `json:"statuses,omitempty"`
+	Key      *CacheKey `json:"key,omitempty"`
+	// StaleWhileRevalidate serves an answer this long past its freshness
+	// while one background call refreshes it.
+	StaleWhileRevalidate Duration `json:"stale_while_revalidate,omitempty"`
+	// StaleIfError serves an answer this long past its freshness when the
+	// call fails (a gateway error or a 5xx).
+	StaleIfError Duration `json:"stale_if_error,omitempty"`
+	// IgnoreCacheControl: the backend's Cache-Control (no-store, private,
+	// no-cache, max-age, s-maxage) does not decide; TTL does.
+	IgnoreCacheControl bool `json:"ignore_cache_control,omitempty"`
+	// MaxEntry is the largest body kept (default 256KiB); MaxSize bounds
+	// the API's cache on each edge (default 16MiB).
+	MaxEntry Size `json:"max_entry,omitempty"`
+	MaxSize  Size `json:"max_size,omitempty"`
+}
+
+// CacheKey says what, besides method, host, path and query, tells cached
+// answers apart.
+type CacheKey struct {
+	// Headers are request headers that are keyed, and the only caller
+	// headers a cached call's backend gets.
+	Headers []string `json:"headers,omitempty"`
+	// Query, when set, lists the query parameters that are keyed: the
+	// others are dropped from the call. Default: the whole query is keyed.
+	Query []string `json:"query,omitempty"`
+	// App keys the calling app (and tells the backend who it is); default
+	// true for an API that authenticates.
+	App *bool `json:"app,omitempty"`
+}
+
+// Cache defaults and bounds.
+const (
+	DefaultCacheMaxEntry = Size(256 << 10)
+	DefaultCacheMaxSize  = Size(16 << 20)
+	MaxCacheSize         = Size(1 << 30)
+	MaxCacheTTL          = 7 * 24 * time.Hour
+)
+
+// DefaultCacheStatuses are the statuses cached when an entry names none.
+var DefaultCacheStatuses = []int{200, 203, 204, 300, 301, 404, 410}
+
+func (c *Cache) applyDefaults() {
+	if len(c.Methods) == 0 {
+		c.Methods = []string{http.MethodGet, http.MethodHead}
+	}
+	if len(c.Statuses) == 0 {
+		c.Statuses = DefaultCacheStatuses
+	}
+	if c.MaxEntry == 0 {
+		c.MaxEntry = DefaultCacheMaxEntry
+	}
+	if c.MaxSize == 0 {
+		c.MaxSize = DefaultCacheMaxSize
+	}
+}
+
+// KeysApp reports whether the app is part of the key, for an API that
+// authenticates (auth) or not.
+func (c *Cache) KeysApp(auth bool) bool {
+	if c.Key != nil && c.Key.App != nil {
+		return *c.Key.App
+	}
+	return auth
+}
+
+// check adds the cache's problems at prefix.
+func (c *Cache) check(prefix string, add func(path, format string, args ...any)) {
+	if c == nil {
+		return
+	}
+	if c.TTL <= 0 || time.Duration(c.TTL) > MaxCacheTTL {
+		add(prefix+".ttl", "must be between 1ms and %v", MaxCacheTTL)
+	}
+	for _, d := range []struct {
+		name string
+		v    Duration
+	}{{"stale_while_revalidate", c.StaleWhileRevalidate}, {"stale_if_error", c.StaleIfError}} {
+		if d.v < 0 || time.Duration(d.v) > MaxCacheTTL {
+			add(prefix+"."+d.name, "must be between 0 and %v", MaxCacheTTL)
+		}
+	}
+	for _, m := range c.Methods {
+		if m != http.MethodGet && m != http.MethodHead {
+			add(prefix+".methods", "only GET and HEAD are cached (a body is never part of the key), not %s", m)
+		}
+	}
+	if c.MaxSize > MaxCacheSize {
+		add(prefix+".max_size", "must be at most %v", MaxCacheSize)
+	}
+	if c.MaxEntry != 0 && c.MaxSize != 0 && c.MaxEntry > c.MaxSize {
+		add(prefix+".max_entry", "must not exceed max_size")
+	}
+	if k := c.Key; k != nil {
+		for _, h := range k.Headers {
+			if !validHeaderName(h) {
+				add(prefix+".key.headers", "%q is not a header name", h)
+			}
+		}
+		if slices.Contains(k.Query, "") {
+			add(prefix+".key.query", "a parameter name must not be empty")
+		}
+	}
+}
