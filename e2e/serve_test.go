@@ -87,6 +87,41 @@ func TestServeDemoAndCLI(t *testing.T) {
 		if r.status != 418 || r.gwErr().Code != "" {
 			t.Errorf("GET /v1/status/418: %v, want the backend's own 418", r)
 		}
+
+		// The README's validation and cache lines.
+		r, err = do(http.MethodPost, edge+"/v1/orders", strings.NewReader(`{"item":"Tea!","quantity":0}`), http.Header{"Content-Type": {"application/json"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.status != http.StatusBadRequest || r.gwErr().Code != "INVALID_REQUEST" || !strings.Contains(string(r.body), "quantity is a whole number") || !strings.Contains(string(r.body), `"/body/item"`) {
+			t.Errorf("POST /v1/orders, invalid: %v", r)
+		}
+		r, _ = do(http.MethodPost, edge+"/v1/orders", strings.NewReader(`{"item":"tea","quantity":2}`), http.Header{"Content-Type": {"application/json"}})
+		if r.status != http.StatusOK {
+			t.Errorf("POST /v1/orders, valid: %v", r)
+		}
+		if r = get(t, edge+"/v1/cached/ada"); r.status != http.StatusOK || r.header.Get("X-Cache") != "miss" {
+			t.Errorf("GET /v1/cached/ada, first: %v X-Cache %q", r, r.header.Get("X-Cache"))
+		}
+		if r = get(t, edge+"/v1/cached/ada"); r.header.Get("X-Cache") != "hit" {
+			t.Errorf("GET /v1/cached/ada, again: X-Cache %q", r.header.Get("X-Cache"))
+		}
+		// jetway cache purge reaches the serve process's edge.
+		if res := jetway(t, "", "cache", "purge", "demo.cached", "/v1/cached/ada", "--nats", url); res.code != 0 || !strings.Contains(res.stdout, "1 dropped on 1 edges") {
+			t.Errorf("cache purge: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		if r = get(t, edge+"/v1/cached/ada"); r.header.Get("X-Cache") != "miss" {
+			t.Errorf("GET /v1/cached/ada after purge: X-Cache %q", r.header.Get("X-Cache"))
+		}
+		// jetway fault on and off, live on the edge.
+		if res := jetway(t, "", "fault", "on", "demo.mock", "--abort", "503", "--reason", "e2e drill", "--nats", url); res.code != 0 {
+			t.Fatalf("fault on: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		waitStatus(t, edge+"/v1/mock", http.StatusServiceUnavailable)
+		if res := jetway(t, "", "fault", "off", "demo.mock", "--nats", url); res.code != 0 {
+			t.Fatalf("fault off: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		waitStatus(t, edge+"/v1/mock", http.StatusOK)
 	})
 
 	t.Run("a gRPC schema pinned in the registry", func(t *testing.T) {

@@ -109,6 +109,15 @@ func demoAPIs(base, grpcAddr string) []string {
 		`{"name":"demo.nats","pool":"demo","description":"A NATS micro service on Jetway's NATS (svc.demo.greet).",
 		  "route":{"method":"POST","path":"/v1/nats/greet"},
 		  "backend":{"type":"nats","subject":"svc.demo.greet"},"timeout":"2s"}`,
+		`{"name":"demo.orders","pool":"demo","description":"Orders checked at the edge against a JSON Schema: a bad one gets 400 with every problem.",
+		  "route":{"method":"POST","path":"/v1/orders"},
+		  "backend":{"type":"http","url":"` + base + `/echo"},"timeout":"2s","max_body":"64KiB",
+		  "validate":{"body":{"type":"object","required":["item","quantity"],"additionalProperties":false,
+		    "properties":{"item":{"type":"string","pattern":"^[a-z-]{1,32}$"},"quantity":{"type":"integer","minimum":1,"maximum":100}}},
+		    "messages":{"/body/quantity":"quantity is a whole number from 1 to 100"}}}`,
+		`{"name":"demo.cached","pool":"demo","description":"Answers kept by the edge for 10 s: X-Cache says hit or miss.",
+		  "route":{"method":"GET","path":"/v1/cached/{name}"},
+		  "backend":{"type":"http","url":"` + base + `/hello/{name}"},"timeout":"2s","cache":{"ttl":"10s"}}`,
 	}
 }
 
