@@ -29,7 +29,8 @@ type responseCache struct {
 	methods    []string
 	statuses   map[int]bool
 	headers    []string // keyed request headers, canonical, sorted
-	query      []string // keyed query parameters, sorted; nil: the whole query
+	query      []string // keyed query parameters, sorted, when keyedQ
+	keyedQ     bool     // only the query parameters in query are keyed (and sent)
 	app        bool     // the app is keyed
 	ttl        time.Duration
 	swr, sie   time.Duration
@@ -86,7 +87,7 @@ func newResponseCache(c *registry.Cache, auth bool, refreshing *semaphore) *resp
 		slices.Sort(rc.headers)
 		rc.headers = slices.Compact(rc.headers)
 		if k.Query != nil {
-			rc.query = slices.Compact(slices.Sorted(slices.Values(k.Query)))
+			rc.query, rc.keyedQ = slices.Compact(slices.Sorted(slices.Values(k.Query))), true
 		}
 	}
 	rc.c = otter.Must(&otter.Options[string, *cachedAnswer]{
@@ -109,20 +110,26 @@ func (a *cachedAnswer) weight(key string) int {
 	return n
 }
 
-// cacheSettings is what a tier's responseCache is built from.
+// cacheSettings is what a tier's responseCache is built from: its own
+// settings, and what its answers came from — a new backend, pool or route
+// starts the cache afresh.
 type cacheSettings struct {
-	Cache *registry.Cache
-	Auth  bool
+	Cache   *registry.Cache
+	Auth    bool
+	Backend registry.Backend
+	Pool    string
+	Route   registry.Route
 }
 
 // responseCache returns the tier's cache (nil: none), kept while its
 // settings are unchanged.
-func (st *apiState) responseCache(c *registry.Cache, auth bool, refreshing *semaphore) *responseCache {
+func (st *apiState) responseCache(a *registry.API, auth bool, refreshing *semaphore) *responseCache {
+	c := a.Cache
 	if c == nil {
 		st.respCache.Clear()
 		return nil
 	}
-	rc, _ := st.respCache.Get(resilience.Fingerprint(cacheSettings{c, auth}), func() (*responseCache, error) {
+	rc, _ := st.respCache.Get(resilience.Fingerprint(cacheSettings{c, auth, a.Backend, a.Pool, a.Route}), func() (*responseCache, error) {
 		return newResponseCache(c, auth, refreshing), nil
 	})
 	return rc
@@ -165,7 +172,7 @@ func (rc *responseCache) cacheKey(c *call) string {
 // keyedQuery is the query a cached call sends: the whole query, or only
 // the keyed parameters (in the caller's order).
 func (rc *responseCache) keyedQuery(raw string) string {
-	if rc.query == nil || raw == "" {
+	if !rc.keyedQ || raw == "" {
 		return raw
 	}
 	var kept []string
@@ -265,8 +272,10 @@ func (c *call) refresh(rc *responseCache, key string, a *cachedAnswer) {
 		a.refreshing.Store(false)
 		return
 	}
-	msg, wire := c.requestMsg()
+	// Its own request id and deadline: the stale caller's (which it may
+	// shorten with X-Request-Timeout) must not decide the refresh.
 	conn, timeout, path, method := c.e.o.Conn, c.rt.timeout, c.r.URL.RawPath, c.r.Method
+	msg, wire := c.requestMsg(newRequestID(), time.Now().Add(timeout))
 	go func() {
 		defer rc.refreshing.release()
 		defer a.refreshing.Store(false)
@@ -280,14 +289,24 @@ func (c *call) refresh(rc *responseCache, key string, a *cachedAnswer) {
 		if err != nil || rep.Code != "" {
 			return
 		}
-		h := http.Header{}
-		for k, vs := range m.Header {
-			if name, ok := bus.DecodeHeaderName(k); ok {
-				h[name] = vs
-			}
+		if m.Header.Get("X-Jetway-Fallback") != "" {
+			return
 		}
-		rc.store(key, path, method, rep.Status, h, m.Data, time.Now())
+		rc.store(key, path, method, rep.Status, backendHeader(m.Header), m.Data, time.Now())
 	}()
+}
+
+// backendHeader is the backend's own response headers in a worker's
+// reply: what a cached answer replays (never a header this edge set for
+// the call that stored it, such as Connection: close).
+func backendHeader(nh nats.Header) http.Header {
+	h := make(http.Header, len(nh))
+	for k, vs := range nh {
+		if name, ok := bus.DecodeHeaderName(k); ok {
+			h[name] = vs
+		}
+	}
+	return h
 }
 
 // store keeps an answer when it may be kept: a cacheable status, no
@@ -298,17 +317,25 @@ func (rc *responseCache) store(key, path, method string, status int, h http.Head
 	if !rc.statuses[status] || len(body) > rc.maxEntry || h["Set-Cookie"] != nil || slices.Contains(h["Vary"], "*") {
 		return false
 	}
-	ttl := rc.ttl
+	ttl, swr, sie := rc.ttl, rc.swr, rc.sie
 	if rc.respectCC {
-		d, ok := cacheControl(h["Cache-Control"])
+		cc, ok := cacheControl(h["Cache-Control"])
 		if !ok {
 			return false
 		}
-		if d >= 0 {
-			ttl = d
+		if cc.maxAge >= 0 {
+			// Freshness left: what the backend's own caches used of it
+			// (its Age) is gone.
+			ttl = cc.maxAge
+			if age, err := strconv.ParseInt(h.Get("Age"), 10, 64); err == nil && age > 0 {
+				ttl -= time.Duration(age) * time.Second
+			}
+		}
+		if cc.mustRevalidate {
+			swr, sie = 0, 0 // never served stale
 		}
 	}
-	if ttl <= 0 && rc.swr <= 0 && rc.sie <= 0 {
+	if ttl <= 0 && swr <= 0 && sie <= 0 {
 		return false
 	}
 	kept := h.Clone()
@@ -321,39 +348,48 @@ func (rc *responseCache) store(key, path, method string, status int, h http.Head
 	}
 	fresh := now.Add(ttl)
 	rc.c.Set(key, &cachedAnswer{path: path, status: status, header: kept, body: body, stored: now,
-		fresh: fresh, swrUntil: fresh.Add(rc.swr), sieUntil: fresh.Add(rc.sie)})
+		fresh: fresh, swrUntil: fresh.Add(swr), sieUntil: fresh.Add(sie)})
 	return true
 }
 
+// cacheDirectives is what a response's Cache-Control tells a shared cache.
+type cacheDirectives struct {
+	maxAge         time.Duration // s-maxage, else max-age; -1: none
+	mustRevalidate bool          // must-revalidate or proxy-revalidate: never stale
+}
+
 // cacheControl reads a response's Cache-Control for a shared cache: ok
-// false when it may not keep it (no-store, private, no-cache); the
-// freshness s-maxage or max-age gives (-1: none).
-func cacheControl(vs []string) (ttl time.Duration, ok bool) {
-	ttl, smax := -1, time.Duration(-1)
+// false when it may not keep it (no-store, private, no-cache, or a max-age
+// it cannot read).
+func cacheControl(vs []string) (cacheDirectives, bool) {
+	d := cacheDirectives{maxAge: -1}
+	smax := time.Duration(-1)
 	for _, v := range vs {
-		for _, d := range strings.Split(v, ",") {
-			name, arg, _ := strings.Cut(strings.TrimSpace(d), "=")
+		for _, dir := range strings.Split(v, ",") {
+			name, arg, _ := strings.Cut(strings.TrimSpace(dir), "=")
 			switch strings.ToLower(name) {
 			case "no-store", "private", "no-cache":
-				return 0, false
+				return d, false
+			case "must-revalidate", "proxy-revalidate":
+				d.mustRevalidate = true
 			case "max-age", "s-maxage":
 				n, err := strconv.ParseInt(strings.Trim(arg, `"`), 10, 64)
 				if err != nil || n < 0 {
-					return 0, false // unreadable: keep nothing rather than guess
+					return d, false // unreadable: keep nothing rather than guess
 				}
-				d := time.Duration(min(n, int64(registry.MaxCacheTTL/time.Second))) * time.Second
+				age := time.Duration(min(n, int64(registry.MaxCacheTTL/time.Second))) * time.Second
 				if strings.EqualFold(name, "s-maxage") {
-					smax = d
+					smax = age
 				} else {
-					ttl = d
+					d.maxAge = age
 				}
 			}
 		}
 	}
 	if smax >= 0 {
-		return smax, true
+		d.maxAge = smax
 	}
-	return ttl, true
+	return d, true
 }
 
 // cachePurge is a purge request: an API's answers, or only those of one
@@ -372,9 +408,17 @@ type cachePurged struct {
 // those of one path. It returns how many.
 func (e *Edge) purge(p cachePurge) int {
 	n := 0
+	path := p.Path
+	if path != "" {
+		// Kept under the path's canonical form, as the caller's call
+		// was routed (/caf%c3%a9 and /caf%C3%A9 are one path).
+		if cp, err := canonicalPath(path); err == nil {
+			path = cp
+		}
+	}
 	for _, rc := range e.router.Load().caches[p.API] {
 		for k, a := range rc.c.All() {
-			if p.Path == "" || a.path == p.Path {
+			if path == "" || a.path == path {
 				if _, ok := rc.c.Invalidate(k); ok {
 					n++
 				}

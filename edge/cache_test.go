@@ -3,6 +3,7 @@ package edge_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -227,5 +228,100 @@ func TestResponseCachePurgeOnEveryEdge(t *testing.T) {
 	}
 	if e, n := purge(`{"api":"docs"}`); e != 2 || n != 4 {
 		t.Fatalf("purge of all: %d edges, %d answers", e, n)
+	}
+}
+
+// Regressions of the cache review: a host variant cannot poison the
+// answer of the canonical host; a fallback's answer is never kept and
+// stale-if-error beats it; key.query [] keys (and sends) no parameter;
+// the refresh has its own deadline; a purge takes any spelling of a path;
+// a new backend starts the cache afresh.
+func TestResponseCacheReview(t *testing.T) {
+	var fail atomic.Bool
+	var calls atomic.Int64
+	var lastQuery atomic.Value
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		lastQuery.Store(r.URL.RawQuery)
+		if fail.Load() {
+			w.WriteHeader(500)
+			return
+		}
+		fmt.Fprintf(w, "host=%s path=%s n=%d", r.Header.Get("X-Forwarded-Host"), r.URL.Path, calls.Load())
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	doHost := func(host, path string, hdr ...string) (http.Header, string) {
+		req, _ := http.NewRequest("GET", g.URL+path, nil)
+		req.Host = host
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := jetwaytest.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.Header, string(b)
+	}
+
+	g.Publish(`{"name":"h","pool":"p","route":{"path":"/h/{id}"},"backend":{"type":"http","url":"` + be.URL + `/h/{id}"},"timeout":"2s",
+		"fallback":{"static":{"status":200,"body":"sorry"}},
+		"cache":{"ttl":"200ms","stale_while_revalidate":"200ms","stale_if_error":"1h","key":{"query":[]}}}`)
+	if _, body := doHost("Shop.Example:6666.", "/h/1"); !strings.Contains(body, "host=shop.example ") {
+		t.Fatalf("the backend of a cached call got the caller's spelling of the host: %s", body)
+	}
+	if _, body := doHost("shop.example", "/h/1"); !strings.Contains(body, "host=shop.example ") {
+		t.Fatalf("victim: %s", body)
+	}
+	doHost("shop.example", "/h/2?secret=1&x=2")
+	if q := lastQuery.Load().(string); q != "" {
+		t.Fatalf("key.query [] sent the query %q", q)
+	}
+
+	// The refresh of a stale answer is not the stale caller's: its 1 ms
+	// X-Request-Timeout does not make the refresh expire.
+	time.Sleep(250 * time.Millisecond)
+	if h, _ := doHost("shop.example", "/h/1", "X-Request-Timeout", "1ms"); h.Get("X-Cache") != "stale" {
+		t.Fatalf("want a stale answer, got %q", h.Get("X-Cache"))
+	}
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if h, _ := doHost("shop.example", "/h/1"); h.Get("X-Cache") != "hit" {
+			return fmt.Errorf("the refresh did not land: %q", h.Get("X-Cache"))
+		}
+		return nil
+	})
+
+	// The backend fails: the stale answer beats the static fallback, and
+	// the fallback's answer is never kept.
+	fail.Store(true)
+	time.Sleep(450 * time.Millisecond)
+	if h, body := doHost("shop.example", "/h/1"); h.Get("X-Cache") != "stale" || body == "sorry" {
+		t.Fatalf("stale-if-error against a fallback: %q %s", h.Get("X-Cache"), body)
+	}
+	if _, body := doHost("shop.example", "/h/new"); body != "sorry" {
+		t.Fatalf("no stale answer: want the fallback, got %s", body)
+	}
+	fail.Store(false)
+	if h, body := doHost("shop.example", "/h/new"); h.Get("X-Cache") != "miss" || body == "sorry" {
+		t.Fatalf("after recovery the fallback's answer was served: %q %s", h.Get("X-Cache"), body)
+	}
+
+	// A purge by path takes any spelling of it.
+	doHost("shop.example", "/h/caf%c3%a9")
+	m, err := g.Conn.Request(bus.CachePurgeSubject, []byte(`{"api":"h","path":"/h/caf%c3%a9"}`), 2*time.Second)
+	if err != nil || !strings.Contains(string(m.Data), `"purged":1`) {
+		t.Fatalf("purge of a lower-case escape: %v %s", err, m.Data)
+	}
+
+	// A new backend: the old one's answers go.
+	doHost("shop.example", "/h/kept")
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "new backend") }))
+	t.Cleanup(other.Close)
+	g.Publish(`{"name":"h","pool":"p","route":{"path":"/h/{id}"},"backend":{"type":"http","url":"` + other.URL + `"},"timeout":"2s",
+		"cache":{"ttl":"200ms","stale_while_revalidate":"200ms","stale_if_error":"1h","key":{"query":[]}}}`)
+	if _, body := doHost("shop.example", "/h/kept"); body != "new backend" {
+		t.Fatalf("after a new backend: %s", body)
 	}
 }

@@ -331,7 +331,7 @@ func (c *call) readBody() error {
 // send turns the call into one NATS request on the tier's subject and
 // waits for the worker's reply until the deadline.
 func (c *call) send() error {
-	out, wire := c.requestMsg()
+	out, wire := c.requestMsg(c.id, c.deadline)
 	ctx, span := c.e.startSend(c.ctx, c.rt, out.Header)
 	ctx, cancel := context.WithDeadline(ctx, c.deadline)
 	if c.cacheKey == "" && takesStream(c.rt, c.r.Header.Get("Accept")) {
@@ -360,7 +360,7 @@ func (c *call) send() error {
 // wire version it is written in. A cached call (c.cacheKey set) carries
 // only what its key holds (responseCache.cacheKey): the keyed headers and
 // query parameters, the app when keyed, no client address.
-func (c *call) requestMsg() (*nats.Msg, int) {
+func (c *call) requestMsg(id string, deadline time.Time) (*nats.Msg, int) {
 	r, rt := c.r, c.rt
 	var h nats.Header
 	rc := rt.respCache
@@ -383,6 +383,8 @@ func (c *call) requestMsg() (*nats.Msg, int) {
 	if !cached {
 		h["X-Forwarded-For"] = fw[0:1:1]
 		h["X-Real-Ip"] = fw[1:2:2]
+	} else {
+		fw[2] = requestHost(r.Host) // the host as it is keyed, not as this caller spelt it
 	}
 	h["X-Forwarded-Host"] = fw[2:3:3]
 	if r.TLS != nil {
@@ -391,7 +393,7 @@ func (c *call) requestMsg() (*nats.Msg, int) {
 		h["X-Forwarded-Proto"] = protoHTTP
 	}
 	meta := bus.Meta{Method: r.Method, Path: r.URL.RawPath, RawQuery: r.URL.RawQuery,
-		RequestID: c.id, ClientIP: c.clientIP, Deadline: c.deadline, Wire: c.e.o.Wire.Send()}
+		RequestID: id, ClientIP: c.clientIP, Deadline: deadline, Wire: c.e.o.Wire.Send()}
 	if c.app != nil && (!cached || rc.app) { // an open API has no app ("anonymous" only keys its limits)
 		meta.App = c.app.app.ID
 	}
@@ -437,8 +439,9 @@ func (c *call) reply() error {
 		ge := err.(*bus.Error)
 		return c.refuse(ge.Code, ge.Message)
 	}
-	if (rep.Code != "" || rep.Status >= 500) && c.serveStale() {
-		return nil // stale-if-error: the kept answer beats the failure
+	fallback := m.Header.Get("X-Jetway-Fallback") != ""
+	if (rep.Code != "" || rep.Status >= 500 || fallback) && c.serveStale() {
+		return nil // stale-if-error: the kept answer beats the failure, and a fallback's
 	}
 	if rep.Code != "" {
 		c.code = rep.Code
@@ -461,8 +464,8 @@ func (c *call) reply() error {
 		return nil // a gateway error is never a good response
 	}
 	r, rt := c.r, c.rt
-	if c.cacheKey != "" {
-		rt.respCache.store(c.cacheKey, r.URL.RawPath, r.Method, rep.Status, dst, m.Data, time.Now())
+	if c.cacheKey != "" && !fallback { // a fallback's answer is no answer of the backend's
+		rt.respCache.store(c.cacheKey, r.URL.RawPath, r.Method, rep.Status, backendHeader(m.Header), m.Data, time.Now())
 	}
 	if rt.cache != nil && rep.Status >= 200 && rep.Status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && m.Header.Get("X-Jetway-Fallback") == "" {
 		h := dst.Clone()

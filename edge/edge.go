@@ -282,7 +282,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		rt.fault = compileFault(s.Faults[a.Name], false)
 		rt.state, rt.rules, rt.maxInFlight = st, e.compileRules(st, a), int64(a.EdgeConcurrency)
 		rt.check = e.compileCheck(rt.key, a.Validate, s.JSONSchemas)
-		rt.respCache = st.responseCache(a.Cache, rt.auth != nil, e.refreshes)
+		rt.respCache = st.responseCache(a, rt.auth != nil, e.refreshes)
 		if rt.maxBody <= 0 {
 			rt.maxBody = int64(registry.DefaultMaxBody)
 		}
@@ -300,7 +300,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			sb.rules = e.compileRules(sb.state, sba)
 			sb.check = e.compileCheck(sb.key, sba.Validate, s.JSONSchemas)
 			sb.fault = compileFault(s.Faults[a.Name], true)
-			sb.respCache = sb.state.responseCache(sba.Cache, rt.auth != nil, e.refreshes)
+			sb.respCache = sb.state.responseCache(sba, rt.auth != nil, e.refreshes)
 			rt.sandbox = sb
 		}
 		if err := addRoute(rtr.muxOf(a.Route.Host), a.Route.Method, a.Route.Path, e.handler(rt)); err != nil {
