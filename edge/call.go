@@ -496,12 +496,18 @@ func (d *degraded) answer(c *call) error {
 	if d.body == nil {
 		return d.refusal
 	}
-	c.code = bus.CodeDegraded
+	return c.answer(bus.CodeDegraded, d.status, d.header, d.body)
+}
+
+// answer ends the call with a fixed answer of the gateway's (a switch's
+// own status, headers and body), counted under code.
+func (c *call) answer(code bus.Code, status int, h http.Header, body []byte) error {
+	c.code = code
 	dst := c.Header()
-	for k, v := range d.header {
+	for k, v := range h {
 		dst[k] = v
 	}
-	c.WriteHeader(d.status)
-	_, _ = c.Write(d.body)
+	c.WriteHeader(status)
+	_, _ = c.Write(body)
 	return errEnded
 }

@@ -126,14 +126,7 @@ func (c *call) injectFault() error {
 		if f.body == nil {
 			return f.refusal
 		}
-		c.code = bus.CodeFaultInjected
-		dst := c.Header()
-		for k, v := range f.header {
-			dst[k] = v
-		}
-		c.WriteHeader(f.status)
-		_, _ = c.Write(f.body)
-		return errEnded
+		return c.answer(bus.CodeFaultInjected, f.status, f.header, f.body)
 	}
 	return nil
 }

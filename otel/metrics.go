@@ -310,24 +310,20 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintln(bw, "# HELP jetway_faults_injected_total Faults a drill (jetway fault on) injected, by kind: calls delayed, calls aborted.")
-	fmt.Fprintln(bw, "# TYPE jetway_faults_injected_total counter")
-	for _, a := range apis {
-		for i, kind := range [2]string{"delay", "abort"} {
-			if n := a.faults[i].Load(); n > 0 {
-				fmt.Fprintf(bw, "jetway_faults_injected_total{%s,kind=%q} %d\n", lbl(a), kind, n)
+	counters := func(name, help, label string, values []string, n func(a *apiMetrics, i int) int64) {
+		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s counter\n", name, help, name)
+		for _, a := range apis {
+			for i, v := range values {
+				if c := n(a, i); c > 0 {
+					fmt.Fprintf(bw, "%s{%s,%s=%q} %d\n", name, lbl(a), label, v, c)
+				}
 			}
 		}
 	}
-	fmt.Fprintln(bw, "# HELP jetway_cache_lookups_total Response cache lookups, by result: hit, miss, stale (served past freshness: stale-while-revalidate or stale-if-error).")
-	fmt.Fprintln(bw, "# TYPE jetway_cache_lookups_total counter")
-	for _, a := range apis {
-		for i, r := range cacheResults {
-			if n := a.cache[i].Load(); n > 0 {
-				fmt.Fprintf(bw, "jetway_cache_lookups_total{%s,result=%q} %d\n", lbl(a), r, n)
-			}
-		}
-	}
+	counters("jetway_faults_injected_total", "Faults a drill (jetway fault on) injected, by kind: calls delayed, calls aborted.",
+		"kind", []string{"delay", "abort"}, func(a *apiMetrics, i int) int64 { return a.faults[i].Load() })
+	counters("jetway_cache_lookups_total", "Response cache lookups, by result: hit, miss, stale (served past freshness: stale-while-revalidate or stale-if-error).",
+		"result", cacheResults[:], func(a *apiMetrics, i int) int64 { return a.cache[i].Load() })
 	fmt.Fprintln(bw, "# HELP jetway_availability Share of passed calls (not blocked) that did not fail, since start.")
 	fmt.Fprintln(bw, "# TYPE jetway_availability gauge")
 	for _, a := range apis {

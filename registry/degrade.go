@@ -64,34 +64,60 @@ func (d *Degrade) Message() string {
 // ParseDegrade decodes and validates the value of a jetway_flags key of the
 // form degrade.<api>. It returns a *ValidationError listing every problem.
 func ParseDegrade(key string, doc []byte) (*Degrade, error) {
-	var problems []schemas.Problem
-	add := func(path, format string, args ...any) {
-		problems = append(problems, schemas.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	api, js, l := parseFlag(key, DegradePrefix, doc, schemas.ValidateDegrade)
+	if js == nil {
+		return nil, l.err()
 	}
-	api, ok := strings.CutPrefix(key, DegradePrefix)
-	if !ok {
-		add("", "unknown flag key %q (flags are degrade.<api name> and fault.<api name>)", key)
-	} else if err := bus.ValidName(api); err != nil {
-		add("", "key %q: api name %v", key, err)
-	}
-	js, err := ToJSON(doc)
-	if err != nil {
-		add("", "%v", err)
-		return nil, &ValidationError{Key: key, Problems: problems}
-	}
-	problems = append(problems, schemas.ValidateDegrade(js)...)
 	var d Degrade
-	if len(problems) == 0 {
+	if len(l.ps) == 0 {
 		if err := json.Unmarshal(js, &d); err != nil {
-			add("", "%v", err)
+			l.add("", "%v", err)
 		}
-		d.Static.check("", add)
+		d.Static.check("", l.add)
 	}
-	if len(problems) > 0 {
-		return nil, &ValidationError{Key: key, Problems: problems}
+	if err := l.err(); err != nil {
+		return nil, err
 	}
 	d.API = api
 	return &d, nil
+}
+
+// problemList gathers the problems of one entry.
+type problemList struct {
+	key string
+	ps  []schemas.Problem
+}
+
+func (l *problemList) add(path, format string, args ...any) {
+	l.ps = append(l.ps, schemas.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// err is the *ValidationError of the problems, nil for none.
+func (l *problemList) err() error {
+	if len(l.ps) == 0 {
+		return nil
+	}
+	return &ValidationError{Key: l.key, Problems: l.ps}
+}
+
+// parseFlag starts parsing a jetway_flags value under a key of the form
+// <prefix><api>: the API, the value as JSON (nil when it is neither JSON
+// nor YAML) and the problems of its key and against its schema.
+func parseFlag(key, prefix string, doc []byte, validate func([]byte) []schemas.Problem) (api string, js []byte, l *problemList) {
+	l = &problemList{key: key}
+	api, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		l.add("", "unknown flag key %q (flags are %s<api name> and %s<api name>)", key, DegradePrefix, FaultPrefix)
+	} else if err := bus.ValidName(api); err != nil {
+		l.add("", "key %q: api name %v", key, err)
+	}
+	js, err := ToJSON(doc)
+	if err != nil {
+		l.add("", "%v", err)
+		return api, nil, l
+	}
+	l.ps = append(l.ps, validate(js)...)
+	return api, js, l
 }
 
 // OpenFlags opens the jetway_flags bucket, creating it when it is missing.

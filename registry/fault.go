@@ -3,12 +3,10 @@ package registry
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/schemas"
 )
 
@@ -74,24 +72,13 @@ func (f *Fault) Expired(now time.Time) bool { return !now.Before(f.ExpiresAt) }
 // written: it may then expire at most MaxFaultFor later. Stored switches
 // are read with a zero written (an expired one is valid, and off).
 func ParseFault(key string, doc []byte, written time.Time) (*Fault, error) {
-	var problems []schemas.Problem
-	add := func(path, format string, args ...any) {
-		problems = append(problems, schemas.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	api, js, l := parseFlag(key, FaultPrefix, doc, schemas.ValidateFault)
+	if js == nil {
+		return nil, l.err()
 	}
-	api, ok := strings.CutPrefix(key, FaultPrefix)
-	if !ok {
-		add("", "unknown flag key %q (fault switches are fault.<api name>)", key)
-	} else if err := bus.ValidName(api); err != nil {
-		add("", "key %q: api name %v", key, err)
-	}
-	js, err := ToJSON(doc)
-	if err != nil {
-		add("", "%v", err)
-		return nil, &ValidationError{Key: key, Problems: problems}
-	}
-	problems = append(problems, schemas.ValidateFault(js)...)
+	add := l.add
 	var f Fault
-	if len(problems) == 0 {
+	if len(l.ps) == 0 {
 		if err := strictJSON(js, &f); err != nil {
 			var te *time.ParseError
 			if errors.As(err, &te) {
@@ -101,7 +88,7 @@ func ParseFault(key string, doc []byte, written time.Time) (*Fault, error) {
 			}
 		}
 	}
-	if len(problems) == 0 {
+	if len(l.ps) == 0 {
 		if d := f.Delay; d != nil {
 			if d.Min <= 0 || time.Duration(d.Min) > MaxTimeout {
 				add("delay.min", "must be between 1ms and %v", MaxTimeout)
@@ -125,8 +112,8 @@ func ParseFault(key string, doc []byte, written time.Time) (*Fault, error) {
 			add("expires_at", "is not in the future: the switch would be off")
 		}
 	}
-	if len(problems) > 0 {
-		return nil, &ValidationError{Key: key, Problems: problems}
+	if err := l.err(); err != nil {
+		return nil, err
 	}
 	f.API = api
 	return &f, nil

@@ -277,9 +277,9 @@ func (c *Client) SetDegrade(ctx context.Context, api string, d *Degrade) (*Degra
 	if err != nil {
 		return nil, err
 	}
-	rev, err := c.flags.Put(ctx, key, doc)
+	rev, err := c.putFlag(ctx, key, doc)
 	if err != nil {
-		return nil, fmt.Errorf("writing %s: %w", key, err)
+		return nil, err
 	}
 	parsed.Revision = rev
 	return parsed, nil
@@ -287,8 +287,20 @@ func (c *Client) SetDegrade(ctx context.Context, api string, d *Degrade) (*Degra
 
 // ClearDegrade deletes an API's degrade switch, restoring the API.
 func (c *Client) ClearDegrade(ctx context.Context, api string) error {
-	if err := c.flags.Delete(ctx, DegradeKey(api)); err != nil {
-		return fmt.Errorf("deleting %s: %w", DegradeKey(api), err)
+	return c.deleteFlag(ctx, DegradeKey(api))
+}
+
+func (c *Client) putFlag(ctx context.Context, key string, doc []byte) (uint64, error) {
+	rev, err := c.flags.Put(ctx, key, doc)
+	if err != nil {
+		return 0, fmt.Errorf("writing %s: %w", key, err)
+	}
+	return rev, nil
+}
+
+func (c *Client) deleteFlag(ctx context.Context, key string) error {
+	if err := c.flags.Delete(ctx, key); err != nil {
+		return fmt.Errorf("deleting %s: %w", key, err)
 	}
 	return nil
 }
@@ -309,9 +321,9 @@ func (c *Client) SetFault(ctx context.Context, api string, f *Fault) (*Fault, er
 	if err != nil {
 		return nil, err
 	}
-	rev, err := c.flags.Put(ctx, key, doc)
+	rev, err := c.putFlag(ctx, key, doc)
 	if err != nil {
-		return nil, fmt.Errorf("writing %s: %w", key, err)
+		return nil, err
 	}
 	parsed.Revision = rev
 	return parsed, nil
@@ -319,10 +331,7 @@ func (c *Client) SetFault(ctx context.Context, api string, f *Fault) (*Fault, er
 
 // ClearFault deletes an API's fault switch: the drill ends on every edge.
 func (c *Client) ClearFault(ctx context.Context, api string) error {
-	if err := c.flags.Delete(ctx, FaultKey(api)); err != nil {
-		return fmt.Errorf("deleting %s: %w", FaultKey(api), err)
-	}
-	return nil
+	return c.deleteFlag(ctx, FaultKey(api))
 }
 
 // ListFaults returns every fault switch in the bucket (expired ones too;
