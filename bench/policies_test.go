@@ -111,6 +111,17 @@ func TestOrderBodyIsValid(t *testing.T) {
 	}
 }
 
+// BenchmarkJetwayPolicies: BenchmarkJetwayValidate's call with, also,
+// the issue's rewrites: two request headers set and a body field set and
+// one removed (the body parsed once, for both).
+func BenchmarkJetwayPolicies(b *testing.B) {
+	doc := strings.Replace(orderAPI("orders.policies", true), `"concurrency":4096`, `"concurrency":4096,
+	  "rewrite":{"request":{"headers":{"set":{"X-Tenant":"acme","X-Api-Version":"2"}},
+	    "body":{"set":{"/source":"jetway"},"remove":["/note"]}}}`, 1)
+	j := startJetway(b, doc)
+	runPost(b, j.url+"/orders.policies", orderBody)
+}
+
 // BenchmarkJetwayCached: the GET of BenchmarkJetway answered from the
 // edge's response cache (every call after the first is a hit). Compare it
 // with BenchmarkJetway in one run: the issue's target is at least 2x.

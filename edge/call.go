@@ -22,20 +22,21 @@ import (
 // apply (../shared/DESIGN.md, "The order of one call at the edge"). Each
 // returns nil to go on, or the error that ends the call; fail writes it.
 var steps = [...]func(*call) error{
-	(*call).checkAddress,  // the API's client address rules
-	(*call).authenticate,  // which app calls: API key, token or signature
-	(*call).grant,         // may it call this API, from there, now
-	(*call).switchSandbox, // a sandbox app goes on in the API's sandbox tier
-	(*call).setDeadline,   // the tier's timeout, or the caller's shorter one
-	(*call).rateLimit,     // the tier's rate-limit rules (limits.go)
-	(*call).degrade,       // the API's degrade switch answers instead
-	(*call).injectFault,   // the API's fault drill delays or aborts (fault.go)
-	(*call).readBody,      // within the API's max_body
-	(*call).validate,      // the API's request schemas (validate.go)
-	(*call).cacheLookup,   // the API's response cache answers (cache.go)
-	(*call).limitInFlight, // the API's edge_concurrency
-	(*call).send,          // one NATS request on the tier's subject
-	(*call).reply,         // the worker's reply becomes the response
+	(*call).checkAddress,   // the API's client address rules
+	(*call).authenticate,   // which app calls: API key, token or signature
+	(*call).grant,          // may it call this API, from there, now
+	(*call).switchSandbox,  // a sandbox app goes on in the API's sandbox tier
+	(*call).setDeadline,    // the tier's timeout, or the caller's shorter one
+	(*call).rateLimit,      // the tier's rate-limit rules (limits.go)
+	(*call).degrade,        // the API's degrade switch answers instead
+	(*call).injectFault,    // the API's fault drill delays or aborts (fault.go)
+	(*call).readBody,       // within the API's max_body
+	(*call).validate,       // the API's request schemas (validate.go)
+	(*call).rewriteRequest, // the API's request rewrites (rewrite.go)
+	(*call).cacheLookup,    // the API's response cache answers (cache.go)
+	(*call).limitInFlight,  // the API's edge_concurrency
+	(*call).send,           // one NATS request on the tier's subject
+	(*call).reply,          // the worker's reply becomes the response
 }
 
 // handler serves the calls routed to an API: its steps, then the error
@@ -91,6 +92,7 @@ type call struct {
 	cacheKey    string        // the call's response cache key; "": not cached
 	cacheResult string        // "hit", "miss", "stale" or ""
 	stale       *cachedAnswer // a stale answer a failure may fall back to
+	decoded     any           // the body as validation parsed it, for a body rewrite
 	bytes       int           // the body bytes sent
 
 	refusal Error // what refuse returns, so that refusing allocates nothing more
@@ -446,10 +448,21 @@ func (c *call) reply() error {
 	if rep.Code != "" {
 		c.code = rep.Code
 	}
+	r, rt := c.r, c.rt
+	status, data := rep.Status, m.Data
 	dst := c.Header()
-	for k, vs := range m.Header {
-		if name, ok := bus.DecodeHeaderName(k); ok {
-			dst[name] = vs
+	var kept http.Header // the backend's headers as rewritten: what the cache keeps
+	if rep.Code == "" && (rt.rewrite != nil || c.cacheKey != "") {
+		kept = backendHeader(m.Header)
+		status, data = c.rewriteResponse(status, kept, data)
+		for k, vs := range kept {
+			dst[k] = vs
+		}
+	} else {
+		for k, vs := range m.Header {
+			if name, ok := bus.DecodeHeaderName(k); ok {
+				dst[name] = vs
+			}
 		}
 	}
 	if _, ok := dst["Content-Type"]; !ok {
@@ -458,14 +471,13 @@ func (c *call) reply() error {
 	if c.cacheKey != "" {
 		dst["X-Cache"] = xCacheMiss
 	}
-	c.WriteHeader(rep.Status)
-	_, _ = c.Write(m.Data)
+	c.WriteHeader(status)
+	_, _ = c.Write(data)
 	if rep.Code != "" {
 		return nil // a gateway error is never a good response
 	}
-	r, rt := c.r, c.rt
 	if c.cacheKey != "" && !fallback { // a fallback's answer is no answer of the backend's
-		rt.respCache.store(c.cacheKey, r.URL.RawPath, r.Method, rep.Status, backendHeader(m.Header), m.Data, time.Now())
+		rt.respCache.store(c.cacheKey, r.URL.RawPath, r.Method, status, kept, data, time.Now())
 	}
 	if rt.cache != nil && rep.Status >= 200 && rep.Status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && m.Header.Get("X-Jetway-Fallback") == "" {
 		h := dst.Clone()

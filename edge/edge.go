@@ -172,6 +172,7 @@ type route struct {
 	cache       *resilience.LastGood // last good responses, for APIs with a cached fallback
 	check       *requestCheck        // the request validation; nil: none
 	respCache   *responseCache       // the response cache; nil: none
+	rewrite     *rewriter            // the request and response rewrites; nil: none
 	fault       *faultSwitch         // the API's fault drill on this tier; nil: none
 	key         string               // api.Key(): the tier's name in metrics
 	sandbox     *route               // the API's sandbox tier, for sandbox apps; nil: none
@@ -283,6 +284,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		rt.state, rt.rules, rt.maxInFlight = st, e.compileRules(st, a), int64(a.EdgeConcurrency)
 		rt.check = e.compileCheck(rt.key, a.Validate, s.JSONSchemas)
 		rt.respCache = st.responseCache(a, rt.auth != nil, e.refreshes)
+		rt.rewrite = e.compileRewrite(rt.key, a.Rewrite)
 		if rt.maxBody <= 0 {
 			rt.maxBody = int64(registry.DefaultMaxBody)
 		}
@@ -301,6 +303,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			sb.check = e.compileCheck(sb.key, sba.Validate, s.JSONSchemas)
 			sb.fault = compileFault(s.Faults[a.Name], true)
 			sb.respCache = sb.state.responseCache(sba, rt.auth != nil, e.refreshes)
+			sb.rewrite = e.compileRewrite(sb.key, sba.Rewrite)
 			rt.sandbox = sb
 		}
 		if err := addRoute(rtr.muxOf(a.Route.Host), a.Route.Method, a.Route.Path, e.handler(rt)); err != nil {

@@ -96,6 +96,7 @@ func (c *call) validate() error {
 	}
 	problems, more := chk.schema.Validate(&in)
 	if len(problems) == 0 {
+		c.decoded = in.Decoded
 		return nil
 	}
 	n := len(problems) + more

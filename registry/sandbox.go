@@ -28,6 +28,8 @@ type Sandbox struct {
 	// Cache replaces the API's response cache for sandbox calls; the two
 	// tiers never share cached answers.
 	Cache *Cache `json:"cache,omitempty"`
+	// Rewrite replaces the API's rewrites for sandbox calls.
+	Rewrite *Rewrite `json:"rewrite,omitempty"`
 }
 
 // SandboxAPI is the API as its sandbox tier serves it (nil when the API
@@ -51,6 +53,7 @@ func (a *API) SandboxAPI() *API {
 		RateLimits:  sb.RateLimits,
 		Validate:    cmp.Or(sb.Validate, a.Validate),
 		Cache:       cmp.Or(sb.Cache, a.Cache),
+		Rewrite:     cmp.Or(sb.Rewrite, a.Rewrite),
 		IPRules:     a.IPRules,
 		Auth:        a.Auth,
 		Revision:    a.Revision,
@@ -111,4 +114,5 @@ func (sb *Sandbox) check(params []string, catchAll bool, add func(path, format s
 	(&API{Name: "sandbox", RateLimits: sb.RateLimits}).checkPolicies(params, prefixed)
 	sb.Validate.check("sandbox.validate", add)
 	sb.Cache.check("sandbox.cache", add)
+	sb.Rewrite.check("sandbox.rewrite", add)
 }

@@ -204,7 +204,18 @@ type Request struct {
 	RawQuery string
 	Params   func(yield func(name, value string) bool) // the route's parameters
 	Body     []byte
+	// Decoded is set by Validate to the body as it parsed it (DecodeJSON's
+	// form), when it did: a body rewrite after it need not parse again.
+	Decoded any
 }
+
+// DecodeJSON parses a JSON body the way validation does (decodeStrict):
+// one reading only, numbers exact (int64 or json.Number), bounded depth.
+func DecodeJSON(b []byte) (any, error) { return decodeStrict(b) }
+
+// IsJSON reports whether a Content-Type is JSON (application/json or a
+// +json type) in UTF-8.
+func IsJSON(contentType string) bool { return jsonMediaType(contentType) }
 
 // Validate checks a request and returns its problems (at most
 // MaxRequestProblems, then the count of the others); none means it passes.
@@ -312,6 +323,7 @@ func instance(part string, r *Request) (any, *RequestProblem) {
 	if err != nil {
 		return nil, &RequestProblem{Pointer: "/body", Rule: "json", Message: "not valid JSON: " + err.Error()}
 	}
+	r.Decoded = v
 	return v, nil
 }
 

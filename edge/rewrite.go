@@ -1,0 +1,507 @@
+package edge
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/schemas"
+)
+
+// rewriter is an API tier's rewrites (registry.Rewrite), compiled once
+// per registry change: header names canonical, pointers split, values
+// parsed.
+type rewriter struct {
+	broken      bool // it did not compile: every call is refused
+	method      string
+	reqHeaders  *headerOps
+	queryRemove []string
+	querySet    [][2]string // name, value; sorted by name
+	reqBody     *bodyOps
+	status      map[int]int
+	respHeaders *headerOps
+	respBody    *bodyOps
+}
+
+type headerOps struct {
+	remove   []string
+	set, add [][2]string
+}
+
+// bodyOps are JSON pointer changes, as token paths.
+type bodyOps struct {
+	remove [][]string
+	rename [][2][]string
+	set    []bodySet
+}
+
+type bodySet struct {
+	path []string
+	val  any // copied before it goes into a body: bodies never share it
+}
+
+// compileRewrite compiles a tier's rewrites; one that does not compile (a
+// set value the strict parser refuses) makes every call of the tier fail
+// closed rather than go on unrewritten.
+func (e *Edge) compileRewrite(key string, r *registry.Rewrite) *rewriter {
+	rw, err := newRewriter(r)
+	if err != nil {
+		e.log.Error("rewrite does not compile; the api refuses every call until it does", "api", key, "err", err)
+		return &rewriter{broken: true}
+	}
+	return rw
+}
+
+func newRewriter(r *registry.Rewrite) (*rewriter, error) {
+	if r == nil {
+		return nil, nil
+	}
+	rw := &rewriter{}
+	if q := r.Request; q != nil {
+		rw.method = q.Method
+		rw.reqHeaders = compileHeaders(q.Headers)
+		if qr := q.Query; qr != nil {
+			rw.queryRemove = slices.Clone(qr.Remove)
+			for k, v := range qr.Set {
+				rw.querySet = append(rw.querySet, [2]string{k, v})
+			}
+			slices.SortFunc(rw.querySet, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+		}
+		var err error
+		if rw.reqBody, err = compileBody(q.Body); err != nil {
+			return nil, err
+		}
+	}
+	if s := r.Response; s != nil {
+		if len(s.Status) > 0 {
+			rw.status = make(map[int]int, len(s.Status))
+			for from, to := range s.Status {
+				n, _ := strconv.Atoi(from) // checked at publish
+				rw.status[n] = to
+			}
+		}
+		rw.respHeaders = compileHeaders(s.Headers)
+		var err error
+		if rw.respBody, err = compileBody(s.Body); err != nil {
+			return nil, err
+		}
+	}
+	return rw, nil
+}
+
+func compileHeaders(h *registry.HeaderRewrite) *headerOps {
+	if h == nil {
+		return nil
+	}
+	ops := &headerOps{}
+	for _, k := range h.Remove {
+		ops.remove = append(ops.remove, http.CanonicalHeaderKey(k))
+	}
+	for k, v := range h.Set {
+		ops.set = append(ops.set, [2]string{http.CanonicalHeaderKey(k), v})
+	}
+	for k, v := range h.Add {
+		ops.add = append(ops.add, [2]string{http.CanonicalHeaderKey(k), v})
+	}
+	slices.SortFunc(ops.set, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	slices.SortFunc(ops.add, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	return ops
+}
+
+func (ops *headerOps) apply(h http.Header) {
+	if ops == nil {
+		return
+	}
+	for _, k := range ops.remove {
+		delete(h, k)
+	}
+	for _, kv := range ops.set {
+		h[kv[0]] = []string{kv[1]}
+	}
+	for _, kv := range ops.add {
+		h[kv[0]] = append(h[kv[0]], kv[1])
+	}
+}
+
+func compileBody(b *registry.JSONBodyChange) (*bodyOps, error) {
+	if b == nil {
+		return nil, nil
+	}
+	ops := &bodyOps{}
+	for _, p := range b.Remove {
+		ops.remove = append(ops.remove, splitPointer(p))
+	}
+	for from, to := range b.Rename {
+		ops.rename = append(ops.rename, [2][]string{splitPointer(from), splitPointer(to)})
+	}
+	for p, raw := range b.Set {
+		v, err := schemas.DecodeJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("set %s: %w", p, err)
+		}
+		ops.set = append(ops.set, bodySet{splitPointer(p), v})
+	}
+	// A fixed order, whatever the map's: the same entry rewrites the same
+	// way on every edge.
+	slices.SortFunc(ops.remove, func(a, b []string) int { return slices.Compare(a, b) })
+	slices.SortFunc(ops.rename, func(a, b [2][]string) int { return slices.Compare(a[0], b[0]) })
+	slices.SortFunc(ops.set, func(a, b bodySet) int { return slices.Compare(a.path, b.path) })
+	return ops, nil
+}
+
+// splitPointer turns a JSON pointer (RFC 6901) into its tokens.
+func splitPointer(p string) []string {
+	toks := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for i, t := range toks {
+		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return toks
+}
+
+// apply changes a parsed body: removes, renames, sets. An error names a
+// set or rename whose way is blocked (a field on the way is not an object
+// or an array, or an index is out of range).
+func (ops *bodyOps) apply(doc any) (any, error) {
+	for _, p := range ops.remove {
+		doc = removeAt(doc, p)
+	}
+	for _, r := range ops.rename {
+		v, ok := getAt(doc, r[0])
+		if !ok {
+			continue
+		}
+		doc = removeAt(doc, r[0])
+		var err error
+		if doc, err = setAt(doc, r[1], v); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range ops.set {
+		var err error
+		if doc, err = setAt(doc, s.path, deepCopy(s.val)); err != nil {
+			return nil, err
+		}
+	}
+	return doc, nil
+}
+
+func getAt(doc any, path []string) (any, bool) {
+	cur := doc
+	for _, t := range path {
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[t]
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case []any:
+			i, err := strconv.Atoi(t)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			cur = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// removeAt removes what path names; nothing when it names nothing.
+func removeAt(doc any, path []string) any {
+	if len(path) == 0 {
+		return doc
+	}
+	parent, ok := getAt(doc, path[:len(path)-1])
+	if !ok {
+		return doc
+	}
+	last := path[len(path)-1]
+	switch p := parent.(type) {
+	case map[string]any:
+		delete(p, last)
+	case []any:
+		if i, err := strconv.Atoi(last); err == nil && i >= 0 && i < len(p) {
+			np := slices.Delete(p, i, i+1)
+			if len(path) == 1 {
+				return np
+			}
+			grand, _ := getAt(doc, path[:len(path)-2])
+			switch g := grand.(type) {
+			case map[string]any:
+				g[path[len(path)-2]] = np
+			case []any:
+				j, _ := strconv.Atoi(path[len(path)-2])
+				g[j] = np
+			}
+		}
+	}
+	return doc
+}
+
+// setAt sets what path names to v, making the objects on its way; "-"
+// appends to an array.
+func setAt(doc any, path []string, v any) (any, error) {
+	if len(path) == 0 {
+		return v, nil
+	}
+	if doc == nil {
+		doc = map[string]any{}
+	}
+	switch c := doc.(type) {
+	case map[string]any:
+		child, err := setAt(c[path[0]], path[1:], v)
+		if err != nil {
+			return nil, err
+		}
+		c[path[0]] = child
+		return c, nil
+	case []any:
+		if path[0] == "-" {
+			child, err := setAt(nil, path[1:], v)
+			if err != nil {
+				return nil, err
+			}
+			return append(c, child), nil
+		}
+		i, err := strconv.Atoi(path[0])
+		if err != nil || i < 0 || i >= len(c) {
+			return nil, fmt.Errorf("/%s is not an index of the array there", path[0])
+		}
+		child, err := setAt(c[i], path[1:], v)
+		if err != nil {
+			return nil, err
+		}
+		c[i] = child
+		return c, nil
+	}
+	return nil, fmt.Errorf("/%s: the value on the way is not an object or an array", path[0])
+}
+
+func deepCopy(v any) any {
+	switch c := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(c))
+		for k, x := range c {
+			m[k] = deepCopy(x)
+		}
+		return m
+	case []any:
+		a := make([]any, len(c))
+		for i, x := range c {
+			a[i] = deepCopy(x)
+		}
+		return a
+	}
+	return v
+}
+
+// encodeBody writes a rewritten body: compact, object keys sorted (the
+// same body on every edge), numbers exactly as they were written.
+func encodeBody(doc any) ([]byte, error) {
+	return appendJSON(make([]byte, 0, 1024), doc)
+}
+
+func appendJSON(dst []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(dst, "null"...), nil
+	case bool:
+		return strconv.AppendBool(dst, x), nil
+	case string:
+		return appendJSONString(dst, x), nil
+	case int64:
+		return strconv.AppendInt(dst, x, 10), nil
+	case json.Number:
+		return append(dst, x...), nil
+	case []any:
+		dst = append(dst, '[')
+		for i, e := range x {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendJSON(dst, e); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, ']'), nil
+	case map[string]any:
+		var buf [16]string
+		keys := buf[:0]
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(appendJSONString(dst, k), ':')
+			var err error
+			if dst, err = appendJSON(dst, x[k]); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, '}'), nil
+	}
+	return nil, fmt.Errorf("not a JSON value: %T", v)
+}
+
+// appendJSONString quotes a string of valid UTF-8 (as the strict parser
+// gives them) for JSON.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	return append(append(dst, s[start:]...), '"')
+}
+
+// rewriteRequest applies the API's request rewrites: method, headers,
+// query, then the JSON body (parsed once with validation when both
+// apply). A body rewrite of a body that is not JSON is refused: the change
+// could matter (a field removed), and the backend might read the body as
+// JSON anyway.
+func (c *call) rewriteRequest() error {
+	rw := c.rt.rewrite
+	if rw == nil {
+		return nil
+	}
+	if rw.broken {
+		return c.refuse(bus.CodeInternal, "the rewrites of api "+c.rt.api.Name+" are not loaded on this edge")
+	}
+	r := c.r
+	if rw.method != "" {
+		r.Method = rw.method
+	}
+	rw.reqHeaders.apply(r.Header)
+	if len(rw.queryRemove) > 0 || len(rw.querySet) > 0 {
+		r.URL.RawQuery = rewriteQuery(r.URL.RawQuery, rw.queryRemove, rw.querySet)
+	}
+	if rw.reqBody == nil || c.body == nil || c.body.Len() == 0 {
+		return nil
+	}
+	doc := c.decoded
+	if doc == nil {
+		if !schemas.IsJSON(r.Header.Get("Content-Type")) {
+			return c.refuse(bus.CodeBadRequest, "api "+c.rt.api.Name+" rewrites JSON bodies: send application/json")
+		}
+		var err error
+		if doc, err = schemas.DecodeJSON(c.body.Bytes()); err != nil {
+			return c.refuse(bus.CodeBadRequest, "api "+c.rt.api.Name+" rewrites JSON bodies: "+err.Error())
+		}
+	}
+	doc, err := rw.reqBody.apply(doc)
+	if err != nil {
+		return c.refuse(bus.CodeBadRequest, "rewriting the body: "+err.Error())
+	}
+	out, err := encodeBody(doc)
+	if err != nil {
+		return c.refuse(bus.CodeBadRequest, "rewriting the body: "+err.Error())
+	}
+	if int64(len(out)) > c.rt.maxBody {
+		return c.refuse(bus.CodePayloadTooLarge, "the rewritten body exceeds the api's max_body")
+	}
+	c.body.Reset()
+	c.body.Write(out)
+	return nil
+}
+
+// rewriteQuery removes and sets query parameters in a raw query, leaving
+// every other pair as the caller wrote it.
+func rewriteQuery(raw string, remove []string, set [][2]string) string {
+	var out []string
+	done := make([]bool, len(set))
+	if raw != "" {
+		for _, p := range strings.Split(raw, "&") {
+			name, _, _ := strings.Cut(p, "=")
+			n, err := url.QueryUnescape(name)
+			if err != nil {
+				n = name
+			}
+			if slices.Contains(remove, n) {
+				continue
+			}
+			if i, ok := slices.BinarySearchFunc(set, n, func(kv [2]string, n string) int { return strings.Compare(kv[0], n) }); ok {
+				if !done[i] { // the first of its name takes the value, the others go
+					out = append(out, url.QueryEscape(n)+"="+url.QueryEscape(set[i][1]))
+					done[i] = true
+				}
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	for i, kv := range set {
+		if !done[i] {
+			out = append(out, url.QueryEscape(kv[0])+"="+url.QueryEscape(kv[1]))
+		}
+	}
+	return strings.Join(out, "&")
+}
+
+// rewriteResponse applies the API's response rewrites to a backend's
+// answer before it is sent (and cached): the status, headers, and a JSON
+// body. A body that is not JSON, or whose rewrite is blocked, is sent as
+// it came (and logged).
+func (c *call) rewriteResponse(status int, h http.Header, body []byte) (int, []byte) {
+	rw := c.rt.rewrite
+	if rw == nil {
+		return status, body
+	}
+	if to, ok := rw.status[status]; ok {
+		status = to
+	}
+	rw.respHeaders.apply(h)
+	if rw.respBody == nil || len(body) == 0 || !schemas.IsJSON(firstValue(h["Content-Type"])) {
+		return status, body
+	}
+	doc, err := schemas.DecodeJSON(body)
+	if err == nil {
+		doc, err = rw.respBody.apply(doc)
+	}
+	var out []byte
+	if err == nil {
+		out, err = encodeBody(doc)
+	}
+	if err != nil {
+		c.e.log.Warn("response body not rewritten", "api", c.rt.api.Name, "request_id", c.id, "err", err)
+		return status, body
+	}
+	return status, out
+}
+
+func firstValue(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}

@@ -1,0 +1,116 @@
+package edge_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// echoRequest answers with what the backend got: method, query, the
+// headers a rewrite touches, and the body.
+func echoRequest(t *testing.T) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Internal", "secret")
+		if r.URL.Query().Get("status") == "404" {
+			w.WriteHeader(404)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"method": r.Method, "query": r.URL.RawQuery, "tenant": r.Header.Values("X-Tenant"),
+			"trace": r.Header.Get("X-Debug"), "body": json.RawMessage(orNull(b)), "code": 0,
+		})
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func orNull(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte("null")
+	}
+	return b
+}
+
+// Declared rewrites change what the backend gets (method, headers, query,
+// JSON body by pointer) and what the caller gets (status, headers, body),
+// with no code; a field that is missing is no error.
+func TestRewrite(t *testing.T) {
+	be := echoRequest(t)
+	g := newGateway(t)
+	g.Publish(`{"name":"rw","pool":"p","route":{"method":"PUT","path":"/rw"},"backend":{"type":"http","url":"` + be.URL + `/x"},
+		"rewrite":{
+		  "request":{"method":"POST",
+		    "headers":{"set":{"X-Tenant":"acme"},"add":{"X-Tenant":"second"},"remove":["X-Debug"]},
+		    "query":{"set":{"v":"2"},"remove":["token"]},
+		    "body":{"set":{"/meta/source":"jetway","/tags/-":"new"},"remove":["/password","/missing/deep"],"rename":{"/amt":"/amount","/gone":"/x"}}},
+		  "response":{"status":{"404":200},"headers":{"remove":["X-Internal"],"set":{"X-Api-Version":"2"}},
+		    "body":{"remove":["/code"],"rename":{"/body":"/request"}}}}}`)
+	r := g.Do("PUT", "/rw?token=s3cret&keep=1&v=1&v=9", strings.NewReader(`{"amt":5,"password":"p","tags":["a"],"n":12345678901234567890}`),
+		"Content-Type", "application/json", "X-Debug", "1", "X-Tenant", "caller")
+	if r.Status != 200 || r.Header.Get("X-Internal") != "" || r.Header.Get("X-Api-Version") != "2" {
+		t.Fatalf("%d X-Internal %q version %q: %s", r.Status, r.Header.Get("X-Internal"), r.Header.Get("X-Api-Version"), r.Body)
+	}
+	var got map[string]any
+	dec := json.NewDecoder(strings.NewReader(r.Body))
+	dec.UseNumber()
+	if err := dec.Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"method": "POST", "query": "keep=1&v=2", "tenant": []any{"acme", "second"}, "trace": ""}
+	for k, v := range want {
+		if fmt.Sprint(got[k]) != fmt.Sprint(v) {
+			t.Errorf("%s: got %v, want %v", k, got[k], v)
+		}
+	}
+	if _, ok := got["code"]; ok {
+		t.Error("the response body's /code was not removed")
+	}
+	body, _ := json.Marshal(got["request"])
+	if string(body) != `{"amount":5,"meta":{"source":"jetway"},"n":12345678901234567890,"tags":["a","new"]}` {
+		t.Errorf("the backend got %s", body)
+	}
+	// The backend's 404 maps to 200 (checked above with a 200 backend);
+	// through the map:
+	if r := g.Do("PUT", "/rw?status=404", strings.NewReader(`{}`), "Content-Type", "application/json"); r.Status != 200 {
+		t.Errorf("a mapped 404: %d", r.Status)
+	}
+	// A body the rewrite cannot read is refused, never sent unchanged.
+	if r := g.Do("PUT", "/rw", strings.NewReader(`{"password":"p"}`), "Content-Type", "text/plain"); r.Status != 400 || r.Code != "BAD_REQUEST" {
+		t.Errorf("a non-JSON body: %d %s", r.Status, r.Body)
+	}
+	if r := g.Do("PUT", "/rw", strings.NewReader(`{"tags":"not an array"}`), "Content-Type", "application/json"); r.Status != 400 {
+		t.Errorf("a set whose way is blocked: %d %s", r.Status, r.Body)
+	}
+	// The set values are copied: two calls never share one.
+	a := g.Do("PUT", "/rw", strings.NewReader(`{"meta":{}}`), "Content-Type", "application/json")
+	b := g.Do("PUT", "/rw", strings.NewReader(`{}`), "Content-Type", "application/json")
+	if !strings.Contains(a.Body, `"meta":{"source":"jetway"}`) || !strings.Contains(b.Body, `"meta":{"source":"jetway"}`) {
+		t.Errorf("%s / %s", a.Body, b.Body)
+	}
+}
+
+// A rewrite that touches Jetway's own headers or framing, a bad pointer or
+// a status map to 1xx is refused at publish.
+func TestRewriteRefusedAtPublish(t *testing.T) {
+	g := newGateway(t)
+	for _, rw := range []string{
+		`{"request":{"headers":{"set":{"X-Forwarded-For":"1.2.3.4"}}}}`,
+		`{"request":{"headers":{"remove":["Content-Length"]}}}`,
+		`{"request":{"headers":{"set":{"Jetway-Status":"200"}}}}`,
+		`{"response":{"headers":{"set":{"X-Cache":"hit"}}}}`,
+		`{"request":{"body":{"remove":["no-slash"]}}}`,
+		`{"request":{"body":{"rename":{"/a":"/a/b"}}}}`,
+		`{"response":{"status":{"404":101}}}`,
+		`{"request":{"headers":{"set":{"X-A":"x\r\nInjected: 1"}}}}`,
+	} {
+		_, err := g.Client.Put(t.Context(), []byte(`{"name":"bad","pool":"p","route":{"path":"/bad"},"backend":{"type":"mock"},"rewrite":`+rw+`}`))
+		if err == nil {
+			t.Errorf("accepted: %s", rw)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package registry
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Rewrite adapts an API's requests and responses at the edge, declared in
+// the entry: no code, no scripting. The request is rewritten after
+// validation (the schema checks what the caller sent) and before the cache
+// lookup and NATS; the response before it is cached and sent.
+type Rewrite struct {
+	Request  *RequestRewrite  `json:"request,omitempty"`
+	Response *ResponseRewrite `json:"response,omitempty"`
+}
+
+// RequestRewrite changes what the backend gets.
+type RequestRewrite struct {
+	// Method replaces the request's method.
+	Method  string          `json:"method,omitempty"`
+	Headers *HeaderRewrite  `json:"headers,omitempty"`
+	Query   *QueryRewrite   `json:"query,omitempty"`
+	Body    *JSONBodyChange `json:"body,omitempty"`
+}
+
+// ResponseRewrite changes what the caller gets.
+type ResponseRewrite struct {
+	// Status maps a backend status to another ("404": 200).
+	Status  map[string]int  `json:"status,omitempty"`
+	Headers *HeaderRewrite  `json:"headers,omitempty"`
+	Body    *JSONBodyChange `json:"body,omitempty"`
+}
+
+// HeaderRewrite sets (replaces), adds (appends) and removes headers, in
+// the order remove, set, add.
+type HeaderRewrite struct {
+	Set    map[string]string `json:"set,omitempty"`
+	Add    map[string]string `json:"add,omitempty"`
+	Remove []string          `json:"remove,omitempty"`
+}
+
+// QueryRewrite sets and removes query parameters (remove first).
+type QueryRewrite struct {
+	Set    map[string]string `json:"set,omitempty"`
+	Remove []string          `json:"remove,omitempty"`
+}
+
+// JSONBodyChange changes a JSON body by JSON pointer, in the order remove,
+// rename, set. A pointer that names nothing is no error: removing or
+// renaming a missing field changes nothing, setting one creates it (and
+// the objects on its way).
+type JSONBodyChange struct {
+	Set    map[string]json.RawMessage `json:"set,omitempty"`
+	Remove []string                   `json:"remove,omitempty"`
+	Rename map[string]string          `json:"rename,omitempty"`
+}
+
+// reservedHeader reports whether a rewrite may not touch a header: the
+// wire's own (Jetway-*), what Jetway sets itself, and framing.
+func reservedHeader(name string) bool {
+	c := http.CanonicalHeaderKey(name)
+	switch c {
+	case "Content-Length", "Transfer-Encoding", "Connection", "Host", "Te", "Trailer", "Upgrade",
+		"X-Request-Id", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip",
+		"X-Jetway-App", "X-Jetway-Sandbox", "X-Jetway-Fallback", "X-Jetway-Fault", "X-Cache":
+		return true
+	}
+	return strings.HasPrefix(c, "Jetway-") || strings.HasPrefix(c, "Nats-")
+}
+
+func (h *HeaderRewrite) check(prefix string, add func(path, format string, args ...any)) {
+	if h == nil {
+		return
+	}
+	names := func(what string, each func(func(string))) {
+		each(func(n string) {
+			switch {
+			case !validHeaderName(n):
+				add(prefix+"."+what, "%q is not a header name", n)
+			case reservedHeader(n):
+				add(prefix+"."+what, "%s is Jetway's own or framing: a rewrite may not touch it", http.CanonicalHeaderKey(n))
+			}
+		})
+	}
+	for _, m := range []struct {
+		what string
+		m    map[string]string
+	}{{"set", h.Set}, {"add", h.Add}} {
+		names(m.what, func(f func(string)) {
+			for k, v := range m.m {
+				f(k)
+				if strings.ContainsAny(v, "\r\n\x00") {
+					add(prefix+"."+m.what+"."+k, "a header value may not hold CR, LF or NUL")
+				}
+			}
+		})
+	}
+	names("remove", func(f func(string)) {
+		for _, k := range h.Remove {
+			f(k)
+		}
+	})
+}
+
+func (b *JSONBodyChange) check(prefix string, add func(path, format string, args ...any)) {
+	if b == nil {
+		return
+	}
+	ptr := func(path, p string) {
+		if p == "" || p[0] != '/' {
+			add(path, "%q is not a JSON pointer into the body (it starts with /)", p)
+		}
+	}
+	for p, v := range b.Set {
+		ptr(prefix+".set", p)
+		if !json.Valid(v) {
+			add(prefix+".set."+p, "must be a JSON value")
+		}
+	}
+	for _, p := range b.Remove {
+		ptr(prefix+".remove", p)
+	}
+	for from, to := range b.Rename {
+		ptr(prefix+".rename", from)
+		ptr(prefix+".rename", to)
+		if strings.HasPrefix(to+"/", from+"/") {
+			add(prefix+".rename."+from, "cannot move a field into itself (%s)", to)
+		}
+	}
+}
+
+// check adds the rewrite's problems at prefix.
+func (r *Rewrite) check(prefix string, add func(path, format string, args ...any)) {
+	if r == nil {
+		return
+	}
+	if q := r.Request; q != nil {
+		switch q.Method {
+		case "", http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		default:
+			add(prefix+".request.method", "must be GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS")
+		}
+		q.Headers.check(prefix+".request.headers", add)
+		q.Body.check(prefix+".request.body", add)
+		if qr := q.Query; qr != nil {
+			for k := range qr.Set {
+				if k == "" {
+					add(prefix+".request.query.set", "a parameter name must not be empty")
+				}
+			}
+		}
+	}
+	if s := r.Response; s != nil {
+		for from, to := range s.Status {
+			if n, err := strconv.Atoi(from); err != nil || n < 100 || n > 599 {
+				add(prefix+".response.status", "%q is not a status (100-599)", from)
+			}
+			if to < 200 || to > 599 {
+				add(prefix+".response.status."+from, "must map to a status from 200 to 599")
+			}
+		}
+		s.Headers.check(prefix+".response.headers", add)
+		s.Body.check(prefix+".response.body", add)
+	}
+}
