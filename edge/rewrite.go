@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/expr"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/schemas"
 )
@@ -19,6 +20,8 @@ import (
 // parsed.
 type rewriter struct {
 	broken      bool // it did not compile: every call is refused
+	reqWhen     *expr.Cond
+	respWhen    *expr.Cond
 	method      string
 	reqHeaders  *headerOps
 	queryRemove []string
@@ -64,6 +67,13 @@ func newRewriter(r *registry.Rewrite) (*rewriter, error) {
 	}
 	rw := &rewriter{}
 	if q := r.Request; q != nil {
+		if q.When != "" {
+			c, err := expr.Compile(q.When)
+			if err != nil {
+				return nil, fmt.Errorf("request.when: %w", err)
+			}
+			rw.reqWhen = c
+		}
 		rw.method = q.Method
 		rw.reqHeaders = compileHeaders(q.Headers)
 		if qr := q.Query; qr != nil {
@@ -79,6 +89,13 @@ func newRewriter(r *registry.Rewrite) (*rewriter, error) {
 		}
 	}
 	if s := r.Response; s != nil {
+		if s.When != "" {
+			c, err := expr.Compile(s.When)
+			if err != nil {
+				return nil, fmt.Errorf("response.when: %w", err)
+			}
+			rw.respWhen = c
+		}
 		if len(s.Status) > 0 {
 			rw.status = make(map[int]int, len(s.Status))
 			for from, to := range s.Status {
@@ -399,6 +416,9 @@ func (c *call) rewriteRequest() error {
 		return c.refuse(bus.CodeInternal, "the rewrites of api "+c.rt.api.Name+" are not loaded on this edge")
 	}
 	r := c.r
+	if !c.holds(rw.reqWhen, nil) {
+		return nil
+	}
 	if rw.method != "" {
 		r.Method = rw.method
 	}
@@ -477,6 +497,9 @@ func (c *call) rewriteResponse(status int, h http.Header, body []byte) (int, []b
 	if rw == nil {
 		return status, body
 	}
+	if !c.holds(rw.respWhen, &expr.Input{Status: status, RespHeader: h, RespBody: body, Decode: schemas.DecodeJSON}) {
+		return status, body
+	}
 	if to, ok := rw.status[status]; ok {
 		status = to
 	}
@@ -497,6 +520,29 @@ func (c *call) rewriteResponse(status int, h http.Header, body []byte) (int, []b
 		return status, body
 	}
 	return status, out
+}
+
+// holds evaluates a rewrite's condition on the call (nil: always). A
+// condition that fails to run (its cost limit, a key a map lacks) does not
+// hold, and is logged.
+func (c *call) holds(cond *expr.Cond, resp *expr.Input) bool {
+	if cond == nil {
+		return true
+	}
+	in := resp
+	if in == nil {
+		in = &expr.Input{}
+	}
+	in.Method, in.Path, in.Header, in.RawQuery, in.ClientIP = c.r.Method, c.r.URL.RawPath, c.r.Header, c.r.URL.RawQuery, c.clientIP
+	if c.app != nil {
+		in.App, in.Sandbox = c.app.app.ID, c.app.app.Sandbox
+	}
+	ok, err := cond.Eval(in)
+	if err != nil {
+		c.e.log.Debug("rewrite condition failed; the rewrite does not apply", "api", c.rt.api.Name, "request_id", c.id, "when", cond.String(), "err", err)
+		return false
+	}
+	return ok
 }
 
 func firstValue(vs []string) string {

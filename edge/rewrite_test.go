@@ -114,3 +114,36 @@ func TestRewriteRefusedAtPublish(t *testing.T) {
 		}
 	}
 }
+
+// Rewrites with CEL conditions: a request rewrite for the calls that hold
+// it only, and a response rewrite on the answer's JSON — a third party's
+// 200 with {"code": 7} becomes the 502 it is.
+func TestRewriteWhen(t *testing.T) {
+	be := echoRequest(t)
+	g := newGateway(t)
+	g.Publish(`{"name":"rww","pool":"p","route":{"method":"POST","path":"/rww"},"backend":{"type":"http","url":"` + be.URL + `/x"},
+		"rewrite":{
+		  "request":{"when":"\"x-legacy\" in request.headers","headers":{"set":{"X-Tenant":"legacy"}}},
+		  "response":{"when":"response.status == 200 && response.json.body.fail == true","status":{"200":502},"headers":{"set":{"X-Upstream":"failed"}}}}}`)
+	post := func(body string, hdr ...string) (int, string, string) {
+		r := g.Do("POST", "/rww", strings.NewReader(body), append([]string{"Content-Type", "application/json"}, hdr...)...)
+		return r.Status, r.Body, r.Header.Get("X-Upstream")
+	}
+	if _, body, _ := post(`{}`, "X-Legacy", "1"); !strings.Contains(body, `"tenant":["legacy"]`) {
+		t.Errorf("with the header: %s", body)
+	}
+	if _, body, _ := post(`{}`); strings.Contains(body, "legacy") {
+		t.Errorf("without the header: %s", body)
+	}
+	if status, _, mark := post(`{"fail":true}`); status != 502 || mark != "failed" {
+		t.Errorf("a failing answer: %d %q", status, mark)
+	}
+	if status, _, mark := post(`{"fail":false}`); status != 200 || mark != "" {
+		t.Errorf("a good answer: %d %q", status, mark)
+	}
+	// A condition that does not compile is refused at publish.
+	if _, err := g.Client.Put(t.Context(), []byte(`{"name":"bad","pool":"p","route":{"path":"/bad"},"backend":{"type":"mock"},
+		"rewrite":{"request":{"when":"request.method ==","method":"POST"}}}`)); err == nil || !strings.Contains(err.Error(), "rewrite.request.when") {
+		t.Errorf("a bad condition: %v", err)
+	}
+}

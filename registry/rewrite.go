@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/jetway-gw/jetway/expr"
 )
 
 // Rewrite adapts an API's requests and responses at the edge, declared in
@@ -18,6 +20,9 @@ type Rewrite struct {
 
 // RequestRewrite changes what the backend gets.
 type RequestRewrite struct {
+	// When, a CEL condition (package expr), limits the rewrite to the
+	// calls it holds for.
+	When string `json:"when,omitempty"`
 	// Method replaces the request's method.
 	Method  string          `json:"method,omitempty"`
 	Headers *HeaderRewrite  `json:"headers,omitempty"`
@@ -27,6 +32,9 @@ type RequestRewrite struct {
 
 // ResponseRewrite changes what the caller gets.
 type ResponseRewrite struct {
+	// When, a CEL condition on the call and its response (response.status,
+	// response.headers, response.json), limits the rewrite.
+	When string `json:"when,omitempty"`
 	// Status maps a backend status to another ("404": 200).
 	Status  map[string]int  `json:"status,omitempty"`
 	Headers *HeaderRewrite  `json:"headers,omitempty"`
@@ -136,7 +144,16 @@ func (r *Rewrite) check(prefix string, add func(path, format string, args ...any
 	if r == nil {
 		return
 	}
+	when := func(path, src string) {
+		if src == "" {
+			return
+		}
+		if _, err := expr.Compile(src); err != nil {
+			add(path, "%v", err)
+		}
+	}
 	if q := r.Request; q != nil {
+		when(prefix+".request.when", q.When)
 		switch q.Method {
 		case "", http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
 		default:
@@ -153,6 +170,7 @@ func (r *Rewrite) check(prefix string, add func(path, format string, args ...any
 		}
 	}
 	if s := r.Response; s != nil {
+		when(prefix+".response.when", s.When)
 		for from, to := range s.Status {
 			if n, err := strconv.Atoi(from); err != nil || n < 100 || n > 599 {
 				add(prefix+".response.status", "%q is not a status (100-599)", from)
