@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/expr"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
 )
@@ -276,6 +277,15 @@ func (c *call) refresh(rc *responseCache, key string, a *cachedAnswer) {
 	// shorten with X-Request-Timeout) must not decide the refresh.
 	conn, timeout, path, method := c.e.o.Conn, c.rt.timeout, c.r.URL.RawPath, c.r.Method
 	msg, wire := c.requestMsg(newRequestID(), time.Now().Add(timeout))
+	// The answer is rewritten as the call's would be: the condition's
+	// request part is taken now, its headers copied (the call is gone by
+	// the time the answer comes).
+	rw, log, api := c.rt.rewrite, c.e.log, c.rt.api.Name
+	var in *expr.Input
+	if rw != nil {
+		in = c.condInput()
+		in.Header = in.Header.Clone()
+	}
 	go func() {
 		defer rc.refreshing.release()
 		defer a.refreshing.Store(false)
@@ -292,7 +302,15 @@ func (c *call) refresh(rc *responseCache, key string, a *cachedAnswer) {
 		if m.Header.Get("X-Jetway-Fallback") != "" {
 			return
 		}
-		rc.store(key, path, method, rep.Status, backendHeader(m.Header), m.Data, time.Now())
+		h := backendHeader(m.Header)
+		status, data := rep.Status, m.Data
+		admit := rc.admits(status, h, len(data))
+		if rw != nil {
+			if status, data, err = rw.response(in, status, h, data, log, api); err != nil {
+				return // not kept: the stale answer stays until it is replaced
+			}
+		}
+		rc.put(admit, key, path, method, status, h, data, time.Now())
 	}()
 }
 
@@ -309,19 +327,26 @@ func backendHeader(nh nats.Header) http.Header {
 	return h
 }
 
-// store keeps an answer when it may be kept: a cacheable status, no
-// Set-Cookie, not too large, and — unless the entry ignores it — a
-// Cache-Control that allows a shared cache to keep it, whose max-age (or
-// s-maxage) sets its freshness.
-func (rc *responseCache) store(key, path, method string, status int, h http.Header, body []byte, now time.Time) bool {
-	if !rc.statuses[status] || len(body) > rc.maxEntry || h["Set-Cookie"] != nil || slices.Contains(h["Vary"], "*") {
-		return false
+// cacheAdmission is whether, and for how long, an answer may be kept.
+type cacheAdmission struct {
+	ok            bool
+	ttl, swr, sie time.Duration
+}
+
+// admits says whether the backend's answer may be kept: a cacheable
+// status, no Set-Cookie, not too large, and — unless the entry ignores it
+// — a Cache-Control that allows a shared cache to keep it, whose max-age
+// (or s-maxage) sets its freshness. Asked of the backend's own status and
+// headers, before any rewrite.
+func (rc *responseCache) admits(status int, h http.Header, size int) cacheAdmission {
+	if !rc.statuses[status] || size > rc.maxEntry || h["Set-Cookie"] != nil || slices.Contains(h["Vary"], "*") {
+		return cacheAdmission{}
 	}
 	ttl, swr, sie := rc.ttl, rc.swr, rc.sie
 	if rc.respectCC {
 		cc, ok := cacheControl(h["Cache-Control"])
 		if !ok {
-			return false
+			return cacheAdmission{}
 		}
 		if cc.maxAge >= 0 {
 			// Freshness left: what the backend's own caches used of it
@@ -336,7 +361,15 @@ func (rc *responseCache) store(key, path, method string, status int, h http.Head
 		}
 	}
 	if ttl <= 0 && swr <= 0 && sie <= 0 {
-		return false
+		return cacheAdmission{}
+	}
+	return cacheAdmission{ok: true, ttl: ttl, swr: swr, sie: sie}
+}
+
+// put keeps an answer (as sent: rewritten) that admits admitted.
+func (rc *responseCache) put(a cacheAdmission, key, path, method string, status int, h http.Header, body []byte, now time.Time) {
+	if !a.ok || len(body) > rc.maxEntry {
+		return
 	}
 	kept := h.Clone()
 	delete(kept, "X-Request-Id") // each answer gets its own
@@ -346,10 +379,9 @@ func (rc *responseCache) store(key, path, method string, status int, h http.Head
 	if method == http.MethodHead {
 		body = nil
 	}
-	fresh := now.Add(ttl)
+	fresh := now.Add(a.ttl)
 	rc.c.Set(key, &cachedAnswer{path: path, status: status, header: kept, body: body, stored: now,
-		fresh: fresh, swrUntil: fresh.Add(swr), sieUntil: fresh.Add(sie)})
-	return true
+		fresh: fresh, swrUntil: fresh.Add(a.swr), sieUntil: fresh.Add(a.sie)})
 }
 
 // cacheDirectives is what a response's Cache-Control tells a shared cache.

@@ -452,9 +452,20 @@ func (c *call) reply() error {
 	status, data := rep.Status, m.Data
 	dst := c.Header()
 	var kept http.Header // the backend's headers as rewritten: what the cache keeps
+	admit := cacheAdmission{}
 	if rep.Code == "" && (rt.rewrite != nil || c.cacheKey != "") {
 		kept = backendHeader(m.Header)
-		status, data = c.rewriteResponse(status, kept, data)
+		if c.cacheKey != "" {
+			// What may be kept is the backend's to say, before any
+			// rewrite (a status map or a removed Set-Cookie must not make
+			// a private answer shared).
+			admit = rt.respCache.admits(status, kept, len(data))
+		}
+		var err error
+		if status, data, err = c.rewriteResponse(status, kept, data); err != nil {
+			c.e.log.Warn("response not rewritten", "api", rt.api.Name, "request_id", c.id, "err", err)
+			return c.refuse(bus.CodeBadGateway, err.Error())
+		}
 		for k, vs := range kept {
 			dst[k] = vs
 		}
@@ -477,12 +488,12 @@ func (c *call) reply() error {
 		return nil // a gateway error is never a good response
 	}
 	if c.cacheKey != "" && !fallback { // a fallback's answer is no answer of the backend's
-		rt.respCache.store(c.cacheKey, r.URL.RawPath, r.Method, status, kept, data, time.Now())
+		rt.respCache.put(admit, c.cacheKey, r.URL.RawPath, r.Method, status, kept, data, time.Now())
 	}
-	if rt.cache != nil && rep.Status >= 200 && rep.Status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && m.Header.Get("X-Jetway-Fallback") == "" {
+	if rt.cache != nil && rep.Status >= 200 && rep.Status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !fallback {
 		h := dst.Clone()
 		delete(h, "X-Request-Id") // each answer gets its own
-		rt.cache.Put(lastGoodKey(r), time.Now(), rep.Status, h, m.Data)
+		rt.cache.Put(lastGoodKey(r), time.Now(), status, h, data)
 	}
 	return nil
 }

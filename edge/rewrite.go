@@ -2,7 +2,9 @@ package edge
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -219,8 +221,8 @@ func getAt(doc any, path []string) (any, bool) {
 			}
 			cur = v
 		case []any:
-			i, err := strconv.Atoi(t)
-			if err != nil || i < 0 || i >= len(c) {
+			i, ok := arrayIndex(t)
+			if !ok || i >= len(c) {
 				return nil, false
 			}
 			cur = c[i]
@@ -245,7 +247,7 @@ func removeAt(doc any, path []string) any {
 	case map[string]any:
 		delete(p, last)
 	case []any:
-		if i, err := strconv.Atoi(last); err == nil && i >= 0 && i < len(p) {
+		if i, ok := arrayIndex(last); ok && i < len(p) {
 			np := slices.Delete(p, i, i+1)
 			if len(path) == 1 {
 				return np
@@ -255,7 +257,7 @@ func removeAt(doc any, path []string) any {
 			case map[string]any:
 				g[path[len(path)-2]] = np
 			case []any:
-				j, _ := strconv.Atoi(path[len(path)-2])
+				j, _ := arrayIndex(path[len(path)-2])
 				g[j] = np
 			}
 		}
@@ -274,22 +276,36 @@ func setAt(doc any, path []string, v any) (any, error) {
 	}
 	switch c := doc.(type) {
 	case map[string]any:
-		child, err := setAt(c[path[0]], path[1:], v)
+		k := path[0]
+		if _, exact := c[k]; !exact {
+			// A key equal but for case would stay beside the new one, and
+			// a Go backend could read either: the new one replaces it.
+			fk := schemas.FoldKey(k)
+			for other := range c {
+				if schemas.FoldKey(other) == fk {
+					delete(c, other)
+				}
+			}
+		}
+		child, err := setAt(c[k], path[1:], v)
 		if err != nil {
 			return nil, err
 		}
-		c[path[0]] = child
+		c[k] = child
 		return c, nil
 	case []any:
 		if path[0] == "-" {
+			if len(path) > 1 {
+				return nil, errors.New("/-: an element to be appended has no fields yet")
+			}
 			child, err := setAt(nil, path[1:], v)
 			if err != nil {
 				return nil, err
 			}
 			return append(c, child), nil
 		}
-		i, err := strconv.Atoi(path[0])
-		if err != nil || i < 0 || i >= len(c) {
+		i, ok := arrayIndex(path[0])
+		if !ok || i >= len(c) {
 			return nil, fmt.Errorf("/%s is not an index of the array there", path[0])
 		}
 		child, err := setAt(c[i], path[1:], v)
@@ -300,6 +316,22 @@ func setAt(doc any, path []string, v any) (any, error) {
 		return c, nil
 	}
 	return nil, fmt.Errorf("/%s: the value on the way is not an object or an array", path[0])
+}
+
+// arrayIndex reads a pointer token as an array index: digits, no sign, no
+// leading zero (RFC 6901).
+func arrayIndex(t string) (int, bool) {
+	if t == "" || len(t) > 9 || (len(t) > 1 && t[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(t); i++ {
+		if t[i] < '0' || t[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(t[i]-'0')
+	}
+	return n, true
 }
 
 func deepCopy(v any) any {
@@ -416,7 +448,7 @@ func (c *call) rewriteRequest() error {
 		return c.refuse(bus.CodeInternal, "the rewrites of api "+c.rt.api.Name+" are not loaded on this edge")
 	}
 	r := c.r
-	if !c.holds(rw.reqWhen, nil) {
+	if !holds(rw.reqWhen, c.condInput(), c.e.log, c.rt.api.Name) {
 		return nil
 	}
 	if rw.method != "" {
@@ -488,24 +520,34 @@ func rewriteQuery(raw string, remove []string, set [][2]string) string {
 	return strings.Join(out, "&")
 }
 
-// rewriteResponse applies the API's response rewrites to a backend's
-// answer before it is sent (and cached): the status, headers, and a JSON
-// body. A body that is not JSON, or whose rewrite is blocked, is sent as
-// it came (and logged).
-func (c *call) rewriteResponse(status int, h http.Header, body []byte) (int, []byte) {
-	rw := c.rt.rewrite
-	if rw == nil {
-		return status, body
+// rewriteResponse is the call's answer as its API's response rewrites make
+// it (see rewriter.response).
+func (c *call) rewriteResponse(status int, h http.Header, body []byte) (int, []byte, error) {
+	if c.rt.rewrite == nil {
+		return status, body, nil
 	}
-	if !c.holds(rw.respWhen, &expr.Input{Status: status, RespHeader: h, RespBody: body, Decode: schemas.DecodeJSON}) {
-		return status, body
+	return c.rt.rewrite.response(c.condInput(), status, h, body, c.e.log, c.rt.api.Name)
+}
+
+// response applies the response rewrites to a backend's answer before it
+// is sent and cached: the status, headers, and a JSON body, for a call
+// whose request part of a condition's input is in. A body the rewrite
+// should change but cannot read as JSON (a JSON type that does not parse
+// strictly, nested too deep) is an error: the caller then gets 502, never
+// the body unchanged, for the removal of a field may be the point. A body
+// of another Content-Type passes as it came. A changed body loses its
+// Content-Length and the validators that name its bytes (ETag, Digest).
+func (rw *rewriter) response(in *expr.Input, status int, h http.Header, body []byte, log *slog.Logger, api string) (int, []byte, error) {
+	in.Status, in.RespHeader, in.RespBody, in.Decode = status, h, body, schemas.DecodeJSON
+	if !holds(rw.respWhen, in, log, api) {
+		return status, body, nil
 	}
 	if to, ok := rw.status[status]; ok {
 		status = to
 	}
 	rw.respHeaders.apply(h)
 	if rw.respBody == nil || len(body) == 0 || !schemas.IsJSON(firstValue(h["Content-Type"])) {
-		return status, body
+		return status, body, nil
 	}
 	doc, err := schemas.DecodeJSON(body)
 	if err == nil {
@@ -516,30 +558,33 @@ func (c *call) rewriteResponse(status int, h http.Header, body []byte) (int, []b
 		out, err = encodeBody(doc)
 	}
 	if err != nil {
-		c.e.log.Warn("response body not rewritten", "api", c.rt.api.Name, "request_id", c.id, "err", err)
-		return status, body
+		return status, nil, fmt.Errorf("the response body of api %s could not be rewritten: %w", api, err)
 	}
-	return status, out
+	for _, k := range []string{"Content-Length", "Etag", "Content-Md5", "Digest", "Repr-Digest", "Content-Digest"} {
+		delete(h, k)
+	}
+	return status, out, nil
 }
 
-// holds evaluates a rewrite's condition on the call (nil: always). A
-// condition that fails to run (its cost limit, a key a map lacks) does not
-// hold, and is logged.
-func (c *call) holds(cond *expr.Cond, resp *expr.Input) bool {
-	if cond == nil {
-		return true
-	}
-	in := resp
-	if in == nil {
-		in = &expr.Input{}
-	}
-	in.Method, in.Path, in.Header, in.RawQuery, in.ClientIP = c.r.Method, c.r.URL.RawPath, c.r.Header, c.r.URL.RawQuery, c.clientIP
+// condInput is the request part of a condition's input for the call.
+func (c *call) condInput() *expr.Input {
+	in := &expr.Input{Method: c.r.Method, Path: c.r.URL.RawPath, Header: c.r.Header, RawQuery: c.r.URL.RawQuery, ClientIP: c.clientIP}
 	if c.app != nil {
 		in.App, in.Sandbox = c.app.app.ID, c.app.app.Sandbox
 	}
+	return in
+}
+
+// holds evaluates a rewrite's condition (nil: always). A condition that
+// fails to run (its cost limit, a key a map lacks) does not hold, and is
+// logged.
+func holds(cond *expr.Cond, in *expr.Input, log *slog.Logger, api string) bool {
+	if cond == nil {
+		return true
+	}
 	ok, err := cond.Eval(in)
 	if err != nil {
-		c.e.log.Debug("rewrite condition failed; the rewrite does not apply", "api", c.rt.api.Name, "request_id", c.id, "when", cond.String(), "err", err)
+		log.Debug("rewrite condition failed; the rewrite does not apply", "api", api, "when", cond.String(), "err", err)
 		return false
 	}
 	return ok

@@ -7,7 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/registry"
 )
 
 // echoRequest answers with what the backend got: method, query, the
@@ -145,5 +150,90 @@ func TestRewriteWhen(t *testing.T) {
 	if _, err := g.Client.Put(t.Context(), []byte(`{"name":"bad","pool":"p","route":{"path":"/bad"},"backend":{"type":"mock"},
 		"rewrite":{"request":{"when":"request.method ==","method":"POST"}}}`)); err == nil || !strings.Contains(err.Error(), "rewrite.request.when") {
 		t.Errorf("a bad condition: %v", err)
+	}
+}
+
+// Regressions of the rewrite review: a rewritten body carries no stale
+// Content-Length; a refreshed or last-good answer is kept rewritten; a set
+// replaces a key equal but for case; a JSON answer the rewrite cannot
+// read is a 502, never sent unchanged; what may be cached is the
+// backend's to say; a set value must parse one way only.
+func TestRewriteReview(t *testing.T) {
+	var version atomic.Int64
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Internal", "x")
+		switch r.URL.Query().Get("kind") {
+		case "deep":
+			fmt.Fprint(w, strings.Repeat("[", 200)+strings.Repeat("]", 200))
+			return
+		case "cookie":
+			w.Header().Set("Set-Cookie", "s=1")
+		}
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, `{"secret":"s3cret","v":%d,"got":%s}`, version.Load(), orNull(b))
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	g.Publish(`{"name":"rr","pool":"p","route":{"method":"*","path":"/rr"},"backend":{"type":"http","url":"` + be.URL + `/x"},
+		"fallback":{"cached":true},
+		"cache":{"ttl":"100ms","stale_while_revalidate":"1h"},
+		"rewrite":{"request":{"body":{"set":{"/isAdmin":false}}},
+		  "response":{"headers":{"remove":["X-Internal","Set-Cookie"]},"body":{"remove":["/secret"]}}}}`)
+	r := g.Do("GET", "/rr", nil)
+	if r.Status != 200 || strings.Contains(r.Body, "secret") || r.Header.Get("X-Internal") != "" {
+		t.Fatalf("%d %s", r.Status, r.Body) // Do fails the test on a body shorter than its Content-Length
+	}
+	// The stale answer's background refresh is kept rewritten too.
+	version.Store(1)
+	time.Sleep(150 * time.Millisecond)
+	g.Do("GET", "/rr", nil) // stale: refreshes
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		r := g.Do("GET", "/rr", nil)
+		if !strings.Contains(r.Body, `"v":1`) || r.Header.Get("X-Cache") != "hit" {
+			return fmt.Errorf("not refreshed: %q %s", r.Header.Get("X-Cache"), r.Body)
+		}
+		if strings.Contains(r.Body, "secret") || r.Header.Get("X-Internal") != "" {
+			return fmt.Errorf("the refresh kept the answer unrewritten: %s", r.Body)
+		}
+		return nil
+	})
+	// A set replaces a key equal but for case: a Go backend reads one value.
+	r = g.Do("POST", "/rr", strings.NewReader(`{"isadmin":true}`), "Content-Type", "application/json")
+	if strings.Contains(r.Body, "isadmin") || !strings.Contains(r.Body, `"isAdmin":false`) {
+		t.Errorf("case-folded key: %s", r.Body)
+	}
+	// The degrade switch's cached answer is the rewritten one.
+	if _, err := g.Client.SetDegrade(t.Context(), "rr", &registry.Degrade{On: true, Cached: true}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
+		r := g.Do("GET", "/rr", nil)
+		if r.Header.Get("X-Jetway-Degraded") != "cached" {
+			return fmt.Errorf("not degraded yet: %d", r.Status)
+		}
+		if strings.Contains(r.Body, "secret") {
+			return fmt.Errorf("the degraded answer is unrewritten: %s", r.Body)
+		}
+		return nil
+	})
+	if err := g.Client.ClearDegrade(t.Context(), "rr"); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
+		if r := g.Do("GET", "/rr?kind=deep", nil); r.Status != 502 {
+			return fmt.Errorf("a JSON answer the rewrite cannot read: %d %.80s", r.Status, r.Body)
+		}
+		return nil
+	})
+	// The backend set a cookie: not kept, though the rewrite removes it.
+	g.Do("GET", "/rr?kind=cookie", nil)
+	if x := g.Do("GET", "/rr?kind=cookie", nil).Header.Get("X-Cache"); x != "miss" {
+		t.Errorf("an answer with Set-Cookie was cached: %q", x)
+	}
+	_, err := g.Client.Put(t.Context(), []byte(`{"name":"bad","pool":"p","route":{"path":"/bad"},"backend":{"type":"mock"},
+		"rewrite":{"request":{"body":{"set":{"/a":{"k":1,"k":2}}}}}}`))
+	if err == nil || !strings.Contains(err.Error(), "one way only") {
+		t.Errorf("a set value with a key twice: %v", err)
 	}
 }

@@ -67,11 +67,24 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 			dst[name] = vs
 		}
 	}
+	status := rep.Status
+	if rw := c.rt.rewrite; rw != nil {
+		// A stream's head takes the response rewrite's status map and
+		// headers; its messages are not rewritten (docs/policies.md).
+		in := c.condInput()
+		in.Status, in.RespHeader = status, dst
+		if holds(rw.respWhen, in, c.e.log, c.rt.api.Name) {
+			if to, ok := rw.status[status]; ok {
+				status = to
+			}
+			rw.respHeaders.apply(dst)
+		}
+	}
 	dst["X-Content-Type-Options"] = []string{"nosniff"}
 	// A caller that stops reading cannot hold the call past its deadline.
 	ctl := http.NewResponseController(c.w)
 	_ = ctl.SetWriteDeadline(c.deadline)
-	c.WriteHeader(rep.Status)
+	c.WriteHeader(status)
 	_ = ctl.Flush()
 	// The worker's ack inbox, from the head's reply (<inbox>.h): the edge
 	// answers only there. A chunk's reply naming anything else (the KV

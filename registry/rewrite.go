@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jetway-gw/jetway/expr"
+	"github.com/jetway-gw/jetway/schemas"
 )
 
 // Rewrite adapts an API's requests and responses at the edge, declared in
@@ -123,8 +124,8 @@ func (b *JSONBodyChange) check(prefix string, add func(path, format string, args
 	}
 	for p, v := range b.Set {
 		ptr(prefix+".set", p)
-		if !json.Valid(v) {
-			add(prefix+".set."+p, "must be a JSON value")
+		if _, err := schemas.DecodeJSON(v); err != nil {
+			add(prefix+".set."+p, "must be a JSON value that parses one way only: %v", err)
 		}
 	}
 	for _, p := range b.Remove {

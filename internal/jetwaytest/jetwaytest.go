@@ -329,7 +329,10 @@ func Do(t testing.TB, base, method, path string, body io.Reader, hdr ...string) 
 		return Result{}
 	}
 	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Errorf("%s %s: reading the body: %v", method, path, err) // a body shorter than its Content-Length, say
+	}
 	r := Result{Status: resp.StatusCode, Header: resp.Header, Body: string(b)}
 	var e struct {
 		Code string `json:"code"`
