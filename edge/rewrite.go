@@ -280,9 +280,8 @@ func setAt(doc any, path []string, v any) (any, error) {
 		if _, exact := c[k]; !exact {
 			// A key equal but for case would stay beside the new one, and
 			// a Go backend could read either: the new one replaces it.
-			fk := schemas.FoldKey(k)
 			for other := range c {
-				if schemas.FoldKey(other) == fk {
+				if strings.EqualFold(other, k) {
 					delete(c, other)
 				}
 			}

@@ -213,10 +213,6 @@ type Request struct {
 // one reading only, numbers exact (int64 or json.Number), bounded depth.
 func DecodeJSON(b []byte) (any, error) { return decodeStrict(b) }
 
-// FoldKey is the form under which two object keys a Go backend's
-// encoding/json would confuse (equal ignoring case) are equal.
-func FoldKey(k string) string { return foldKey(k) }
-
 // IsJSON reports whether a Content-Type is JSON (application/json or a
 // +json type) in UTF-8.
 func IsJSON(contentType string) bool { return jsonMediaType(contentType) }
