@@ -63,6 +63,9 @@ type Response struct {
 	// a failure all the same: a gRPC RESOURCE_EXHAUSTED (429) is the
 	// backend saying it is overloaded.
 	Failed bool
+	// Classified says Failed is the API's classify verdict, which alone
+	// decides (a 5xx it does not list succeeds).
+	Classified bool
 	// Stream, set only when the request had Stream, sends the body in
 	// chunks after Status and Header went out: it calls send for each,
 	// returns when the backend's stream ends (its error, if any, already

@@ -141,6 +141,27 @@ func ErrorReply(code Code, msg, requestID string) *nats.Msg {
 type Reply struct {
 	Status int  // the HTTP status
 	Code   Code // set only on a gateway-made error
+	// Outcome is the worker's classify verdict (OutcomeFailed, OutcomeOK),
+	// "" when the API has no classify block.
+	Outcome string
+}
+
+// The HdrOutcome values.
+const (
+	OutcomeFailed = "failed"
+	OutcomeOK     = "ok"
+)
+
+// The HdrOutcome values as header values, shared (never changed).
+var outcomeFailed, outcomeOK = []string{OutcomeFailed}, []string{OutcomeOK}
+
+// SetOutcome marks a reply with the worker's classify verdict.
+func SetOutcome(h nats.Header, failed bool) {
+	if failed {
+		h[HdrOutcome] = outcomeFailed
+	} else {
+		h[HdrOutcome] = outcomeOK
+	}
 }
 
 // DecodeReply reads a reply message's status and error code; a reply
@@ -153,7 +174,7 @@ func DecodeReply(h nats.Header) (Reply, error) {
 	if err != nil || status < 100 || status > 999 {
 		return Reply{}, errMalformedReply
 	}
-	return Reply{Status: status, Code: Code(first(h, HdrError))}, nil
+	return Reply{Status: status, Code: Code(first(h, HdrError)), Outcome: first(h, HdrOutcome)}, nil
 }
 
 var errMalformedReply = Errorf(CodeBadGateway, "malformed reply from worker")

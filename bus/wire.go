@@ -46,6 +46,11 @@ const (
 	// Reply metadata, set by the worker.
 	HdrStatus = "Jetway-Status" // HTTP status of the reply
 	HdrError  = "Jetway-Error"  // set only on gateway-made errors: the error code
+	// HdrOutcome is the API's classify verdict on a backend's answer:
+	// OutcomeFailed or OutcomeOK; absent for an API without classify (the
+	// edge then goes by the status). An edge that does not know it drops
+	// it with the other reserved names.
+	HdrOutcome = "Jetway-Outcome"
 
 	// HdrTraceparent carries W3C trace context; it is not prefixed so that
 	// standard propagators find it.

@@ -88,6 +88,9 @@ type call struct {
 	status int      // the status sent; 0: none yet
 	code   bus.Code // the gateway error code sent, if any
 	fault  string   // what a drill injected: "delay", "abort" or ""
+	// outcome is the worker's classify verdict on the answer
+	// (bus.OutcomeFailed, bus.OutcomeOK), "" when the API has none.
+	outcome string
 
 	cacheKey    string        // the call's response cache key; "": not cached
 	cacheResult string        // "hit", "miss", "stale" or ""
@@ -442,7 +445,9 @@ func (c *call) reply() error {
 		return c.refuse(ge.Code, ge.Message)
 	}
 	fallback := m.Header.Get("X-Jetway-Fallback") != ""
-	if (rep.Code != "" || rep.Status >= 500 || fallback) && c.serveStale() {
+	c.outcome = rep.Outcome
+	failed := rep.Code != "" || fallback || c.failedAnswer(rep.Status)
+	if failed && c.serveStale() {
 		return nil // stale-if-error: the kept answer beats the failure, and a fallback's
 	}
 	if rep.Code != "" {
@@ -487,10 +492,10 @@ func (c *call) reply() error {
 	if rep.Code != "" {
 		return nil // a gateway error is never a good response
 	}
-	if c.cacheKey != "" && !fallback { // a fallback's answer is no answer of the backend's
+	if c.cacheKey != "" && !failed { // a fallback's answer is no answer of the backend's
 		rt.respCache.put(admit, c.cacheKey, r.URL.RawPath, r.Method, status, kept, data, time.Now())
 	}
-	if rt.cache != nil && rep.Status >= 200 && rep.Status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !fallback {
+	if rt.cache != nil && rep.Status >= 200 && rep.Status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !failed {
 		h := dst.Clone()
 		delete(h, "X-Request-Id") // each answer gets its own
 		rt.cache.Put(lastGoodKey(r), time.Now(), status, h, data)
@@ -520,6 +525,18 @@ func (d *degraded) answer(c *call) error {
 		return d.refusal
 	}
 	return c.answer(bus.CodeDegraded, d.status, d.header, d.body)
+}
+
+// failedAnswer reports whether a backend's answer of this status failed:
+// the API's classify verdict when the worker gave one, else a 5xx.
+func (c *call) failedAnswer(status int) bool {
+	switch c.outcome {
+	case bus.OutcomeFailed:
+		return true
+	case bus.OutcomeOK:
+		return false
+	}
+	return status >= 500
 }
 
 // answer ends the call with a fixed answer of the gateway's (a switch's

@@ -28,8 +28,15 @@ func (e *Edge) observe(c *call, r *http.Request, start time.Time) {
 		switch {
 		case blocked[c.code]:
 			o = otel.Blocked
-		case c.code != "" || c.status >= 500:
+		case c.code != "":
 			o = otel.Failed
+		case c.cacheResult == "hit" || c.cacheResult == "stale":
+			// Answered from the cache: a good answer, whatever its status.
+		case c.failedAnswer(c.status):
+			o = otel.Failed
+			if c.outcome == bus.OutcomeFailed && c.status < 500 {
+				reason = "CLASSIFIED"
+			}
 		}
 		m.Record(rt.key, rt.api.Pool, o, reason, latency)
 		if c.app != nil {

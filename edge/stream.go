@@ -68,6 +68,7 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 		}
 	}
 	status := rep.Status
+	c.outcome = rep.Outcome
 	if rw := c.rt.rewrite; rw != nil {
 		// A stream's head takes the response rewrite's status map and
 		// headers; its messages are not rewritten (docs/policies.md).

@@ -37,7 +37,7 @@ const (
 // Reasons and codes counted by name; any other counts as "other".
 var (
 	blockReasons = []string{"RATE_LIMITED", "DEGRADED", "CIRCUIT_OPEN", "OVERLOADED", "UNAUTHENTICATED", "FORBIDDEN", "PAYLOAD_TOO_LARGE", "BAD_REQUEST", "INVALID_REQUEST", "other"}
-	failCodes    = []string{"GATEWAY_TIMEOUT", "BAD_GATEWAY", "NO_WORKERS", "BUS_UNAVAILABLE", "INTERNAL", "BACKEND_5XX", "FAULT_INJECTED", "other"}
+	failCodes    = []string{"GATEWAY_TIMEOUT", "BAD_GATEWAY", "NO_WORKERS", "BUS_UNAVAILABLE", "INTERNAL", "BACKEND_5XX", "FAULT_INJECTED", "CLASSIFIED", "other"}
 )
 
 // Metrics are a node's per-API call metrics: counters, latency histograms

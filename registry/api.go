@@ -62,6 +62,8 @@ type API struct {
 	Validate *Validate `json:"validate,omitempty"`
 	Cache    *Cache    `json:"cache,omitempty"`
 	Rewrite  *Rewrite  `json:"rewrite,omitempty"`
+	// Classify is the API's one definition of a failed call (classify.go).
+	Classify *Classify `json:"classify,omitempty"`
 
 	// Sandbox is the tier that sandbox apps call instead (sandbox.go).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
@@ -317,7 +319,7 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
 		"rate_limits": &a.RateLimits, "edge_concurrency": &a.EdgeConcurrency,
 		"breaker": &a.Breaker, "retry": &a.Retry, "fallback": &a.Fallback, "ip_rules": &a.IPRules,
-		"auth": &a.Auth, "validate": &a.Validate, "cache": &a.Cache, "rewrite": &a.Rewrite, "sandbox": &a.Sandbox, "created_revision": &a.Created,
+		"auth": &a.Auth, "validate": &a.Validate, "cache": &a.Cache, "rewrite": &a.Rewrite, "classify": &a.Classify, "sandbox": &a.Sandbox, "created_revision": &a.Created,
 	}
 	// Absent fields are reported once, by the schema ("missing property").
 	for k := range fields {
@@ -434,6 +436,7 @@ func (a *API) check(key string) []schemas.Problem {
 	a.Validate.check("validate", add)
 	a.Cache.check("cache", add)
 	a.Rewrite.check("rewrite", add)
+	a.Classify.check("classify", add)
 	if a.Sandbox != nil {
 		a.Sandbox.check(params, catchAll, add)
 		if !a.Auth.Requires() {

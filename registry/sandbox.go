@@ -54,6 +54,7 @@ func (a *API) SandboxAPI() *API {
 		Validate:    cmp.Or(sb.Validate, a.Validate),
 		Cache:       cmp.Or(sb.Cache, a.Cache),
 		Rewrite:     cmp.Or(sb.Rewrite, a.Rewrite),
+		Classify:    a.Classify, // one definition of failure for both tiers
 		IPRules:     a.IPRules,
 		Auth:        a.Auth,
 		Revision:    a.Revision,

@@ -87,3 +87,21 @@ func TestSharedSchemaChangesKeepUsersCompiling(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A classify block with a status that is none, or a condition that does
+// not compile, is refused at publish.
+func TestParseAPIClassify(t *testing.T) {
+	const head = `{"name":"c","pool":"p","route":{"path":"/c"},"backend":{"type":"mock"},`
+	for _, c := range []string{`{"failure_statuses":["6xx"]}`, `{"failure_statuses":["503-500"]}`, `{"failure_when":"response.json.code !="}`, `{"slow":"-1s"}`} {
+		if _, err := registry.ParseAPI("", []byte(head+`"classify":`+c+`}`)); err == nil {
+			t.Errorf("accepted: %s", c)
+		}
+	}
+	a, err := registry.ParseAPI("", []byte(head+`"classify":{"failure_statuses":["5xx","429","400-404"],"failure_when":"response.status == 200 && response.json.code != 0","slow":"2s"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Classify.StatusRanges(); len(got) != 3 || got[0] != [2]int{500, 599} || got[2] != [2]int{400, 404} {
+		t.Fatalf("%v", got)
+	}
+}

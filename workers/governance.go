@@ -83,6 +83,12 @@ func failure(resp *backend.Response, err error) string {
 		}
 		return registry.RetryOnConnect
 	}
+	if resp.Classified {
+		if resp.Failed {
+			return registry.RetryOn5xx
+		}
+		return ""
+	}
 	if resp.Status >= 500 || resp.Failed {
 		return registry.RetryOn5xx
 	}

@@ -127,6 +127,9 @@ func (s *streamSession) relay(resp *backend.Response) {
 	}
 	bus.CleanHeaders(h)
 	bus.EncodeReply(h, resp.Status)
+	if resp.Classified {
+		bus.SetOutcome(h, resp.Failed)
+	}
 	h[bus.HdrStream] = []string{bus.StreamOpen}
 	if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Reply: s.ackInbox + ".h", Header: h}); err != nil {
 		s.w.log.Warn("sending a stream's head", "subject", m.Subject, "err", err)

@@ -251,6 +251,7 @@ func (w *Worker) newStack(a *registry.API, g *governance, b backend.Backend) bac
 		w.fallback(a, g), // another API, the last good response, or a static one
 		w.retry(a, g),    // what the policy allows, within the deadline and budget
 		w.breaker(a, g),  // fails fast while the circuit is open, records outcomes
+		w.classify(a),    // the API's one definition of failure (classify.go)
 	)
 }
 
@@ -538,6 +539,9 @@ func (w *Worker) reply(m *nats.Msg, resp *backend.Response, requestID string) {
 	}
 	bus.CleanHeaders(h)
 	bus.EncodeReply(h, resp.Status)
+	if resp.Classified {
+		bus.SetOutcome(h, resp.Failed)
+	}
 	rb.msg = nats.Msg{Header: h, Data: resp.Body}
 	err := m.RespondMsg(&rb.msg)
 	if len(h) <= 32 { // a map grown by a reply with many headers is not kept

@@ -1,0 +1,67 @@
+package workers
+
+import (
+	"context"
+	"time"
+
+	"github.com/jetway-gw/jetway/backend"
+	"github.com/jetway-gw/jetway/expr"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/schemas"
+)
+
+// classify applies an API's one definition of a failed call to each
+// backend answer (the innermost middleware: every attempt is judged, and
+// the breaker, retry and fallback above it read the verdict in
+// Response.Failed). The verdict travels to the edge with the reply, which
+// counts the call by it. nil for an API without classify.
+func (w *Worker) classify(a *registry.API) backend.Middleware {
+	c := a.Classify
+	if c == nil {
+		return nil
+	}
+	ranges := c.StatusRanges()
+	var cond *expr.Cond
+	if c.FailureWhen != "" {
+		var err error
+		if cond, err = expr.Compile(c.FailureWhen); err != nil { // checked at publish
+			w.log.Warn("classify condition not compiled; it is left out", "api", a.Name, "err", err)
+		}
+	}
+	slow := time.Duration(c.Slow)
+	name := a.Name
+	return func(next backend.Backend) backend.Backend {
+		return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {
+			start := time.Now()
+			resp, err := next(ctx, req)
+			if err != nil || resp == nil {
+				return resp, err // a gateway error: a failure whatever classify says
+			}
+			failed := false
+			for _, r := range ranges {
+				if resp.Status >= r[0] && resp.Status <= r[1] {
+					failed = true
+					break
+				}
+			}
+			if !failed && slow > 0 && time.Since(start) > slow {
+				failed = true
+			}
+			if !failed && cond != nil {
+				in := &expr.Input{Method: req.Method, Path: req.Path, Header: req.Header, RawQuery: req.RawQuery,
+					App: req.App, Sandbox: req.API.IsSandbox(), ClientIP: req.ClientIP,
+					Status: resp.Status, RespHeader: resp.Header, RespBody: resp.Body, Decode: schemas.DecodeJSON}
+				holds, err := cond.Eval(in)
+				if err != nil {
+					w.log.Debug("classify condition failed to run; the answer counts as it is", "api", name, "err", err)
+				}
+				failed = holds
+			}
+			// A copy: an adapter may share one response among its calls
+			// (a mock's).
+			judged := *resp
+			judged.Failed, judged.Classified = failed, true
+			return &judged, nil
+		}
+	}
+}
