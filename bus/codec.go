@@ -155,6 +155,18 @@ const (
 // The HdrOutcome values as header values, shared (never changed).
 var outcomeFailed, outcomeOK = []string{OutcomeFailed}, []string{OutcomeOK}
 
+// ReplyFailed reports whether a reply of a backend's answer failed: the
+// worker's classify verdict when it gives one, else a 5xx.
+func ReplyFailed(rep Reply) bool {
+	switch rep.Outcome {
+	case OutcomeFailed:
+		return true
+	case OutcomeOK:
+		return false
+	}
+	return rep.Status >= 500
+}
+
 // SetOutcome marks a reply with the worker's classify verdict.
 func SetOutcome(h nats.Header, failed bool) {
 	if failed {

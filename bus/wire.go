@@ -57,10 +57,11 @@ const (
 	HdrTraceparent = "Traceparent"
 )
 
-// IsReserved reports whether an HTTP header name (in canonical form) is in
-// the reserved wire namespace.
-func IsReserved(canonicalName string) bool {
-	return len(canonicalName) >= len(HeaderPrefix) && canonicalName[:len(HeaderPrefix)] == HeaderPrefix
+// IsReserved reports whether an HTTP header name is in the reserved wire
+// namespace, in any letter case: a backend's "jetway-outcome" is as
+// reserved as "Jetway-Outcome" (a header map need not be canonical).
+func IsReserved(name string) bool {
+	return len(name) >= len(HeaderPrefix) && equalFold(name[:len(HeaderPrefix)], HeaderPrefix)
 }
 
 // Wire versions. A node reads the messages of its own version and of the

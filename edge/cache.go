@@ -296,8 +296,8 @@ func (c *call) refresh(rc *responseCache, key string, a *cachedAnswer) {
 			return
 		}
 		rep, err := bus.DecodeReply(m.Header)
-		if err != nil || rep.Code != "" {
-			return
+		if err != nil || rep.Code != "" || bus.ReplyFailed(rep) {
+			return // a failed answer never replaces a kept one
 		}
 		if m.Header.Get("X-Jetway-Fallback") != "" {
 			return

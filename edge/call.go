@@ -530,13 +530,7 @@ func (d *degraded) answer(c *call) error {
 // failedAnswer reports whether a backend's answer of this status failed:
 // the API's classify verdict when the worker gave one, else a 5xx.
 func (c *call) failedAnswer(status int) bool {
-	switch c.outcome {
-	case bus.OutcomeFailed:
-		return true
-	case bus.OutcomeOK:
-		return false
-	}
-	return status >= 500
+	return bus.ReplyFailed(bus.Reply{Status: status, Outcome: c.outcome})
 }
 
 // answer ends the call with a fixed answer of the gateway's (a switch's

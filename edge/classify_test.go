@@ -94,3 +94,50 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// Regressions of the classify review: a refresh never keeps a classified
+// failure; a fallback API's own verdict counts; a backend's jetway-*
+// header in any case never reaches the caller or passes for the verdict.
+func TestClassifyReview(t *testing.T) {
+	var bad atomic.Bool
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/lo" {
+			w.Header()["jetway-outcome"] = []string{"ok"}
+			w.WriteHeader(500)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if bad.Load() || r.URL.Path == "/fb2" {
+			fmt.Fprint(w, `{"code":7,"from":"`+r.URL.Path+`"}`)
+			return
+		}
+		fmt.Fprint(w, `{"code":0}`)
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	const cls = `"classify":{"failure_when":"response.json.code != 0"}`
+	g.Publish(`{"name":"cr","pool":"p","route":{"path":"/cr"},"backend":{"type":"http","url":"` + be.URL + `/cr"},` + cls + `,
+		"cache":{"ttl":"100ms","stale_while_revalidate":"1h","stale_if_error":"1h"}}`)
+	g.Do("GET", "/cr", nil)
+	bad.Store(true)
+	time.Sleep(150 * time.Millisecond)
+	g.Do("GET", "/cr", nil) // stale: a refresh, which fails
+	time.Sleep(100 * time.Millisecond)
+	if r := g.Do("GET", "/cr", nil); strings.Contains(r.Body, `"code":7`) {
+		t.Errorf("a refresh kept a classified failure: %q %s", r.Header.Get("X-Cache"), r.Body)
+	}
+	bad.Store(false)
+
+	g.Publish(`{"name":"fb2","pool":"p","route":{"path":"/fb2"},"backend":{"type":"http","url":"` + be.URL + `/fb2"},` + cls + `}`)
+	g.Publish(`{"name":"fa","pool":"p","route":{"path":"/fa"},"backend":{"type":"http","url":"` + be.URL + `/fb2"},` + cls + `,
+		"fallback":{"on":["5xx"],"api":"fb2","static":{"status":200,"body":"sorry"}}}`)
+	if r := g.Do("GET", "/fa", nil); r.Body != "sorry" {
+		t.Errorf("the fallback API's classified failure was taken as the answer: %s", r.Body)
+	}
+
+	g.Publish(`{"name":"lo","pool":"p","route":{"path":"/lo"},"backend":{"type":"http","url":"` + be.URL + `/lo"},"classify":{}}`)
+	if r := g.Do("GET", "/lo", nil); r.Header.Get("Jetway-Outcome") != "" || r.Status != 500 {
+		t.Errorf("a backend's jetway-outcome: %d %v", r.Status, r.Header)
+	}
+
+}

@@ -71,7 +71,7 @@ func Compile(src string) (*Cond, error) {
 	if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
 		return nil, fmt.Errorf("a condition must be true or false, not %v", ast.OutputType())
 	}
-	prg, err := e.Program(ast, cel.CostLimit(MaxCost), cel.InterruptCheckFrequency(100))
+	prg, err := e.Program(ast, cel.CostLimit(MaxCost))
 	if err != nil {
 		return nil, err
 	}
@@ -114,33 +114,56 @@ func (c *Cond) Eval(in *Input) (bool, error) {
 	return b, nil
 }
 
-// activation gives the variables, built only when a condition reads them.
+// activation gives the variables, each built the first time a condition
+// reads it and kept for the rest of the run: CEL asks for a variable at
+// every mention, on every pass of a loop, and rebuilding the headers or
+// re-parsing the body each time would make a loop's cost grow with the
+// caller's input, past what the cost limit counts.
 type activation struct {
 	in   *Input
 	json bool
+	vars [4]map[string]any // request, response, app, client; nil: not built
 }
 
 func (a *activation) Parent() interpreter.Activation { return nil }
 
 func (a *activation) ResolveName(name string) (any, bool) {
-	in := a.in
+	var i int
 	switch name {
 	case "request":
-		return map[string]any{"method": in.Method, "path": in.Path, "headers": headerMap(in.Header), "query": queryMap(in.RawQuery)}, true
+		i = 0
 	case "response":
+		i = 1
+	case "app":
+		i = 2
+	case "client":
+		i = 3
+	default:
+		return nil, false
+	}
+	if a.vars[i] == nil {
+		a.vars[i] = a.build(i)
+	}
+	return a.vars[i], true
+}
+
+func (a *activation) build(i int) map[string]any {
+	in := a.in
+	switch i {
+	case 0:
+		return map[string]any{"method": in.Method, "path": in.Path, "headers": headerMap(in.Header), "query": queryMap(in.RawQuery)}
+	case 1:
 		m := map[string]any{"status": int64(in.Status), "headers": headerMap(in.RespHeader)}
 		if a.json && in.Decode != nil && len(in.RespBody) > 0 {
 			if v, err := in.Decode(in.RespBody); err == nil {
 				m["json"] = celValue(v)
 			}
 		}
-		return m, true
-	case "app":
-		return map[string]any{"id": in.App, "sandbox": in.Sandbox}, true
-	case "client":
-		return map[string]any{"ip": in.ClientIP}, true
+		return m
+	case 2:
+		return map[string]any{"id": in.App, "sandbox": in.Sandbox}
 	}
-	return nil, false
+	return map[string]any{"ip": in.ClientIP}
 }
 
 func headerMap(h http.Header) map[string]string {

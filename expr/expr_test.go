@@ -66,3 +66,22 @@ func TestCompileAndCostBounds(t *testing.T) {
 		}
 	}
 }
+
+// A variable is built once per run, however often a loop reads it: the
+// body is parsed once, not once per element (a caller's large input
+// would otherwise cost far more than the cost limit counts).
+func TestVariablesBuiltOncePerRun(t *testing.T) {
+	parses := 0
+	in := &expr.Input{Status: 200, RespBody: []byte(`{"code":3,"items":[1,2,3,4,5,6,7,8,9,10]}`),
+		Decode: func(b []byte) (any, error) { parses++; return decode(b) }}
+	c, err := expr.Compile(`response.json.items.exists(x, x == response.json.code)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.Eval(in); err != nil || !ok {
+		t.Fatalf("%v %v", ok, err)
+	}
+	if parses != 1 {
+		t.Fatalf("the body was parsed %d times in one run", parses)
+	}
+}

@@ -372,8 +372,8 @@ func (w *Worker) callAPI(ctx context.Context, api string, req *backend.Request) 
 		return nil
 	}
 	rep, err := bus.DecodeReply(m.Header)
-	if err != nil || rep.Code != "" || rep.Status >= 500 {
-		return nil
+	if err != nil || rep.Code != "" || bus.ReplyFailed(rep) {
+		return nil // the fallback API's own classify decides, as it would for its callers
 	}
 	rh := http.Header(m.Header)
 	bus.DecodeHTTPHeaders(rh)

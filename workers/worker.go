@@ -396,7 +396,7 @@ func (w *Worker) serve(inv invocation, m *nats.Msg) {
 		w.replyError(m, req.RequestID, code, msg)
 		return
 	}
-	if failed := resp.Status >= 500 || resp.Failed; failed {
+	if failed := failure(resp, nil) != ""; failed {
 		inv.as.stats.record(time.Since(start), true, "backend answered "+strconv.Itoa(resp.Status))
 	} else {
 		inv.as.stats.record(time.Since(start), false, "")
