@@ -276,7 +276,8 @@ func (c *call) refresh(rc *responseCache, key string, a *cachedAnswer) {
 	// Its own request id and deadline: the stale caller's (which it may
 	// shorten with X-Request-Timeout) must not decide the refresh.
 	conn, timeout, path, method := c.e.o.Conn, c.rt.timeout, c.r.URL.RawPath, c.r.Method
-	msg, wire := c.requestMsg(newRequestID(), time.Now().Add(timeout))
+	msg := new(nats.Msg) // its own: the call goes back to the pool before the answer comes
+	wire := c.requestMsg(newRequestID(), time.Now().Add(timeout), msg)
 	// The answer is rewritten as the call's would be: the condition's
 	// request part is taken now, its headers copied (the call is gone by
 	// the time the answer comes).

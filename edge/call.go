@@ -84,6 +84,7 @@ type call struct {
 	counted  *apiState             // whose in-flight count this call holds; nil: none
 	body     *bytes.Buffer         // from bodyPool; nil: not read yet
 	msg      *nats.Msg             // the worker's reply
+	out      nats.Msg              // the request to the worker (requestMsg), kept in the pooled call
 
 	status int      // the status sent; 0: none yet
 	code   bus.Code // the gateway error code sent, if any
@@ -336,7 +337,8 @@ func (c *call) readBody() error {
 // send turns the call into one NATS request on the tier's subject and
 // waits for the worker's reply until the deadline.
 func (c *call) send() error {
-	out, wire := c.requestMsg(c.id, c.deadline)
+	out := &c.out
+	wire := c.requestMsg(c.id, c.deadline, out)
 	ctx, span := c.e.startSend(c.ctx, c.rt, out.Header)
 	ctx, cancel := context.WithDeadline(ctx, c.deadline)
 	if c.cacheKey == "" && takesStream(c.rt, c.r.Header.Get("Accept")) {
@@ -361,11 +363,12 @@ func (c *call) send() error {
 	return nil
 }
 
-// requestMsg is the call as a NATS request on the tier's subject, and the
-// wire version it is written in. A cached call (c.cacheKey set) carries
-// only what its key holds (responseCache.cacheKey): the keyed headers and
-// query parameters, the app when keyed, no client address.
-func (c *call) requestMsg(id string, deadline time.Time) (*nats.Msg, int) {
+// requestMsg writes the call as a NATS request on the tier's subject into
+// out, and returns the wire version it is written in. A cached call
+// (c.cacheKey set) carries only what its key holds
+// (responseCache.cacheKey): the keyed headers and query parameters, the
+// app when keyed, no client address.
+func (c *call) requestMsg(id string, deadline time.Time, out *nats.Msg) int {
 	r, rt := c.r, c.rt
 	var h nats.Header
 	rc := rt.respCache
@@ -412,7 +415,8 @@ func (c *call) requestMsg(id string, deadline time.Time) (*nats.Msg, int) {
 		meta.Stream = bus.StreamWindow
 	}
 	bus.EncodeRequest(h, &meta)
-	return &nats.Msg{Subject: rt.subject, Header: h, Data: c.body.Bytes()}, meta.Wire
+	*out = nats.Msg{Subject: rt.subject, Header: h, Data: c.body.Bytes()}
+	return meta.Wire
 }
 
 // requestError is the refusal for a failed NATS request.
