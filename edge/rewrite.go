@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,8 @@ import (
 // parsed.
 type rewriter struct {
 	broken      bool // it did not compile: every call is refused
+	pathRe      *regexp.Regexp
+	pathRepl    string
 	reqWhen     *expr.Cond
 	respWhen    *expr.Cond
 	method      string
@@ -75,6 +78,13 @@ func newRewriter(r *registry.Rewrite) (*rewriter, error) {
 				return nil, fmt.Errorf("request.when: %w", err)
 			}
 			rw.reqWhen = c
+		}
+		if p := q.Path; p != nil {
+			re, err := regexp.Compile(p.Regex)
+			if err != nil {
+				return nil, fmt.Errorf("request.path: %w", err)
+			}
+			rw.pathRe, rw.pathRepl = re, p.Replace
 		}
 		rw.method = q.Method
 		rw.reqHeaders = compileHeaders(q.Headers)
@@ -449,6 +459,17 @@ func (c *call) rewriteRequest() error {
 	r := c.r
 	if !holds(rw.reqWhen, c.condInput(), c.e.log, c.rt.api.Name) {
 		return nil
+	}
+	if rw.pathRe != nil {
+		p := rw.pathRe.ReplaceAllString(r.URL.RawPath, rw.pathRepl)
+		cp, err := canonicalPath(p)
+		if err != nil || cp != p {
+			// The captures come from the caller's canonical path, but a
+			// replacement can still make "//" or a dot segment: refused,
+			// as the edge refuses such a path from a caller.
+			return c.refuse(bus.CodeBadRequest, "the rewritten path "+strconv.Quote(p)+" is not a canonical path")
+		}
+		r.URL.RawPath = p
 	}
 	if rw.method != "" {
 		r.Method = rw.method

@@ -237,3 +237,33 @@ func TestRewriteReview(t *testing.T) {
 		t.Errorf("a set value with a key twice: %v", err)
 	}
 }
+
+// A path rewrite: the backend's URL takes the rewritten path as
+// {request.path}; a replacement that makes a path no caller could send is
+// refused; the placeholder must sit in the URL's path.
+func TestRewritePath(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.URL.EscapedPath())
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	g.Publish(`{"name":"rp","pool":"p","route":{"path":"/v1/*"},"backend":{"type":"http","url":"` + be.URL + `/base/{request.path}"},
+		"rewrite":{"request":{"path":{"regex":"^/v1/(.*)$","replace":"/v2/$1"}}}}`)
+	if r := g.Do("GET", "/v1/orders/caf%C3%A9", nil); r.Body != "/base/v2/orders/caf%C3%A9" {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	g.Publish(`{"name":"rp2","pool":"p","route":{"path":"/w1/*"},"backend":{"type":"http","url":"` + be.URL + `/{request.path}"},
+		"rewrite":{"request":{"path":{"regex":"^/w1/(.*)$","replace":"/w2//$1"}}}}`)
+	if r := g.Do("GET", "/w1/x", nil); r.Status != 400 || !strings.Contains(r.Body, "not a canonical path") {
+		t.Fatalf("a replacement making //: %d %s", r.Status, r.Body)
+	}
+	for _, url := range []string{be.URL + "/x?p={request.path}", be.URL + "{request.path}"} {
+		if _, err := g.Client.Put(t.Context(), []byte(`{"name":"bad","pool":"p","route":{"path":"/bad"},"backend":{"type":"http","url":"`+url+`"}}`)); err == nil {
+			t.Errorf("accepted: %s", url)
+		}
+	}
+	if _, err := g.Client.Put(t.Context(), []byte(`{"name":"bad","pool":"p","route":{"path":"/bad"},"backend":{"type":"mock"},
+		"rewrite":{"request":{"path":{"regex":"(","replace":"/x"}}}}`)); err == nil {
+		t.Error("a bad regexp was accepted")
+	}
+}

@@ -599,6 +599,16 @@ func checkBackendURL(raw string, params []string, catchAll bool) error {
 			}
 			continue
 		}
+		if n == RequestPathPlaceholder {
+			at := strings.Index(raw, "{"+n+"}")
+			if q := strings.IndexByte(raw, '?'); q >= 0 && q < at {
+				return fmt.Errorf("{%s} belongs in the path, not the query", n)
+			}
+			if at == 0 || raw[at-1] != '/' {
+				return fmt.Errorf("{%s} stands for the request path without its first /: put it after a / (http://host/{%s})", n, n)
+			}
+			continue
+		}
 		found := false
 		for _, p := range params {
 			found = found || p == n
@@ -653,7 +663,7 @@ func templateNames(t string) ([]string, error) {
 			return nil, fmt.Errorf("has an unclosed '{'")
 		}
 		n := t[i+1 : i+j]
-		if n != "*" && !validParamName(n) {
+		if n != "*" && n != RequestPathPlaceholder && !validParamName(n) {
 			return nil, fmt.Errorf("placeholder {%s} is not a valid name", n)
 		}
 		names = append(names, n)

@@ -85,6 +85,10 @@ func checkBackend(path string, b *Backend, params []string, catchAll bool, add f
 	}
 }
 
+// RequestPathPlaceholder, in an http backend's URL, stands for the
+// request path (as a path rewrite made it) without its first "/".
+const RequestPathPlaceholder = "request.path"
+
 func checkHTTPBackend(path string, b *Backend, params []string, catchAll bool, add func(path, format string, args ...any)) {
 	if b.URL == "" {
 		add(path+".url", "is required for http backends")

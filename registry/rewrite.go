@@ -3,6 +3,7 @@ package registry
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -24,6 +25,10 @@ type RequestRewrite struct {
 	// When, a CEL condition (package expr), limits the rewrite to the
 	// calls it holds for.
 	When string `json:"when,omitempty"`
+	// Path rewrites the request path: a regexp on the canonical path and
+	// its replacement ($1 for a group). What backends see of it: a nats
+	// service's Jetway-Path, an http backend's {request.path}.
+	Path *PathRewrite `json:"path,omitempty"`
 	// Method replaces the request's method.
 	Method  string          `json:"method,omitempty"`
 	Headers *HeaderRewrite  `json:"headers,omitempty"`
@@ -40,6 +45,12 @@ type ResponseRewrite struct {
 	Status  map[string]int  `json:"status,omitempty"`
 	Headers *HeaderRewrite  `json:"headers,omitempty"`
 	Body    *JSONBodyChange `json:"body,omitempty"`
+}
+
+// PathRewrite is a regexp replacement of the request path.
+type PathRewrite struct {
+	Regex   string `json:"regex"`
+	Replace string `json:"replace"`
 }
 
 // HeaderRewrite sets (replaces), adds (appends) and removes headers, in
@@ -155,6 +166,14 @@ func (r *Rewrite) check(prefix string, add func(path, format string, args ...any
 	}
 	if q := r.Request; q != nil {
 		when(prefix+".request.when", q.When)
+		if p := q.Path; p != nil {
+			if _, err := regexp.Compile(p.Regex); err != nil {
+				add(prefix+".request.path.regex", "%v", err)
+			}
+			if !strings.HasPrefix(p.Replace, "/") && !strings.HasPrefix(p.Replace, "$") {
+				add(prefix+".request.path.replace", "must start with / (or a group that does)")
+			}
+		}
 		switch q.Method {
 		case "", http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
 		default:

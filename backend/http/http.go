@@ -285,6 +285,8 @@ func (t *urlTemplate) expand(req *backend.Request) string {
 			switch {
 			case i%2 == 0:
 				b.WriteString(p)
+			case p == registry.RequestPathPlaceholder:
+				b.WriteString(strings.TrimPrefix(req.Path, "/")) // canonical and escaped: the edge made it so
 			case i < t.queryFrom:
 				b.WriteString(params.Get(p))
 			default:
