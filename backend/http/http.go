@@ -108,6 +108,11 @@ func (h *instance) Call(ctx context.Context, req *backend.Request) (*backend.Res
 	freq := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(freq)
 	freq.Header.SetNoDefaultContentType(true) // send only what the caller sent
+	if h.tmpl.usesPath && !plainPath(req.Path) {
+		// The edge sends canonical paths only; a path with a dot segment
+		// could climb out of the URL's base on the backend.
+		return nil, bus.Errorf(bus.CodeBadRequest, "the request path is not a plain path")
+	}
 	url := h.tmpl.expand(req)
 	var span backend.Span
 	if h.tracer != nil {
@@ -239,6 +244,26 @@ type urlTemplate struct {
 	// queryFrom is the index in parts of the first placeholder in the
 	// query (after '?'); len(parts) when there is none.
 	queryFrom int
+	usesPath  bool // the template has {request.path}
+}
+
+// plainPath reports whether a path is absolute and has no dot segment,
+// no empty segment but a trailing one, and no backslash or encoded slash.
+func plainPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.Contains(p, "\\") {
+		return false
+	}
+	segs := strings.Split(p[1:], "/")
+	if segs[len(segs)-1] == "" {
+		segs = segs[:len(segs)-1] // "/" itself, or a trailing slash
+	}
+	for _, seg := range segs {
+		s := strings.ToLower(seg)
+		if s == "" || s == "." || s == ".." || s == "%2e" || s == "%2e%2e" || s == ".%2e" || s == "%2e." || strings.Contains(s, "%2f") || strings.Contains(s, "%5c") {
+			return false
+		}
+	}
+	return true
 }
 
 func compileURL(raw string) urlTemplate {
@@ -252,6 +277,9 @@ func compileURL(raw string) urlTemplate {
 		}
 		j := strings.IndexByte(rest[i:], '}') // validated at publish
 		t.parts = append(t.parts, rest[:i], rest[i+1:i+j])
+		if rest[i+1:i+j] == registry.RequestPathPlaceholder {
+			t.usesPath = true
+		}
 		if t.queryFrom < 0 && strings.Contains(raw[:len(raw)-len(rest)+i], "?") {
 			t.queryFrom = len(t.parts) - 1
 		}

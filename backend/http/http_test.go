@@ -55,3 +55,18 @@ func TestResponseHeader(t *testing.T) {
 		t.Fatalf("an append changed another header: %v", got)
 	}
 }
+
+// A path that climbs (a dot segment, in any encoding) never reaches a URL
+// with {request.path}: the edge sends only canonical paths, and a worker
+// does not take another's word for it.
+func TestPlainPath(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/v2/orders/caf%C3%A9": true, "/a": true,
+		"/a/../b": false, "/a/./b": false, "//a": false, "/a/": true, "/": true, "/a//b": false, "a": false, "/a/%2e%2E/b": false,
+		"/a%2fb": false, "/a\\b": false, "/..": false,
+	} {
+		if got := plainPath(p); got != want {
+			t.Errorf("plainPath(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
