@@ -72,6 +72,19 @@ const (
 	CachePurgeSubject = "jetway.cache.purge"
 )
 
+// CachePurge is a purge request on CachePurgeSubject: an API's cached
+// answers, or only those of one path.
+type CachePurge struct {
+	API  string `json:"api"`
+	Path string `json:"path,omitempty"`
+}
+
+// CachePurged is an edge's answer to a CachePurge: how many answers it
+// dropped.
+type CachePurged struct {
+	Purged int `json:"purged"`
+}
+
 // ServicePrefix starts every subject a worker may send a backend call to
 // on Jetway's own NATS (backends of type nats): a NATS service that
 // Jetway fronts listens under it. A worker's user may publish nowhere else

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -425,21 +424,9 @@ func cacheControl(vs []string) (cacheDirectives, bool) {
 	return d, true
 }
 
-// cachePurge is a purge request: an API's answers, or only those of one
-// path.
-type cachePurge struct {
-	API  string `json:"api"`
-	Path string `json:"path,omitempty"`
-}
-
-// cachePurged is an edge's answer to a purge.
-type cachePurged struct {
-	Purged int `json:"purged"`
-}
-
 // purge drops an API's kept answers (both tiers) on this edge: all, or
 // those of one path. It returns how many.
-func (e *Edge) purge(p cachePurge) int {
+func (e *Edge) purge(p bus.CachePurge) int {
 	n := 0
 	path := p.Path
 	if path != "" {
@@ -461,19 +448,18 @@ func (e *Edge) purge(p cachePurge) int {
 	return n
 }
 
-// runPurges answers purge requests until ctx ends.
-func (e *Edge) runPurges(ctx context.Context, nc *nats.Conn) (stop func(), err error) {
-	var mu sync.Mutex // one purge at a time: a flood of them queues in NATS, bounded there
+// runPurges answers purge requests until stop is called. A subscription's
+// messages are handled one at a time, in order: a flood of purges queues
+// in NATS, bounded there (and a slow consumer drops them).
+func (e *Edge) runPurges(nc *nats.Conn) (stop func(), err error) {
 	sub, err := nc.Subscribe(bus.CachePurgeSubject, func(m *nats.Msg) {
-		var p cachePurge
+		var p bus.CachePurge
 		if json.Unmarshal(m.Data, &p) != nil || p.API == "" {
 			return
 		}
-		mu.Lock()
 		n := e.purge(p)
-		mu.Unlock()
 		if m.Reply != "" {
-			b, _ := json.Marshal(cachePurged{Purged: n})
+			b, _ := json.Marshal(bus.CachePurged{Purged: n})
 			_ = m.Respond(b)
 		}
 	})

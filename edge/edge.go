@@ -424,7 +424,7 @@ func (e *Edge) appLimiter(a *registry.App) resilience.Limiter {
 // NATS until ctx ends. Without it, cluster-wide rules act as if this edge
 // were alone.
 func (e *Edge) Run(ctx context.Context) error {
-	stop, err := e.runPurges(ctx, e.o.Conn)
+	stop, err := e.runPurges(e.o.Conn)
 	if err != nil {
 		return err
 	}

@@ -566,7 +566,7 @@ func (rw *rewriter) response(in *expr.Input, status int, h http.Header, body []b
 		status = to
 	}
 	rw.respHeaders.apply(h)
-	if rw.respBody == nil || len(body) == 0 || !schemas.IsJSON(firstValue(h["Content-Type"])) {
+	if rw.respBody == nil || len(body) == 0 || !schemas.IsJSON(h.Get("Content-Type")) {
 		return status, body, nil
 	}
 	doc, err := schemas.DecodeJSON(body)
@@ -610,9 +610,3 @@ func holds(cond *expr.Cond, in *expr.Input, log *slog.Logger, api string) bool {
 	return ok
 }
 
-func firstValue(vs []string) string {
-	if len(vs) == 0 {
-		return ""
-	}
-	return vs[0]
-}

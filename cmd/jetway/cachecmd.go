@@ -41,10 +41,7 @@ func cmdCache(args []string, stdout, stderr io.Writer) error {
 	if len(pos) < 2 || len(pos) > 3 {
 		return fmt.Errorf("%w: jetway cache purge takes NAME and an optional PATH", errUsage)
 	}
-	p := struct {
-		API  string `json:"api"`
-		Path string `json:"path,omitempty"`
-	}{API: pos[1]}
+	p := bus.CachePurge{API: pos[1]}
 	if len(pos) == 3 {
 		p.Path = pos[2]
 		if !strings.HasPrefix(p.Path, "/") {
@@ -79,9 +76,7 @@ func cmdCache(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		var r struct {
-			Purged int `json:"purged"`
-		}
+		var r bus.CachePurged
 		if json.Unmarshal(m.Data, &r) == nil {
 			edges++
 			purged += r.Purged
