@@ -274,7 +274,7 @@ func (c *call) refresh(rc *responseCache, key string, a *cachedAnswer) {
 	}
 	// Its own request id and deadline: the stale caller's (which it may
 	// shorten with X-Request-Timeout) must not decide the refresh.
-	conn, timeout, path, method := c.e.o.Conn, c.rt.timeout, c.r.URL.RawPath, c.r.Method
+	conn, timeout, path, method := c.e.o.Conn, c.rt.timeout, c.routedPath(), c.r.Method
 	msg := new(nats.Msg) // its own: the call goes back to the pool before the answer comes
 	wire := c.requestMsg(newRequestID(), time.Now().Add(timeout), msg)
 	// The answer is rewritten as the call's would be: the condition's
@@ -282,7 +282,7 @@ func (c *call) refresh(rc *responseCache, key string, a *cachedAnswer) {
 	// the time the answer comes).
 	rw, log, api := c.rt.rewrite, c.e.log, c.rt.api.Name
 	var in *expr.Input
-	if rw != nil {
+	if rw != nil && rw.respWhen != nil {
 		in = c.condInput()
 		in.Header = in.Header.Clone()
 	}

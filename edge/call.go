@@ -92,6 +92,12 @@ type call struct {
 	// outcome is the worker's classify verdict on the answer
 	// (bus.OutcomeFailed, bus.OutcomeOK), "" when the API has none.
 	outcome string
+	// upstream is the backend's own status, before a response rewrite
+	// mapped it: the one failure is judged by; 0: no backend answer.
+	upstream int
+	// callerPath is the canonical path the call was routed by, when a
+	// path rewrite changed r.URL.RawPath: cached answers are purged by it.
+	callerPath string
 
 	cacheKey    string        // the call's response cache key; "": not cached
 	cacheResult string        // "hit", "miss", "stale" or ""
@@ -449,7 +455,7 @@ func (c *call) reply() error {
 		return c.refuse(ge.Code, ge.Message)
 	}
 	fallback := m.Header.Get("X-Jetway-Fallback") != ""
-	c.outcome = rep.Outcome
+	c.outcome, c.upstream = rep.Outcome, rep.Status
 	failed := rep.Code != "" || fallback || c.failedAnswer(rep.Status)
 	if failed && c.serveStale() {
 		return nil // stale-if-error: the kept answer beats the failure, and a fallback's
@@ -497,7 +503,7 @@ func (c *call) reply() error {
 		return nil // a gateway error is never a good response
 	}
 	if c.cacheKey != "" && !failed { // a fallback's answer is no answer of the backend's
-		rt.respCache.put(admit, c.cacheKey, r.URL.RawPath, r.Method, status, kept, data, time.Now())
+		rt.respCache.put(admit, c.cacheKey, c.routedPath(), r.Method, status, kept, data, time.Now())
 	}
 	if rt.cache != nil && rep.Status >= 200 && rep.Status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !failed {
 		h := dst.Clone()
@@ -529,6 +535,15 @@ func (d *degraded) answer(c *call) error {
 		return d.refusal
 	}
 	return c.answer(bus.CodeDegraded, d.status, d.header, d.body)
+}
+
+// routedPath is the canonical path the call was routed by, before any
+// path rewrite.
+func (c *call) routedPath() string {
+	if c.callerPath != "" {
+		return c.callerPath
+	}
+	return c.r.URL.RawPath
 }
 
 // failedAnswer reports whether a backend's answer of this status failed:

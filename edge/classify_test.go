@@ -141,3 +141,22 @@ func TestClassifyReview(t *testing.T) {
 	}
 
 }
+
+// An answer failure_when cannot read (not JSON) fails: a backend does not
+// escape the condition by answering something else.
+func TestClassifyUnreadableAnswerFails(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<h1>oops</h1>")
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	g.Publish(`{"name":"html","pool":"p","route":{"path":"/html"},"backend":{"type":"http","url":"` + be.URL + `"},
+		"classify":{"failure_when":"response.json.code != 0"}}`)
+	g.Do("GET", "/html", nil)
+	var b bytes.Buffer
+	_ = g.Metrics.WritePrometheus(&b)
+	if !strings.Contains(b.String(), `jetway_requests_failed_total{api="html",pool="p",node="test-edge",role="edge",code="CLASSIFIED"} 1`) {
+		t.Errorf("an unreadable answer was not counted failed:\n%s", grepLines(b.String(), `api="html"`))
+	}
+}

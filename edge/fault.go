@@ -13,7 +13,6 @@ import (
 // registry change.
 type faultSwitch struct {
 	expires  time.Time
-	reason   string
 	apps     map[string]bool // nil: every caller
 	headers  [][2]string     // canonical name, exact value; all must match
 	delayMin time.Duration
@@ -36,7 +35,7 @@ func compileFault(f *registry.Fault, sandboxTier bool) *faultSwitch {
 	if f == nil || f.Sandbox != sandboxTier || f.Expired(time.Now()) {
 		return nil
 	}
-	fs := &faultSwitch{expires: f.ExpiresAt, reason: f.Reason}
+	fs := &faultSwitch{expires: f.ExpiresAt}
 	if len(f.Apps) > 0 {
 		fs.apps = make(map[string]bool, len(f.Apps))
 		for _, a := range f.Apps {

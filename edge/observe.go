@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
 	"time"
@@ -32,9 +33,9 @@ func (e *Edge) observe(c *call, r *http.Request, start time.Time) {
 			o = otel.Failed
 		case c.cacheResult == "hit" || c.cacheResult == "stale":
 			// Answered from the cache: a good answer, whatever its status.
-		case c.failedAnswer(c.status):
+		case c.failedAnswer(cmp.Or(c.upstream, c.status)): // the backend's status, not a rewrite's
 			o = otel.Failed
-			if c.outcome == bus.OutcomeFailed && c.status < 500 {
+			if c.outcome == bus.OutcomeFailed && cmp.Or(c.upstream, c.status) < 500 {
 				reason = "CLASSIFIED"
 			}
 		}

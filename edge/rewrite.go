@@ -457,7 +457,7 @@ func (c *call) rewriteRequest() error {
 		return c.refuse(bus.CodeInternal, "the rewrites of api "+c.rt.api.Name+" are not loaded on this edge")
 	}
 	r := c.r
-	if !holds(rw.reqWhen, c.condInput(), c.e.log, c.rt.api.Name) {
+	if rw.reqWhen != nil && !holds(rw.reqWhen, c.condInput(), c.e.log, c.rt.api.Name) {
 		return nil
 	}
 	if rw.pathRe != nil {
@@ -469,7 +469,7 @@ func (c *call) rewriteRequest() error {
 			// as the edge refuses such a path from a caller.
 			return c.refuse(bus.CodeBadRequest, "the rewritten path "+strconv.Quote(p)+" is not a canonical path")
 		}
-		r.URL.RawPath = p
+		c.callerPath, r.URL.RawPath = r.URL.RawPath, p
 	}
 	if rw.method != "" {
 		r.Method = rw.method
@@ -546,21 +546,28 @@ func (c *call) rewriteResponse(status int, h http.Header, body []byte) (int, []b
 	if c.rt.rewrite == nil {
 		return status, body, nil
 	}
-	return c.rt.rewrite.response(c.condInput(), status, h, body, c.e.log, c.rt.api.Name)
+	var in *expr.Input // the condition's, only when there is one: it escapes to the heap
+	if c.rt.rewrite.respWhen != nil {
+		in = c.condInput()
+	}
+	return c.rt.rewrite.response(in, status, h, body, c.e.log, c.rt.api.Name)
 }
 
 // response applies the response rewrites to a backend's answer before it
 // is sent and cached: the status, headers, and a JSON body, for a call
-// whose request part of a condition's input is in. A body the rewrite
+// whose request part of a condition's input is in (nil when the rewrite
+// has no response condition). A body the rewrite
 // should change but cannot read as JSON (a JSON type that does not parse
 // strictly, nested too deep) is an error: the caller then gets 502, never
 // the body unchanged, for the removal of a field may be the point. A body
 // of another Content-Type passes as it came. A changed body loses its
 // Content-Length and the validators that name its bytes (ETag, Digest).
 func (rw *rewriter) response(in *expr.Input, status int, h http.Header, body []byte, log *slog.Logger, api string) (int, []byte, error) {
-	in.Status, in.RespHeader, in.RespBody, in.Decode = status, h, body, schemas.DecodeJSON
-	if !holds(rw.respWhen, in, log, api) {
-		return status, body, nil
+	if rw.respWhen != nil {
+		in.Status, in.RespHeader, in.RespBody, in.Decode = status, h, body, schemas.DecodeJSON
+		if !holds(rw.respWhen, in, log, api) {
+			return status, body, nil
+		}
 	}
 	if to, ok := rw.status[status]; ok {
 		status = to
@@ -609,4 +616,3 @@ func holds(cond *expr.Cond, in *expr.Input, log *slog.Logger, api string) bool {
 	}
 	return ok
 }
-

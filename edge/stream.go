@@ -68,13 +68,17 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 		}
 	}
 	status := rep.Status
-	c.outcome = rep.Outcome
+	c.outcome, c.upstream = rep.Outcome, rep.Status
 	if rw := c.rt.rewrite; rw != nil {
 		// A stream's head takes the response rewrite's status map and
 		// headers; its messages are not rewritten (docs/policies.md).
-		in := c.condInput()
-		in.Status, in.RespHeader = status, dst
-		if holds(rw.respWhen, in, c.e.log, c.rt.api.Name) {
+		applies := true
+		if rw.respWhen != nil {
+			in := c.condInput()
+			in.Status, in.RespHeader = status, dst
+			applies = holds(rw.respWhen, in, c.e.log, c.rt.api.Name)
+		}
+		if applies {
 			if to, ok := rw.status[status]; ok {
 				status = to
 			}

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -437,8 +438,12 @@ func (a *API) check(key string) []schemas.Problem {
 	a.Cache.check("cache", add)
 	a.Rewrite.check("rewrite", add)
 	a.Classify.check("classify", add)
+	a.Cache.checkWithRewrite("rewrite", a.Rewrite, add)
 	if a.Sandbox != nil {
 		a.Sandbox.check(params, catchAll, add)
+		if sb := a.Sandbox; sb.Cache != nil || sb.Rewrite != nil {
+			cmp.Or(sb.Cache, a.Cache).checkWithRewrite("sandbox.rewrite", cmp.Or(sb.Rewrite, a.Rewrite), add)
+		}
 		if !a.Auth.Requires() {
 			// Only an authenticated app can be a sandbox app: on an open
 			// API the tier could never be reached.

@@ -86,6 +86,28 @@ func (c *Cache) KeysApp(auth bool) bool {
 	return auth
 }
 
+// checkWithRewrite refuses request headers a rewrite sets or adds that
+// the cache does not key: the backend of a cached call gets only keyed
+// headers, so those would silently never reach it.
+func (c *Cache) checkWithRewrite(prefix string, r *Rewrite, add func(path, format string, args ...any)) {
+	if c == nil || r == nil || r.Request == nil || r.Request.Headers == nil {
+		return
+	}
+	keyed := map[string]bool{}
+	if c.Key != nil {
+		for _, h := range c.Key.Headers {
+			keyed[http.CanonicalHeaderKey(h)] = true
+		}
+	}
+	for _, m := range []map[string]string{r.Request.Headers.Set, r.Request.Headers.Add} {
+		for h := range m {
+			if !keyed[http.CanonicalHeaderKey(h)] {
+				add(prefix+".request.headers", "%s is not in cache.key.headers: a cached call's backend gets only keyed headers, so it would never arrive", http.CanonicalHeaderKey(h))
+			}
+		}
+	}
+}
+
 // check adds the cache's problems at prefix.
 func (c *Cache) check(prefix string, add func(path, format string, args ...any)) {
 	if c == nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jetway-gw/jetway/expr"
 )
@@ -71,7 +70,5 @@ func (c *Classify) check(prefix string, add func(path, format string, args ...an
 			add(prefix+".failure_when", "%v", err)
 		}
 	}
-	if c.Slow < 0 || time.Duration(c.Slow) > MaxTimeout {
-		add(prefix+".slow", "must be between 1ms and %v", MaxTimeout)
-	}
+	checkTimeout(prefix+".slow", c.Slow, add)
 }

@@ -105,3 +105,15 @@ func TestParseAPIClassify(t *testing.T) {
 		t.Fatalf("%v", got)
 	}
 }
+
+// A request header a rewrite sets on a cached API must be keyed: the
+// backend of a cached call gets only keyed headers.
+func TestParseAPICacheRewriteHeaders(t *testing.T) {
+	const head = `{"name":"c","pool":"p","route":{"path":"/c"},"backend":{"type":"mock"},"cache":{"ttl":"1s","key":{"headers":["X-Keyed"]}},`
+	if _, err := registry.ParseAPI("", []byte(head+`"rewrite":{"request":{"headers":{"set":{"X-Tenant":"a"}}}}}`)); err == nil || !strings.Contains(err.Error(), "X-Tenant is not in cache.key.headers") {
+		t.Fatalf("an unkeyed rewritten header: %v", err)
+	}
+	if _, err := registry.ParseAPI("", []byte(head+`"rewrite":{"request":{"headers":{"set":{"x-keyed":"a"}}}}}`)); err != nil {
+		t.Fatal(err)
+	}
+}

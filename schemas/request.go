@@ -546,6 +546,8 @@ func pointer(part string, loc []string) string {
 	return b.String()
 }
 
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+	return pointerEscaper.Replace(s)
 }

@@ -29,15 +29,19 @@ func (w *Worker) classify(a *registry.API) backend.Middleware {
 		}
 	}
 	slow := time.Duration(c.Slow)
+	ownStatuses := len(c.FailureStatuses) > 0 // else an adapter's own verdict stands (a gRPC RESOURCE_EXHAUSTED)
 	name := a.Name
 	return func(next backend.Backend) backend.Backend {
 		return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {
-			start := time.Now()
+			var start time.Time
+			if slow > 0 {
+				start = time.Now()
+			}
 			resp, err := next(ctx, req)
 			if err != nil || resp == nil {
 				return resp, err // a gateway error: a failure whatever classify says
 			}
-			failed := false
+			failed := !ownStatuses && resp.Failed
 			for _, r := range ranges {
 				if resp.Status >= r[0] && resp.Status <= r[1] {
 					failed = true
@@ -53,7 +57,11 @@ func (w *Worker) classify(a *registry.API) backend.Middleware {
 					Status: resp.Status, RespHeader: resp.Header, RespBody: resp.Body, Decode: schemas.DecodeJSON}
 				holds, err := cond.Eval(in)
 				if err != nil {
-					w.log.Debug("classify condition failed to run; the answer counts as it is", "api", name, "err", err)
+					// An answer the condition cannot read (not JSON, a
+					// key it lacks) fails: a backend must not escape
+					// failure_when by answering something else.
+					w.log.Debug("classify condition failed to run; the answer counts as failed", "api", name, "err", err)
+					holds = true
 				}
 				failed = holds
 			}
