@@ -24,7 +24,7 @@ Commands:
 
 The switch lives in the JetStream KV bucket jetway_flags under key
 fault.NAME (schemas/fault.schema.json). Drilled calls carry X-Jetway-Fault
-(delay or abort), the span attribute jetway.fault and the access log field
+(delay, abort or delay,abort), the span attribute jetway.fault and the access log field
 fault, and count in jetway_faults_injected_total; an abort counts as a
 failed call (code FAULT_INJECTED), so alerts see the drill.
 
