@@ -41,9 +41,28 @@ type Request struct {
 	RequestID string
 	ClientIP  string // the caller's address as the edge saw it, for policies and logs
 	App       string // the authenticated app ("" for an open API)
+	// Host is the Host the edge's rewrite asks for ("" for the backend's
+	// own): see Request.RewrittenHost.
+	Host string
 	// Stream is the window of a caller that takes the answer as a stream
 	// (an edge relaying NDJSON or SSE); 0: one response.
 	Stream int
+}
+
+// RewrittenHost is the Host the backend gets instead of its own (""
+// for its own): the one the edge asks for, which must be the one the API
+// tier's entry declares (registry.API.HostRewrite) — an edge never points
+// a backend at a host its entry does not name. A mismatch (an edge that
+// runs ahead of or behind this worker's registry, or a forged request) is
+// refused.
+func (r *Request) RewrittenHost() (string, error) {
+	if r.Host == "" {
+		return "", nil
+	}
+	if r.Host != r.API.HostRewrite() {
+		return "", bus.Errorf(bus.CodeBadRequest, fmt.Sprintf("api %s does not rewrite its Host to %q on this worker", r.API.Name, r.Host))
+	}
+	return r.Host, nil
 }
 
 // Params decodes the route parameters.

@@ -18,6 +18,7 @@ type Meta struct {
 	RequestID string
 	ClientIP  string    // the caller's address as the edge saw it
 	App       string    // the authenticated app; "" for an open API
+	Host      string    // the Host a rewrite sends the backend; "": the backend URL's
 	Deadline  time.Time // zero: none (the API's own timeout applies)
 	Wire      int       // the wire version the request is written in
 	Stream    int       // the window of a caller that takes a stream (stream.go); 0: one reply
@@ -31,7 +32,7 @@ type Meta struct {
 func EncodeRequest(h nats.Header, m *Meta) nats.Header {
 	EncodeHTTPHeaders(h)
 	// One array backs every metadata value: one allocation, not one each.
-	vals := make([]string, 0, 8)
+	vals := make([]string, 0, 10)
 	set := func(name, v string) {
 		vals = append(vals, v)
 		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
@@ -50,6 +51,9 @@ func EncodeRequest(h nats.Header, m *Meta) nats.Header {
 	}
 	if m.App != "" {
 		set(HdrApp, m.App)
+	}
+	if m.Host != "" {
+		set(HdrHost, m.Host)
 	}
 	if !m.Deadline.IsZero() {
 		set(HdrDeadline, strconv.FormatInt(m.Deadline.UnixNano(), 10))
@@ -76,6 +80,7 @@ func DecodeRequest(h nats.Header) Meta {
 		RequestID: first(h, HdrRequestID),
 		ClientIP:  first(h, HdrClientIP),
 		App:       first(h, HdrApp),
+		Host:      first(h, HdrHost),
 	}
 	if m.Method == "" {
 		m.Method = "GET"

@@ -34,6 +34,7 @@ const (
 	HdrDeadline  = "Jetway-Deadline"   // absolute deadline, Unix nanoseconds
 	HdrApp       = "Jetway-App"        // authenticated app id, if any
 	HdrClientIP  = "Jetway-Client-Ip"  // client address as the edge saw it
+	HdrHost      = "Jetway-Host"       // the Host a rewrite sends the backend (registry.RequestRewrite.Host)
 
 	// HdrWire is the wire version a request is written in (WireVersion);
 	// a request without it is version 1. A reply is in its request's.

@@ -162,6 +162,10 @@ func (rc *responseCache) cacheKey(c *call) string {
 		b.WriteByte(':')
 		b.WriteString(strings.Join(r.Header[h], "\x00"))
 	}
+	if c.host != "" { // a rewrite's condition may have chosen it
+		b.WriteString("\nhost:")
+		b.WriteString(c.host)
+	}
 	if rc.app && c.app != nil {
 		b.WriteString("\napp:")
 		b.WriteString(c.app.app.ID)

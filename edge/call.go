@@ -98,6 +98,8 @@ type call struct {
 	// callerPath is the canonical path the call was routed by, when a
 	// path rewrite changed r.URL.RawPath: cached answers are purged by it.
 	callerPath string
+	// host is the Host a rewrite sends the backend ("": its own).
+	host string
 
 	cacheKey    string        // the call's response cache key; "": not cached
 	cacheResult string        // "hit", "miss", "stale" or ""
@@ -406,7 +408,7 @@ func (c *call) requestMsg(id string, deadline time.Time, out *nats.Msg) int {
 	} else {
 		h["X-Forwarded-Proto"] = protoHTTP
 	}
-	meta := bus.Meta{Method: r.Method, Path: r.URL.RawPath, RawQuery: r.URL.RawQuery,
+	meta := bus.Meta{Method: r.Method, Path: r.URL.RawPath, RawQuery: r.URL.RawQuery, Host: c.host,
 		RequestID: id, ClientIP: c.clientIP, Deadline: deadline, Wire: c.e.o.Wire.Send()}
 	if c.app != nil && (!cached || rc.app) { // an open API has no app ("anonymous" only keys its limits)
 		meta.App = c.app.app.ID

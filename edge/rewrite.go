@@ -25,6 +25,8 @@ type rewriter struct {
 	broken      bool // it did not compile: every call is refused
 	pathRe      *regexp.Regexp
 	pathRepl    string
+	pathTmpl    []tmplPart // a path template, when the path rewrite is one
+	host        string
 	reqWhen     *expr.Cond
 	respWhen    *expr.Cond
 	method      string
@@ -35,6 +37,50 @@ type rewriter struct {
 	status      map[int]int
 	respHeaders *headerOps
 	respBody    *bodyOps
+}
+
+// tmplPart is a literal of a path template, or a route parameter.
+type tmplPart struct {
+	lit, param string
+}
+
+// compileTemplate splits a path template (checked at publish) into its
+// literals and parameters.
+func compileTemplate(t string) []tmplPart {
+	var parts []tmplPart
+	for t != "" {
+		i := strings.IndexByte(t, '{')
+		j := strings.IndexByte(t, '}')
+		if i < 0 || j < i {
+			parts = append(parts, tmplPart{lit: t})
+			break
+		}
+		if i > 0 {
+			parts = append(parts, tmplPart{lit: t[:i]})
+		}
+		parts = append(parts, tmplPart{param: t[i+1 : j]})
+		t = t[j+1:]
+	}
+	return parts
+}
+
+// expandTemplate is a path template with the call's route parameters,
+// as the canonical path has them.
+func expandTemplate(parts []tmplPart, r *http.Request) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p.param == "" {
+			b.WriteString(p.lit)
+			continue
+		}
+		for k, v := range routeParams(r) {
+			if k == p.param {
+				b.WriteString(v)
+				break
+			}
+		}
+	}
+	return b.String()
 }
 
 type headerOps struct {
@@ -79,14 +125,16 @@ func newRewriter(r *registry.Rewrite) (*rewriter, error) {
 			}
 			rw.reqWhen = c
 		}
-		if p := q.Path; p != nil {
+		if p := q.Path; p != nil && p.Template != "" {
+			rw.pathTmpl = compileTemplate(p.Template)
+		} else if p != nil {
 			re, err := regexp.Compile(p.Regex)
 			if err != nil {
 				return nil, fmt.Errorf("request.path: %w", err)
 			}
 			rw.pathRe, rw.pathRepl = re, p.Replace
 		}
-		rw.method = q.Method
+		rw.method, rw.host = q.Method, q.Host
 		rw.reqHeaders = compileHeaders(q.Headers)
 		if qr := q.Query; qr != nil {
 			rw.queryRemove = slices.Clone(qr.Remove)
@@ -460,13 +508,19 @@ func (c *call) rewriteRequest() error {
 	if rw.reqWhen != nil && !holds(rw.reqWhen, c.condInput(), c.e.log, c.rt.api.Name) {
 		return nil
 	}
-	if rw.pathRe != nil {
-		p := rw.pathRe.ReplaceAllString(r.URL.RawPath, rw.pathRepl)
+	if rw.pathRe != nil || rw.pathTmpl != nil {
+		var p string
+		if rw.pathRe != nil {
+			p = rw.pathRe.ReplaceAllString(r.URL.RawPath, rw.pathRepl)
+		} else {
+			p = expandTemplate(rw.pathTmpl, r)
+		}
 		cp, err := canonicalPath(p)
 		if err != nil || cp != p {
-			// The captures come from the caller's canonical path, but a
-			// replacement can still make "//" or a dot segment: refused,
-			// as the edge refuses such a path from a caller.
+			// The captures and parameters come from the caller's
+			// canonical path, but a replacement can still make "//" or a
+			// dot segment (a parameter that is ".."): refused, as the edge
+			// refuses such a path from a caller.
 			return c.refuse(bus.CodeBadRequest, "the rewritten path "+strconv.Quote(p)+" is not a canonical path")
 		}
 		c.callerPath, r.URL.RawPath = r.URL.RawPath, p
@@ -474,6 +528,7 @@ func (c *call) rewriteRequest() error {
 	if rw.method != "" {
 		r.Method = rw.method
 	}
+	c.host = rw.host
 	rw.reqHeaders.apply(r.Header)
 	if len(rw.queryRemove) > 0 || len(rw.querySet) > 0 {
 		r.URL.RawQuery = rewriteQuery(r.URL.RawQuery, rw.queryRemove, rw.querySet)

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/registry"
 )
@@ -265,5 +268,78 @@ func TestRewritePath(t *testing.T) {
 	if _, err := g.Client.Put(t.Context(), []byte(`{"name":"bad","pool":"p","route":{"path":"/bad"},"backend":{"type":"mock"},
 		"rewrite":{"request":{"path":{"regex":"(","replace":"/x"}}}}`)); err == nil {
 		t.Error("a bad regexp was accepted")
+	}
+}
+
+// A path template builds the backend's path from the route's parameters,
+// escaped as the caller sent them; a parameter it does not know, or a
+// template and a regex together, are refused at publish.
+func TestRewritePathTemplate(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.URL.EscapedPath())
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	g.Publish(`{"name":"rt","pool":"p","route":{"path":"/v1/users/{id}/files/*"},"backend":{"type":"http","url":"` + be.URL + `/{request.path}"},
+		"rewrite":{"request":{"path":{"template":"/internal/{id}/blob/{*}"}}}}`)
+	if r := g.Do("GET", "/v1/users/a%20b/files/x/caf%C3%A9", nil); r.Status != 200 || r.Body != "/internal/a%20b/blob/x/caf%C3%A9" {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	// An empty catch-all would make the path end in "/", which it may.
+	if r := g.Do("GET", "/v1/users/7/files/", nil); r.Body != "/internal/7/blob/" {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	for _, p := range []string{
+		`{"template":"/x/{nope}"}`,
+		`{"template":"/x/{*}"}`, // route below has no catch-all
+		`{"template":"x/{id}"}`,
+		`{"template":"/x/{id}","regex":"^/(.*)$","replace":"/$1"}`,
+		`{"regex":"^/(.*)$"}`,
+		`{"template":"/x/{request.path}"}`,
+	} {
+		_, err := g.Client.Put(t.Context(), []byte(`{"name":"bad","pool":"p","route":{"path":"/bad/{id}"},"backend":{"type":"mock"},"rewrite":{"request":{"path":`+p+`}}}`))
+		if err == nil {
+			t.Errorf("accepted: %s", p)
+		}
+	}
+}
+
+// A host rewrite gives an http backend the Host the entry names, on the
+// connection to its URL's address; X-Forwarded-Host still tells the
+// caller's. A worker sends no Host its entry does not name, whatever a
+// request on the bus asks for.
+func TestRewriteHost(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s|%s", r.Host, r.Header.Get("X-Forwarded-Host"))
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	api := g.Publish(`{"name":"rh","pool":"p","route":{"path":"/rh"},"backend":{"type":"http","url":"` + be.URL + `/"},
+		"rewrite":{"request":{"host":"partner.example.com:8443","when":"request.query.h == '1'"}}}`)
+	if r := g.Do("GET", "/rh?h=1", nil); r.Status != 200 || !strings.HasPrefix(r.Body, "partner.example.com:8443|127.0.0.1:") {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	if r := g.Do("GET", "/rh", nil); r.Status != 200 || !strings.HasPrefix(r.Body, strings.TrimPrefix(be.URL, "http://")+"|") {
+		t.Fatalf("without the condition: %d %s", r.Status, r.Body)
+	}
+	// A request on the bus naming another Host (a compromised edge's) is
+	// refused by the worker.
+	h := nats.Header{}
+	bus.EncodeRequest(h, &bus.Meta{Method: "GET", Path: "/rh", RequestID: "forged", Host: "admin.internal", Deadline: time.Now().Add(2 * time.Second)})
+	m, err := g.Conn.RequestMsg(&nats.Msg{Subject: api.Subject(), Header: h}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := bus.DecodeReply(m.Header); err != nil || rep.Code != bus.CodeBadRequest {
+		t.Fatalf("a Host the entry does not name: %+v %v %s", rep, err, m.Data)
+	}
+	for _, host := range []string{`"*.example.com"`, `"Example.com"`, `"a.com:0"`, `"a.com:99999"`, `"a b"`, `"1.2.3.4"`} {
+		_, err := g.Client.Put(t.Context(), []byte(`{"name":"bad","pool":"p","route":{"path":"/bad"},"backend":{"type":"mock"},"rewrite":{"request":{"host":`+host+`}}}`))
+		if err == nil {
+			t.Errorf("accepted host %s", host)
+		}
+	}
+	if _, err := g.Client.Put(t.Context(), []byte(`{"name":"bad","pool":"p","route":{"path":"/bad"},"backend":{"type":"nats","subject":"svc.x"},"rewrite":{"request":{"host":"a.example.com"}}}`)); err == nil {
+		t.Error("a host rewrite for a nats service was accepted")
 	}
 }

@@ -436,11 +436,13 @@ func (a *API) check(key string) []schemas.Problem {
 	a.checkPolicies(params, add)
 	a.Validate.check("validate", add)
 	a.Cache.check("cache", add)
-	a.Rewrite.check("rewrite", add)
+	a.Rewrite.check("rewrite", params, catchAll, add)
+	checkHostRewrite("rewrite.request.host", a.Rewrite, a.Backend.Type, add)
 	a.Classify.check("classify", add)
 	a.Cache.checkWithRewrite("rewrite", a.Rewrite, add)
 	if a.Sandbox != nil {
 		a.Sandbox.check(params, catchAll, add)
+		checkHostRewrite("sandbox.rewrite.request.host", cmp.Or(a.Sandbox.Rewrite, a.Rewrite), a.Sandbox.Backend.Type, add)
 		if sb := a.Sandbox; sb.Cache != nil || sb.Rewrite != nil {
 			cmp.Or(sb.Cache, a.Cache).checkWithRewrite("sandbox.rewrite", cmp.Or(sb.Rewrite, a.Rewrite), add)
 		}

@@ -2,8 +2,10 @@ package registry
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,11 +28,15 @@ type RequestRewrite struct {
 	// calls it holds for.
 	When string `json:"when,omitempty"`
 	// Path rewrites the request path: a regexp on the canonical path and
-	// its replacement ($1 for a group). What backends see of it: a nats
-	// service's Jetway-Path, an http backend's {request.path}.
+	// its replacement ($1 for a group), or a template of the route's
+	// parameters. What backends see of it: a nats service's Jetway-Path,
+	// an http backend's {request.path}.
 	Path *PathRewrite `json:"path,omitempty"`
 	// Method replaces the request's method.
-	Method  string          `json:"method,omitempty"`
+	Method string `json:"method,omitempty"`
+	// Host is the Host an http backend gets (a gRPC backend's :authority)
+	// instead of its URL's; X-Forwarded-Host still names the caller's.
+	Host    string          `json:"host,omitempty"`
 	Headers *HeaderRewrite  `json:"headers,omitempty"`
 	Query   *QueryRewrite   `json:"query,omitempty"`
 	Body    *JSONBodyChange `json:"body,omitempty"`
@@ -47,10 +53,13 @@ type ResponseRewrite struct {
 	Body    *JSONBodyChange `json:"body,omitempty"`
 }
 
-// PathRewrite is a regexp replacement of the request path.
+// PathRewrite is a regexp replacement of the request path, or a template:
+// the new path with {name} for a route parameter and {*} for the
+// catch-all, as the canonical path has them (escaped).
 type PathRewrite struct {
-	Regex   string `json:"regex"`
-	Replace string `json:"replace"`
+	Regex    string `json:"regex,omitempty"`
+	Replace  string `json:"replace,omitempty"`
+	Template string `json:"template,omitempty"`
 }
 
 // HeaderRewrite sets (replaces), adds (appends) and removes headers, in
@@ -151,8 +160,9 @@ func (b *JSONBodyChange) check(prefix string, add func(path, format string, args
 	}
 }
 
-// check adds the rewrite's problems at prefix.
-func (r *Rewrite) check(prefix string, add func(path, format string, args ...any)) {
+// check adds the rewrite's problems at prefix; params and catchAll
+// describe the route path (what a path template may name).
+func (r *Rewrite) check(prefix string, params []string, catchAll bool, add func(path, format string, args ...any)) {
 	if r == nil {
 		return
 	}
@@ -167,11 +177,11 @@ func (r *Rewrite) check(prefix string, add func(path, format string, args ...any
 	if q := r.Request; q != nil {
 		when(prefix+".request.when", q.When)
 		if p := q.Path; p != nil {
-			if _, err := regexp.Compile(p.Regex); err != nil {
-				add(prefix+".request.path.regex", "%v", err)
-			}
-			if !strings.HasPrefix(p.Replace, "/") && !strings.HasPrefix(p.Replace, "$") {
-				add(prefix+".request.path.replace", "must start with / (or a group that does)")
+			p.check(prefix+".request.path", params, catchAll, add)
+		}
+		if q.Host != "" {
+			if err := CheckHostHeader(q.Host); err != nil {
+				add(prefix+".request.host", "%v", err)
 			}
 		}
 		switch q.Method {
@@ -201,5 +211,78 @@ func (r *Rewrite) check(prefix string, add func(path, format string, args ...any
 		}
 		s.Headers.check(prefix+".response.headers", add)
 		s.Body.check(prefix+".response.body", add)
+	}
+}
+
+func (p *PathRewrite) check(prefix string, params []string, catchAll bool, add func(path, format string, args ...any)) {
+	if p.Template != "" {
+		if p.Regex != "" || p.Replace != "" {
+			add(prefix, "a path rewrite is a template or a regex and its replacement, not both")
+			return
+		}
+		if !strings.HasPrefix(p.Template, "/") {
+			add(prefix+".template", "must start with /")
+		}
+		names, err := templateNames(p.Template)
+		if err != nil {
+			add(prefix+".template", "%v", err)
+			return
+		}
+		for _, n := range names {
+			switch {
+			case n == "*" && !catchAll:
+				add(prefix+".template", `uses {*} but the route path has no "/*"`)
+			case n == RequestPathPlaceholder:
+				add(prefix+".template", "{%s} is the path itself: name route parameters", n)
+			case n != "*" && !slices.Contains(params, n):
+				add(prefix+".template", "uses {%s}, which is not a parameter of the route path", n)
+			}
+		}
+		return
+	}
+	if p.Regex == "" || p.Replace == "" {
+		add(prefix, "needs a template, or a regex and its replacement")
+		return
+	}
+	if _, err := regexp.Compile(p.Regex); err != nil {
+		add(prefix+".regex", "%v", err)
+	}
+	if !strings.HasPrefix(p.Replace, "/") && !strings.HasPrefix(p.Replace, "$") {
+		add(prefix+".replace", "must start with / (or a group that does)")
+	}
+}
+
+// CheckHostHeader checks a Host a rewrite sends: a lower-case host name
+// (no wildcard), with an optional port.
+func CheckHostHeader(h string) error {
+	name, port, hasPort := strings.Cut(h, ":")
+	if hasPort {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {
+			return fmt.Errorf("%q: the port must be a number from 1 to 65535", h)
+		}
+	}
+	if strings.HasPrefix(name, "*") {
+		return fmt.Errorf("%q: a Host is one name, not a wildcard", h)
+	}
+	return CheckRouteHost(name)
+}
+
+// HostRewrite is the Host a tier's request rewrite sends ("" for none): a
+// worker sends no other the edge asks for.
+func (a *API) HostRewrite() string {
+	if a.Rewrite == nil || a.Rewrite.Request == nil {
+		return ""
+	}
+	return a.Rewrite.Request.Host
+}
+
+// checkHostRewrite refuses a host rewrite for a backend that has no Host:
+// a nats service.
+func checkHostRewrite(path string, r *Rewrite, backendType string, add func(path, format string, args ...any)) {
+	if r == nil || r.Request == nil || r.Request.Host == "" {
+		return
+	}
+	if backendType == BackendNATS {
+		add(path, "a nats service has no Host to rewrite (http and grpc backends do)")
 	}
 }

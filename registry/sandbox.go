@@ -115,5 +115,5 @@ func (sb *Sandbox) check(params []string, catchAll bool, add func(path, format s
 	(&API{Name: "sandbox", RateLimits: sb.RateLimits}).checkPolicies(params, prefixed)
 	sb.Validate.check("sandbox.validate", add)
 	sb.Cache.check("sandbox.cache", add)
-	sb.Rewrite.check("sandbox.rewrite", add)
+	sb.Rewrite.check("sandbox.rewrite", params, catchAll, add)
 }

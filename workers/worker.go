@@ -509,6 +509,7 @@ func decodeRequest(a *registry.API, m *nats.Msg) *backend.Request {
 		RequestID: meta.RequestID,
 		ClientIP:  meta.ClientIP,
 		App:       app,
+		Host:      meta.Host,
 		Body:      m.Data,
 		Stream:    meta.Stream,
 	}

@@ -212,6 +212,14 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 	if err != nil {
 		return nil, bus.Errorf(bus.CodeBadRequest, err.Error())
 	}
+	host, err := req.RewrittenHost()
+	if err != nil {
+		return nil, err
+	}
+	var opts []grpc.CallOption
+	if host != "" {
+		opts = []grpc.CallOption{grpc.CallAuthority(host)} // :authority; the connection stays the target's
+	}
 	var span backend.Span
 	if in.tracer != nil {
 		h := http.Header{}
@@ -223,11 +231,11 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 	ctx = metadata.NewOutgoingContext(ctx, md)
 	var resp *backend.Response
 	if form := streamFormFor(req.Header.Get("Accept")); m.desc.IsStreamingServer() && req.Stream > 0 && form.relayed {
-		resp, err = in.relay(ctx, m, msg, form)
+		resp, err = in.relay(ctx, m, msg, form, opts)
 	} else if m.desc.IsStreamingServer() {
-		resp, err = in.stream(ctx, m, msg, req.Header.Get("Accept"))
+		resp, err = in.stream(ctx, m, msg, req.Header.Get("Accept"), opts)
 	} else {
-		resp, err = in.unary(ctx, m, msg)
+		resp, err = in.unary(ctx, m, msg, opts)
 	}
 	if span != nil && err == nil && resp.Stream != nil {
 		// A relayed stream's client span ends with the stream.
@@ -253,10 +261,10 @@ func (in *instance) marshal(m *method, msg *dynamicpb.Message) ([]byte, error) {
 	return b, nil
 }
 
-func (in *instance) unary(ctx context.Context, m *method, msg *dynamicpb.Message) (*backend.Response, error) {
+func (in *instance) unary(ctx context.Context, m *method, msg *dynamicpb.Message, opts []grpc.CallOption) (*backend.Response, error) {
 	out := dynamicpb.NewMessage(m.desc.Output())
 	var header, trailer metadata.MD
-	err := in.cc.Invoke(ctx, m.path, msg, out, grpc.Header(&header), grpc.Trailer(&trailer))
+	err := in.cc.Invoke(ctx, m.path, msg, out, append(opts, grpc.Header(&header), grpc.Trailer(&trailer))...)
 	if err != nil {
 		return in.callError(ctx, err, m, header, trailer)
 	}
@@ -274,10 +282,10 @@ func (in *instance) unary(ctx context.Context, m *method, msg *dynamicpb.Message
 
 // stream reads a server stream to its end and writes its messages in the
 // form the caller accepts.
-func (in *instance) stream(ctx context.Context, m *method, msg *dynamicpb.Message, accept string) (*backend.Response, error) {
+func (in *instance) stream(ctx context.Context, m *method, msg *dynamicpb.Message, accept string, opts []grpc.CallOption) (*backend.Response, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // a stream left early is ended, not leaked
-	st, err := in.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, m.path)
+	st, err := in.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, m.path, opts...)
 	if err == nil {
 		err = st.SendMsg(msg)
 	}
@@ -333,9 +341,9 @@ func (in *instance) stream(ctx context.Context, m *method, msg *dynamicpb.Messag
 // message is an answer with its own status; after it, the status is the
 // stream's last chunk. The stream lives until its Stream func returns (or
 // the call's context ends).
-func (in *instance) relay(ctx context.Context, m *method, msg *dynamicpb.Message, form streamForm) (*backend.Response, error) {
+func (in *instance) relay(ctx context.Context, m *method, msg *dynamicpb.Message, form streamForm, opts []grpc.CallOption) (*backend.Response, error) {
 	sctx, cancel := context.WithCancel(ctx)
-	st, err := in.cc.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true}, m.path)
+	st, err := in.cc.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true}, m.path, opts...)
 	if err == nil {
 		err = st.SendMsg(msg)
 	}

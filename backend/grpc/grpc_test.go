@@ -702,3 +702,20 @@ func TestStreamWorkerGone(t *testing.T) {
 		t.Fatalf("the stream ended %v after its worker went, not within seconds", d)
 	}
 }
+
+// A host rewrite is the call's :authority; the connection stays the
+// target's.
+func TestHostRewriteIsTheAuthority(t *testing.T) {
+	var authority atomic.Value
+	addr := serveTest(t, &grpcdemo.Server{Hostname: "demo-host"}, false, grpc.UnaryInterceptor(
+		func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			md, _ := metadata.FromIncomingContext(ctx)
+			authority.Store(strings.Join(md.Get(":authority"), ","))
+			return h(ctx, req)
+		}))
+	g := jetwaytest.Start(t)
+	publishGRPC(g, "auth", "/auth", addr, "grpc.testing.TestService/UnaryCall", `},"rewrite":{"request":{"host":"orders.partner.example"}`)
+	if r := g.Do("POST", "/auth", strings.NewReader(`{}`)); r.Status != 200 || authority.Load() != "orders.partner.example" {
+		t.Fatalf("%d %s: authority %v", r.Status, r.Body, authority.Load())
+	}
+}

@@ -113,6 +113,10 @@ func (h *instance) Call(ctx context.Context, req *backend.Request) (*backend.Res
 		// could climb out of the URL's base on the backend.
 		return nil, bus.Errorf(bus.CodeBadRequest, "the request path is not a plain path")
 	}
+	host, err := req.RewrittenHost()
+	if err != nil {
+		return nil, err
+	}
 	url := h.tmpl.expand(req)
 	var span backend.Span
 	if h.tracer != nil {
@@ -128,6 +132,10 @@ func (h *instance) Call(ctx context.Context, req *backend.Request) (*backend.Res
 	if req.RequestID != "" {
 		freq.Header.Set("X-Request-Id", req.RequestID)
 	}
+	if host != "" { // the connection still goes to the URL's host
+		freq.UseHostHeader = true
+		freq.Header.SetHost(host)
+	}
 	// The backend learns how long the caller still waits, so it can give
 	// up in time too.
 	freq.Header.Set("X-Request-Timeout", strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 1), 10))
@@ -136,7 +144,7 @@ func (h *instance) Call(ctx context.Context, req *backend.Request) (*backend.Res
 	}
 	fresp := fasthttp.AcquireResponse()
 	fresp.Header.SetNoDefaultContentType(true) // pass on only what the backend sent
-	err := h.client.DoDeadline(freq, fresp, deadline)
+	err = h.client.DoDeadline(freq, fresp, deadline)
 	if span != nil {
 		if err != nil {
 			span.Finish(0, err)
