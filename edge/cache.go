@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,20 @@ type responseCache struct {
 	maxEntry   int
 	respectCC  bool
 	refreshing *semaphore // the edge's background refreshes
+
+	// flights are the misses being answered, by key: a call that misses
+	// while another call of its key is on its way to the backend waits
+	// for that call's answer instead of sending its own (request
+	// collapsing), so a burst on a key costs the backend one call per edge.
+	mu      sync.Mutex
+	flights map[string]*flight
+}
+
+// flight is one miss on its way to the backend; done is closed when its
+// answer is kept (or is not: failed says whether it failed).
+type flight struct {
+	done   chan struct{}
+	failed bool
 }
 
 // cachedAnswer is one kept answer. Immutable once stored, but refreshing.
@@ -73,6 +88,7 @@ const maxRefreshes = 32
 // newResponseCache compiles an API tier's cache settings.
 func newResponseCache(c *registry.Cache, auth bool, refreshing *semaphore) *responseCache {
 	rc := &responseCache{
+		flights: map[string]*flight{},
 		methods: c.Methods, statuses: map[int]bool{}, app: c.KeysApp(auth),
 		ttl: time.Duration(c.TTL), swr: time.Duration(c.StaleWhileRevalidate), sie: time.Duration(c.StaleIfError),
 		maxEntry: int(c.MaxEntry), respectCC: !c.IgnoreCacheControl, refreshing: refreshing,
@@ -208,27 +224,83 @@ func (c *call) cacheLookup() error {
 		return nil
 	}
 	c.cacheKey = key
+	if c.serveKept(rc, key) {
+		return errEnded
+	}
+	// A miss (counted when the call ends): the first of its key goes to
+	// the backend, the others wait for its answer.
+	rc.mu.Lock()
+	f, waiting := rc.flights[key]
+	if !waiting {
+		f = &flight{done: make(chan struct{})}
+		rc.flights[key] = f
+		c.flight = f
+	}
+	rc.mu.Unlock()
+	if !waiting {
+		return nil
+	}
+	t := time.NewTimer(time.Until(c.deadline))
+	defer t.Stop()
+	select {
+	case <-f.done:
+	case <-t.C:
+		return nil // the call's deadline: it ends as any call past it does
+	case <-c.r.Context().Done():
+		return errCallerGone
+	}
+	if c.serveKept(rc, key) {
+		return errEnded
+	}
+	if f.failed && c.serveStale() {
+		return errEnded // the backend just failed this key: stale-if-error, without a call of its own
+	}
+	return nil // not kept (a private answer, too large): the call goes on its own
+}
+
+// serveKept answers the call from what the cache keeps for key, when it
+// is fresh, or stale within stale-while-revalidate (starting the one
+// refresh); it notes a stale answer a failure may fall back to.
+func (c *call) serveKept(rc *responseCache, key string) bool {
 	a, ok := rc.c.GetIfPresent(key)
 	if !ok {
-		return nil // a miss (counted when the call ends)
+		return false
 	}
 	now := time.Now()
 	switch {
 	case now.Before(a.fresh):
 		c.countCache("hit")
 		c.serveCached(a, xCacheHit, now)
-		return errEnded
+		return true
 	case now.Before(a.swrUntil):
 		c.countCache("stale")
 		if a.refreshing.CompareAndSwap(false, true) {
 			c.refresh(rc, key, a)
 		}
 		c.serveCached(a, xCacheStale, now)
-		return errEnded
+		return true
 	case now.Before(a.sieUntil):
 		c.stale = a // a failure falls back to it
 	}
-	return nil
+	return false
+}
+
+// endFlight wakes the calls waiting for this call's answer, once it is
+// kept (or known not to be); failed says the backend failed.
+func (c *call) endFlight(failed bool) {
+	f := c.flight
+	if f == nil {
+		return
+	}
+	c.flight = nil
+	rc := c.rt.respCache
+	rc.mu.Lock()
+	if rc.flights[c.cacheKey] == f {
+		delete(rc.flights, c.cacheKey)
+	}
+	rc.mu.Unlock()
+	f.failed = failed
+	close(f.done)
 }
 
 // countCache counts a lookup in the metrics: a hit, a stale answer

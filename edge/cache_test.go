@@ -325,3 +325,94 @@ func TestResponseCacheReview(t *testing.T) {
 		t.Fatalf("after a new backend: %s", body)
 	}
 }
+
+// Concurrent misses on one key collapse: one call reaches the backend and
+// the others get its answer; an answer the cache may not keep sends each
+// waiting call on its own way, and a failure lets them fall back to a
+// stale answer without calling the failing backend again.
+func TestResponseCacheCollapsesMisses(t *testing.T) {
+	var calls atomic.Int64
+	var fail atomic.Bool
+	release := make(chan struct{})
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		<-release
+		if fail.Load() {
+			w.WriteHeader(500)
+			return
+		}
+		if r.URL.Query().Has("private") {
+			w.Header().Set("Cache-Control", "private")
+		}
+		fmt.Fprintf(w, "call %d", n)
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	g.Publish(`{"name":"burst","pool":"p","route":{"path":"/burst"},"backend":{"type":"http","url":"` + be.URL + `/b"},"timeout":"5s",
+		"cache":{"ttl":"50ms","stale_if_error":"1m"}}`)
+
+	burst := func(path string, n int) []jetwaytest.Result {
+		out := make([]jetwaytest.Result, n)
+		var wg sync.WaitGroup
+		for i := range out {
+			wg.Go(func() { out[i] = g.Do("GET", path, nil) })
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for calls.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond) // the others arrive and wait
+		stop := make(chan struct{})
+		go func() { // the first call, and any further ones, go through
+			for {
+				select {
+				case release <- struct{}{}:
+				case <-stop:
+					return
+				}
+			}
+		}()
+		wg.Wait()
+		close(stop)
+		return out
+	}
+
+	rs := burst("/burst", 20)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("20 concurrent misses made %d backend calls, want 1", n)
+	}
+	xc := map[string]int{}
+	for _, r := range rs {
+		if r.Status != 200 || r.Body != "call 1" {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		xc[r.Header.Get("X-Cache")]++
+	}
+	if xc["miss"] != 1 || xc["hit"] != 19 {
+		t.Errorf("X-Cache: %v", xc)
+	}
+
+	// Not keepable: every call gets an answer of its own.
+	calls.Store(0)
+	for _, r := range burst("/burst?private", 5) {
+		if r.Status != 200 || r.Header.Get("X-Cache") != "miss" {
+			t.Fatalf("%d %s %s", r.Status, r.Header.Get("X-Cache"), r.Body)
+		}
+	}
+	if n := calls.Load(); n != 5 {
+		t.Errorf("5 calls whose answer may not be kept made %d backend calls", n)
+	}
+
+	// A failure: the one call that reached the backend fails, and all fall
+	// back to the stale answer of the first burst.
+	calls.Store(0)
+	fail.Store(true)
+	for _, r := range burst("/burst", 10) {
+		if r.Status != 200 || r.Header.Get("X-Cache") != "stale" || r.Body != "call 1" {
+			t.Fatalf("%d %s %s", r.Status, r.Header.Get("X-Cache"), r.Body)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("10 misses on a failing backend made %d calls, want 1", n)
+	}
+}

@@ -104,6 +104,7 @@ type call struct {
 	cacheKey    string        // the call's response cache key; "": not cached
 	cacheResult string        // "hit", "miss", "stale" or ""
 	stale       *cachedAnswer // a stale answer a failure may fall back to
+	flight      *flight       // the miss this call answers for the calls waiting on its key
 	decoded     any           // the body as validation parsed it, for a body rewrite
 	bytes       int           // the body bytes sent
 
@@ -179,6 +180,7 @@ func (c *call) fail(err error) {
 
 // finish gives back what the call holds, once its response is written.
 func (c *call) finish() {
+	c.endFlight(false) // a call that ended before its answer: refused, or its caller gone
 	if c.cacheKey != "" && c.cacheResult == "" {
 		c.countCache("miss")
 	}
@@ -362,8 +364,11 @@ func (c *call) send() error {
 	cancel()
 	endSend(span, err)
 	if err != nil {
-		if c.r.Context().Err() == nil && c.serveStale() {
-			return errEnded
+		if c.r.Context().Err() == nil {
+			c.endFlight(true)
+			if c.serveStale() {
+				return errEnded
+			}
 		}
 		return c.requestError(err)
 	}
@@ -459,6 +464,9 @@ func (c *call) reply() error {
 	fallback := m.Header.Get("X-Jetway-Fallback") != ""
 	c.outcome, c.upstream = rep.Outcome, rep.Status
 	failed := rep.Code != "" || fallback || c.failedAnswer(rep.Status)
+	if failed {
+		c.endFlight(true)
+	}
 	if failed && c.serveStale() {
 		return nil // stale-if-error: the kept answer beats the failure, and a fallback's
 	}
@@ -498,14 +506,15 @@ func (c *call) reply() error {
 	}
 	if c.cacheKey != "" {
 		dst["X-Cache"] = xCacheMiss
+		if !failed { // a fallback's answer is no answer of the backend's
+			rt.respCache.put(admit, c.cacheKey, c.routedPath(), r.Method, status, kept, data, time.Now())
+		}
+		c.endFlight(failed) // before the write: a slow caller must not hold up the others
 	}
 	c.WriteHeader(status)
 	_, _ = c.Write(data)
 	if rep.Code != "" {
 		return nil // a gateway error is never a good response
-	}
-	if c.cacheKey != "" && !failed { // a fallback's answer is no answer of the backend's
-		rt.respCache.put(admit, c.cacheKey, c.routedPath(), r.Method, status, kept, data, time.Now())
 	}
 	if rt.cache != nil && rep.Status >= 200 && rep.Status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !failed {
 		h := dst.Clone()
