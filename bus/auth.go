@@ -72,8 +72,9 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			HeartbeatPrefix + UserEdge + ".*",
 			"$KV." + BucketNonces + ".>", // claim a nonce (KV create)
 			"$KV." + BucketACME + ".>",   // store what ACME obtained, for every edge
+			"$KV." + BucketCache + ".>",  // keep an answer for every edge (cache.shared)
 		}
-		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts, BucketACME, BucketJSONSchemas} {
+		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts, BucketACME, BucketJSONSchemas, BucketCache} {
 			pub = append(pub, kvRead(b)...)
 		}
 		sub := []string{

@@ -88,7 +88,7 @@ func TestRolePermissionsOnServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	kvs := map[string]jetstream.KeyValue{}
-	for _, b := range []string{BucketAPIs, BucketFlags, BucketApps, BucketAlerts, BucketNonces} {
+	for _, b := range []string{BucketAPIs, BucketFlags, BucketApps, BucketAlerts, BucketNonces, BucketCache} {
 		kv, err := ajs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b})
 		if err != nil {
 			t.Fatal(err)
@@ -222,6 +222,20 @@ func TestRolePermissionsOnServer(t *testing.T) {
 	if _, err := nonces.Create(ctx, "n1", []byte("1")); err != nil {
 		t.Fatalf("edge claims a nonce: %v", err)
 	}
+	// Edges keep answers in the shared cache and read them back; workers
+	// do neither.
+	if err := edge.Publish("$KV."+BucketCache+".a.p.b.c", []byte("answer")); err != nil {
+		t.Fatal(err)
+	}
+	edge.allowed(t, "edge keeps a shared answer")
+	cacheStream, err := ejs.Stream(ctx, "KV_"+BucketCache)
+	if err != nil {
+		t.Fatalf("edge opens the shared cache: %v", err)
+	}
+	if m, err := cacheStream.GetLastMsgForSubject(ctx, "$KV."+BucketCache+".a.p.b.c"); err != nil || string(m.Data) != "answer" {
+		t.Fatalf("edge reads a shared answer: %v", err)
+	}
+	worker.denied(t, "worker writes the shared cache", "$KV."+BucketCache+".a.p.b.c", func() { _ = worker.Publish("$KV."+BucketCache+".a.p.b.c", nil) })
 
 	// Edges read the apps; workers read the APIs but never the apps.
 	apps, err := ejs.KeyValue(ctx, BucketApps)

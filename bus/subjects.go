@@ -180,6 +180,7 @@ const (
 	BucketSchemas = "jetway_schemas" // gRPC schemas (FileDescriptorSets) by digest: workers read
 
 	BucketJSONSchemas = "jetway_jsonschemas" // JSON Schemas shared by request validations: edges read
+	BucketCache       = "jetway_cache"       // the shared response cache (cache.shared): edges read and write
 )
 
 // NonceBucketDeleted is the JetStream advisory of the nonce bucket's stream

@@ -93,6 +93,18 @@ func TestNATSRolesLeastPrivilege(t *testing.T) {
 		t.Fatalf("after the attempts: %v", r)
 	}
 
+	// A shared cache: the serve process's edge keeps the answer in the
+	// bucket, the edge process (as the edge user) serves it from there.
+	putAPI(t, withUser("admin"), entry("auth.cached", "authp", "GET", "/v1/cached", mockBackend("kept"),
+		map[string]any{"cache": map[string]any{"ttl": "1h", "shared": true}}))
+	waitBody(t, srv.edge+"/v1/cached", "kept")
+	waitFor(t, edge.edge+"/v1/cached", applyTimeout, func(r response) error {
+		if r.status != 200 || r.header.Get("X-Cache") != "hit" {
+			return fmt.Errorf("edge process: %v X-Cache %q", r, r.header.Get("X-Cache"))
+		}
+		return nil
+	})
+
 	// The worker's user reads the APIs, never the apps (their signing
 	// secrets): only edges need them. The worker process, which watches
 	// the registry as that user, serves all the same.

@@ -39,6 +39,9 @@ type responseCache struct {
 	respectCC  bool
 	refreshing *semaphore // the edge's background refreshes
 
+	shared   *sharedStore // cache.shared: the bucket too; nil: memory alone
+	subjects sharedSubjects
+
 	// flights are the misses being answered, by key: a call that misses
 	// while another call of its key is on its way to the backend waits
 	// for that call's answer instead of sending its own (request
@@ -85,8 +88,9 @@ func (s *semaphore) release() { <-s.ch }
 // an edge runs at once; past it a stale answer is served without one.
 const maxRefreshes = 32
 
-// newResponseCache compiles an API tier's cache settings.
-func newResponseCache(c *registry.Cache, auth bool, refreshing *semaphore) *responseCache {
+// newResponseCache compiles an API tier's cache settings; fingerprint
+// names them, with what the answers come from.
+func newResponseCache(a *registry.API, c *registry.Cache, auth bool, refreshing *semaphore, shared *sharedStore, fingerprint string) *responseCache {
 	rc := &responseCache{
 		flights: map[string]*flight{},
 		methods: c.Methods, statuses: map[int]bool{}, app: c.KeysApp(auth),
@@ -95,6 +99,9 @@ func newResponseCache(c *registry.Cache, auth bool, refreshing *semaphore) *resp
 	}
 	for _, s := range c.Statuses {
 		rc.statuses[s] = true
+	}
+	if c.Shared && shared != nil {
+		rc.shared, rc.subjects = shared, newSharedSubjects(a.Name, a.IsSandbox(), fingerprint)
 	}
 	if k := c.Key; k != nil {
 		for _, h := range k.Headers {
@@ -139,14 +146,15 @@ type cacheSettings struct {
 
 // responseCache returns the tier's cache (nil: none), kept while its
 // settings are unchanged.
-func (st *apiState) responseCache(a *registry.API, auth bool, refreshing *semaphore) *responseCache {
+func (st *apiState) responseCache(a *registry.API, auth bool, refreshing *semaphore, shared *sharedStore) *responseCache {
 	c := a.Cache
 	if c == nil {
 		st.respCache.Clear()
 		return nil
 	}
-	rc, _ := st.respCache.Get(resilience.Fingerprint(cacheSettings{c, auth, a.Backend, a.Pool, a.Route}), func() (*responseCache, error) {
-		return newResponseCache(c, auth, refreshing), nil
+	fp := resilience.Fingerprint(cacheSettings{c, auth, a.Backend, a.Pool, a.Route})
+	rc, _ := st.respCache.Get(fp, func() (*responseCache, error) {
+		return newResponseCache(a, c, auth, refreshing, shared, fp), nil
 	})
 	return rc
 }
@@ -224,7 +232,7 @@ func (c *call) cacheLookup() error {
 		return nil
 	}
 	c.cacheKey = key
-	if c.serveKept(rc, key) {
+	if c.serveKept(rc, key, "hit") {
 		return errEnded
 	}
 	// A miss (counted when the call ends): the first of its key goes to
@@ -238,6 +246,17 @@ func (c *call) cacheLookup() error {
 	}
 	rc.mu.Unlock()
 	if !waiting {
+		if rc.shared != nil {
+			if a := rc.shared.get(c.ctx, c.deadline, rc.subjects, c.routedPath(), key); a != nil {
+				rc.c.Set(key, a) // this edge keeps it too
+				if time.Now().Before(a.swrUntil) {
+					c.endFlight(false) // the calls waiting on the key serve it too
+				}
+				if c.serveKept(rc, key, "shared") {
+					return errEnded
+				}
+			}
+		}
 		return nil
 	}
 	t := time.NewTimer(time.Until(c.deadline))
@@ -249,7 +268,7 @@ func (c *call) cacheLookup() error {
 	case <-c.r.Context().Done():
 		return errCallerGone
 	}
-	if c.serveKept(rc, key) {
+	if c.serveKept(rc, key, "hit") {
 		return errEnded
 	}
 	if f.failed && c.serveStale() {
@@ -259,9 +278,10 @@ func (c *call) cacheLookup() error {
 }
 
 // serveKept answers the call from what the cache keeps for key, when it
-// is fresh, or stale within stale-while-revalidate (starting the one
+// is fresh (counted as hit, "shared" for an answer just read from the
+// bucket), or stale within stale-while-revalidate (starting the one
 // refresh); it notes a stale answer a failure may fall back to.
-func (c *call) serveKept(rc *responseCache, key string) bool {
+func (c *call) serveKept(rc *responseCache, key, hit string) bool {
 	a, ok := rc.c.GetIfPresent(key)
 	if !ok {
 		return false
@@ -269,7 +289,7 @@ func (c *call) serveKept(rc *responseCache, key string) bool {
 	now := time.Now()
 	switch {
 	case now.Before(a.fresh):
-		c.countCache("hit")
+		c.countCache(hit)
 		c.serveCached(a, xCacheHit, now)
 		return true
 	case now.Before(a.swrUntil):
@@ -456,8 +476,12 @@ func (rc *responseCache) put(a cacheAdmission, key, path, method string, status 
 		body = nil
 	}
 	fresh := now.Add(a.ttl)
-	rc.c.Set(key, &cachedAnswer{path: path, status: status, header: kept, body: body, stored: now,
-		fresh: fresh, swrUntil: fresh.Add(a.swr), sieUntil: fresh.Add(a.sie)})
+	ans := &cachedAnswer{path: path, status: status, header: kept, body: body, stored: now,
+		fresh: fresh, swrUntil: fresh.Add(a.swr), sieUntil: fresh.Add(a.sie)}
+	rc.c.Set(key, ans)
+	if rc.shared != nil {
+		rc.shared.put(rc.subjects, key, ans)
+	}
 }
 
 // cacheDirectives is what a response's Cache-Control tells a shared cache.

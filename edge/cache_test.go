@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
@@ -415,4 +417,67 @@ func TestResponseCacheCollapsesMisses(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Errorf("10 misses on a failing backend made %d calls, want 1", n)
 	}
+}
+
+// cache.shared: an answer one edge kept is served by another without a
+// call to the backend, with its age; a purge drops it from the bucket and
+// every edge's memory, and the next call goes to the backend again.
+func TestResponseCacheShared(t *testing.T) {
+	be := newCacheBackend(t)
+	g := newGateway(t)
+	second, _, _ := g.AddEdge(t, edge.Options{})
+	g.Publish(`{"name":"shared","pool":"p","route":{"path":"/shared/{id}"},"backend":{"type":"http","url":"` + be.URL + `/s/{id}"},
+		"cache":{"ttl":"1h","shared":true}}`)
+	g.Publish(`{"name":"own","pool":"p","route":{"path":"/own/{id}"},"backend":{"type":"http","url":"` + be.URL + `/o/{id}"},
+		"cache":{"ttl":"1h"}}`)
+	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
+		if r := jetwaytest.Do(t, second, "GET", "/own/0", nil); r.Status != 200 {
+			return fmt.Errorf("second edge: %d", r.Status)
+		}
+		return nil
+	})
+	be.calls.Store(0)
+	first := jetwaytest.Do(t, second, "GET", "/shared/1?a=1", nil)
+	if first.Status != 200 || first.Header.Get("X-Cache") != "miss" {
+		t.Fatalf("first: %d %s", first.Status, first.Header.Get("X-Cache"))
+	}
+	// The publish to the bucket is not acknowledged: the other edge may
+	// look a moment before it is stored.
+	time.Sleep(50 * time.Millisecond)
+	r := g.Do("GET", "/shared/1?a=1", nil)
+	if r.Header.Get("X-Cache") != "hit" || r.Body != first.Body || r.Header.Get("Age") == "" || be.calls.Load() != 1 {
+		t.Fatalf("the other edge: %s %q vs %q, Age %q, %d backend calls", r.Header.Get("X-Cache"), r.Body, first.Body, r.Header.Get("Age"), be.calls.Load())
+	}
+	var b bytes.Buffer
+	_ = g.Metrics.WritePrometheus(&b)
+	if !strings.Contains(b.String(), `result="shared"} 1`) {
+		t.Errorf("the shared hit is not counted:\n%s", grepLines(b.String(), "cache"))
+	}
+	// Another key, and an API without shared, are not served from it.
+	if x := g.Do("GET", "/shared/1?a=2", nil).Header.Get("X-Cache"); x != "miss" {
+		t.Errorf("another query: %s", x)
+	}
+	jetwaytest.Do(t, second, "GET", "/own/1", nil)
+	time.Sleep(50 * time.Millisecond)
+	if x := g.Do("GET", "/own/1", nil).Header.Get("X-Cache"); x != "miss" {
+		t.Errorf("an API that does not share: %s", x)
+	}
+
+	// A purge drops it from the bucket before the edges drop theirs.
+	js, err := jetstream.New(g.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := edge.PurgeShared(t.Context(), js, "shared", "/shared/1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Conn.Publish(bus.CachePurgeSubject, []byte(`{"api":"shared","path":"/shared/1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if x := g.Do("GET", "/shared/1?a=1", nil).Header.Get("X-Cache"); x != "miss" {
+			return fmt.Errorf("after the purge: %s", x)
+		}
+		return nil
+	})
 }

@@ -82,7 +82,8 @@ type Edge struct {
 	// The shared schemas each kept check was built with, by API.Key: of
 	// the last round, and of this one.
 	checkDeps, nextDeps map[string]map[string]bool
-	refreshes           *semaphore // background cache refreshes (cache.go)
+	refreshes           *semaphore   // background cache refreshes (cache.go)
+	shared              *sharedStore // the shared response cache (sharedcache.go)
 	cluster             *cluster
 	tracer              trace.Tracer // nil: tracing off
 }
@@ -215,7 +216,7 @@ func New(o Options) (*Edge, error) {
 		o.Logger = slog.Default()
 	}
 	e := &Edge{o: o, log: o.Logger, cluster: newCluster(o.ClusterInterval), tracer: otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/edge"),
-		refreshes: &semaphore{ch: make(chan struct{}, maxRefreshes)}}
+		refreshes: &semaphore{ch: make(chan struct{}, maxRefreshes)}, shared: newSharedStore(o.Conn, o.Logger)}
 	e.Apply(&registry.Snapshot{})
 	return e, nil
 }
@@ -283,7 +284,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 		rt.fault = compileFault(s.Faults[a.Name], false)
 		rt.state, rt.rules, rt.maxInFlight = st, e.compileRules(st, a), int64(a.EdgeConcurrency)
 		rt.check = e.compileCheck(rt.key, a.Validate, s.JSONSchemas)
-		rt.respCache = st.responseCache(a, rt.auth != nil, e.refreshes)
+		rt.respCache = st.responseCache(a, rt.auth != nil, e.refreshes, e.shared)
 		rt.rewrite = e.compileRewrite(rt.key, a.Rewrite)
 		if rt.maxBody <= 0 {
 			rt.maxBody = int64(registry.DefaultMaxBody)
@@ -302,7 +303,7 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 			sb.rules = e.compileRules(sb.state, sba)
 			sb.check = e.compileCheck(sb.key, sba.Validate, s.JSONSchemas)
 			sb.fault = compileFault(s.Faults[a.Name], true)
-			sb.respCache = sb.state.responseCache(sba, rt.auth != nil, e.refreshes)
+			sb.respCache = sb.state.responseCache(sba, rt.auth != nil, e.refreshes, e.shared)
 			sb.rewrite = e.compileRewrite(sb.key, sba.Rewrite)
 			rt.sandbox = sb
 		}

@@ -74,8 +74,8 @@ type apiMetrics struct {
 	blocked    map[string]*atomic.Int64
 	failed     map[string]*atomic.Int64
 	hist       *histogram
-	faults     [2]atomic.Int64 // injected by a drill: delays, aborts
-	cache      [3]atomic.Int64 // response cache lookups: hits, misses, stale answers
+	faults     [2]atomic.Int64                 // injected by a drill: delays, aborts
+	cache      [len(cacheResults)]atomic.Int64 // response cache lookups, by cacheResults
 	// the current second, swapped by Tick
 	sec   atomic.Pointer[secAcc]
 	spare *secAcc
@@ -143,7 +143,7 @@ func (m *Metrics) RecordFault(api, pool string, abort bool) {
 }
 
 // cacheResults name the response cache lookups RecordCache counts.
-var cacheResults = [3]string{"hit", "miss", "stale"}
+var cacheResults = [4]string{"hit", "miss", "stale", "shared"}
 
 // RecordCache counts one response cache lookup of an API: "hit", "miss"
 // or "stale" (an answer served past its freshness).
@@ -322,7 +322,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 	}
 	counters("jetway_faults_injected_total", "Faults a drill (jetway fault on) injected, by kind: calls delayed, calls aborted.",
 		"kind", []string{"delay", "abort"}, func(a *apiMetrics, i int) int64 { return a.faults[i].Load() })
-	counters("jetway_cache_lookups_total", "Response cache lookups, by result: hit, miss, stale (served past freshness: stale-while-revalidate or stale-if-error).",
+	counters("jetway_cache_lookups_total", "Response cache lookups, by result: hit, miss, stale (served past freshness: stale-while-revalidate or stale-if-error), shared (a hit read from the shared cache).",
 		"result", cacheResults[:], func(a *apiMetrics, i int) int64 { return a.cache[i].Load() })
 	fmt.Fprintln(bw, "# HELP jetway_availability Share of passed calls (not blocked) that did not fail, since start.")
 	fmt.Fprintln(bw, "# TYPE jetway_availability gauge")

@@ -1,9 +1,14 @@
 package registry
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
 )
 
 // Cache is an API's response cache at the edges: a cacheable answer is
@@ -35,6 +40,11 @@ type Cache struct {
 	// the API's cache on each edge (default 16MiB).
 	MaxEntry Size `json:"max_entry,omitempty"`
 	MaxSize  Size `json:"max_size,omitempty"`
+	// Shared also keeps the answers in the jetway_cache bucket (JetStream
+	// KV, in memory, each answer with its own TTL), where every edge looks
+	// on a miss of its own: a burst spread over the edges reaches the
+	// backend about once, not once per edge.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // CacheKey says what, besides method, host, path and query, tells cached
@@ -57,7 +67,33 @@ const (
 	DefaultCacheMaxSize  = Size(16 << 20)
 	MaxCacheSize         = Size(1 << 30)
 	MaxCacheTTL          = 7 * 24 * time.Hour
+	// MaxSharedEntry is the largest max_entry of a shared cache: an answer
+	// and its headers fit the default NATS max payload (1MiB).
+	MaxSharedEntry = Size(960 << 10)
+	// SharedCacheMaxBytes bounds the jetway_cache bucket; past it the
+	// oldest answers go first.
+	SharedCacheMaxBytes = 256 << 20
 )
+
+// BucketCache is the shared response cache (cache.shared): edges read and
+// write it.
+const BucketCache = bus.BucketCache
+
+// OpenCache opens the jetway_cache bucket, creating it when missing: in
+// memory (a cache; a restart empties it), one revision per key, answers
+// with their own TTL (LimitMarkerTTL turns per-message TTLs on; the
+// marker an expiry leaves lives a second).
+func OpenCache(ctx context.Context, js jetstream.JetStream, o BucketOptions) (jetstream.KeyValue, error) {
+	return openBucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:         BucketCache,
+		Description:    "Jetway shared response cache (cache.shared): edges read and write",
+		History:        1,
+		Storage:        jetstream.MemoryStorage,
+		MaxBytes:       SharedCacheMaxBytes,
+		LimitMarkerTTL: time.Second,
+		Replicas:       max(o.Replicas, 1),
+	})
+}
 
 // DefaultCacheStatuses are the statuses cached when an entry names none.
 var DefaultCacheStatuses = []int{200, 203, 204, 300, 301, 404, 410}
@@ -134,6 +170,9 @@ func (c *Cache) check(prefix string, add func(path, format string, args ...any))
 	}
 	if c.MaxEntry != 0 && c.MaxSize != 0 && c.MaxEntry > c.MaxSize {
 		add(prefix+".max_entry", "must not exceed max_size")
+	}
+	if c.Shared && c.MaxEntry > MaxSharedEntry {
+		add(prefix+".max_entry", "must be at most %v in a shared cache (an answer is one NATS message)", MaxSharedEntry)
 	}
 	if k := c.Key; k != nil {
 		for _, h := range k.Headers {

@@ -116,6 +116,9 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if _, err := OpenNonces(ctx, js, o); err != nil {
 		return nil, err
 	}
+	if _, err := OpenCache(ctx, js, o); err != nil {
+		return nil, err
+	}
 	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas, jsonSchemas: jsonSchemas}, nil
 }
 

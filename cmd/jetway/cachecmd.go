@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/registry"
 )
 
 const cacheUsage = `Usage: jetway cache purge NAME [PATH] [flags]
@@ -56,6 +59,15 @@ func cmdCache(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer done()
+	// The shared cache first: no edge must fill its memory again from it
+	// after it purged its own.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := edge.PurgeShared(ctx, js, p.API, p.Path); err != nil {
+		return fmt.Errorf("purging the shared cache (bucket %s): %w", registry.BucketCache, err)
+	}
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {

@@ -115,9 +115,9 @@ func demoAPIs(base, grpcAddr string) []string {
 		  "validate":{"body":{"type":"object","required":["item","quantity"],"additionalProperties":false,
 		    "properties":{"item":{"type":"string","pattern":"^[a-z-]{1,32}$"},"quantity":{"type":"integer","minimum":1,"maximum":100}}},
 		    "messages":{"/body/quantity":"quantity is a whole number from 1 to 100"}}}`,
-		`{"name":"demo.cached","pool":"demo","description":"Answers kept by the edge for 10 s: X-Cache says hit or miss.",
+		`{"name":"demo.cached","pool":"demo","description":"Answers kept by the edges for 10 s, shared between them: X-Cache says hit or miss.",
 		  "route":{"method":"GET","path":"/v1/cached/{name}"},
-		  "backend":{"type":"http","url":"` + base + `/hello/{name}"},"timeout":"2s","cache":{"ttl":"10s"}}`,
+		  "backend":{"type":"http","url":"` + base + `/hello/{name}"},"timeout":"2s","cache":{"ttl":"10s","shared":true}}`,
 	}
 }
 
