@@ -33,6 +33,7 @@ type rewriter struct {
 	reqHeaders  *headerOps
 	queryRemove []string
 	querySet    [][2]string // name, value; sorted by name
+	queryAdd    [][2]string // name, value; sorted by name
 	reqBody     *bodyOps
 	status      map[int]int
 	respHeaders *headerOps
@@ -141,7 +142,11 @@ func newRewriter(r *registry.Rewrite) (*rewriter, error) {
 			for k, v := range qr.Set {
 				rw.querySet = append(rw.querySet, [2]string{k, v})
 			}
+			for k, v := range qr.Add {
+				rw.queryAdd = append(rw.queryAdd, [2]string{k, v})
+			}
 			slices.SortFunc(rw.querySet, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+			slices.SortFunc(rw.queryAdd, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
 		}
 		var err error
 		if rw.reqBody, err = compileBody(q.Body); err != nil {
@@ -530,8 +535,8 @@ func (c *call) rewriteRequest() error {
 	}
 	c.host = rw.host
 	rw.reqHeaders.apply(r.Header)
-	if len(rw.queryRemove) > 0 || len(rw.querySet) > 0 {
-		r.URL.RawQuery = rewriteQuery(r.URL.RawQuery, rw.queryRemove, rw.querySet)
+	if len(rw.queryRemove) > 0 || len(rw.querySet) > 0 || len(rw.queryAdd) > 0 {
+		r.URL.RawQuery = rewriteQuery(r.URL.RawQuery, rw.queryRemove, rw.querySet, rw.queryAdd)
 	}
 	if rw.reqBody == nil || c.body == nil || c.body.Len() == 0 {
 		return nil
@@ -562,9 +567,9 @@ func (c *call) rewriteRequest() error {
 	return nil
 }
 
-// rewriteQuery removes and sets query parameters in a raw query, leaving
-// every other pair as the caller wrote it.
-func rewriteQuery(raw string, remove []string, set [][2]string) string {
+// rewriteQuery removes, sets and adds query parameters in a raw query,
+// leaving every other pair as the caller wrote it.
+func rewriteQuery(raw string, remove []string, set, add [][2]string) string {
 	var out []string
 	done := make([]bool, len(set))
 	if raw != "" {
@@ -591,6 +596,9 @@ func rewriteQuery(raw string, remove []string, set [][2]string) string {
 		if !done[i] {
 			out = append(out, url.QueryEscape(kv[0])+"="+url.QueryEscape(kv[1]))
 		}
+	}
+	for _, kv := range add {
+		out = append(out, url.QueryEscape(kv[0])+"="+url.QueryEscape(kv[1]))
 	}
 	return strings.Join(out, "&")
 }

@@ -54,7 +54,7 @@ func TestRewrite(t *testing.T) {
 		"rewrite":{
 		  "request":{"method":"POST",
 		    "headers":{"set":{"X-Tenant":"acme"},"add":{"X-Tenant":"second"},"remove":["X-Debug"]},
-		    "query":{"set":{"v":"2"},"remove":["token"]},
+		    "query":{"set":{"v":"2"},"add":{"keep":"2"},"remove":["token"]},
 		    "body":{"set":{"/meta/source":"jetway","/tags/-":"new"},"remove":["/password","/missing/deep"],"rename":{"/amt":"/amount","/gone":"/x"}}},
 		  "response":{"status":{"404":200},"headers":{"remove":["X-Internal"],"set":{"X-Api-Version":"2"}},
 		    "body":{"remove":["/code"],"rename":{"/body":"/request"}}}}}`)
@@ -69,7 +69,7 @@ func TestRewrite(t *testing.T) {
 	if err := dec.Decode(&got); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"method": "POST", "query": "keep=1&v=2", "tenant": []any{"acme", "second"}, "trace": ""}
+	want := map[string]any{"method": "POST", "query": "keep=1&v=2&keep=2", "tenant": []any{"acme", "second"}, "trace": ""}
 	for k, v := range want {
 		if fmt.Sprint(got[k]) != fmt.Sprint(v) {
 			t.Errorf("%s: got %v, want %v", k, got[k], v)

@@ -70,9 +70,11 @@ type HeaderRewrite struct {
 	Remove []string          `json:"remove,omitempty"`
 }
 
-// QueryRewrite sets and removes query parameters (remove first).
+// QueryRewrite removes, sets (replaces) and adds (appends) query
+// parameters, in that order.
 type QueryRewrite struct {
 	Set    map[string]string `json:"set,omitempty"`
+	Add    map[string]string `json:"add,omitempty"`
 	Remove []string          `json:"remove,omitempty"`
 }
 
@@ -192,9 +194,11 @@ func (r *Rewrite) check(prefix string, params []string, catchAll bool, add func(
 		q.Headers.check(prefix+".request.headers", add)
 		q.Body.check(prefix+".request.body", add)
 		if qr := q.Query; qr != nil {
-			for k := range qr.Set {
-				if k == "" {
-					add(prefix+".request.query.set", "a parameter name must not be empty")
+			for what, m := range map[string]map[string]string{"set": qr.Set, "add": qr.Add} {
+				for k := range m {
+					if k == "" {
+						add(prefix+".request.query."+what, "a parameter name must not be empty")
+					}
 				}
 			}
 		}
