@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -31,6 +32,13 @@ Commands:
                            name), --path-prefix (default /svc/SERVICE),
                            --dry-run prints the drafts; existing APIs are
                            never overwritten
+  import-openapi FILE|-    read an OpenAPI 3.0/3.1 document (JSON or YAML) and
+                           write one draft API per operation, like
+                           import-micro, with validation of its parameters
+                           and JSON body; the sandbox tier calls --backend
+                           (default servers[0].url) + the path; --pool
+                           (default the title), --path-prefix (default none);
+                           what is not carried over is said on stderr
 
 An entry that fails validation is not written: every problem is listed with
 its field path and the command exits 1. Neither is one that would take a
@@ -51,9 +59,10 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	replicas := fs.Int("replicas", 1, "replicas if the bucket has to be created")
 	getRev := fs.Uint64("revision", 0, "get: print this kept revision instead of the entry in force")
 	var imp importOptions
-	fs.StringVar(&imp.pool, "pool", "", "import-micro: the drafts' production pool (default the service's name)")
-	fs.StringVar(&imp.prefix, "path-prefix", "", "import-micro: route prefix of the drafts (default /svc/SERVICE)")
-	fs.BoolVar(&imp.dryRun, "dry-run", false, "import-micro: print the drafts, write nothing")
+	fs.StringVar(&imp.pool, "pool", "", "import-micro, import-openapi: the drafts' production pool (default the service's name, the document's title)")
+	fs.StringVar(&imp.prefix, "path-prefix", "", "import-micro, import-openapi: route prefix of the drafts (default /svc/SERVICE; none)")
+	fs.BoolVar(&imp.dryRun, "dry-run", false, "import-micro, import-openapi: print the drafts, write nothing")
+	oaBackend := fs.String("backend", "", "import-openapi: the backend's base URL (default the document's servers[0].url)")
 	var ifRev revisionFlag
 	fs.Var(&ifRev, "if-revision", "put, delete, rollback: only if the API is at this revision now (0: only if it does not exist); exit 3 otherwise")
 	fs.Usage = func() { groupUsage(stderr, fs, "api", apiUsage, args) }
@@ -61,7 +70,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkSubcommand(fs, "api", pos, map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2, "import-micro": 1}); err != nil {
+	if err := checkSubcommand(fs, "api", pos, map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2, "import-micro": 1, "import-openapi": 1}); err != nil {
 		return err
 	}
 	// Read and validate before touching NATS: a bad file or argument fails
@@ -91,6 +100,23 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return describeInvalid(err, stderr, "API entry")
 		}
 	}
+	var drafts []draft
+	if pos[0] == "import-openapi" {
+		if doc, err = readDoc(pos[1], stdin); err != nil {
+			return err
+		}
+		var warnings []string
+		drafts, warnings, err = openAPIDrafts(doc, openAPIOptions{pool: imp.pool, prefix: imp.prefix, backend: *oaBackend})
+		if err != nil {
+			return err
+		}
+		for _, w := range warnings {
+			fmt.Fprintln(stderr, w)
+		}
+		if imp.dryRun {
+			return putDrafts(context.Background(), nil, drafts, true, "", stdout, stderr)
+		}
+	}
 
 	ctx, c, nc, done, err := rf.dialConn(*replicas)
 	if err != nil {
@@ -101,6 +127,8 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	switch pos[0] {
 	case "import-micro":
 		return importMicro(ctx, nc, c, pos[1], imp, stdout, stderr)
+	case "import-openapi":
+		return putDrafts(ctx, c, drafts, false, pos[1], stdout, stderr)
 	case "put":
 		a, err := c.Put(ctx, doc, wopts...)
 		if err != nil {

@@ -64,34 +64,46 @@ func importMicro(ctx context.Context, nc *nats.Conn, c *registry.Client, service
 	if len(info.Description) > maxImportedDescription {
 		info.Description = info.Description[:maxImportedDescription] + "..."
 	}
-	written := 0
+	var drafts []draft
 	for _, ep := range info.Endpoints {
 		doc, err := draftEntry(info, ep, pool, prefix)
 		if err != nil {
 			fmt.Fprintf(stderr, "skipped endpoint %s: %v\n", ep.Name, err)
 			continue
 		}
-		if o.dryRun {
-			fmt.Fprintf(stdout, "%s\n", doc)
+		drafts = append(drafts, draft{label: "endpoint " + ep.Name, target: ep.Subject, doc: doc})
+	}
+	return putDrafts(ctx, c, drafts, o.dryRun, info.Name+" "+info.Version, stdout, stderr)
+}
+
+// putDrafts writes draft entries (or prints them, dryRun), never over an
+// API that exists nor taking a route another holds: those are skipped.
+func putDrafts(ctx context.Context, c *registry.Client, drafts []draft, dryRun bool, from string, stdout, stderr io.Writer) error {
+	written := 0
+	for _, d := range drafts {
+		if dryRun {
+			fmt.Fprintf(stdout, "%s\n", d.doc)
 			continue
 		}
-		a, err := c.Put(ctx, doc, registry.IfRevision(0))
+		a, err := c.Put(ctx, d.doc, registry.IfRevision(0))
 		var rc *registry.RouteConflictError
 		switch {
 		case errors.As(err, &rc):
-			fmt.Fprintf(stderr, "skipped endpoint %s: %v\n", ep.Name, err)
+			fmt.Fprintf(stderr, "skipped %s: %v\n", d.label, err)
 			continue
 		case errors.Is(err, registry.ErrConflict):
-			fmt.Fprintf(stderr, "skipped endpoint %s: api %s.%s exists; not overwritten\n", ep.Name, info.Name, ep.Name)
+			var e struct{ Name string }
+			_ = json.Unmarshal(d.doc, &e)
+			fmt.Fprintf(stderr, "skipped %s: api %s exists; not overwritten\n", d.label, e.Name)
 			continue
 		case err != nil:
-			return fmt.Errorf("endpoint %s: %w", ep.Name, err)
+			return fmt.Errorf("%s: %w", d.label, err)
 		}
 		written++
-		fmt.Fprintf(stdout, "draft %s (%s %s -> %s, sandbox tier only) at revision %d\n", a.Name, a.Route.Method, a.Route.Path, ep.Subject, a.Revision)
+		fmt.Fprintf(stdout, "draft %s (%s %s -> %s, sandbox tier only) at revision %d\n", a.Name, a.Route.Method, a.Route.Path, d.target, a.Revision)
 	}
-	if !o.dryRun {
-		fmt.Fprintf(stdout, "%d draft(s) from %s %s; a sandbox app calls them now; set each one's backend to release it\n", written, info.Name, info.Version)
+	if !dryRun {
+		fmt.Fprintf(stdout, "%d draft(s) from %s; a sandbox app calls them now; set each one's backend to release it\n", written, from)
 	}
 	return nil
 }
