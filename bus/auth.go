@@ -74,9 +74,11 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			"$KV." + BucketACME + ".>",   // store what ACME obtained, for every edge
 			"$KV." + BucketCache + ".>",  // keep an answer for every edge (cache.shared)
 		}
-		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts, BucketACME, BucketJSONSchemas, BucketCache} {
+		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts, BucketACME, BucketJSONSchemas} {
 			pub = append(pub, kvRead(b)...)
 		}
+		// The shared cache is read by direct gets only: no consumers.
+		pub = append(pub, "$JS.API.STREAM.INFO.KV_"+BucketCache, "$JS.API.DIRECT.GET.KV_"+BucketCache+".>")
 		sub := []string{
 			InboxPrefixEdge + ".>",
 			RateLimitSubject,

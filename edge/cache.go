@@ -50,12 +50,32 @@ type responseCache struct {
 	flights map[string]*flight
 }
 
-// flight is one miss on its way to the backend; done is closed when its
-// answer is kept (or is not: failed says whether it failed).
+// flight is one miss on its way to the backend; done is closed when it
+// ends, and outcome says how.
 type flight struct {
-	done   chan struct{}
-	failed bool
+	done    chan struct{}
+	outcome flightOutcome
 }
+
+// flightOutcome is how a flight ended, which decides what the calls that
+// waited for it do.
+type flightOutcome int
+
+const (
+	// flightAbandoned: the call ended with no answer of the backend's —
+	// its caller left, its own shorter deadline passed, a step refused
+	// it. Nothing is known of the key: a waiting call takes the lead.
+	flightAbandoned flightOutcome = iota
+	// flightKept: the answer is in the cache.
+	flightKept
+	// flightNotKept: an answer that may not be kept (private, too
+	// large): each waiting call goes on its own, at once.
+	flightNotKept
+	// flightFailed: the backend (or the way to it) failed the key: a
+	// waiting call serves a stale answer under stale-if-error, else goes
+	// on its own.
+	flightFailed
+)
 
 // cachedAnswer is one kept answer. Immutable once stored, but refreshing.
 type cachedAnswer struct {
@@ -63,6 +83,7 @@ type cachedAnswer struct {
 	status   int
 	header   http.Header
 	body     []byte
+	started  time.Time // when the call that got it began: a purge since drops it
 	stored   time.Time
 	fresh    time.Time // served as a hit until then
 	swrUntil time.Time // then served stale while one call refreshes it
@@ -142,6 +163,7 @@ type cacheSettings struct {
 	Backend registry.Backend
 	Pool    string
 	Route   registry.Route
+	Rewrite *registry.Rewrite // the answers kept are rewritten ones
 }
 
 // responseCache returns the tier's cache (nil: none), kept while its
@@ -152,7 +174,7 @@ func (st *apiState) responseCache(a *registry.API, auth bool, refreshing *semaph
 		st.respCache.Clear()
 		return nil
 	}
-	fp := resilience.Fingerprint(cacheSettings{c, auth, a.Backend, a.Pool, a.Route})
+	fp := resilience.Fingerprint(cacheSettings{c, auth, a.Backend, a.Pool, a.Route, a.Rewrite})
 	rc, _ := st.respCache.Get(fp, func() (*responseCache, error) {
 		return newResponseCache(a, c, auth, refreshing, shared, fp), nil
 	})
@@ -189,6 +211,13 @@ func (rc *responseCache) cacheKey(c *call) string {
 	if c.host != "" { // a rewrite's condition may have chosen it
 		b.WriteString("\nhost:")
 		b.WriteString(c.host)
+	}
+	if c.callerPath != "" {
+		// A path rewrite: the route parameters (an http backend's URL
+		// placeholders, a nats service's Jetway-Params) come from the
+		// caller's path, which the rewritten one need not hold.
+		b.WriteString("\nrouted:")
+		b.WriteString(c.callerPath)
 	}
 	if rc.app && c.app != nil {
 		b.WriteString("\napp:")
@@ -232,49 +261,69 @@ func (c *call) cacheLookup() error {
 		return nil
 	}
 	c.cacheKey = key
-	if c.serveKept(rc, key, "hit") {
-		return errEnded
-	}
-	// A miss (counted when the call ends): the first of its key goes to
-	// the backend, the others wait for its answer.
-	rc.mu.Lock()
-	f, waiting := rc.flights[key]
-	if !waiting {
-		f = &flight{done: make(chan struct{})}
-		rc.flights[key] = f
-		c.flight = f
-	}
-	rc.mu.Unlock()
-	if !waiting {
-		if rc.shared != nil {
-			if a := rc.shared.get(c.ctx, c.deadline, rc.subjects, c.routedPath(), key); a != nil {
-				rc.c.Set(key, a) // this edge keeps it too
-				if time.Now().Before(a.swrUntil) {
-					c.endFlight(false) // the calls waiting on the key serve it too
-				}
-				if c.serveKept(rc, key, "shared") {
-					return errEnded
-				}
-			}
+	var t *time.Timer
+	for {
+		if c.serveKept(rc, key, "hit") {
+			return errEnded
 		}
+		// A miss (counted when the call ends): the first of its key goes
+		// to the backend, the others wait for its answer.
+		rc.mu.Lock()
+		f, waiting := rc.flights[key]
+		if !waiting {
+			f = &flight{done: make(chan struct{})}
+			rc.flights[key] = f
+			c.flight = f
+		}
+		rc.mu.Unlock()
+		if !waiting {
+			return c.sharedLookup(rc, key)
+		}
+		if t == nil {
+			t = time.NewTimer(time.Until(c.deadline))
+			defer t.Stop()
+		}
+		select {
+		case <-f.done:
+		case <-t.C:
+			return c.requestError(context.DeadlineExceeded) // never sent: its time is up
+		case <-c.r.Context().Done():
+			return errCallerGone
+		}
+		switch f.outcome {
+		case flightKept:
+			continue // served above, unless evicted or purged meanwhile
+		case flightFailed:
+			if c.serveKept(rc, key, "hit") || c.serveStale() {
+				return errEnded // stale-if-error, without a call of its own
+			}
+			return nil
+		case flightNotKept:
+			return nil // the call goes on its own
+		}
+		// Abandoned: the next waiting call leads.
+	}
+}
+
+// sharedLookup reads the bucket for the call that leads a miss of a
+// shared cache; an answer found there is kept on this edge too, and
+// serves the calls waiting on the key.
+func (c *call) sharedLookup(rc *responseCache, key string) error {
+	if rc.shared == nil {
 		return nil
 	}
-	t := time.NewTimer(time.Until(c.deadline))
-	defer t.Stop()
-	select {
-	case <-f.done:
-	case <-t.C:
-		return nil // the call's deadline: it ends as any call past it does
-	case <-c.r.Context().Done():
-		return errCallerGone
+	a := rc.shared.get(c.ctx, c.deadline, rc.subjects, c.routedPath(), key)
+	if a == nil || len(a.body) > rc.maxEntry || c.e.purgedSince(c.rt.api.Name, a.started) {
+		return nil
 	}
-	if c.serveKept(rc, key, "hit") {
+	rc.c.Set(key, a)
+	if time.Now().Before(a.swrUntil) {
+		c.endFlight(flightKept) // the calls waiting on the key serve it too
+	}
+	if c.serveKept(rc, key, "shared") {
 		return errEnded
 	}
-	if f.failed && c.serveStale() {
-		return errEnded // the backend just failed this key: stale-if-error, without a call of its own
-	}
-	return nil // not kept (a private answer, too large): the call goes on its own
+	return nil
 }
 
 // serveKept answers the call from what the cache keeps for key, when it
@@ -306,8 +355,8 @@ func (c *call) serveKept(rc *responseCache, key, hit string) bool {
 }
 
 // endFlight wakes the calls waiting for this call's answer, once it is
-// kept (or known not to be); failed says the backend failed.
-func (c *call) endFlight(failed bool) {
+// kept or known not to be: outcome says which.
+func (c *call) endFlight(outcome flightOutcome) {
 	f := c.flight
 	if f == nil {
 		return
@@ -319,7 +368,7 @@ func (c *call) endFlight(failed bool) {
 		delete(rc.flights, c.cacheKey)
 	}
 	rc.mu.Unlock()
-	f.failed = failed
+	f.outcome = outcome
 	close(f.done)
 }
 
@@ -339,7 +388,7 @@ func (c *call) serveCached(a *cachedAnswer, xcache []string, now time.Time) {
 		dst[k] = v
 	}
 	dst["X-Cache"] = xcache
-	dst["Age"] = []string{strconv.FormatInt(int64(now.Sub(a.stored)/time.Second), 10)}
+	dst["Age"] = []string{strconv.FormatInt(max(int64(now.Sub(a.stored)/time.Second), 0), 10)} // another edge's clock may be ahead
 	c.WriteHeader(a.status)
 	if c.r.Method != http.MethodHead {
 		_, _ = c.Write(a.body)
@@ -370,7 +419,7 @@ func (c *call) refresh(rc *responseCache, key string, a *cachedAnswer) {
 	}
 	// Its own request id and deadline: the stale caller's (which it may
 	// shorten with X-Request-Timeout) must not decide the refresh.
-	conn, timeout, path, method := c.e.o.Conn, c.rt.timeout, c.routedPath(), c.r.Method
+	conn, timeout, path, method, e, started := c.e.o.Conn, c.rt.timeout, c.routedPath(), c.r.Method, c.e, time.Now()
 	msg := new(nats.Msg) // its own: the call goes back to the pool before the answer comes
 	wire := c.requestMsg(newRequestID(), time.Now().Add(timeout), msg)
 	// The answer is rewritten as the call's would be: the condition's
@@ -406,7 +455,9 @@ func (c *call) refresh(rc *responseCache, key string, a *cachedAnswer) {
 				return // not kept: the stale answer stays until it is replaced
 			}
 		}
-		rc.put(admit, key, path, method, status, h, data, time.Now())
+		if !e.purgedSince(api, started) {
+			rc.put(admit, key, path, method, status, h, data, started, time.Now())
+		}
 	}()
 }
 
@@ -462,10 +513,11 @@ func (rc *responseCache) admits(status int, h http.Header, size int) cacheAdmiss
 	return cacheAdmission{ok: true, ttl: ttl, swr: swr, sie: sie}
 }
 
-// put keeps an answer (as sent: rewritten) that admits admitted.
-func (rc *responseCache) put(a cacheAdmission, key, path, method string, status int, h http.Header, body []byte, now time.Time) {
+// put keeps an answer (as sent: rewritten) that admits admitted, of a call
+// whose time began at started; false when it is not kept.
+func (rc *responseCache) put(a cacheAdmission, key, path, method string, status int, h http.Header, body []byte, started, now time.Time) bool {
 	if !a.ok || len(body) > rc.maxEntry {
-		return
+		return false
 	}
 	kept := h.Clone()
 	delete(kept, "X-Request-Id") // each answer gets its own
@@ -476,12 +528,13 @@ func (rc *responseCache) put(a cacheAdmission, key, path, method string, status 
 		body = nil
 	}
 	fresh := now.Add(a.ttl)
-	ans := &cachedAnswer{path: path, status: status, header: kept, body: body, stored: now,
+	ans := &cachedAnswer{path: path, status: status, header: kept, body: body, started: started, stored: now,
 		fresh: fresh, swrUntil: fresh.Add(a.swr), sieUntil: fresh.Add(a.sie)}
 	rc.c.Set(key, ans)
 	if rc.shared != nil {
 		rc.shared.put(rc.subjects, key, ans)
 	}
+	return true
 }
 
 // cacheDirectives is what a response's Cache-Control tells a shared cache.
@@ -536,6 +589,7 @@ func (e *Edge) purge(p bus.CachePurge) int {
 			path = cp
 		}
 	}
+	e.purges.Store(p.API, time.Now()) // answers of calls begun before are not kept
 	for _, rc := range e.router.Load().caches[p.API] {
 		for k, a := range rc.c.All() {
 			if path == "" || a.path == path {
@@ -567,4 +621,12 @@ func (e *Edge) runPurges(nc *nats.Conn) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// purgedSince reports whether the API's answers were purged on this edge
+// at or after t: an answer of a call begun by then may be what the purge
+// meant to drop, and is not kept.
+func (e *Edge) purgedSince(api string, t time.Time) bool {
+	p, ok := e.purges.Load(api)
+	return ok && !t.After(p.(time.Time))
 }

@@ -2,6 +2,7 @@ package edge_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -480,4 +481,108 @@ func TestResponseCacheShared(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Regressions of the collapsing review: a first call that ends without an
+// answer of the backend's (its caller's own short deadline, its caller
+// gone) hands the lead to a waiting call instead of sending them all at
+// once, and a deadline a caller cut is no failure of the backend's, so the
+// others never get a stale answer for it.
+func TestResponseCacheCollapseLeaderGone(t *testing.T) {
+	var calls atomic.Int64
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		time.Sleep(300 * time.Millisecond)
+		fmt.Fprintf(w, "call %d", n)
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	g.Publish(`{"name":"burst","pool":"p","route":{"path":"/burst/{k}"},"backend":{"type":"http","url":"` + be.URL + `/b/{k}"},"timeout":"5s",
+		"cache":{"ttl":"1s","stale_if_error":"1h"}}`)
+	burst := func(path string, lead func()) (stale int) {
+		var wg sync.WaitGroup
+		wg.Go(lead)
+		time.Sleep(30 * time.Millisecond)
+		var n atomic.Int64
+		for range 10 {
+			wg.Go(func() {
+				r := g.Do("GET", path, nil)
+				if r.Status != 200 {
+					t.Errorf("%s: %d %s", path, r.Status, r.Body)
+				}
+				if r.Header.Get("X-Cache") == "stale" {
+					n.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		return int(n.Load())
+	}
+	// A leader with a 50ms X-Request-Timeout: its call and one more.
+	burst("/burst/a", func() { g.Do("GET", "/burst/a", nil, "X-Request-Timeout", "50ms") })
+	if n := calls.Load(); n != 2 {
+		t.Errorf("a short-deadline leader: %d backend calls, want 2", n)
+	}
+	// A leader whose caller goes away.
+	calls.Store(0)
+	burst("/burst/b", func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.URL+"/burst/b", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
+	if n := calls.Load(); n != 2 {
+		t.Errorf("a leader gone: %d backend calls, want 2", n)
+	}
+	// Stale within stale_if_error, the backend healthy: a caller's short
+	// deadline makes nobody else get the stale answer.
+	time.Sleep(1100 * time.Millisecond)
+	if stale := burst("/burst/a", func() { g.Do("GET", "/burst/a", nil, "X-Request-Timeout", "30ms") }); stale != 0 {
+		t.Errorf("%d of 10 callers got a stale answer for another caller's short deadline", stale)
+	}
+}
+
+// A purge holds against a call already on its way: the answer of a call
+// begun before the purge is neither kept on its edge nor shared, so no
+// edge serves the purged content afterwards.
+func TestResponseCachePurgeBeatsCallInFlight(t *testing.T) {
+	var version atomic.Int64
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := version.Load()
+		time.Sleep(300 * time.Millisecond)
+		fmt.Fprintf(w, "v%d", v)
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	second, _, _ := g.AddEdge(t, edge.Options{})
+	g.Publish(`{"name":"shared","pool":"p","route":{"path":"/shared/{id}"},"backend":{"type":"http","url":"` + be.URL + `/s/{id}"},"cache":{"ttl":"1h","shared":true}}`)
+	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
+		if r := jetwaytest.Do(t, second, "GET", "/shared/0", nil); r.Status != 200 {
+			return fmt.Errorf("second edge: %d", r.Status)
+		}
+		return nil
+	})
+	done := make(chan struct{})
+	go func() { jetwaytest.Do(t, second, "GET", "/shared/1", nil); close(done) }()
+	time.Sleep(100 * time.Millisecond)
+	version.Store(1) // the content changed, and the operator purges
+	js, err := jetstream.New(g.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := edge.PurgeShared(t.Context(), js, "shared", "/shared/1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Conn.Request(bus.CachePurgeSubject, []byte(`{"api":"shared","path":"/shared/1"}`), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	time.Sleep(50 * time.Millisecond)
+	for _, base := range []string{g.URL, second} {
+		if r := jetwaytest.Do(t, base, "GET", "/shared/1", nil); r.Body != "v1" {
+			t.Errorf("%s after the purge: %s %s", base, r.Header.Get("X-Cache"), r.Body)
+		}
+	}
 }

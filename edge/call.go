@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,11 +101,16 @@ type call struct {
 	callerPath string
 	// host is the Host a rewrite sends the backend ("": its own).
 	host string
+	// lastGood is the caller's request as the last-good cache keys it,
+	// taken before a rewrite changed it ("": not rewritten).
+	lastGood string
 
 	cacheKey    string        // the call's response cache key; "": not cached
 	cacheResult string        // "hit", "miss", "stale" or ""
 	stale       *cachedAnswer // a stale answer a failure may fall back to
 	flight      *flight       // the miss this call answers for the calls waiting on its key
+	started     time.Time     // when the call's time began (setDeadline): a purge since drops its answer
+	shortened   bool          // the caller's X-Request-Timeout cut the API's timeout
 	decoded     any           // the body as validation parsed it, for a body rewrite
 	bytes       int           // the body bytes sent
 
@@ -180,7 +186,7 @@ func (c *call) fail(err error) {
 
 // finish gives back what the call holds, once its response is written.
 func (c *call) finish() {
-	c.endFlight(false) // a call that ended before its answer: refused, or its caller gone
+	c.endFlight(flightAbandoned) // a call that ended before its answer: refused, or its caller gone
 	if c.cacheKey != "" && c.cacheResult == "" {
 		c.countCache("miss")
 	}
@@ -265,7 +271,9 @@ func (c *call) switchSandbox() error {
 // setDeadline fixes when the call ends, answered or not: the tier's
 // timeout, or the caller's shorter X-Request-Timeout.
 func (c *call) setDeadline() error {
-	c.deadline = time.Now().Add(requestedTimeout(c.r, c.rt.timeout))
+	d := requestedTimeout(c.r, c.rt.timeout)
+	c.started = time.Now()
+	c.deadline, c.shortened = c.started.Add(d), d < c.rt.timeout
 	return nil
 }
 
@@ -365,7 +373,10 @@ func (c *call) send() error {
 	endSend(span, err)
 	if err != nil {
 		if c.r.Context().Err() == nil {
-			c.endFlight(true)
+			timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+			if !timedOut || !c.shortened { // a deadline the caller cut says nothing of the backend
+				c.endFlight(flightFailed)
+			}
 			if c.serveStale() {
 				return errEnded
 			}
@@ -465,7 +476,7 @@ func (c *call) reply() error {
 	c.outcome, c.upstream = rep.Outcome, rep.Status
 	failed := rep.Code != "" || fallback || c.failedAnswer(rep.Status)
 	if failed {
-		c.endFlight(true)
+		c.endFlight(flightFailed)
 	}
 	if failed && c.serveStale() {
 		return nil // stale-if-error: the kept answer beats the failure, and a fallback's
@@ -506,10 +517,14 @@ func (c *call) reply() error {
 	}
 	if c.cacheKey != "" {
 		dst["X-Cache"] = xCacheMiss
-		if !failed { // a fallback's answer is no answer of the backend's
-			rt.respCache.put(admit, c.cacheKey, c.routedPath(), r.Method, status, kept, data, time.Now())
+		outcome := flightNotKept
+		// A fallback's answer is no answer of the backend's; one whose
+		// call began before a purge of the API may be what was purged.
+		if !failed && !c.e.purgedSince(rt.api.Name, c.started) &&
+			rt.respCache.put(admit, c.cacheKey, c.routedPath(), r.Method, status, kept, data, c.started, time.Now()) {
+			outcome = flightKept
 		}
-		c.endFlight(failed) // before the write: a slow caller must not hold up the others
+		c.endFlight(outcome) // before the write: a slow caller must not hold up the others
 	}
 	c.WriteHeader(status)
 	_, _ = c.Write(data)
@@ -519,7 +534,7 @@ func (c *call) reply() error {
 	if rt.cache != nil && rep.Status >= 200 && rep.Status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !failed {
 		h := dst.Clone()
 		delete(h, "X-Request-Id") // each answer gets its own
-		rt.cache.Put(lastGoodKey(r), time.Now(), status, h, data)
+		rt.cache.Put(cmp.Or(c.lastGood, lastGoodKey(r)), time.Now(), status, h, data)
 	}
 	return nil
 }

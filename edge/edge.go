@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -84,6 +85,7 @@ type Edge struct {
 	checkDeps, nextDeps map[string]map[string]bool
 	refreshes           *semaphore   // background cache refreshes (cache.go)
 	shared              *sharedStore // the shared response cache (sharedcache.go)
+	purges              sync.Map     // API name → time.Time of its last purge on this edge (cache.go)
 	cluster             *cluster
 	tracer              trace.Tracer // nil: tracing off
 }

@@ -510,6 +510,9 @@ func (c *call) rewriteRequest() error {
 		return c.refuse(bus.CodeInternal, "the rewrites of api "+c.rt.api.Name+" are not loaded on this edge")
 	}
 	r := c.r
+	if c.rt.cache != nil {
+		c.lastGood = lastGoodKey(r) // a degrade switch looks the answer up by the caller's request
+	}
 	if rw.reqWhen != nil && !holds(rw.reqWhen, c.condInput(), c.e.log, c.rt.api.Name) {
 		return nil
 	}

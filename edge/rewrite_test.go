@@ -343,3 +343,86 @@ func TestRewriteHost(t *testing.T) {
 		t.Error("a host rewrite for a nats service was accepted")
 	}
 }
+
+// Regressions of the rewrite review: a path rewrite that leaves a route
+// parameter out of the path still keys the cache by the caller's path (the
+// backend's URL takes the parameter), so one tenant never gets another's
+// answer; a query parameter set or added that a keyed query would drop is
+// refused at publish, as is a signed port in a host.
+func TestRewriteWithCacheReview(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.URL.RequestURI())
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	g.Publish(`{"name":"td","pool":"p","route":{"path":"/td/{id}/{tenant}"},"backend":{"type":"http","url":"` + be.URL + `/t/{tenant}/{request.path}"},
+		"cache":{"ttl":"1m"},"rewrite":{"request":{"path":{"template":"/u/{id}"}}}}`)
+	if r := g.Do("GET", "/td/1/alice", nil); r.Body != "/t/alice/u/1" {
+		t.Fatalf("alice: %s", r.Body)
+	}
+	if r := g.Do("GET", "/td/1/mallory", nil); r.Body != "/t/mallory/u/1" || r.Header.Get("X-Cache") != "miss" {
+		t.Fatalf("mallory got %s (%s)", r.Body, r.Header.Get("X-Cache"))
+	}
+	for _, doc := range []string{
+		`"cache":{"ttl":"1m","key":{"query":["id"]}},"rewrite":{"request":{"query":{"add":{"tenant":"acme"}}}}`,
+		`"cache":{"ttl":"1m","key":{"query":["id"]}},"rewrite":{"request":{"query":{"set":{"v":"2"}}}}`,
+		`"rewrite":{"request":{"host":"a.example:+80"}}`,
+	} {
+		if _, err := g.Client.Put(t.Context(), []byte(`{"name":"bad","pool":"p","route":{"path":"/bad"},"backend":{"type":"http","url":"http://x.invalid/"},`+doc+`}`)); err == nil {
+			t.Errorf("accepted: %s", doc)
+		}
+	}
+}
+
+// The worker's cached fallback keys the route parameters too: with a path
+// rewrite that leaves one out of the path, a failing backend's fallback
+// never answers one tenant with another's last good answer.
+func TestRewriteWithCachedFallback(t *testing.T) {
+	var failing atomic.Bool
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			w.WriteHeader(500)
+			return
+		}
+		fmt.Fprint(w, r.URL.RequestURI())
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	g.Publish(`{"name":"fbt","pool":"p","route":{"path":"/fbt/{id}/{tenant}"},"backend":{"type":"http","url":"` + be.URL + `/t/{tenant}/{request.path}"},
+		"rewrite":{"request":{"path":{"template":"/u/{id}"}}},"fallback":{"cached":true}}`)
+	if r := g.Do("GET", "/fbt/1/alice", nil); r.Body != "/t/alice/u/1" {
+		t.Fatalf("alice: %d %s", r.Status, r.Body)
+	}
+	failing.Store(true)
+	if r := g.Do("GET", "/fbt/1/alice", nil); r.Body != "/t/alice/u/1" || r.Header.Get("X-Jetway-Fallback") != "cached" {
+		t.Errorf("alice's own fallback: %d %s %v", r.Status, r.Body, r.Header)
+	}
+	if r := g.Do("GET", "/fbt/1/mallory", nil); strings.Contains(r.Body, "alice") {
+		t.Errorf("mallory got alice's answer: %d %s", r.Status, r.Body)
+	}
+}
+
+// A degrade switch's cached answer is looked up by the caller's request,
+// and kept by it too, whatever a rewrite sent the backend.
+func TestRewriteWithDegradeCached(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, r.URL.RequestURI())
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	g.Publish(`{"name":"rd","pool":"p","route":{"path":"/rd/*"},"backend":{"type":"http","url":"` + be.URL + `/{request.path}"},
+		"fallback":{"cached":true},"rewrite":{"request":{"path":{"regex":"^/rd/(.*)$","replace":"/v2/$1"},"query":{"set":{"v":"2"}}}}}`)
+	if r := g.Do("GET", "/rd/x?q=1", nil); r.Body != "/v2/x?q=1&v=2" {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	if _, err := g.Client.SetDegrade(t.Context(), "rd", &registry.Degrade{On: true, Cached: true}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
+		r := g.Do("GET", "/rd/x?q=1", nil)
+		if r.Header.Get("X-Jetway-Degraded") != "cached" || r.Body != "/v2/x?q=1&v=2" {
+			return fmt.Errorf("degraded: %d %s %v", r.Status, r.Body, r.Header)
+		}
+		return nil
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,7 +46,7 @@ import (
 const (
 	hdrSharedKey    = "Jetway-Cache-Key"    // hex SHA-256 of the fingerprint and key: a read checks it
 	hdrSharedStatus = "Jetway-Cache-Status" // the status
-	hdrSharedTimes  = "Jetway-Cache-Times"  // stored, fresh, swr, sie: Unix nanoseconds
+	hdrSharedTimes  = "Jetway-Cache-Times"  // started, stored, fresh, swr, sie: Unix nanoseconds
 	hdrSharedPath   = "Jetway-Cache-Path"   // the routed path, for a purge on an edge
 )
 
@@ -54,8 +55,12 @@ const (
 const sharedGetTimeout = 50 * time.Millisecond
 
 // sharedRetry is how long after failing to find the bucket an edge tries
-// again; until then shared caches work from memory alone.
-const sharedRetry = 5 * time.Second
+// again, sharedBackoff how long after a failed read it reads again; until
+// then shared caches work from memory alone.
+const (
+	sharedRetry   = 5 * time.Second
+	sharedBackoff = time.Second
+)
 
 // sharedStore is an edge's access to the bucket.
 type sharedStore struct {
@@ -63,11 +68,13 @@ type sharedStore struct {
 	js  jetstream.JetStream
 	log *slog.Logger
 
-	mu      sync.Mutex
-	stream  jetstream.Stream // nil until found
-	nextTry time.Time
-	warned  bool // the bucket's absence is logged once as a warning
+	stream  atomic.Pointer[streamRef] // nil until found
+	nextTry atomic.Int64              // Unix nanoseconds: no look for the bucket, and no read, before then
+	looking sync.Mutex                // one call looks for the bucket at a time
+	warned  atomic.Bool               // the bucket's absence is logged once as a warning
 }
+
+type streamRef struct{ jetstream.Stream }
 
 func newSharedStore(nc *nats.Conn, log *slog.Logger) *sharedStore {
 	js, err := jetstream.New(nc)
@@ -78,24 +85,33 @@ func newSharedStore(nc *nats.Conn, log *slog.Logger) *sharedStore {
 }
 
 // bucket is the bucket's stream, nil while it cannot be found (looked for
-// again after sharedRetry).
+// again after sharedRetry) or after a failed read (sharedBackoff). One
+// call looks at a time; the others go without meanwhile.
 func (s *sharedStore) bucket(ctx context.Context) jetstream.Stream {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stream != nil || time.Now().Before(s.nextTry) {
-		return s.stream
+	if time.Now().UnixNano() < s.nextTry.Load() {
+		return nil
+	}
+	if r := s.stream.Load(); r != nil {
+		return r.Stream
+	}
+	if !s.looking.TryLock() {
+		return nil
+	}
+	defer s.looking.Unlock()
+	if r := s.stream.Load(); r != nil {
+		return r.Stream
 	}
 	st, err := s.js.Stream(ctx, "KV_"+registry.BucketCache)
 	if err != nil {
-		s.nextTry = time.Now().Add(sharedRetry)
+		s.nextTry.Store(time.Now().Add(sharedRetry).UnixNano())
 		log := s.log.Debug
-		if !s.warned {
-			log, s.warned = s.log.Warn, true
+		if !s.warned.Swap(true) {
+			log = s.log.Warn
 		}
 		log("shared response cache unavailable; caches work from this edge's memory (the admin creates the bucket)", "bucket", registry.BucketCache, "err", err)
 		return nil
 	}
-	s.stream = st
+	s.stream.Store(&streamRef{st})
 	return st
 }
 
@@ -149,7 +165,10 @@ func (s *sharedStore) get(ctx context.Context, deadline time.Time, ss sharedSubj
 	m, err := st.GetLastMsgForSubject(ctx, subj)
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrMsgNotFound) {
-			s.log.Debug("shared response cache not read", "err", err)
+			// A slow or failing JetStream: the misses of the next while
+			// go without it rather than each wait for it.
+			s.nextTry.Store(time.Now().Add(sharedBackoff).UnixNano())
+			s.log.Debug("shared response cache not read; memory alone for a while", "err", err, "for", sharedBackoff)
 		}
 		return nil
 	}
@@ -179,7 +198,7 @@ func (s *sharedStore) put(ss sharedSubjects, key string, a *cachedAnswer) {
 	bus.EncodeHTTPHeaders(h)
 	h[hdrSharedKey] = []string{digest}
 	h[hdrSharedStatus] = []string{strconv.Itoa(a.status)}
-	h[hdrSharedTimes] = []string{fmt.Sprintf("%d,%d,%d,%d", a.stored.UnixNano(), a.fresh.UnixNano(), a.swrUntil.UnixNano(), a.sieUntil.UnixNano())}
+	h[hdrSharedTimes] = []string{fmt.Sprintf("%d,%d,%d,%d,%d", a.started.UnixNano(), a.stored.UnixNano(), a.fresh.UnixNano(), a.swrUntil.UnixNano(), a.sieUntil.UnixNano())}
 	h[hdrSharedPath] = []string{a.path}
 	// Whole seconds, rounded up: the server's TTLs are.
 	h[jetstream.MsgTTLHeader] = []string{strconv.FormatInt(int64((ttl+time.Second-1)/time.Second), 10) + "s"}
@@ -208,10 +227,10 @@ func decodeShared(h nats.Header, body []byte, digest string) (*cachedAnswer, err
 		return nil, fmt.Errorf("status %q", h.Get(hdrSharedStatus))
 	}
 	times := strings.Split(h.Get(hdrSharedTimes), ",")
-	if len(times) != 4 {
+	if len(times) != 5 {
 		return nil, errors.New("times missing")
 	}
-	var t [4]time.Time
+	var t [5]time.Time
 	for i, s := range times {
 		ns, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -226,7 +245,7 @@ func decodeShared(h nats.Header, body []byte, digest string) (*cachedAnswer, err
 		}
 	}
 	return &cachedAnswer{path: h.Get(hdrSharedPath), status: status, header: hh, body: body,
-		stored: t[0], fresh: t[1], swrUntil: t[2], sieUntil: t[3]}, nil
+		started: t[0], stored: t[1], fresh: t[2], swrUntil: t[3], sieUntil: t[4]}, nil
 }
 
 // PurgeShared drops an API's answers from the shared cache, both tiers:

@@ -122,11 +122,24 @@ func (c *Cache) KeysApp(auth bool) bool {
 	return auth
 }
 
-// checkWithRewrite refuses request headers a rewrite sets or adds that
-// the cache does not key: the backend of a cached call gets only keyed
-// headers, so those would silently never reach it.
+// checkWithRewrite refuses request headers, and query parameters when
+// cache.key.query lists them, that a rewrite sets or adds and the cache
+// does not key: the backend of a cached call gets only keyed ones, so
+// those would silently never reach it.
 func (c *Cache) checkWithRewrite(prefix string, r *Rewrite, add func(path, format string, args ...any)) {
-	if c == nil || r == nil || r.Request == nil || r.Request.Headers == nil {
+	if c == nil || r == nil || r.Request == nil {
+		return
+	}
+	if q := r.Request.Query; q != nil && c.Key != nil && c.Key.Query != nil {
+		for _, m := range []map[string]string{q.Set, q.Add} {
+			for name := range m {
+				if !slices.Contains(c.Key.Query, name) {
+					add(prefix+".request.query", "%s is not in cache.key.query: a cached call's backend gets only keyed parameters, so it would never arrive", name)
+				}
+			}
+		}
+	}
+	if r.Request.Headers == nil {
 		return
 	}
 	keyed := map[string]bool{}

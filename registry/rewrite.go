@@ -261,7 +261,7 @@ func (p *PathRewrite) check(prefix string, params []string, catchAll bool, add f
 func CheckHostHeader(h string) error {
 	name, port, hasPort := strings.Cut(h, ":")
 	if hasPort {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] < '1' || port[0] > '9' {
 			return fmt.Errorf("%q: the port must be a number from 1 to 65535", h)
 		}
 	}

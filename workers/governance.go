@@ -382,8 +382,11 @@ func (w *Worker) callAPI(ctx context.Context, api string, req *backend.Request) 
 	return &backend.Response{Status: rep.Status, Header: rh, Body: m.Data}
 }
 
+// cacheKey keys a fallback's last good answers: what the backend got —
+// the route parameters too, which a path rewrite at the edge may have
+// left out of the path.
 func cacheKey(req *backend.Request) string {
-	return req.Method + " " + req.Path + "?" + req.RawQuery
+	return req.Method + " " + req.Path + "?" + req.RawQuery + "#" + req.RawParams
 }
 
 // BreakerState reports the state of an API's breaker on this worker ("",

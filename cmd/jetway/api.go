@@ -201,9 +201,13 @@ func (f *revisionFlag) Set(v string) error {
 
 func readDoc(path string, stdin io.Reader) ([]byte, error) {
 	if path == "-" {
-		b, err := io.ReadAll(io.LimitReader(stdin, 1<<20))
+		const limit = 8 << 20
+		b, err := io.ReadAll(io.LimitReader(stdin, limit+1))
 		if err != nil {
 			return nil, fmt.Errorf("reading stdin: %w", err)
+		}
+		if len(b) > limit {
+			return nil, fmt.Errorf("%w: stdin holds more than %d MiB: give a file", errUsage, limit>>20)
 		}
 		return b, nil
 	}

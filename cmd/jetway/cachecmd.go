@@ -59,14 +59,23 @@ func cmdCache(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer done()
-	// The shared cache first: no edge must fill its memory again from it
-	// after it purged its own.
+	// The shared cache before the edges (no edge fills its memory again
+	// from it after it purged its own) and after them (an answer an edge
+	// stored just before it heard the purge). A bucket that cannot be
+	// purged does not stop the edges' purge; the command fails after.
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
-	if err := edge.PurgeShared(ctx, js, p.API, p.Path); err != nil {
-		return fmt.Errorf("purging the shared cache (bucket %s): %w", registry.BucketCache, err)
+	purgeShared := func() error {
+		if err := edge.PurgeShared(ctx, js, p.API, p.Path); err != nil {
+			return fmt.Errorf("the shared cache (bucket %s) was not purged: %w", registry.BucketCache, err)
+		}
+		return nil
+	}
+	sharedErr := purgeShared()
+	if sharedErr != nil {
+		fmt.Fprintln(stderr, sharedErr)
 	}
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -99,8 +108,11 @@ func cmdCache(args []string, stdout, stderr io.Writer) error {
 		what = "the answers of " + p.Path
 	}
 	fmt.Fprintf(stdout, "purged %s of %s: %d dropped on %d edges\n", what, p.API, purged, edges)
+	if sharedErr == nil {
+		sharedErr = purgeShared()
+	}
 	if edges == 0 {
 		return errors.New("no edge answered within --wait")
 	}
-	return nil
+	return sharedErr
 }

@@ -48,11 +48,12 @@ type openAPIOperation struct {
 }
 
 type openAPIParam struct {
-	Ref      string `json:"$ref"`
-	Name     string `json:"name"`
-	In       string `json:"in"`
-	Required bool   `json:"required"`
-	Schema   any    `json:"schema"`
+	Ref      string         `json:"$ref"`
+	Name     string         `json:"name"`
+	In       string         `json:"in"`
+	Required bool           `json:"required"`
+	Schema   any            `json:"schema"`
+	Content  map[string]any `json:"content"`
 }
 
 type openAPIReqBody struct {
@@ -71,6 +72,7 @@ var openAPIMethods = []string{"get", "head", "post", "put", "patch", "delete", "
 // its entry, and where its sandbox tier goes.
 type draft struct {
 	label, target string
+	name          string // the API's, when known
 	doc           []byte
 }
 
@@ -112,6 +114,7 @@ func openAPIDrafts(raw []byte, o openAPIOptions) (drafts []draft, warnings []str
 	base = strings.TrimRight(base, "/")
 	prefix := strings.TrimRight(o.prefix, "/")
 	warn := func(format string, args ...any) { warnings = append(warnings, fmt.Sprintf(format, args...)) }
+	names := map[string]string{} // API name → the operation that has it
 
 	for _, path := range slices.Sorted(mapKeys(doc.Paths)) {
 		item := doc.Paths[path]
@@ -143,6 +146,11 @@ func openAPIDrafts(raw []byte, o openAPIOptions) (drafts []draft, warnings []str
 				continue
 			}
 			dr.label = label
+			if prev, ok := names[dr.name]; ok {
+				warn("%s skipped: its API name %s is %s's already (give it an operationId of its own)", label, dr.name, prev)
+				continue
+			}
+			names[dr.name] = label
 			drafts = append(drafts, dr)
 		}
 	}
@@ -187,6 +195,7 @@ func openAPIDraft(doc *openAPIDoc, conv *schemaConverter, op *openAPIOperation, 
 	validate := map[string]any{}
 	parts := map[string]map[string]any{} // part → properties
 	required := map[string][]string{}
+	used := map[string]map[string]bool{} // part → the components its schemas use
 	for _, k := range order {
 		p := params[k]
 		part, name := "", p.Name
@@ -204,10 +213,19 @@ func openAPIDraft(doc *openAPIDoc, conv *schemaConverter, op *openAPIOperation, 
 			warn("%s parameter %q is not checked", p.In, p.Name)
 			continue
 		}
-		s, err := conv.parameter(p.Schema)
+		if p.Schema == nil && p.Content != nil {
+			warn("parameter %q is described by content, not schema: only its presence is checked", p.Name)
+		}
+		if used[part] == nil {
+			used[part] = map[string]bool{}
+		}
+		s, lost, err := conv.parameter(p.Schema, used[part])
 		if err != nil {
 			warn("parameter %q: %v: not checked", p.Name, err)
 			s = map[string]any{}
+		}
+		if len(lost) > 0 {
+			warn("parameter %q: %s cannot be checked on the text of a parameter: left to the backend", p.Name, strings.Join(lost, ", "))
 		}
 		if parts[part] == nil {
 			parts[part] = map[string]any{}
@@ -222,7 +240,12 @@ func openAPIDraft(doc *openAPIDoc, conv *schemaConverter, op *openAPIOperation, 
 		if len(required[part]) > 0 {
 			s["required"] = required[part]
 		}
-		validate[part] = s
+		withDefs, err := conv.withDefs(s, used[part])
+		if err != nil {
+			warn("%s parameters: %v: not checked", part, err)
+			continue
+		}
+		validate[part] = withDefs
 	}
 
 	if rb := op.RequestBody; rb != nil {
@@ -285,7 +308,7 @@ func openAPIDraft(doc *openAPIDoc, conv *schemaConverter, op *openAPIOperation, 
 	if _, err := registry.ParseAPI("", b); err != nil {
 		return draft{}, warnings, err
 	}
-	return draft{doc: b, target: base + backendPath}, warnings, nil
+	return draft{doc: b, name: name, target: base + backendPath}, warnings, nil
 }
 
 // openAPIRoute is an OpenAPI path as a route path: each {name} a whole
@@ -365,6 +388,12 @@ func (c *schemaConverter) body(s any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return c.withDefs(out, used)
+}
+
+// withDefs puts the components used (and those they use) under a root
+// schema's $defs, where its references point.
+func (c *schemaConverter) withDefs(out any, used map[string]bool) (any, error) {
 	if len(used) == 0 {
 		return out, nil
 	}
@@ -389,6 +418,14 @@ func (c *schemaConverter) body(s any) (any, error) {
 	if !ok {
 		return nil, fmt.Errorf("the schema is not an object")
 	}
+	if own, ok := m["$defs"].(map[string]any); ok {
+		for k, v := range own {
+			if _, clash := defs[k]; clash {
+				return nil, fmt.Errorf("$defs.%s is also a component it references", k)
+			}
+			defs[k] = v
+		}
+	}
 	m["$defs"] = defs
 	return m, nil
 }
@@ -396,20 +433,26 @@ func (c *schemaConverter) body(s any) (any, error) {
 // parameter converts a parameter's schema for what the edge checks: a
 // string (each query, header and path value is one), or an array of them
 // for a query parameter given more than once. A number or boolean becomes
-// a string of its form; bounds on it cannot be checked on a string.
-func (c *schemaConverter) parameter(s any) (any, error) {
+// a string of its form; the keywords that bound a number cannot be checked
+// on a string, and lost names them.
+func (c *schemaConverter) parameter(s any, used map[string]bool) (_ any, lost []string, _ error) {
 	if m, ok := s.(map[string]any); ok {
 		if ref, ok := m["$ref"].(string); ok {
-			name, ok := strings.CutPrefix(ref, "#/components/schemas/")
+			name, ok := strings.CutPrefix(ref, componentsPrefix)
 			if !ok || c.components[name] == nil {
-				return nil, fmt.Errorf("$ref %s is not in components.schemas", ref)
+				return nil, nil, fmt.Errorf("$ref %s is not in components.schemas", ref)
 			}
 			s = c.components[name]
 		}
 	}
 	m, _ := s.(map[string]any)
 	if m == nil {
-		return map[string]any{"type": "string"}, nil
+		return map[string]any{"type": "string"}, nil, nil
+	}
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"} {
+		if _, ok := m[k]; ok {
+			lost = append(lost, k)
+		}
 	}
 	str := func(pattern string) map[string]any {
 		out := map[string]any{"type": "string", "pattern": pattern}
@@ -424,31 +467,37 @@ func (c *schemaConverter) parameter(s any) (any, error) {
 	}
 	switch m["type"] {
 	case "integer":
-		return str("^-?[0-9]+$"), nil
+		return str("^-?[0-9]+$"), lost, nil
 	case "number":
-		return str(`^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`), nil
+		return str(`^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`), lost, nil
 	case "boolean":
-		return map[string]any{"enum": []any{"true", "false"}}, nil
+		return map[string]any{"enum": []any{"true", "false"}}, nil, nil
 	case "array":
-		item, err := c.parameter(m["items"])
+		item, itemLost, err := c.parameter(m["items"], used)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return map[string]any{"anyOf": []any{item, map[string]any{"type": "array", "items": item}}}, nil
+		// Given once, a parameter is its one value; more often, an array.
+		many := map[string]any{"type": "array", "items": item}
+		for _, k := range []string{"minItems", "maxItems", "uniqueItems"} {
+			if v, ok := m[k]; ok {
+				many[k] = v
+			}
+		}
+		if n, _ := m["minItems"].(json.Number); n != "" && n != "0" && n != "1" {
+			return many, itemLost, nil // one value is too few
+		}
+		return map[string]any{"anyOf": []any{item, many}}, itemLost, nil
 	case "string", nil:
-		out, err := c.convert(m, map[string]bool{})
+		out, err := c.convert(m, used) // a reference inside goes to the part's $defs
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		o, _ := out.(map[string]any)
-		if o == nil {
-			o = map[string]any{}
-		}
+		o := out.(map[string]any)
 		o["type"] = "string"
-		delete(o, "$ref")
-		return o, nil
+		return o, nil, nil
 	}
-	return nil, fmt.Errorf("a %v parameter", m["type"])
+	return nil, nil, fmt.Errorf("a %v parameter", m["type"])
 }
 
 // The keywords whose values are schemas, maps of schemas and arrays of
@@ -482,11 +531,10 @@ func (c *schemaConverter) convert(s any, used map[string]bool) (any, error) {
 	}
 	if c.v30 {
 		if n, _ := m["nullable"].(bool); n {
+			// Null joins the type; an enum still applies (OpenAPI 3.0.3:
+			// a null must be one of its values to be allowed).
 			if t, ok := m["type"].(string); ok {
 				out["type"] = []any{t, "null"}
-			}
-			if e, ok := m["enum"].([]any); ok && !slices.Contains(e, nil) {
-				out["enum"] = append(slices.Clone(e), nil)
 			}
 		}
 		delete(out, "nullable")

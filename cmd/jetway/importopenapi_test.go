@@ -174,3 +174,77 @@ func TestImportOpenAPICommand(t *testing.T) {
 		}
 	}
 }
+
+// Regressions of the import review: a constraint the edge cannot check is
+// said, never dropped in silence; nullable keeps an enum's say; array
+// bounds hold; a parameter described by content is said; two operations
+// that would get one API name do not; a reference inside a parameter's
+// schema resolves.
+func TestImportOpenAPIReview(t *testing.T) {
+	const doc = `openapi: 3.0.3
+info: {title: zz, version: "1"}
+paths:
+  /c-d:
+    get:
+      parameters:
+        - {name: limit, in: query, schema: {type: integer, minimum: 1, maximum: 100}}
+        - {name: ids, in: query, schema: {type: array, minItems: 2, maxItems: 3, items: {type: string}}}
+        - {name: filter, in: query, content: {application/json: {schema: {type: string, maxLength: 3}}}}
+        - {name: code, in: query, schema: {allOf: [{$ref: "#/components/schemas/Short"}]}}
+  /c/d:
+    get: {}
+  /k:
+    post:
+      operationId: kind
+      requestBody:
+        required: true
+        content: {application/json: {schema: {type: object, properties: {kind: {type: string, nullable: true, enum: [x, y]}}}}}
+components:
+  schemas:
+    Short: {type: string, maxLength: 3}
+`
+	drafts, warnings, err := openAPIDrafts([]byte(doc), openAPIOptions{backend: "http://b.invalid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := strings.Join(warnings, "\n")
+	for _, want := range []string{
+		`parameter "limit": minimum, maximum cannot be checked`,
+		`parameter "filter" is described by content`,
+		"GET /c/d skipped: its API name zz.get--c-d is GET /c-d's already",
+	} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warnings lack %q:\n%s", want, w)
+		}
+	}
+	if len(drafts) != 2 {
+		t.Fatalf("%d drafts\n%s", len(drafts), w)
+	}
+	g := jetwaytest.Start(t)
+	var out, errb bytes.Buffer
+	if err := putDrafts(context.Background(), g.Client, drafts, false, "zz", &out, &errb); err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	key, rec, err := registry.NewAPIKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.PutApps(&registry.App{ID: "tester", Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"*"}, Sandbox: true})
+	for _, c := range []struct {
+		method, path, body string
+		valid              bool
+	}{
+		{"GET", "/c-d?ids=a&ids=b", "", true},
+		{"GET", "/c-d?ids=a", "", false},
+		{"GET", "/c-d?ids=a&ids=b&ids=c&ids=d", "", false},
+		{"GET", "/c-d?code=abc", "", true},
+		{"GET", "/c-d?code=abcd", "", false},
+		{"POST", "/k", `{"kind":"x"}`, true},
+		{"POST", "/k", `{"kind":null}`, false},
+	} {
+		r := g.Do(c.method, c.path, strings.NewReader(c.body), "X-Api-Key", key, "Content-Type", "application/json")
+		if invalid := r.Code == "INVALID_REQUEST"; invalid == c.valid {
+			t.Errorf("%s %s %s: %d %s", c.method, c.path, c.body, r.Status, r.Body)
+		}
+	}
+}
