@@ -514,7 +514,9 @@ func (rc *responseCache) admits(status int, h http.Header, size int) cacheAdmiss
 }
 
 // put keeps an answer (as sent: rewritten) that admits admitted, of a call
-// whose time began at started; false when it is not kept.
+// whose time began at started. It reports whether the answer is kept and
+// may be served now (fresh, or stale while revalidated): one kept for
+// stale-if-error alone serves nobody waiting for it.
 func (rc *responseCache) put(a cacheAdmission, key, path, method string, status int, h http.Header, body []byte, started, now time.Time) bool {
 	if !a.ok || len(body) > rc.maxEntry {
 		return false
@@ -534,7 +536,7 @@ func (rc *responseCache) put(a cacheAdmission, key, path, method string, status 
 	if rc.shared != nil {
 		rc.shared.put(rc.subjects, key, ans)
 	}
-	return true
+	return a.ttl > 0 || a.swr > 0
 }
 
 // cacheDirectives is what a response's Cache-Control tells a shared cache.

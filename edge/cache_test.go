@@ -586,3 +586,36 @@ func TestResponseCachePurgeBeatsCallInFlight(t *testing.T) {
 		}
 	}
 }
+
+// An answer kept for stale-if-error alone (max-age=0) serves nobody who
+// waited for it: the waiting calls go on at once, together, not one after
+// another as leaders.
+func TestResponseCacheCollapseKeptForErrorsOnly(t *testing.T) {
+	var inflight, most atomic.Int64
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(200 * time.Millisecond)
+		w.Header().Set("Cache-Control", "max-age=0")
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	g.Publish(`{"name":"zero","pool":"p","route":{"path":"/zero"},"backend":{"type":"http","url":"` + be.URL + `/z"},"timeout":"10s",
+		"cache":{"ttl":"1m","stale_if_error":"1h"}}`)
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			if r := g.Do("GET", "/zero", nil); r.Status != 200 {
+				t.Errorf("%d %s", r.Status, r.Body)
+			}
+		})
+		time.Sleep(10 * time.Millisecond)
+	}
+	wg.Wait()
+	if most.Load() < 2 {
+		t.Errorf("the waiting calls went to the backend one after another (at most %d at once)", most.Load())
+	}
+}
