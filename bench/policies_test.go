@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jetway-gw/jetway/bench/internal/benchsrv"
 )
@@ -48,7 +49,9 @@ func orderAPI(name string, validate bool) string {
 	  "backend":{"type":"mock","status":200,"json":{"ok":true}},"concurrency":4096` + v + `}`
 }
 
-// runPost drives POST u with body from parallel goroutines.
+// runPost drives POST u with body from parallel goroutines, and reports
+// the process's CPU time per call (cpu-us/op: client, edge, NATS and
+// worker together, so a policy's added CPU is the difference of two runs).
 func runPost(b *testing.B, u, body string) {
 	c := benchsrv.Client()
 	post := func() (int, error) {
@@ -66,6 +69,7 @@ func runPost(b *testing.B, u, body string) {
 	b.ReportAllocs()
 	b.SetParallelism(parallelism)
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if code, err := post(); err != nil || code != http.StatusOK {
@@ -74,7 +78,11 @@ func runPost(b *testing.B, u, body string) {
 			}
 		}
 	})
+	cpu1 := cpuTime()
 	b.StopTimer()
+	if cpu0 > 0 {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-us/op")
+	}
 	c.CloseIdleConnections()
 }
 
