@@ -240,6 +240,10 @@ func TestRolePermissionsOnServer(t *testing.T) {
 		return nil
 	})
 	worker.denied(t, "worker writes the shared cache", "$KV."+BucketCache+".a.p.b.c", func() { _ = worker.Publish("$KV."+BucketCache+".a.p.b.c", nil) })
+	// Only the admin writes (and reads) the audit trail.
+	for _, c := range []*roleConn{edge, worker} {
+		c.denied(t, "a node forges an audit record", AuditPrefix+"api", func() { _ = c.Publish(AuditPrefix+"api", []byte(`{}`)) })
+	}
 
 	// Edges read the apps; workers read the APIs but never the apps.
 	apps, err := ejs.KeyValue(ctx, BucketApps)

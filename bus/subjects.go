@@ -70,6 +70,14 @@ const (
 	// could at most send an API's calls to its backend until the cache
 	// fills again.
 	CachePurgeSubject = "jetway.cache.purge"
+	// AuditPrefix starts the subject of the audit trail:
+	// jetway.audit.<kind>, one message per change written through the
+	// registry client (CLI, REST, console), kept in StreamAudit. Only the
+	// admin publishes and reads it: no edge or worker can forge or read
+	// who changed what.
+	AuditPrefix = "jetway.audit."
+	// StreamAudit keeps the audit trail.
+	StreamAudit = "jetway_audit"
 )
 
 // CachePurge is a purge request on CachePurgeSubject: an API's cached

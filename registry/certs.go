@@ -91,7 +91,7 @@ func (c *Client) PutCert(ctx context.Context, cert *Cert, opts ...WriteOption) (
 		return nil, err
 	}
 	parsed.Revision = rev
-	return parsed, nil
+	return parsed, c.noted(ctx, "cert", "put", cert.Name, rev, nil)
 }
 
 // DeleteCert removes a certificate: edges stop serving it.
@@ -104,7 +104,7 @@ func (c *Client) DeleteCert(ctx context.Context, name string) error {
 	if err := c.certs.Delete(ctx, name); err != nil {
 		return fmt.Errorf("deleting certificate %s: %w", name, err)
 	}
-	return nil
+	return c.noted(ctx, "cert", "delete", name, 0, nil)
 }
 
 // ListCerts returns every stored certificate, sorted by name.

@@ -207,19 +207,19 @@ func (c *Client) PutSchema(ctx context.Context, b []byte) (*Schema, error) {
 		return nil, err
 	}
 	key := SchemaKey(s.Digest)
-	_, err = c.schemas.Create(ctx, key, canon)
+	rev, err := c.schemas.Create(ctx, key, canon)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// Stored already; a value that is not these bytes (written raw)
 		// is repaired, or every entry pinning the digest would fail.
 		if e, gerr := c.schemas.Get(ctx, key); gerr == nil && bytes.Equal(e.Value(), canon) {
 			return s, nil
 		}
-		_, err = c.schemas.Put(ctx, key, canon)
+		rev, err = c.schemas.Put(ctx, key, canon)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("storing schema %s: %w", s.Digest, err)
 	}
-	return s, nil
+	return s, c.noted(ctx, "schema", "put", s.Digest, rev, nil)
 }
 
 // ListSchemas returns every stored schema, by digest; one that does not

@@ -86,7 +86,7 @@ func (c *Client) PutJSONSchema(ctx context.Context, name string, doc []byte, opt
 		return nil, err
 	}
 	s.Revision = rev
-	return s, nil
+	return s, c.noted(ctx, "jsonschema", "put", name, rev, nil)
 }
 
 // checkSharedChange compiles, against the shared schemas as they would be
@@ -179,7 +179,7 @@ func (c *Client) DeleteJSONSchema(ctx context.Context, name string) error {
 	if err := c.jsonSchemas.Delete(ctx, name); err != nil {
 		return fmt.Errorf("deleting json schema %s: %w", name, err)
 	}
-	return nil
+	return c.noted(ctx, "jsonschema", "delete", name, 0, nil)
 }
 
 // checkSharedRefs checks, at publish, that every shared schema a

@@ -72,6 +72,8 @@ type Client struct {
 	schemas jetstream.KeyValue
 
 	jsonSchemas jetstream.KeyValue
+
+	actor string // who the audit trail says writes (As)
 }
 
 // NewClient opens (creating if needed) the API bucket over nc.
@@ -119,7 +121,11 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if _, err := OpenCache(ctx, js, o); err != nil {
 		return nil, err
 	}
-	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas, jsonSchemas: jsonSchemas}, nil
+	if _, err := OpenAudit(ctx, js, o); err != nil {
+		return nil, err
+	}
+	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas, jsonSchemas: jsonSchemas,
+		actor: DefaultActor()}, nil
 }
 
 // ErrNotFound is returned for an API or revision that does not exist.
@@ -139,7 +145,10 @@ func (c *Client) Put(ctx context.Context, doc []byte, opts ...WriteOption) (*API
 	if err != nil {
 		return nil, err
 	}
-	return c.publish(ctx, a, js, opts)
+	if a, err = c.publish(ctx, a, js, opts); err != nil {
+		return nil, err
+	}
+	return a, c.noted(ctx, "api", "put", a.Name, a.Revision, nil)
 }
 
 // Entry is a stored value with its revision, as the CLI shows it.
@@ -233,7 +242,7 @@ func (c *Client) Delete(ctx context.Context, name string, opts ...WriteOption) e
 		}
 		return fmt.Errorf("deleting %s: %w", name, err)
 	}
-	return nil
+	return c.noted(ctx, "api", "delete", name, 0, nil)
 }
 
 // History returns every kept revision of an API, oldest first.
@@ -268,7 +277,10 @@ func (c *Client) Rollback(ctx context.Context, name string, revision uint64, opt
 	if err != nil {
 		return nil, fmt.Errorf("revision %d no longer validates: %w", revision, err)
 	}
-	return c.publish(ctx, a, e.Value, opts)
+	if a, err = c.publish(ctx, a, e.Value, opts); err != nil {
+		return nil, err
+	}
+	return a, c.noted(ctx, "api", "rollback", a.Name, a.Revision, nil)
 }
 
 // SetDegrade writes an API's degrade switch (on or off). The switch is
@@ -298,14 +310,24 @@ func (c *Client) putFlag(ctx context.Context, key string, doc []byte) (uint64, e
 	if err != nil {
 		return 0, fmt.Errorf("writing %s: %w", key, err)
 	}
-	return rev, nil
+	kind, api := flagKind(key)
+	return rev, c.noted(ctx, kind, "put", api, rev, nil)
 }
 
 func (c *Client) deleteFlag(ctx context.Context, key string) error {
 	if err := c.flags.Delete(ctx, key); err != nil {
 		return fmt.Errorf("deleting %s: %w", key, err)
 	}
-	return nil
+	kind, api := flagKind(key)
+	return c.noted(ctx, kind, "delete", api, 0, nil)
+}
+
+// flagKind is the audit kind of a switch's key, and its API.
+func flagKind(key string) (kind, api string) {
+	if api, ok := strings.CutPrefix(key, FaultPrefix); ok {
+		return "fault", api
+	}
+	return "degrade", strings.TrimPrefix(key, DegradePrefix)
 }
 
 // ListDegrade returns every degrade switch in the bucket (on or off, valid
@@ -397,7 +419,7 @@ func (c *Client) PutAlert(ctx context.Context, doc []byte) (*AlertRule, error) {
 		return nil, fmt.Errorf("writing alert %s: %w", r.Name, err)
 	}
 	r.Revision = rev
-	return r, nil
+	return r, c.noted(ctx, "alert", "put", r.Name, rev, nil)
 }
 
 // DeleteAlert removes an alert rule.
@@ -405,7 +427,7 @@ func (c *Client) DeleteAlert(ctx context.Context, name string) error {
 	if err := c.alerts.Delete(ctx, name); err != nil {
 		return fmt.Errorf("deleting alert %s: %w", name, err)
 	}
-	return nil
+	return c.noted(ctx, "alert", "delete", name, 0, nil)
 }
 
 // ListAlerts returns the stored alert rules (invalid ones with their
@@ -428,7 +450,7 @@ func (c *Client) PutApp(ctx context.Context, a *App, opts ...WriteOption) (*App,
 		return nil, err
 	}
 	parsed.Revision = rev
-	return parsed, nil
+	return parsed, c.noted(ctx, "app", "put", a.ID, rev, nil)
 }
 
 // UpdateApp applies change to the stored app and writes the result only if
@@ -456,7 +478,7 @@ func (c *Client) UpdateApp(ctx context.Context, id string, change func(a *App) e
 		return nil, err
 	}
 	out.Revision = rev
-	return out, nil
+	return out, c.noted(ctx, "app", "put", id, rev, nil)
 }
 
 // GetApp reads an app.

@@ -49,6 +49,7 @@ Observing:
 
 Other:
   nodes     list the live nodes of the cluster from their heartbeats
+  audit     the audit trail: every registry change, who made it and when
   nats-permissions
             the NATS permissions of an edge's or a pool's workers' user, for your own cluster
   version   print the version
@@ -120,6 +121,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdMetric(args[1:], stdout, stderr)
 	case "nodes":
 		err = cmdNodes(args[1:], stdout, stderr)
+	case "audit":
+		err = cmdAudit(args[1:], stdout, stderr)
 	case "nats-permissions":
 		err = cmdNATSPermissions(args[1:], stdout, stderr)
 	case "version", "--version":

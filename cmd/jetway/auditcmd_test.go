@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// Every write through the CLI lands in the audit trail with who made it
+// and the revision it made; audit lists them oldest first, by kind too.
+func TestAuditCommand(t *testing.T) {
+	url := natstest.RunServer(t).ClientURL()
+	jw := func(stdin string, args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := run(append(args, "--nats", url), strings.NewReader(stdin), &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	if code, out := jw("", "audit"); code != 0 || strings.Count(out, "\n") != 1 {
+		t.Fatalf("an empty trail: %d %s", code, out)
+	}
+	steps := [][]string{
+		{`{"name":"aud","pool":"p","route":{"path":"/aud"},"backend":{"type":"mock"}}`, "api", "put", "-"},
+		{"", "degrade", "on", "aud"},
+		{"", "degrade", "off", "aud"},
+		{"", "api", "delete", "aud"},
+	}
+	for _, s := range steps {
+		if code, out := jw(s[0], s[1:]...); code != 0 {
+			t.Fatalf("%v: %d %s", s[1:], code, out)
+		}
+	}
+	code, out := jw("", "audit", "--json")
+	if code != 0 {
+		t.Fatalf("%d %s", code, out)
+	}
+	var got []registry.Change
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var ch registry.Change
+		if err := json.Unmarshal([]byte(line), &ch); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		got = append(got, ch)
+	}
+	want := []string{"put api aud", "put degrade aud", "delete degrade aud", "delete api aud"}
+	if len(got) != len(want) {
+		t.Fatalf("%d changes: %s", len(got), out)
+	}
+	for i, ch := range got {
+		if ch.Action+" "+ch.Kind+" "+ch.Key != want[i] || !strings.HasPrefix(ch.Actor, "cli:") || ch.At.IsZero() {
+			t.Errorf("change %d: %+v, want %s by cli:…", i, ch, want[i])
+		}
+	}
+	if got[0].Revision == 0 || got[3].Revision != 0 {
+		t.Errorf("revisions: %+v", got)
+	}
+	if code, out := jw("", "audit", "--kind", "api"); code != 0 || strings.Count(out, "\n") != 3 || strings.Contains(out, "degrade") {
+		t.Errorf("--kind api: %d %s", code, out)
+	}
+	if code, out := jw("", "audit", "--limit", "1", "--json"); code != 0 || !strings.Contains(out, `"action":"delete","kind":"api"`) || strings.Count(out, "\n") != 1 {
+		t.Errorf("--limit 1: %d %s", code, out)
+	}
+}
