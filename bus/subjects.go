@@ -187,8 +187,9 @@ const (
 	BucketACME    = "jetway_acme"    // ACME account key and obtained certificates: edges read and write
 	BucketSchemas = "jetway_schemas" // gRPC schemas (FileDescriptorSets) by digest: workers read
 
-	BucketJSONSchemas = "jetway_jsonschemas" // JSON Schemas shared by request validations: edges read
-	BucketCache       = "jetway_cache"       // the shared response cache (cache.shared): edges read and write
+	BucketJSONSchemas = "jetway_jsonschemas"  // JSON Schemas shared by request validations: edges read
+	BucketCache       = "jetway_cache"        // the shared response cache (cache.shared): edges read and write
+	BucketAdminTokens = "jetway_admin_tokens" // the admin REST API's tokens (digests only): the admin only
 )
 
 // NonceBucketDeleted is the JetStream advisory of the nonce bucket's stream

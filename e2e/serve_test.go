@@ -409,6 +409,37 @@ concurrency: 0
 		waitStatus(t, edge+"/v1/hello/world", http.StatusOK)
 	})
 
+	t.Run("the admin REST API with the token serve made", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(srv.data, "admin-token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(filepath.Join(srv.data, "admin-token")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("admin-token file mode: %v %v", fi.Mode(), err)
+		}
+		auth := http.Header{"Authorization": {"Bearer " + strings.TrimSpace(string(b))}}
+		if r, _ := do(http.MethodGet, srv.admin+"/v1/apis", nil, nil); r.status != http.StatusUnauthorized {
+			t.Errorf("GET /v1/apis without a token: %v", r)
+		}
+		r, err := do(http.MethodGet, srv.admin+"/v1/apis/demo.hello", nil, auth)
+		if err != nil || r.status != http.StatusOK || r.header.Get("ETag") == "" {
+			t.Fatalf("GET /v1/apis/demo.hello: %v %v", r, err)
+		}
+		// A degrade switch flipped over REST changes what the edge answers.
+		r, _ = do(http.MethodPut, srv.admin+"/v1/apis/demo.mock/degrade", strings.NewReader(`{"on":true,"status":503,"reason":"e2e over REST"}`), auth)
+		if r.status != http.StatusOK {
+			t.Fatalf("PUT degrade: %v", r)
+		}
+		waitStatus(t, edge+"/v1/mock", http.StatusServiceUnavailable)
+		if r, _ := do(http.MethodDelete, srv.admin+"/v1/apis/demo.mock/degrade", nil, auth); r.status != http.StatusNoContent {
+			t.Fatalf("DELETE degrade: %v", r)
+		}
+		waitStatus(t, edge+"/v1/mock", http.StatusOK)
+		if res := jetway(t, "", "audit", "--kind", "degrade", "--nats", url); res.code != 0 || !strings.Contains(res.stdout, "bootstrap-token") {
+			t.Errorf("jetway audit: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+	})
+
 	t.Run("SIGTERM stops serve cleanly", func(t *testing.T) {
 		from := srv.mark()
 		srv.signal(t, syscall.SIGTERM)

@@ -73,6 +73,8 @@ type Client struct {
 
 	jsonSchemas jetstream.KeyValue
 
+	tokens jetstream.KeyValue // the admin REST API's tokens
+
 	actor string // who the audit trail says writes (As)
 }
 
@@ -124,8 +126,12 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if _, err := OpenAudit(ctx, js, o); err != nil {
 		return nil, err
 	}
+	tokens, err := OpenAdminTokens(ctx, js, o)
+	if err != nil {
+		return nil, err
+	}
 	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas, jsonSchemas: jsonSchemas,
-		actor: DefaultActor()}, nil
+		tokens: tokens, actor: DefaultActor()}, nil
 }
 
 // ErrNotFound is returned for an API or revision that does not exist.

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,8 +13,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jetway-gw/jetway/bus"
@@ -196,4 +201,36 @@ func (n *node) writeWireMetrics(w io.Writer) {
 	for _, v := range slices.Sorted(maps.Keys(counts)) {
 		fmt.Fprintf(w, "jetway_worker_wire_requests_total{version=%q,node=%q,role=%q} %d\n", v, n.id, n.role, counts[v])
 	}
+}
+
+// adminBootstrapToken is the admin API's first admin token: --admin-token,
+// or one made at the first start and kept in <data>/admin-token (mode
+// 0600), so that the quick start's API needs no flag and no token is ever
+// empty.
+func (n *node) adminBootstrapToken() (string, error) {
+	if n.cfg.adminToken != "" {
+		return n.cfg.adminToken, nil
+	}
+	path := filepath.Join(n.cfg.dataDir, "admin-token")
+	if b, err := os.ReadFile(path); err == nil {
+		t := strings.TrimSpace(string(b))
+		if err := checkAdminToken(t); err != nil {
+			return "", fmt.Errorf("%s: %v", path, err)
+		}
+		n.log.Info("admin API token", "file", path)
+		return t, nil
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	t := hex.EncodeToString(b[:])
+	if err := os.MkdirAll(n.cfg.dataDir, 0o700); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("keeping the admin API token: %w", err)
+	}
+	n.log.Info("admin API token made", "file", path)
+	return t, nil
 }

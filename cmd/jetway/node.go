@@ -24,6 +24,7 @@ import (
 	"golang.org/x/crypto/acme"
 	"golang.org/x/crypto/acme/autocert"
 
+	"github.com/jetway-gw/jetway/admin"
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/otel"
@@ -50,8 +51,9 @@ type node struct {
 	cfg  *nodeConfig
 	log  *slog.Logger
 
-	natsURL  string     // where this process's parts connect
-	ctl      *nats.Conn // the registry's connection (serve: as the admin user)
+	natsURL  string           // where this process's parts connect
+	ctl      *nats.Conn       // the registry's connection (serve: as the admin user)
+	registry *registry.Client // serve: the admin API's registry client
 	conns    []*nats.Conn
 	creds    bus.Credentials // serve --nats-auth: the role passwords
 	beatDone chan struct{}
@@ -274,10 +276,12 @@ func (n *node) startEdge(ctx context.Context) error {
 func (n *node) createBuckets(ctx context.Context) {
 	bo := registry.BucketOptions{Replicas: n.cfg.replicas}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err := registry.NewClient(octx, n.ctl, bo)
+	c, err := registry.NewClient(octx, n.ctl, bo)
 	cancel()
 	if err != nil {
 		n.log.Warn("creating registry buckets", "err", err)
+	} else {
+		n.registry = c.As("serve:" + n.id) // the admin API's client (each request writes as its token)
 	}
 	// A deleted nonce bucket would leave signed APIs refused on
 	// every edge whose user may not create it: re-create it.
@@ -492,6 +496,18 @@ func (n *node) listenAdmin(context.Context) error {
 	var h http.Handler = n.adminHandler()
 	if f.adminToken != "" {
 		h = requireToken(f.adminToken, h)
+	}
+	if n.registry != nil {
+		// serve holds the admin NATS user: it serves the admin REST API,
+		// which checks its own tokens on every request.
+		boot, err := n.adminBootstrapToken()
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/v1/", admin.New(admin.Options{Client: n.registry, Bootstrap: boot, Logger: n.log}).Handler())
+		mux.Handle("/", h)
+		h = mux
 	}
 	n.adminSrv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", f.admin)

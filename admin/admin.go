@@ -1,0 +1,284 @@
+// Package admin is Jetway's admin REST API: the registry's entries, switches,
+// tokens and audit trail over HTTP, for operators, API owners and the
+// console. It runs only where the admin NATS user is (jetway serve), never
+// on an edge or a worker, and every request needs a token, loopback
+// included.
+//
+// Every write goes through the registry client, the code path the CLI
+// uses, so validation, compare-and-set and the audit trail are the same:
+// a PUT or DELETE must name the revision it changes (If-Match, as the
+// ETag of a GET gives it) and gets 412 when another write came first; a
+// create of an existing name gets 409. The audit trail names the token.
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed" // the OpenAPI document
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// Options configure the admin API.
+type Options struct {
+	Client *registry.Client
+	// Bootstrap is the first admin token (jetway serve --admin-token),
+	// valid without an entry: the one that makes the others. Empty: none.
+	Bootstrap string
+	Logger    *slog.Logger
+}
+
+// Server serves the admin API.
+type Server struct {
+	c       *registry.Client
+	log     *slog.Logger
+	boot    [sha256.Size]byte
+	hasBoot bool
+}
+
+// New returns the admin API over a registry client.
+func New(o Options) *Server {
+	s := &Server{c: o.Client, log: o.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if o.Bootstrap != "" {
+		s.boot, s.hasBoot = sha256.Sum256([]byte(o.Bootstrap)), true
+	}
+	return s
+}
+
+// MaxBody bounds a request body (an entry, a switch).
+const MaxBody = 1 << 20
+
+// requestTimeout bounds the registry work of one request.
+const requestTimeout = 10 * time.Second
+
+//go:embed openapi.json
+var openAPIDoc []byte
+
+// Handler is the API under /v1/.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.authenticate)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such resource: "+r.URL.Path)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", r.Method+" is not served at "+r.URL.Path)
+	})
+	viewer, operator, admin := registry.RoleViewer, registry.RoleOperator, registry.RoleAdmin
+	r.Get("/v1/openapi.json", s.need(viewer, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openAPIDoc)
+	}))
+	r.Get("/v1/apis", s.need(viewer, s.listAPIs))
+	r.Post("/v1/apis", s.need(admin, s.createAPI))
+	r.Get("/v1/apis/{name}", s.need(viewer, s.getAPI))
+	r.Put("/v1/apis/{name}", s.need(admin, s.putAPI))
+	r.Delete("/v1/apis/{name}", s.need(admin, s.deleteAPI))
+	r.Get("/v1/apis/{name}/revisions", s.need(viewer, s.apiRevisions))
+	r.Put("/v1/apis/{name}/degrade", s.need(operator, s.setDegrade))
+	r.Delete("/v1/apis/{name}/degrade", s.need(operator, s.clearDegrade))
+	r.Get("/v1/audit", s.need(viewer, s.audit))
+	r.Get("/v1/tokens", s.need(admin, s.listTokens))
+	r.Post("/v1/tokens", s.need(admin, s.createToken))
+	r.Delete("/v1/tokens/{id}", s.need(admin, s.revokeToken))
+	return r
+}
+
+// principal is who a request is: the actor the audit trail names, and
+// the role.
+type principal struct {
+	actor string
+	role  registry.Role
+}
+
+type principalKey struct{}
+
+// authenticate finds the request's token (Authorization: Bearer) and its
+// role; a request without a valid one is refused here, whatever it asks.
+// Tokens are compared as SHA-256 digests in constant time and never
+// logged.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="jetway-admin"`)
+			writeError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "the admin API needs Authorization: Bearer <admin token>")
+			return
+		}
+		p, err := s.check(r.Context(), token)
+		if err != nil {
+			if errors.Is(err, registry.ErrBadToken) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="jetway-admin", error="invalid_token"`)
+				writeError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "the token is not a valid admin token")
+				return
+			}
+			s.log.Warn("admin token not checked", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "REGISTRY_UNAVAILABLE", "the token could not be checked: the registry is not reachable")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+func (s *Server) check(ctx context.Context, token string) (principal, error) {
+	if s.hasBoot {
+		sum := sha256.Sum256([]byte(token))
+		if subtle.ConstantTimeCompare(sum[:], s.boot[:]) == 1 {
+			return principal{actor: "bootstrap-token", role: registry.RoleAdmin}, nil
+		}
+	}
+	if !strings.HasPrefix(token, "jwa_") {
+		return principal{}, registry.ErrBadToken
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	t, err := s.c.CheckAdminToken(ctx, token)
+	if err != nil {
+		return principal{}, err
+	}
+	return principal{actor: "token:" + t.Name, role: t.Role}, nil
+}
+
+// bearer reads "Bearer <token>" (the scheme in any case, RFC 7235).
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// need runs h for a principal of at least role, with the registry client
+// writing as that principal and the request's work bounded in time.
+func (s *Server) need(role registry.Role, h func(w http.ResponseWriter, r *http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, _ := r.Context().Value(principalKey{}).(principal)
+		if p.role < role {
+			writeError(w, http.StatusForbidden, "FORBIDDEN", fmt.Sprintf("this needs the %s role; the token is %s", role, p.role))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		defer cancel()
+		h(w, r.WithContext(ctx))
+	}
+}
+
+// client is the registry client writing as the request's principal.
+func (s *Server) client(r *http.Request) *registry.Client {
+	p, _ := r.Context().Value(principalKey{}).(principal)
+	return s.c.As(p.actor)
+}
+
+// apiError is the body of every error the admin API answers.
+type apiError struct {
+	Code     string            `json:"code"`
+	Message  string            `json:"message"`
+	Problems []problem         `json:"problems,omitempty"`
+	Revision uint64            `json:"current_revision,omitempty"`
+	Extra    map[string]string `json:"details,omitempty"`
+}
+
+type problem struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, apiError{Code: code, Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeRegistryError answers a registry error with its status: a
+// validation error 400 with every problem, a conflict 412 (or 409 on a
+// create) naming the revision that won, a route held 409, a missing entry
+// 404, anything else 503 (the registry not reachable) or 500.
+func writeRegistryError(w http.ResponseWriter, err error, log *slog.Logger) {
+	var ve *registry.ValidationError
+	var ce *registry.ConflictError
+	var rc *registry.RouteConflictError
+	switch {
+	case errors.As(err, &ve):
+		e := apiError{Code: "INVALID_ENTRY", Message: "the entry is not valid; nothing was written"}
+		for _, p := range ve.Problems {
+			e.Problems = append(e.Problems, problem{Path: p.Path, Message: p.Message})
+		}
+		writeJSON(w, http.StatusBadRequest, e)
+	case errors.As(err, &ce):
+		if ce.Want == 0 {
+			writeJSON(w, http.StatusConflict, apiError{Code: "EXISTS", Message: err.Error(), Revision: ce.Current})
+			return
+		}
+		writeJSON(w, http.StatusPreconditionFailed, apiError{Code: "REVISION_CONFLICT", Message: err.Error(), Revision: ce.Current})
+	case errors.As(err, &rc):
+		writeJSON(w, http.StatusConflict, apiError{Code: "ROUTE_HELD", Message: err.Error(), Extra: map[string]string{"held_by": rc.HeldBy}})
+	case errors.Is(err, registry.ErrNotFound):
+		writeError(w, http.StatusNotFound, "NOT_FOUND", err.Error())
+	case errors.Is(err, registry.ErrAuditNotRecorded):
+		log.Error("admin write not audited", "err", err)
+		writeError(w, http.StatusInternalServerError, "NOT_AUDITED", err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusServiceUnavailable, "REGISTRY_UNAVAILABLE", "the registry did not answer in time")
+	default:
+		log.Warn("admin request failed", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "REGISTRY_UNAVAILABLE", err.Error())
+	}
+}
+
+// readBody reads a request body of at most MaxBody; false when it answered
+// the request (413, 400).
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", fmt.Sprintf("the body is over %d bytes", MaxBody))
+		return nil, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "the body could not be read: "+err.Error())
+		return nil, false
+	}
+	return b, true
+}
+
+// etag is a revision as an entity tag.
+func etag(rev uint64) string { return `"` + strconv.FormatUint(rev, 10) + `"` }
+
+// ifMatch reads the revision a write names (If-Match: "N"); ok false when
+// it answered the request: 428 without one, 400 for one that is not a
+// revision.
+func ifMatch(w http.ResponseWriter, r *http.Request) (uint64, bool) {
+	v := strings.TrimSpace(r.Header.Get("If-Match"))
+	if v == "" {
+		writeError(w, http.StatusPreconditionRequired, "PRECONDITION_REQUIRED",
+			`a change names the revision it changes: If-Match with the ETag of a GET ("N"), so no other write is lost`)
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
+	if err != nil || n == 0 {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "If-Match must be a revision as a GET's ETag gives it (\"N\")")
+		return 0, false
+	}
+	return n, true
+}

@@ -1,0 +1,267 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jetway-gw/jetway/admin"
+	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+const boot = "0123456789abcdef0123456789abcdef-bootstrap"
+
+type env struct {
+	t   *testing.T
+	url string
+	c   *registry.Client
+}
+
+func start(t *testing.T) *env {
+	s := natstest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := registry.NewClient(ctx, natstest.Connect(t, s), registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.New(admin.Options{Client: c, Bootstrap: boot}).Handler())
+	t.Cleanup(srv.Close)
+	return &env{t: t, url: srv.URL, c: c}
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   string
+	err    struct {
+		Code     string `json:"code"`
+		Revision uint64 `json:"current_revision"`
+		Problems []struct{ Path string }
+	}
+}
+
+func (e *env) do(token, method, path, body string, hdr ...string) resp {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	r := resp{status: res.StatusCode, header: res.Header, body: string(b)}
+	_ = json.Unmarshal(b, &r.err)
+	return r
+}
+
+func (e *env) token(role string) string {
+	e.t.Helper()
+	r := e.do(boot, "POST", "/v1/tokens", `{"name":"`+role+`-1","role":"`+role+`"}`)
+	var v struct{ Token string }
+	if r.status != 201 || json.Unmarshal([]byte(r.body), &v) != nil || !strings.HasPrefix(v.Token, "jwa_") {
+		e.t.Fatalf("token: %d %s", r.status, r.body)
+	}
+	return v.Token
+}
+
+const entry = `{"name":"orders.get","pool":"p","route":{"path":"/v1/orders"},"backend":{"type":"mock","body":"ok"},"description":"<script>alert(1)</script>"}`
+
+// Writes name the revision they change and cannot lose another's: a
+// create of an existing name is 409, a change at a stale revision 412
+// naming the one that won, a change without If-Match 428.
+func TestAPIsCompareAndSet(t *testing.T) {
+	e := start(t)
+	r := e.do(boot, "POST", "/v1/apis", entry)
+	if r.status != 201 || r.header.Get("ETag") == "" || r.header.Get("Location") != "/v1/apis/orders.get" {
+		t.Fatalf("create: %d %v %s", r.status, r.header, r.body)
+	}
+	if r := e.do(boot, "POST", "/v1/apis", entry); r.status != 409 || r.err.Code != "EXISTS" {
+		t.Errorf("create again: %d %s", r.status, r.body)
+	}
+	got := e.do(boot, "GET", "/v1/apis/orders.get", "")
+	tag := got.header.Get("ETag")
+	if got.status != 200 || tag != r.header.Get("ETag") || !strings.Contains(got.body, `"route"`) {
+		t.Fatalf("get: %d %s %s", got.status, tag, got.body)
+	}
+	// A description is data, never markup: escaped in the JSON, which is
+	// never sniffed.
+	if strings.Contains(got.body, "<script>") || got.header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("description not escaped: %s", got.body)
+	}
+	changed := strings.Replace(entry, `"ok"`, `"changed"`, 1)
+	if r := e.do(boot, "PUT", "/v1/apis/orders.get", changed); r.status != 428 {
+		t.Errorf("PUT without If-Match: %d %s", r.status, r.body)
+	}
+	put := e.do(boot, "PUT", "/v1/apis/orders.get", changed, "If-Match", tag)
+	if put.status != 200 || put.header.Get("ETag") == tag {
+		t.Fatalf("PUT at the revision: %d %s", put.status, put.body)
+	}
+	// A colleague's save at the revision read before loses nothing: 412.
+	stale := e.do(boot, "PUT", "/v1/apis/orders.get", entry, "If-Match", tag)
+	if stale.status != 412 || stale.err.Code != "REVISION_CONFLICT" || etagOf(stale.err.Revision) != put.header.Get("ETag") {
+		t.Errorf("stale PUT: %d %s (now %s)", stale.status, stale.body, put.header.Get("ETag"))
+	}
+	if r := e.do(boot, "DELETE", "/v1/apis/orders.get", "", "If-Match", tag); r.status != 412 {
+		t.Errorf("stale DELETE: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "DELETE", "/v1/apis/orders.get", "", "If-Match", put.header.Get("ETag")); r.status != 204 {
+		t.Errorf("DELETE: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "GET", "/v1/apis/orders.get", ""); r.status != 404 {
+		t.Errorf("GET after DELETE: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "PUT", "/v1/apis/orders.get", entry, "If-None-Match", "*"); r.status != 200 {
+		t.Errorf("PUT If-None-Match * after delete: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "GET", "/v1/apis/orders.get/revisions", ""); r.status != 200 || strings.Count(r.body, `"revision"`) != 4 {
+		t.Errorf("revisions: %d %s", r.status, r.body)
+	}
+}
+
+func etagOf(rev uint64) string { b, _ := json.Marshal(rev); return `"` + string(b) + `"` }
+
+// Bad input: an invalid entry lists its problems by field path; a name
+// that is not the path's, a body over the limit, a malformed If-Match.
+func TestAPIsBadInput(t *testing.T) {
+	e := start(t)
+	r := e.do(boot, "POST", "/v1/apis", `{"name":"x","pool":"p","route":{"path":"no-slash"},"backend":{"type":"http","url":"ftp://x"}}`)
+	if r.status != 400 || r.err.Code != "INVALID_ENTRY" || len(r.err.Problems) < 2 {
+		t.Errorf("invalid: %d %s", r.status, r.body)
+	}
+	paths := []string{}
+	for _, p := range r.err.Problems {
+		paths = append(paths, p.Path)
+	}
+	if !slices.Contains(paths, "route.path") {
+		t.Errorf("problems %v lack route.path", paths)
+	}
+	if r := e.do(boot, "POST", "/v1/apis", `{"name":`); r.status != 400 {
+		t.Errorf("malformed JSON: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "PUT", "/v1/apis/other", entry, "If-None-Match", "*"); r.status != 400 || !strings.Contains(r.body, "the name in the path") {
+		t.Errorf("name mismatch: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "POST", "/v1/apis", `{"description":"`+strings.Repeat("x", admin.MaxBody)+`"}`); r.status != 413 {
+		t.Errorf("huge body: %d %.200s", r.status, r.body)
+	}
+	if r := e.do(boot, "PUT", "/v1/apis/orders.get", entry, "If-Match", "yesterday"); r.status != 400 {
+		t.Errorf("bad If-Match: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "GET", "/v1/nothing", ""); r.status != 404 || r.err.Code != "NOT_FOUND" {
+		t.Errorf("unknown path: %d %s", r.status, r.body)
+	}
+}
+
+// Every request needs a token, and a role that covers it; revoked tokens
+// are refused; the audit trail names the token that wrote.
+func TestTokensAndRoles(t *testing.T) {
+	e := start(t)
+	if r := e.do("", "GET", "/v1/apis", ""); r.status != 401 || r.header.Get("WWW-Authenticate") == "" {
+		t.Errorf("no token: %d %s", r.status, r.body)
+	}
+	for _, bad := range []string{"nope", "jwa_0123456789abcdef_guess", boot + "x"} {
+		if r := e.do(bad, "GET", "/v1/apis", ""); r.status != 401 {
+			t.Errorf("token %q: %d %s", bad, r.status, r.body)
+		}
+	}
+	viewer, operator, adm := e.token("viewer"), e.token("operator"), e.token("admin")
+	if r := e.do(viewer, "GET", "/v1/apis", ""); r.status != 200 {
+		t.Errorf("viewer reads: %d %s", r.status, r.body)
+	}
+	for _, tok := range []string{viewer, operator} {
+		if r := e.do(tok, "POST", "/v1/apis", entry); r.status != 403 || r.err.Code != "FORBIDDEN" {
+			t.Errorf("a write below admin: %d %s", r.status, r.body)
+		}
+	}
+	if r := e.do(adm, "POST", "/v1/apis", entry); r.status != 201 {
+		t.Fatalf("admin writes: %d %s", r.status, r.body)
+	}
+	if r := e.do(viewer, "PUT", "/v1/apis/orders.get/degrade", `{"on":true,"reason":"drill"}`); r.status != 403 {
+		t.Errorf("viewer degrades: %d %s", r.status, r.body)
+	}
+	if r := e.do(operator, "PUT", "/v1/apis/orders.get/degrade", `{"on":true,"reason":"drill"}`); r.status != 200 {
+		t.Errorf("operator degrades: %d %s", r.status, r.body)
+	}
+	if r := e.do(operator, "POST", "/v1/tokens", `{"name":"x","role":"admin"}`); r.status != 403 {
+		t.Errorf("operator makes a token: %d %s", r.status, r.body)
+	}
+	if r := e.do(adm, "POST", "/v1/tokens", `{"name":"bad name!","role":"root"}`); r.status != 400 || len(r.err.Problems) != 2 {
+		t.Errorf("bad token request: %d %s", r.status, r.body)
+	}
+	list := e.do(adm, "GET", "/v1/tokens", "")
+	if list.status != 200 || strings.Count(list.body, `"id"`) != 3 || strings.Contains(list.body, "digest") || strings.Contains(list.body, "jwa_") {
+		t.Errorf("token list: %d %s", list.status, list.body)
+	}
+	audit := e.do(viewer, "GET", "/v1/audit?kind=api", "")
+	if audit.status != 200 || !strings.Contains(audit.body, `"actor":"token:admin-1"`) {
+		t.Errorf("audit: %d %s", audit.status, audit.body)
+	}
+	if r := e.do(viewer, "GET", "/v1/audit?since=24h&kind=degrade", ""); !strings.Contains(r.body, `"actor":"token:operator-1"`) {
+		t.Errorf("audit of the switch: %d %s", r.status, r.body)
+	}
+	var ts struct{ Items []struct{ ID, Name string } }
+	_ = json.Unmarshal([]byte(list.body), &ts)
+	for _, it := range ts.Items {
+		if it.Name == "viewer-1" {
+			if r := e.do(adm, "DELETE", "/v1/tokens/"+it.ID, ""); r.status != 204 {
+				t.Errorf("revoke: %d %s", r.status, r.body)
+			}
+		}
+	}
+	if r := e.do(viewer, "GET", "/v1/apis", ""); r.status != 401 {
+		t.Errorf("a revoked token: %d %s", r.status, r.body)
+	}
+}
+
+// The checked-in OpenAPI document describes exactly the routes served.
+func TestOpenAPIDocumentMatchesRoutes(t *testing.T) {
+	e := start(t)
+	r := e.do(boot, "GET", "/v1/openapi.json", "")
+	var doc struct {
+		Paths map[string]map[string]any `json:"paths"`
+	}
+	if r.status != 200 || json.Unmarshal([]byte(r.body), &doc) != nil {
+		t.Fatalf("%d %.200s", r.status, r.body)
+	}
+	documented := map[string]bool{}
+	for p, ops := range doc.Paths {
+		for m := range ops {
+			documented[strings.ToUpper(m)+" "+p] = true
+		}
+	}
+	served := map[string]bool{}
+	h := admin.New(admin.Options{Client: e.c}).Handler().(chi.Routes)
+	_ = chi.Walk(h, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		served[method+" "+route] = true
+		return nil
+	})
+	for k := range served {
+		if !documented[k] {
+			t.Errorf("served, not documented: %s", k)
+		}
+	}
+	for k := range documented {
+		if !served[k] {
+			t.Errorf("documented, not served: %s", k)
+		}
+	}
+}

@@ -1,0 +1,297 @@
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// apiItem is an API as a list shows it: the entry in force and its
+// revision, and the key's newest revision when that is not the one in
+// force (a newer value that does not validate).
+type apiItem struct {
+	Name     string          `json:"name"`
+	Revision uint64          `json:"revision"`
+	Entry    json.RawMessage `json:"entry,omitempty"`
+	Newest   uint64          `json:"newest_revision,omitempty"`
+	Invalid  string          `json:"newest_error,omitempty"`
+}
+
+func itemOf(f registry.InForce) apiItem {
+	it := apiItem{Name: f.Entry.Name, Revision: f.Entry.Revision}
+	if f.API != nil {
+		it.Entry = f.API.Marshal()
+	}
+	if f.Newest != nil {
+		it.Name, it.Newest = f.Newest.Name, f.Newest.Revision
+		if f.NewestErr != nil {
+			it.Invalid = f.NewestErr.Error()
+		}
+	}
+	return it
+}
+
+// latest is the revision a write must name: the key's newest.
+func latest(f registry.InForce) uint64 {
+	if f.Newest != nil {
+		return f.Newest.Revision
+	}
+	return f.Entry.Revision
+}
+
+func (s *Server) listAPIs(w http.ResponseWriter, r *http.Request) {
+	all, err := s.c.ListInForce(r.Context())
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	items := make([]apiItem, 0, len(all))
+	for _, f := range all {
+		items = append(items, itemOf(f))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+// getAPI answers the entry in force, as the registry stores it, with its
+// revision as the ETag a change names in If-Match.
+func (s *Server) getAPI(w http.ResponseWriter, r *http.Request) {
+	f, err := s.c.GetInForce(r.Context(), chi.URLParam(r, "name"))
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	w.Header().Set("ETag", etag(latest(f)))
+	if f.API == nil {
+		writeJSON(w, http.StatusConflict, apiError{Code: "NO_VALID_REVISION", Message: "no valid revision of the api is in force: " + f.NewestErr.Error(), Revision: latest(f)})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(f.API.Marshal())
+}
+
+// createAPI publishes a new API (POST /v1/apis): 409 when the name exists.
+func (s *Server) createAPI(w http.ResponseWriter, r *http.Request) {
+	doc, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	a, err := s.client(r).Put(r.Context(), doc, registry.IfRevision(0))
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	w.Header().Set("ETag", etag(a.Revision))
+	w.Header().Set("Location", "/v1/apis/"+a.Name)
+	writeJSON(w, http.StatusCreated, apiItem{Name: a.Name, Revision: a.Revision, Entry: a.Marshal()})
+}
+
+// putAPI changes an API at the revision If-Match names, or creates it
+// with If-None-Match: *. The body's name must be the path's.
+func (s *Server) putAPI(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	var opt registry.WriteOption
+	if r.Header.Get("If-None-Match") == "*" {
+		opt = registry.IfRevision(0)
+	} else {
+		rev, ok := ifMatch(w, r)
+		if !ok {
+			return
+		}
+		opt = registry.IfRevision(rev)
+	}
+	doc, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	parsed, err := registry.ParseAPI("", doc)
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	if parsed.Name != name {
+		writeJSON(w, http.StatusBadRequest, apiError{Code: "INVALID_ENTRY", Message: "the entry's name is not the path's",
+			Problems: []problem{{Path: "name", Message: "must be " + strconv.Quote(name) + ", the name in the path"}}})
+		return
+	}
+	a, err := s.client(r).Put(r.Context(), doc, opt)
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	w.Header().Set("ETag", etag(a.Revision))
+	writeJSON(w, http.StatusOK, apiItem{Name: a.Name, Revision: a.Revision, Entry: a.Marshal()})
+}
+
+// deleteAPI unpublishes an API at the revision If-Match names.
+func (s *Server) deleteAPI(w http.ResponseWriter, r *http.Request) {
+	rev, ok := ifMatch(w, r)
+	if !ok {
+		return
+	}
+	if err := s.client(r).Delete(r.Context(), chi.URLParam(r, "name"), registry.IfRevision(rev)); err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// revision is one kept revision, as the history lists it.
+type revision struct {
+	Revision uint64          `json:"revision"`
+	Op       string          `json:"op"`
+	Created  string          `json:"created"`
+	Entry    json.RawMessage `json:"entry,omitempty"`
+	Invalid  string          `json:"error,omitempty"`
+}
+
+func (s *Server) apiRevisions(w http.ResponseWriter, r *http.Request) {
+	hs, err := s.c.History(r.Context(), chi.URLParam(r, "name"))
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	out := make([]revision, 0, len(hs))
+	for _, h := range hs {
+		rv := revision{Revision: h.Revision, Op: h.Op, Created: h.Created}
+		if h.Op == "PUT" {
+			if json.Valid(h.Value) {
+				rv.Entry = h.Value
+			}
+			if _, err := registry.ParseAPI(h.Name, h.Value); err != nil {
+				rv.Invalid = err.Error()
+			}
+		}
+		out = append(out, rv)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": out})
+}
+
+// setDegrade turns an API's degrade switch on (PUT /v1/apis/{name}/degrade
+// with the switch's JSON, registry.Degrade).
+func (s *Server) setDegrade(w http.ResponseWriter, r *http.Request) {
+	doc, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	api := chi.URLParam(r, "name")
+	d, err := registry.ParseDegrade(registry.DegradeKey(api), doc)
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	set, err := s.client(r).SetDegrade(r.Context(), api, d)
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	w.Header().Set("ETag", etag(set.Revision))
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(set.Marshal())
+}
+
+func (s *Server) clearDegrade(w http.ResponseWriter, r *http.Request) {
+	if err := s.client(r).ClearDegrade(r.Context(), chi.URLParam(r, "name")); err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// audit answers the trail: ?since= (RFC 3339 or a duration back from
+// now), ?kind=, ?limit= (default 100).
+func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var since time.Time
+	if v := q.Get("since"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			since = time.Now().Add(-d)
+		} else if t, err := time.Parse(time.RFC3339, v); err == nil {
+			since = t
+		} else {
+			writeError(w, http.StatusBadRequest, "BAD_REQUEST", "since must be RFC 3339 or a duration (24h)")
+			return
+		}
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			writeError(w, http.StatusBadRequest, "BAD_REQUEST", "limit must be from 1 to 10000")
+			return
+		}
+		limit = n
+	}
+	changes, err := s.c.Audit(r.Context(), since, q.Get("kind"), limit)
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	if changes == nil {
+		changes = []registry.Change{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": changes})
+}
+
+// tokenView is a token as the API shows it: never its secret, nor its
+// digest.
+type tokenView struct {
+	ID      string        `json:"id"`
+	Name    string        `json:"name"`
+	Role    registry.Role `json:"role"`
+	Created time.Time     `json:"created"`
+	Token   string        `json:"token,omitempty"` // once, when made
+}
+
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
+	ts, err := s.c.ListAdminTokens(r.Context())
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	out := make([]tokenView, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, tokenView{ID: t.ID, Name: t.Name, Role: t.Role, Created: t.Created})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": out})
+}
+
+// createToken makes a token ({"name":…,"role":…}) and shows it once.
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
+	doc, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var in struct {
+		Name string `json:"name"`
+		Role string `json:"role"`
+	}
+	if err := json.Unmarshal(doc, &in); err != nil {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "the body must be {\"name\":…,\"role\":…}: "+err.Error())
+		return
+	}
+	role, _ := registry.ParseRole(in.Role) // none: refused below, with the name's problem too
+	token, t, err := s.client(r).CreateAdminToken(r.Context(), in.Name, role)
+	if t == nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	if err != nil { // made, not audited: say so, but hand the token over
+		s.log.Error("admin token made but not audited", "id", t.ID, "err", err)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusCreated, tokenView{ID: t.ID, Name: t.Name, Role: t.Role, Created: t.Created, Token: token})
+}
+
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
+	if err := s.client(r).RevokeAdminToken(r.Context(), chi.URLParam(r, "id")); err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
