@@ -25,6 +25,9 @@ Commands:
   history NAME             list the kept revisions of an API: size, digest and
                            the fields each changed
   rollback NAME REVISION   publish the entry an API had at REVISION again
+  diff NAME [REV1 [REV2]]  what changed between two revisions, field by field:
+                           the one before the newest and the newest, REV1 and
+                           the newest, or REV1 and REV2
   import-micro SERVICE     read a NATS micro service's endpoints ($SRV.INFO) and
                            write one draft API per endpoint under svc.: served
                            on the sandbox tier only (production answers 503
@@ -70,7 +73,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkSubcommand(fs, "api", pos, map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2, "import-micro": 1, "import-openapi": 1}); err != nil {
+	if err := checkSubcommand(fs, "api", pos, map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2, "import-micro": 1, "import-openapi": 1, "diff": -1}); err != nil {
 		return err
 	}
 	// Read and validate before touching NATS: a bad file or argument fails
@@ -80,6 +83,19 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if pos[0] == "rollback" {
 		if rev, err = strconv.ParseUint(pos[2], 10, 64); err != nil || rev == 0 {
 			return fmt.Errorf("%w: revision must be a positive number, got %q", errUsage, pos[2])
+		}
+	}
+	var diffRevs []uint64
+	if pos[0] == "diff" {
+		if len(pos) < 2 || len(pos) > 4 {
+			return fmt.Errorf("%w: jetway api diff takes NAME and up to two revisions", errUsage)
+		}
+		for _, s := range pos[2:] {
+			n, err := strconv.ParseUint(s, 10, 64)
+			if err != nil || n == 0 {
+				return fmt.Errorf("%w: revision must be a positive number, got %q", errUsage, s)
+			}
+			diffRevs = append(diffRevs, n)
 		}
 	}
 	var wopts []registry.WriteOption
@@ -166,6 +182,12 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 		return printHistory(stdout, hs)
+	case "diff":
+		hs, err := c.History(ctx, pos[1])
+		if err != nil {
+			return err
+		}
+		return printDiff(stdout, hs, diffRevs)
 	case "rollback":
 		a, err := c.Rollback(ctx, pos[1], rev, wopts...)
 		if err != nil {

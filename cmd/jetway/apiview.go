@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -149,4 +151,129 @@ func jsonEqual(a, b []byte) bool {
 		return bytes.Equal(a, b)
 	}
 	return bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+// printDiff prints what changed between two kept revisions of an API,
+// one line per field (a JSON pointer): "-" removed, "+" added, "~" changed
+// with the old and new values. revs are the revisions asked for: none —
+// the value before the newest and the newest; one — it and the newest;
+// two — those. A deletion in between is no value: compare values only.
+func printDiff(w io.Writer, hs []registry.Entry, revs []uint64) error {
+	var puts []registry.Entry
+	byRev := map[uint64]registry.Entry{}
+	for _, h := range hs {
+		byRev[h.Revision] = h
+		if h.Op == "PUT" {
+			puts = append(puts, h)
+		}
+	}
+	pick := func(rev uint64) (registry.Entry, error) {
+		h, ok := byRev[rev]
+		switch {
+		case !ok:
+			return h, fmt.Errorf("revision %d is not kept for this api (jetway api history lists those that are)", rev)
+		case h.Op != "PUT":
+			return h, fmt.Errorf("revision %d is a deletion, not a value", rev)
+		}
+		return h, nil
+	}
+	var from, to registry.Entry
+	var err error
+	switch len(revs) {
+	case 0:
+		if len(puts) < 2 {
+			return fmt.Errorf("the api has %d kept value(s): nothing to compare", len(puts))
+		}
+		from, to = puts[len(puts)-2], puts[len(puts)-1]
+	case 1:
+		if len(puts) == 0 {
+			return fmt.Errorf("the api has no kept value")
+		}
+		if from, err = pick(revs[0]); err != nil {
+			return err
+		}
+		to = puts[len(puts)-1]
+	default:
+		if from, err = pick(revs[0]); err != nil {
+			return err
+		}
+		if to, err = pick(revs[1]); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "--- revision %d (%s)\n+++ revision %d (%s)\n", from.Revision, from.Created, to.Revision, to.Created)
+	a, b := map[string]string{}, map[string]string{}
+	if err := flattenJSON("", from.Value, a); err != nil {
+		return fmt.Errorf("revision %d: %w", from.Revision, err)
+	}
+	if err := flattenJSON("", to.Value, b); err != nil {
+		return fmt.Errorf("revision %d: %w", to.Revision, err)
+	}
+	keys := slices.Sorted(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	n := 0
+	for _, k := range keys {
+		if k == "/created_revision" {
+			continue // the registry's own bookkeeping (when the API was first made), not the publisher's
+		}
+		va, oka := a[k]
+		vb, okb := b[k]
+		switch {
+		case !okb:
+			fmt.Fprintf(w, "- %s: %s\n", k, va)
+		case !oka:
+			fmt.Fprintf(w, "+ %s: %s\n", k, vb)
+		case va != vb:
+			fmt.Fprintf(w, "~ %s: %s -> %s\n", k, va, vb)
+		default:
+			continue
+		}
+		n++
+	}
+	if n == 0 {
+		fmt.Fprintln(w, "(the same value)")
+	}
+	return nil
+}
+
+// flattenJSON puts every leaf of a JSON document into out, by JSON pointer,
+// as compact JSON: objects and arrays open up, an empty one is a leaf.
+func flattenJSON(prefix string, doc []byte, out map[string]string) error {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	var walk func(p string, v any)
+	walk = func(p string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if len(x) > 0 {
+				for k, e := range x {
+					walk(p+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"), e)
+				}
+				return
+			}
+		case []any:
+			if len(x) > 0 {
+				for i, e := range x {
+					walk(p+"/"+strconv.Itoa(i), e)
+				}
+				return
+			}
+		}
+		b, _ := json.Marshal(v)
+		if p == "" {
+			p = "/"
+		}
+		out[p] = string(b)
+	}
+	walk(prefix, v)
+	return nil
 }

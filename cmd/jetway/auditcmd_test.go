@@ -64,3 +64,37 @@ func TestAuditCommand(t *testing.T) {
 		t.Errorf("--limit 1: %d %s", code, out)
 	}
 }
+
+// api diff shows field by field what changed between two revisions: the
+// last two, one and the newest, or two given; a deletion or a revision not
+// kept is refused with why.
+func TestAPIDiff(t *testing.T) {
+	url := natstest.RunServer(t).ClientURL()
+	jw := func(stdin string, args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := run(append(args, "--nats", url), strings.NewReader(stdin), &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	for _, doc := range []string{
+		`{"name":"d","pool":"p","route":{"path":"/d"},"backend":{"type":"mock","body":"one"},"timeout":"1s"}`,
+		`{"name":"d","pool":"p","route":{"path":"/d"},"backend":{"type":"mock","body":"two"},"description":"x"}`,
+	} {
+		if code, out := jw(doc, "api", "put", "-"); code != 0 {
+			t.Fatalf("put: %d %s", code, out)
+		}
+	}
+	code, out := jw("", "api", "diff", "d")
+	if code != 0 || !strings.Contains(out, `~ /backend/body: "one" -> "two"`) || !strings.Contains(out, `+ /description: "x"`) ||
+		!strings.Contains(out, `- /timeout: "1s"`) || strings.Contains(out, "/pool") || strings.Contains(out, "created_revision") {
+		t.Errorf("diff: %d\n%s", code, out)
+	}
+	if code, out := jw("", "api", "diff", "d", "1", "1"); code != 0 || !strings.Contains(out, "(the same value)") {
+		t.Errorf("a revision with itself: %d %s", code, out)
+	}
+	if code, out := jw("", "api", "diff", "d", "99"); code != 1 || !strings.Contains(out, "not kept") {
+		t.Errorf("a revision not kept: %d %s", code, out)
+	}
+	if code, out := jw("", "api", "diff", "d", "x"); code != 2 {
+		t.Errorf("a bad revision: %d %s", code, out)
+	}
+}
