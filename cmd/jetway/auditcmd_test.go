@@ -2,9 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/registry"
@@ -97,4 +106,55 @@ func TestAPIDiff(t *testing.T) {
 	if code, out := jw("", "api", "diff", "d", "x"); code != 2 {
 		t.Errorf("a bad revision: %d %s", code, out)
 	}
+}
+
+// --change-webhook: every change is posted in order, at least once; one
+// the hook refuses is posted again after a pause, not lost.
+func TestChangeWebhook(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := changeWebhookBackoff
+	changeWebhookBackoff = []time.Duration{50 * time.Millisecond, 50 * time.Millisecond}
+	defer func() { changeWebhookBackoff = saved }()
+	var mu sync.Mutex
+	var got []registry.Change
+	refused := 0
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refused == 0 {
+			refused++
+			w.WriteHeader(503)
+			return
+		}
+		var ch registry.Change
+		if err := json.NewDecoder(r.Body).Decode(&ch); err != nil || r.Header.Get("Jetway-Change-Seq") == "" {
+			t.Errorf("%v %v", err, r.Header)
+		}
+		got = append(got, ch)
+	}))
+	defer hook.Close()
+	js, _ := jetstream.New(nc)
+	go func() { _ = deliverChanges(ctx, js, hook.URL, slog.New(slog.DiscardHandler)) }()
+	time.Sleep(200 * time.Millisecond) // the consumer delivers what comes after it was made
+	if _, err := c.Put(ctx, []byte(`{"name":"w1","pool":"p","route":{"path":"/w1"},"backend":{"type":"mock"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetDegrade(ctx, "w1", &registry.Degrade{On: true}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 2 || got[0].Kind != "api" || got[1].Kind != "degrade" {
+			return fmt.Errorf("delivered %+v (refused %d)", got, refused)
+		}
+		return nil
+	})
 }

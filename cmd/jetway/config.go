@@ -94,6 +94,7 @@ type nodeFlags struct {
 	tlsClientCerts    bool
 	acmeHosts         stringList
 	acmeEmail         string
+	changeWebhook     string
 	acmeCA            string
 	acmeCARoot        string
 	h2c               bool
@@ -119,6 +120,7 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		natsDefault = os.Getenv("JETWAY_NATS_URL")
 		fs.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server (port 0 picks a free one)")
 		fs.BoolVar(&f.demo, "demo", false, "start a demo backend and publish demo APIs (demo.*)")
+		fs.StringVar(&f.changeWebhook, "change-webhook", "", "POST every registry change (the audit trail's records, in order, at least once) to this http(s) URL")
 		fs.BoolVar(&f.natsAuth, "nats-auth", false, "require NATS users on the embedded server: admin (registry writes), edge and worker, with least-privilege permissions; passwords in <data>/nats-credentials.json (other processes join with nats://edge:<password>@host:port)")
 		fs.BoolVar(&f.inProcess, "in-process", true, "connect this process's edge, workers and registry to the embedded NATS in memory instead of over TCP (about half the added latency)")
 		fs.StringVar(&f.natsURL, "nats", natsDefault, "use this NATS instead of embedding one (env JETWAY_NATS_URL)")
@@ -390,6 +392,11 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 			if c.natsServerTLS, err = bus.ServerTLS(t.cert, t.key, t.clientCA); err != nil {
 				add(fmt.Errorf("%w: %v", errUsage, err))
 			}
+		}
+	}
+	if c.changeWebhook != "" {
+		if err := checkWebhookURL(c.changeWebhook); err != nil {
+			add(fmt.Errorf("%w: --change-webhook: %v", errUsage, err))
 		}
 	}
 	for _, h := range c.acmeHosts {

@@ -283,6 +283,16 @@ func (n *node) createBuckets(ctx context.Context) {
 	} else {
 		n.registry = c.As("serve:" + n.id) // the admin API's client (each request writes as its token)
 	}
+	if hook := n.cfg.changeWebhook; hook != "" {
+		js, err := jetstream.New(n.ctl)
+		if err == nil {
+			go func() {
+				if err := deliverChanges(ctx, js, hook, n.log); err != nil {
+					n.log.Error("registry changes not delivered", "err", err)
+				}
+			}()
+		}
+	}
 	// A deleted nonce bucket would leave signed APIs refused on
 	// every edge whose user may not create it: re-create it.
 	if err := registry.KeepNonces(ctx, n.ctl, bo, func(err error) {
