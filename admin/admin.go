@@ -81,8 +81,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	viewer, operator, admin := registry.RoleViewer, registry.RoleOperator, registry.RoleAdmin
 	r.Get("/v1/openapi.json", s.need(viewer, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(openAPIDoc)
+		writeRaw(w, http.StatusOK, openAPIDoc)
 	}))
 	r.Get("/v1/apis", s.need(viewer, s.listAPIs))
 	r.Post("/v1/apis", s.need(admin, s.createAPI))
@@ -90,6 +89,7 @@ func (s *Server) Handler() http.Handler {
 	r.Put("/v1/apis/{name}", s.need(admin, s.putAPI))
 	r.Delete("/v1/apis/{name}", s.need(admin, s.deleteAPI))
 	r.Get("/v1/apis/{name}/revisions", s.need(viewer, s.apiRevisions))
+	r.Get("/v1/apis/{name}/degrade", s.need(viewer, s.getDegrade))
 	r.Put("/v1/apis/{name}/degrade", s.need(operator, s.setDegrade))
 	r.Delete("/v1/apis/{name}/degrade", s.need(operator, s.clearDegrade))
 	r.Get("/v1/audit", s.need(viewer, s.audit))
@@ -151,7 +151,7 @@ func (s *Server) check(ctx context.Context, token string) (principal, error) {
 	if err != nil {
 		return principal{}, err
 	}
-	return principal{actor: "token:" + t.Name, role: t.Role}, nil
+	return principal{actor: "token:" + t.Name + "/" + t.ID, role: t.Role}, nil
 }
 
 // bearer reads "Bearer <token>" (the scheme in any case, RFC 7235).
@@ -179,10 +179,22 @@ func (s *Server) need(role registry.Role, h func(w http.ResponseWriter, r *http.
 	}
 }
 
-// client is the registry client writing as the request's principal.
-func (s *Server) client(r *http.Request) *registry.Client {
+// client is the registry client writing as the request's principal. A
+// write made whose audit record could not be stored answers as made, with
+// a Warning saying the record is missing (a 5xx would have the caller
+// retry a change that stands).
+func (s *Server) client(w http.ResponseWriter, r *http.Request) *registry.Client {
 	p, _ := r.Context().Value(principalKey{}).(principal)
-	return s.c.As(p.actor)
+	return s.c.As(p.actor).WithAuditErrors(func(err error) {
+		s.log.Error("admin write not audited", "actor", p.actor, "err", err)
+		w.Header().Add("Warning", `199 jetway "the change was written but not recorded in the audit trail"`)
+	})
+}
+
+// role is the request's principal's role.
+func role(r *http.Request) registry.Role {
+	p, _ := r.Context().Value(principalKey{}).(principal)
+	return p.role
 }
 
 // apiError is the body of every error the admin API answers.
@@ -204,10 +216,17 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	writeRaw(w, status, append(b, '\n'))
+}
+
+// writeRaw answers JSON already encoded, never to be sniffed as anything
+// else.
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(b)
 }
 
 // writeRegistryError answers a registry error with its status: a
@@ -235,6 +254,8 @@ func writeRegistryError(w http.ResponseWriter, err error, log *slog.Logger) {
 		writeJSON(w, http.StatusConflict, apiError{Code: "ROUTE_HELD", Message: err.Error(), Extra: map[string]string{"held_by": rc.HeldBy}})
 	case errors.Is(err, registry.ErrNotFound):
 		writeError(w, http.StatusNotFound, "NOT_FOUND", err.Error())
+	case errors.Is(err, registry.ErrAuditKind):
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", err.Error())
 	case errors.Is(err, registry.ErrAuditNotRecorded):
 		log.Error("admin write not audited", "err", err)
 		writeError(w, http.StatusInternalServerError, "NOT_AUDITED", err.Error())
@@ -265,9 +286,10 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 // etag is a revision as an entity tag.
 func etag(rev uint64) string { return `"` + strconv.FormatUint(rev, 10) + `"` }
 
-// ifMatch reads the revision a write names (If-Match: "N"); ok false when
-// it answered the request: 428 without one, 400 for one that is not a
-// revision.
+// ifMatch reads the revision a write names (If-Match: "N", a strong tag as
+// a GET's ETag gives it); ok false when it answered the request: 428
+// without one, 400 for one that is not a revision (a weak tag, "*", a
+// list).
 func ifMatch(w http.ResponseWriter, r *http.Request) (uint64, bool) {
 	v := strings.TrimSpace(r.Header.Get("If-Match"))
 	if v == "" {
@@ -275,10 +297,25 @@ func ifMatch(w http.ResponseWriter, r *http.Request) (uint64, bool) {
 			`a change names the revision it changes: If-Match with the ETag of a GET ("N"), so no other write is lost`)
 		return 0, false
 	}
-	n, err := strconv.ParseUint(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
-	if err != nil || n == 0 {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "If-Match must be a revision as a GET's ETag gives it (\"N\")")
+	inner, ok := strings.CutPrefix(v, `"`)
+	inner, ok2 := strings.CutSuffix(inner, `"`)
+	n, err := strconv.ParseUint(inner, 10, 64)
+	if !ok || !ok2 || err != nil || n == 0 {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", `If-Match must be one revision as a GET's ETag gives it ("N"), not a weak tag, a list or *`)
 		return 0, false
 	}
 	return n, true
+}
+
+// writeOption is the compare-and-set a write asks for: If-None-Match: *
+// (create only) or If-Match; ok false when it answered the request.
+func writeOption(w http.ResponseWriter, r *http.Request) (registry.WriteOption, bool) {
+	if r.Header.Get("If-None-Match") == "*" {
+		return registry.IfRevision(0), true
+	}
+	rev, ok := ifMatch(w, r)
+	if !ok {
+		return nil, false
+	}
+	return registry.IfRevision(rev), true
 }

@@ -195,11 +195,47 @@ func TestTokensAndRoles(t *testing.T) {
 	if r := e.do(adm, "POST", "/v1/apis", entry); r.status != 201 {
 		t.Fatalf("admin writes: %d %s", r.status, r.body)
 	}
-	if r := e.do(viewer, "PUT", "/v1/apis/orders.get/degrade", `{"on":true,"reason":"drill"}`); r.status != 403 {
+	if r := e.do(viewer, "PUT", "/v1/apis/orders.get/degrade", `{"on":true,"reason":"drill"}`, "If-None-Match", "*"); r.status != 403 {
 		t.Errorf("viewer degrades: %d %s", r.status, r.body)
 	}
-	if r := e.do(operator, "PUT", "/v1/apis/orders.get/degrade", `{"on":true,"reason":"drill"}`); r.status != 200 {
-		t.Errorf("operator degrades: %d %s", r.status, r.body)
+	// An operator flips the switch, but an answer of its own would be what
+	// every caller gets: an admin's to write.
+	if r := e.do(operator, "PUT", "/v1/apis/orders.get/degrade", `{"on":true,"status":302,"headers":{"Location":"https://evil.example/"}}`, "If-None-Match", "*"); r.status != 403 {
+		t.Errorf("operator writes a degrade answer: %d %s", r.status, r.body)
+	}
+	on := e.do(operator, "PUT", "/v1/apis/orders.get/degrade", `{"on":true,"reason":"drill"}`, "If-None-Match", "*")
+	if on.status != 200 || on.header.Get("ETag") == "" {
+		t.Fatalf("operator degrades: %d %s", on.status, on.body)
+	}
+	// The switch too is written at a revision: a second flip from the
+	// state read before is refused.
+	if r := e.do(operator, "PUT", "/v1/apis/orders.get/degrade", `{"on":false}`, "If-None-Match", "*"); r.status != 409 {
+		t.Errorf("a second create of the switch: %d %s", r.status, r.body)
+	}
+	if r := e.do(operator, "DELETE", "/v1/apis/orders.get/degrade", ""); r.status != 428 {
+		t.Errorf("DELETE of the switch without If-Match: %d %s", r.status, r.body)
+	}
+	if r := e.do(viewer, "GET", "/v1/apis/orders.get/degrade", ""); r.status != 200 || r.header.Get("ETag") != on.header.Get("ETag") {
+		t.Errorf("GET the switch: %d %v %s", r.status, r.header, r.body)
+	}
+	if r := e.do(operator, "DELETE", "/v1/apis/orders.get/degrade", "", "If-Match", on.header.Get("ETag")); r.status != 204 {
+		t.Errorf("DELETE of the switch: %d %s", r.status, r.body)
+	}
+	if r := e.do(operator, "DELETE", "/v1/apis/orders.get/degrade", "", "If-Match", on.header.Get("ETag")); r.status != 404 {
+		t.Errorf("DELETE of a switch that is gone: %d %s", r.status, r.body)
+	}
+	if r := e.do(operator, "PUT", "/v1/apis/bad%2Fname/degrade", `{"on":true}`, "If-None-Match", "*"); r.status != 400 {
+		t.Errorf("a bad api name: %d %s", r.status, r.body)
+	}
+	for _, k := range []string{"*", ">", "a%20b"} {
+		if r := e.do(viewer, "GET", "/v1/audit?kind="+k, ""); r.status != 400 {
+			t.Errorf("audit kind %q: %d %s", k, r.status, r.body)
+		}
+	}
+	for _, tag := range []string{`W/"1"`, "*", `"1", "2"`} {
+		if r := e.do(adm, "DELETE", "/v1/apis/orders.get", "", "If-Match", tag); r.status != 400 {
+			t.Errorf("If-Match %s: %d %s", tag, r.status, r.body)
+		}
 	}
 	if r := e.do(operator, "POST", "/v1/tokens", `{"name":"x","role":"admin"}`); r.status != 403 {
 		t.Errorf("operator makes a token: %d %s", r.status, r.body)
@@ -212,10 +248,10 @@ func TestTokensAndRoles(t *testing.T) {
 		t.Errorf("token list: %d %s", list.status, list.body)
 	}
 	audit := e.do(viewer, "GET", "/v1/audit?kind=api", "")
-	if audit.status != 200 || !strings.Contains(audit.body, `"actor":"token:admin-1"`) {
+	if audit.status != 200 || !strings.Contains(audit.body, `"actor":"token:admin-1/`) {
 		t.Errorf("audit: %d %s", audit.status, audit.body)
 	}
-	if r := e.do(viewer, "GET", "/v1/audit?since=24h&kind=degrade", ""); !strings.Contains(r.body, `"actor":"token:operator-1"`) {
+	if r := e.do(viewer, "GET", "/v1/audit?since=24h&kind=degrade", ""); !strings.Contains(r.body, `"actor":"token:operator-1/`) {
 		t.Errorf("audit of the switch: %d %s", r.status, r.body)
 	}
 	var ts struct{ Items []struct{ ID, Name string } }

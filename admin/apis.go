@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -70,9 +71,7 @@ func (s *Server) getAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, apiError{Code: "NO_VALID_REVISION", Message: "no valid revision of the api is in force: " + f.NewestErr.Error(), Revision: latest(f)})
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, _ = w.Write(f.API.Marshal())
+	writeRaw(w, http.StatusOK, f.API.Marshal())
 }
 
 // createAPI publishes a new API (POST /v1/apis): 409 when the name exists.
@@ -81,7 +80,7 @@ func (s *Server) createAPI(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	a, err := s.client(r).Put(r.Context(), doc, registry.IfRevision(0))
+	a, err := s.client(w, r).Put(r.Context(), doc, registry.IfRevision(0))
 	if err != nil {
 		writeRegistryError(w, err, s.log)
 		return
@@ -95,15 +94,9 @@ func (s *Server) createAPI(w http.ResponseWriter, r *http.Request) {
 // with If-None-Match: *. The body's name must be the path's.
 func (s *Server) putAPI(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
-	var opt registry.WriteOption
-	if r.Header.Get("If-None-Match") == "*" {
-		opt = registry.IfRevision(0)
-	} else {
-		rev, ok := ifMatch(w, r)
-		if !ok {
-			return
-		}
-		opt = registry.IfRevision(rev)
+	opt, ok := writeOption(w, r)
+	if !ok {
+		return
 	}
 	doc, ok := readBody(w, r)
 	if !ok {
@@ -119,7 +112,7 @@ func (s *Server) putAPI(w http.ResponseWriter, r *http.Request) {
 			Problems: []problem{{Path: "name", Message: "must be " + strconv.Quote(name) + ", the name in the path"}}})
 		return
 	}
-	a, err := s.client(r).Put(r.Context(), doc, opt)
+	a, err := s.client(w, r).Put(r.Context(), doc, opt)
 	if err != nil {
 		writeRegistryError(w, err, s.log)
 		return
@@ -134,7 +127,7 @@ func (s *Server) deleteAPI(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.client(r).Delete(r.Context(), chi.URLParam(r, "name"), registry.IfRevision(rev)); err != nil {
+	if err := s.client(w, r).Delete(r.Context(), chi.URLParam(r, "name"), registry.IfRevision(rev)); err != nil {
 		writeRegistryError(w, err, s.log)
 		return
 	}
@@ -172,31 +165,86 @@ func (s *Server) apiRevisions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"items": out})
 }
 
-// setDegrade turns an API's degrade switch on (PUT /v1/apis/{name}/degrade
-// with the switch's JSON, registry.Degrade).
+// switchAPI is the API name of a switch's path, checked: false when it
+// answered the request.
+func switchAPI(w http.ResponseWriter, r *http.Request) (string, bool) {
+	api := chi.URLParam(r, "name")
+	if err := bus.ValidName(api); err != nil {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "api name "+strconv.Quote(api)+": "+err.Error())
+		return "", false
+	}
+	return api, true
+}
+
+// getDegrade answers an API's degrade switch, its revision as the ETag.
+func (s *Server) getDegrade(w http.ResponseWriter, r *http.Request) {
+	api, ok := switchAPI(w, r)
+	if !ok {
+		return
+	}
+	d, err := s.c.GetDegrade(r.Context(), api)
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	w.Header().Set("ETag", etag(d.Revision))
+	writeRaw(w, http.StatusOK, d.Marshal())
+}
+
+// setDegrade writes an API's degrade switch (PUT /v1/apis/{name}/degrade
+// with registry.Degrade's JSON) at the revision If-Match names, or new
+// with If-None-Match: *. An operator flips it: on or off, answering with
+// Jetway's DEGRADED refusal or the last good answers; an answer of its
+// own (status, headers, body) is what every caller of the API would get,
+// which only an admin may write.
 func (s *Server) setDegrade(w http.ResponseWriter, r *http.Request) {
+	api, ok := switchAPI(w, r)
+	if !ok {
+		return
+	}
+	opt, ok := writeOption(w, r)
+	if !ok {
+		return
+	}
 	doc, ok := readBody(w, r)
 	if !ok {
 		return
 	}
-	api := chi.URLParam(r, "name")
 	d, err := registry.ParseDegrade(registry.DegradeKey(api), doc)
 	if err != nil {
 		writeRegistryError(w, err, s.log)
 		return
 	}
-	set, err := s.client(r).SetDegrade(r.Context(), api, d)
+	if d.Static.Status != 0 || len(d.Static.Headers) > 0 || d.Static.Body != nil || d.Static.JSON != nil {
+		if role(r) < registry.RoleAdmin {
+			writeError(w, http.StatusForbidden, "FORBIDDEN", "a degrade switch with an answer of its own (status, headers, body) needs the admin role: every caller of the api gets it")
+			return
+		}
+	}
+	set, err := s.client(w, r).SetDegrade(r.Context(), api, d, opt)
 	if err != nil {
 		writeRegistryError(w, err, s.log)
 		return
 	}
 	w.Header().Set("ETag", etag(set.Revision))
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(set.Marshal())
+	writeRaw(w, http.StatusOK, set.Marshal())
 }
 
+// clearDegrade deletes an API's switch at the revision If-Match names.
 func (s *Server) clearDegrade(w http.ResponseWriter, r *http.Request) {
-	if err := s.client(r).ClearDegrade(r.Context(), chi.URLParam(r, "name")); err != nil {
+	api, ok := switchAPI(w, r)
+	if !ok {
+		return
+	}
+	rev, ok := ifMatch(w, r)
+	if !ok {
+		return
+	}
+	if _, err := s.c.GetDegrade(r.Context(), api); err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	if err := s.client(w, r).ClearDegrade(r.Context(), api, registry.IfRevision(rev)); err != nil {
 		writeRegistryError(w, err, s.log)
 		return
 	}
@@ -276,7 +324,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	role, _ := registry.ParseRole(in.Role) // none: refused below, with the name's problem too
-	token, t, err := s.client(r).CreateAdminToken(r.Context(), in.Name, role)
+	token, t, err := s.client(w, r).CreateAdminToken(r.Context(), in.Name, role)
 	if t == nil {
 		writeRegistryError(w, err, s.log)
 		return
@@ -289,7 +337,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
-	if err := s.client(r).RevokeAdminToken(r.Context(), chi.URLParam(r, "id")); err != nil {
+	if err := s.client(w, r).RevokeAdminToken(r.Context(), chi.URLParam(r, "id")); err != nil {
 		writeRegistryError(w, err, s.log)
 		return
 	}

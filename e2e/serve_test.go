@@ -426,12 +426,14 @@ concurrency: 0
 			t.Fatalf("GET /v1/apis/demo.hello: %v %v", r, err)
 		}
 		// A degrade switch flipped over REST changes what the edge answers.
-		r, _ = do(http.MethodPut, srv.admin+"/v1/apis/demo.mock/degrade", strings.NewReader(`{"on":true,"status":503,"reason":"e2e over REST"}`), auth)
+		create := http.Header{"Authorization": auth["Authorization"], "If-None-Match": {"*"}}
+		r, _ = do(http.MethodPut, srv.admin+"/v1/apis/demo.mock/degrade", strings.NewReader(`{"on":true,"status":503,"reason":"e2e over REST"}`), create)
 		if r.status != http.StatusOK {
 			t.Fatalf("PUT degrade: %v", r)
 		}
 		waitStatus(t, edge+"/v1/mock", http.StatusServiceUnavailable)
-		if r, _ := do(http.MethodDelete, srv.admin+"/v1/apis/demo.mock/degrade", nil, auth); r.status != http.StatusNoContent {
+		del := http.Header{"Authorization": auth["Authorization"], "If-Match": {r.header.Get("ETag")}}
+		if r, _ := do(http.MethodDelete, srv.admin+"/v1/apis/demo.mock/degrade", nil, del); r.status != http.StatusNoContent {
 			t.Fatalf("DELETE degrade: %v", r)
 		}
 		waitStatus(t, edge+"/v1/mock", http.StatusOK)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -73,6 +75,26 @@ func (c *Client) As(actor string) *Client {
 	return &cc
 }
 
+// WithAuditErrors returns a client that hands a write's failed audit
+// record to f (an ErrAuditNotRecorded) and returns the write's result as a
+// success: a write that was made — a rotated key, a new app — must reach
+// its caller, who then says the record is missing. Without it, such a
+// write returns its result and the error together.
+func (c *Client) WithAuditErrors(f func(error)) *Client {
+	cc := *c
+	cc.auditErr = f
+	return &cc
+}
+
+// AuditKinds are the kinds of change the trail records.
+var AuditKinds = []string{"api", "app", "degrade", "fault", "alert", "jsonschema", "schema", "cert", "token", "cache"}
+
+// Record adds a change made outside the registry's buckets (a cache
+// purge) to the audit trail.
+func (c *Client) Record(ctx context.Context, kind, action, key string) error {
+	return c.noted(ctx, kind, action, key, 0, nil)
+}
+
 // DefaultActor names a process's writes: "cli:<user>@<host>".
 func DefaultActor() string {
 	name := "unknown"
@@ -94,17 +116,38 @@ func (c *Client) noted(ctx context.Context, kind, action, key string, rev uint64
 		return err
 	}
 	b, _ := json.Marshal(Change{At: time.Now().UTC(), Actor: c.actor, Action: action, Kind: kind, Key: key, Revision: rev})
-	if _, perr := c.js.Publish(ctx, bus.AuditPrefix+kind, b); perr != nil {
-		return fmt.Errorf("%w: %s %s %s: %v", ErrAuditNotRecorded, action, kind, key, perr)
+	_, perr := c.js.Publish(ctx, bus.AuditPrefix+kind, b)
+	if errors.Is(perr, jetstream.ErrNoStreamResponse) {
+		// The stream is gone (deleted by hand): make it again, once.
+		if _, oerr := OpenAudit(ctx, c.js, BucketOptions{}); oerr == nil {
+			_, perr = c.js.Publish(ctx, bus.AuditPrefix+kind, b)
+		}
 	}
-	return nil
+	if perr == nil {
+		return nil
+	}
+	err = fmt.Errorf("%w: %s %s %s: %v", ErrAuditNotRecorded, action, kind, key, perr)
+	if c.auditErr != nil {
+		c.auditErr(err)
+		return nil
+	}
+	return err
 }
 
+// ErrAuditKind is a kind the trail does not record.
+var ErrAuditKind = errors.New("not a kind of change")
+
 // Audit returns the changes recorded since since (zero: from the start),
-// of one kind ("" for all), at most limit (the newest; 0: 1000).
+// of one kind ("" for all), at most limit (the newest; 0: 1000), within
+// ctx: a read of all kinds starts limit records from the end; one of a kind
+// reads from since and stops at ctx's deadline with what it has and the
+// error.
 func (c *Client) Audit(ctx context.Context, since time.Time, kind string, limit int) ([]Change, error) {
 	if limit <= 0 {
 		limit = 1000
+	}
+	if kind != "" && !slices.Contains(AuditKinds, kind) {
+		return nil, fmt.Errorf("%w: %q (one of %s)", ErrAuditKind, kind, strings.Join(AuditKinds, ", "))
 	}
 	st, err := c.js.Stream(ctx, bus.StreamAudit)
 	if err != nil {
@@ -117,8 +160,13 @@ func (c *Client) Audit(ctx context.Context, since time.Time, kind string, limit 
 	if info.State.Msgs == 0 {
 		return nil, nil
 	}
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
-	if !since.IsZero() {
+	// A consumer of this read only: gone a second after it ends.
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: time.Second}
+	if kind == "" && info.State.LastSeq >= uint64(limit) && info.State.LastSeq-uint64(limit)+1 > info.State.FirstSeq {
+		// All kinds: only the last limit records can be the answer.
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, info.State.LastSeq-uint64(limit)+1
+	}
+	if !since.IsZero() && cfg.DeliverPolicy == jetstream.DeliverAllPolicy {
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
 	if kind != "" {
@@ -130,6 +178,9 @@ func (c *Client) Audit(ctx context.Context, since time.Time, kind string, limit 
 	}
 	var out []Change
 	for {
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("reading the audit trail: %w (narrow it with since)", err)
+		}
 		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(250*time.Millisecond))
 		if err != nil {
 			return nil, fmt.Errorf("reading the audit trail: %w", err)
@@ -147,6 +198,9 @@ func (c *Client) Audit(ctx context.Context, since time.Time, kind string, limit 
 				continue
 			}
 			ch.Seq = md.Sequence.Stream
+			if !since.IsZero() && ch.At.Before(since) {
+				continue // a read from a sequence: the records before since are not asked for
+			}
 			out = append(out, ch)
 			if len(out) > limit {
 				out = out[1:]

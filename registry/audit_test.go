@@ -2,9 +2,14 @@ package registry_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/registry"
 )
@@ -40,5 +45,46 @@ func TestAuditActor(t *testing.T) {
 	}
 	if apis, _ := c.Audit(ctx, time.Time{}, "api", 0); len(apis) != 1 || apis[0].Key != "a1" {
 		t.Errorf("by kind: %+v", apis)
+	}
+}
+
+// A read of the last records starts near the end of a long trail, a read
+// past its deadline stops with what it has, and a trail deleted by hand
+// is made again by the next write, which it records.
+func TestAuditBounded(t *testing.T) {
+	s := natstest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc := natstest.Connect(t, s)
+	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if err := c.Record(ctx, "cache", "purge", fmt.Sprint("api", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, err := c.Audit(ctx, time.Time{}, "", 2)
+	if err != nil || len(last) != 2 || last[1].Key != "api299" || last[0].Key != "api298" {
+		t.Fatalf("%v %+v", err, last)
+	}
+	short, cancelShort := context.WithTimeout(ctx, time.Nanosecond)
+	defer cancelShort()
+	if _, err := c.Audit(short, time.Time{}, "cache", 10); err == nil {
+		t.Error("a read past its deadline did not stop")
+	}
+	if _, err := c.Audit(ctx, time.Time{}, ">", 10); !errors.Is(err, registry.ErrAuditKind) {
+		t.Errorf("a wildcard kind: %v", err)
+	}
+	js, _ := jetstream.New(nc)
+	if err := js.DeleteStream(ctx, bus.StreamAudit); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Record(ctx, "cache", "purge", "after"); err != nil {
+		t.Fatalf("a write after the trail was deleted: %v", err)
+	}
+	if got, _ := c.Audit(ctx, time.Time{}, "", 0); len(got) != 1 || got[0].Key != "after" {
+		t.Errorf("the trail made again: %+v", got)
 	}
 }

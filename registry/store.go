@@ -75,7 +75,8 @@ type Client struct {
 
 	tokens jetstream.KeyValue // the admin REST API's tokens
 
-	actor string // who the audit trail says writes (As)
+	actor    string      // who the audit trail says writes (As)
+	auditErr func(error) // WithAuditErrors
 }
 
 // NewClient opens (creating if needed) the API bucket over nc.
@@ -291,14 +292,15 @@ func (c *Client) Rollback(ctx context.Context, name string, revision uint64, opt
 
 // SetDegrade writes an API's degrade switch (on or off). The switch is
 // validated first; the API need not exist (a switch can be set ahead).
-func (c *Client) SetDegrade(ctx context.Context, api string, d *Degrade) (*Degrade, error) {
+// With IfRevision the write is conditional, as for Put.
+func (c *Client) SetDegrade(ctx context.Context, api string, d *Degrade, opts ...WriteOption) (*Degrade, error) {
 	key := DegradeKey(api)
 	doc := d.Marshal()
 	parsed, err := ParseDegrade(key, doc)
 	if err != nil {
 		return nil, err
 	}
-	rev, err := c.putFlag(ctx, key, doc)
+	rev, err := c.putFlag(ctx, key, doc, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -306,25 +308,52 @@ func (c *Client) SetDegrade(ctx context.Context, api string, d *Degrade) (*Degra
 	return parsed, nil
 }
 
-// ClearDegrade deletes an API's degrade switch, restoring the API.
-func (c *Client) ClearDegrade(ctx context.Context, api string) error {
-	return c.deleteFlag(ctx, DegradeKey(api))
+// ClearDegrade deletes an API's degrade switch, restoring the API. With
+// IfRevision(n) it deletes only the switch at revision n.
+func (c *Client) ClearDegrade(ctx context.Context, api string, opts ...WriteOption) error {
+	return c.deleteFlag(ctx, DegradeKey(api), opts...)
 }
 
-func (c *Client) putFlag(ctx context.Context, key string, doc []byte) (uint64, error) {
-	rev, err := c.flags.Put(ctx, key, doc)
-	if err != nil {
-		return 0, fmt.Errorf("writing %s: %w", key, err)
+// GetDegrade returns an API's degrade switch, with its revision.
+func (c *Client) GetDegrade(ctx context.Context, api string) (*Degrade, error) {
+	key := DegradeKey(api)
+	e, err := c.flags.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("degrade switch of %s: %w", api, ErrNotFound)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	d, err := ParseDegrade(key, e.Value())
+	if err != nil {
+		return nil, err
+	}
+	d.Revision = e.Revision()
+	return d, nil
+}
+
+func (c *Client) putFlag(ctx context.Context, key string, doc []byte, opts ...WriteOption) (uint64, error) {
 	kind, api := flagKind(key)
+	rev, err := write(ctx, c.flags, kind+" switch", key, doc, opts)
+	if err != nil {
+		return 0, err
+	}
 	return rev, c.noted(ctx, kind, "put", api, rev, nil)
 }
 
-func (c *Client) deleteFlag(ctx context.Context, key string) error {
-	if err := c.flags.Delete(ctx, key); err != nil {
+func (c *Client) deleteFlag(ctx context.Context, key string, opts ...WriteOption) error {
+	kind, api := flagKind(key)
+	var dopts []jetstream.KVDeleteOpt
+	o := collect(opts)
+	if o.ifRevision != nil {
+		dopts = append(dopts, jetstream.LastRevision(*o.ifRevision))
+	}
+	if err := c.flags.Delete(ctx, key, dopts...); err != nil {
+		if o.ifRevision != nil && isConflict(err) {
+			return conflict(ctx, c.flags, kind+" switch", key, *o.ifRevision)
+		}
 		return fmt.Errorf("deleting %s: %w", key, err)
 	}
-	kind, api := flagKind(key)
 	return c.noted(ctx, kind, "delete", api, 0, nil)
 }
 

@@ -212,10 +212,17 @@ func (n *node) adminBootstrapToken() (string, error) {
 		return n.cfg.adminToken, nil
 	}
 	path := filepath.Join(n.cfg.dataDir, "admin-token")
-	if b, err := os.ReadFile(path); err == nil {
+	if fi, err := os.Lstat(path); err == nil {
+		if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 != 0 {
+			return "", fmt.Errorf("%s must be a regular file only its owner reads (mode 0600), not %v", path, fi.Mode())
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", err
+		}
 		t := strings.TrimSpace(string(b))
-		if err := checkAdminToken(t); err != nil {
-			return "", fmt.Errorf("%s: %v", path, err)
+		if err := checkAdminToken(t); err != nil || t == "" {
+			return "", fmt.Errorf("%s does not hold a usable admin token (delete it and serve makes a new one): %v", path, err)
 		}
 		n.log.Info("admin API token", "file", path)
 		return t, nil
@@ -228,7 +235,14 @@ func (n *node) adminBootstrapToken() (string, error) {
 	if err := os.MkdirAll(n.cfg.dataDir, 0o700); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+	// Made new, never through a link, never over another's: two serves
+	// sharing a data folder get one token or an error.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("keeping the admin API token: %w", err)
+	}
+	_, werr := f.WriteString(t + "\n")
+	if err := errors.Join(werr, f.Close()); err != nil {
 		return "", fmt.Errorf("keeping the admin API token: %w", err)
 	}
 	n.log.Info("admin API token made", "file", path)

@@ -54,7 +54,7 @@ func cmdCache(args []string, stdout, stderr io.Writer) error {
 	if err := bus.ValidName(p.API); err != nil {
 		return fmt.Errorf("%w: api name %q: %v", errUsage, p.API, err)
 	}
-	ctx, _, nc, done, err := rf.dialConn(1)
+	ctx, c, nc, done, err := rf.dialConn(1)
 	if err != nil {
 		return err
 	}
@@ -108,6 +108,9 @@ func cmdCache(args []string, stdout, stderr io.Writer) error {
 		what = "the answers of " + p.Path
 	}
 	fmt.Fprintf(stdout, "purged %s of %s: %d dropped on %d edges\n", what, p.API, purged, edges)
+	if err := c.Record(ctx, "cache", "purge", p.API+p.Path); err != nil {
+		return err
+	}
 	if sharedErr == nil {
 		sharedErr = purgeShared()
 	}

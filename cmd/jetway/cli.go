@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -105,6 +106,7 @@ func (rf registryFlags) dialConn(replicas int) (ctx context.Context, c *registry
 		cancel()
 		return nil, nil, nil, nil, err
 	}
+	c = c.WithAuditErrors(func(err error) { auditFailures.Store(&err) })
 	return ctx, c, nc, func() { nc.Close(); cancel() }, nil
 }
 
@@ -153,3 +155,8 @@ func commandHelp(text, cmd string) (synopsis, desc string, ok bool) {
 	}
 	return "", "", false
 }
+
+// auditFailures is the last write of this command whose audit record could
+// not be stored (registry.ErrAuditNotRecorded): the command finishes —
+// prints the key it made, say — and then fails with it.
+var auditFailures atomic.Pointer[error]

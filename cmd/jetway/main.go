@@ -90,6 +90,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var err error
+	auditFailures.Store(nil)
 	switch args[0] {
 	case "serve":
 		err = cmdNode(roleServe, args[1:], stderr)
@@ -132,6 +133,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "jetway: unknown command %q\n\n%s", args[0], usage)
 		return 2
+	}
+	if e := auditFailures.Load(); e != nil && err == nil {
+		// A write whose audit record failed has done its work (printed
+		// the key it made, say); the command then says so and fails.
+		err = *e
 	}
 	switch {
 	case err == nil:

@@ -519,7 +519,8 @@ func (n *node) listenAdmin(context.Context) error {
 		mux.Handle("/", h)
 		h = mux
 	}
-	n.adminSrv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	// A body trickled in holds a connection at most ReadTimeout.
+	n.adminSrv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second}
 	ln, err := net.Listen("tcp", f.admin)
 	if err != nil {
 		return fmt.Errorf("admin listener: %w", err)
