@@ -83,6 +83,8 @@ type nodeFlags struct {
 	maxInFlight int64
 
 	adminToken        string
+	adminTLSCert      string
+	adminTLSKey       string
 	trustedProxies    stringList
 	ipAllow, ipDeny   stringList
 	maxConns          int
@@ -153,6 +155,8 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		fs.BoolVar(&f.tlsClientCerts, "tls-client-certs", false, "ask TLS clients for a certificate (checked per API by the mtls auth method, never at the handshake)")
 	}
 	fs.StringVar(&f.admin, "admin", "127.0.0.1:8081", "admin listener address (/healthz, /readyz, /metrics, /nodes, ...); empty disables it")
+	fs.StringVar(&f.adminTLSCert, "admin-tls-cert", "", "serve the admin listener over TLS only, with this PEM certificate (and --admin-tls-key)")
+	fs.StringVar(&f.adminTLSKey, "admin-tls-key", "", "PEM key of --admin-tls-cert")
 	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "bearer token the admin listener requires (except /healthz and /readyz); required when --admin is not on loopback; 32 printable characters at least, 8 of them different: openssl rand -hex 32 (env JETWAY_ADMIN_TOKEN)")
 	if r == roleWorker {
 		fs.Var(&f.pools, "pool", "pool to serve; repeat or comma-separate for several (required)")
@@ -182,6 +186,7 @@ type nodeConfig struct {
 	logOut               io.Writer                // where log writes (stderr), for the access log's own buffered logger
 	tracing              *sdktrace.TracerProvider // nil: tracing off
 	certs                *edge.Certs              // --tls-cert/--tls-key, loaded; nil: plain HTTP
+	adminTLS             *tls.Config              // --admin-tls-cert/--admin-tls-key, loaded; nil: plain HTTP
 	natsOpts             []nats.Option            // --nats-tls-*, --nats-creds, --nats-nkey, loaded
 	natsServerTLS        *tls.Config              // serve --nats-listen-tls-*; nil: plain
 }
@@ -301,6 +306,15 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 		}
 	}
 	add(checkAdminToken(c.adminToken))
+	if (c.adminTLSCert == "") != (c.adminTLSKey == "") {
+		add(fmt.Errorf("%w: --admin-tls-cert and --admin-tls-key go together", errUsage))
+	} else if c.adminTLSCert != "" {
+		if cert, err := tls.LoadX509KeyPair(c.adminTLSCert, c.adminTLSKey); err != nil {
+			add(fmt.Errorf("%w: --admin-tls-cert: %v", errUsage, err))
+		} else {
+			c.adminTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
+	}
 	if c.admin != "" {
 		if err := checkAddr("--admin", c.admin); err != nil {
 			add(err)

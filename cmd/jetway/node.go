@@ -525,7 +525,10 @@ func (n *node) listenAdmin(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admin listener: %w", err)
 	}
-	n.log.Info("admin listening", "addr", ln.Addr().String())
+	if n.cfg.adminTLS != nil {
+		ln = tls.NewListener(ln, n.cfg.adminTLS)
+	}
+	n.log.Info("admin listening", "addr", ln.Addr().String(), "tls", n.cfg.adminTLS != nil)
 	srv := n.adminSrv
 	go func() { n.errc <- srv.Serve(ln) }()
 	return nil
