@@ -27,7 +27,9 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/nats-io/nats.go"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -38,19 +40,26 @@ type Options struct {
 	// valid without an entry: the one that makes the others. Empty: none.
 	Bootstrap string
 	Logger    *slog.Logger
+	// Conn follows the cluster's per-second records for the live feed
+	// (GET /v1/records/stream); nil: none.
+	Conn *nats.Conn
+	// Nodes lists the live nodes (GET /v1/nodes); nil: none.
+	Nodes func(now time.Time) []bus.Heartbeat
 }
 
 // Server serves the admin API.
 type Server struct {
+	o       Options
 	c       *registry.Client
 	log     *slog.Logger
 	boot    [sha256.Size]byte
 	hasBoot bool
+	live    chan struct{} // the live streams open (maxLiveStreams)
 }
 
 // New returns the admin API over a registry client.
 func New(o Options) *Server {
-	s := &Server{c: o.Client, log: o.Logger}
+	s := &Server{o: o, c: o.Client, log: o.Logger, live: make(chan struct{}, maxLiveStreams)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -79,7 +88,7 @@ func (s *Server) Handler() http.Handler {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", r.Method+" is not served at "+r.URL.Path)
 	})
-	viewer, operator, admin := registry.RoleViewer, registry.RoleOperator, registry.RoleAdmin
+	viewer, admin := registry.RoleViewer, registry.RoleAdmin
 	r.Get("/v1/openapi.json", s.need(viewer, func(w http.ResponseWriter, _ *http.Request) {
 		writeRaw(w, http.StatusOK, openAPIDoc)
 	}))
@@ -89,10 +98,11 @@ func (s *Server) Handler() http.Handler {
 	r.Put("/v1/apis/{name}", s.need(admin, s.putAPI))
 	r.Delete("/v1/apis/{name}", s.need(admin, s.deleteAPI))
 	r.Get("/v1/apis/{name}/revisions", s.need(viewer, s.apiRevisions))
-	r.Get("/v1/apis/{name}/degrade", s.need(viewer, s.getDegrade))
-	r.Put("/v1/apis/{name}/degrade", s.need(operator, s.setDegrade))
-	r.Delete("/v1/apis/{name}/degrade", s.need(operator, s.clearDegrade))
+	degradeSwitch.route(s, r, "/v1/apis/{name}/degrade")
+	faultSwitch.route(s, r, "/v1/apis/{name}/fault")
 	r.Get("/v1/audit", s.need(viewer, s.audit))
+	r.Get("/v1/nodes", s.need(viewer, s.nodes))
+	r.Get("/v1/records/stream", s.needLive(viewer, s.records))
 	r.Get("/v1/tokens", s.need(admin, s.listTokens))
 	r.Post("/v1/tokens", s.need(admin, s.createToken))
 	r.Delete("/v1/tokens/{id}", s.need(admin, s.revokeToken))
@@ -167,15 +177,23 @@ func bearer(h string) (string, bool) {
 // need runs h for a principal of at least role, with the registry client
 // writing as that principal and the request's work bounded in time.
 func (s *Server) need(role registry.Role, h func(w http.ResponseWriter, r *http.Request)) http.HandlerFunc {
+	return s.needLive(role, func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		defer cancel()
+		h(w, r.WithContext(ctx))
+	})
+}
+
+// needLive is need for a stream: the role checked, no deadline on the
+// request's work.
+func (s *Server) needLive(role registry.Role, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, _ := r.Context().Value(principalKey{}).(principal)
 		if p.role < role {
 			writeError(w, http.StatusForbidden, "FORBIDDEN", fmt.Sprintf("this needs the %s role; the token is %s", role, p.role))
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-		defer cancel()
-		h(w, r.WithContext(ctx))
+		h(w, r)
 	}
 }
 

@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jetway-gw/jetway/admin"
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/registry"
 )
@@ -299,5 +301,94 @@ func TestOpenAPIDocumentMatchesRoutes(t *testing.T) {
 		if !served[k] {
 			t.Errorf("documented, not served: %s", k)
 		}
+	}
+}
+
+// A fault drill over REST: an operator starts and ends it at its
+// revision; an abort with an answer of its own needs an admin.
+func TestFaultSwitch(t *testing.T) {
+	e := start(t)
+	op := e.token("operator")
+	until := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if r := e.do(op, "PUT", "/v1/apis/orders.get/fault", `{"abort":{"status":503,"percent":10,"body":"<b>x</b>"},"expires_at":"`+until+`"}`, "If-None-Match", "*"); r.status != 403 {
+		t.Errorf("operator's abort with a body: %d %s", r.status, r.body)
+	}
+	on := e.do(op, "PUT", "/v1/apis/orders.get/fault", `{"abort":{"status":503,"percent":10},"expires_at":"`+until+`","reason":"game day"}`, "If-None-Match", "*")
+	if on.status != 200 || on.header.Get("ETag") == "" {
+		t.Fatalf("operator's drill: %d %s", on.status, on.body)
+	}
+	if r := e.do(op, "GET", "/v1/apis/orders.get/fault", ""); r.status != 200 || !strings.Contains(r.body, "game day") || r.header.Get("ETag") != on.header.Get("ETag") {
+		t.Errorf("GET the drill: %d %s", r.status, r.body)
+	}
+	changed := e.do(op, "PUT", "/v1/apis/orders.get/fault", `{"abort":{"status":500,"percent":1},"expires_at":"`+until+`"}`, "If-Match", on.header.Get("ETag"))
+	if changed.status != 200 {
+		t.Fatalf("change the drill: %d %s", changed.status, changed.body)
+	}
+	if r := e.do(op, "PUT", "/v1/apis/orders.get/fault", `{"abort":{"status":502,"percent":1},"expires_at":"`+until+`"}`, "If-Match", on.header.Get("ETag")); r.status != 412 {
+		t.Errorf("a stale change of the drill: %d %s", r.status, r.body)
+	}
+	if r := e.do(op, "DELETE", "/v1/apis/orders.get/fault", "", "If-Match", changed.header.Get("ETag")); r.status != 204 {
+		t.Errorf("end the drill: %d %s", r.status, r.body)
+	}
+	if r := e.do(op, "PUT", "/v1/apis/orders.get/fault", `{"delay":{"min":"-1s","percent":10}}`, "If-None-Match", "*"); r.status != 400 || r.err.Code != "INVALID_ENTRY" {
+		t.Errorf("an invalid drill: %d %s", r.status, r.body)
+	}
+}
+
+// The live feed: a node's per-second records arrive as server-sent
+// events, only for itself (a record naming another node is dropped) and
+// only of the API asked for; the nodes list comes from the heartbeats.
+func TestLiveRecordsAndNodes(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.New(admin.Options{Client: c, Bootstrap: boot, Conn: nc,
+		Nodes: func(time.Time) []bus.Heartbeat { return []bus.Heartbeat{{ID: "n1", Role: "edge"}} }}).Handler())
+	t.Cleanup(srv.Close)
+	e := &env{t: t, url: srv.URL, c: c}
+	if r := e.do(boot, "GET", "/v1/nodes", ""); r.status != 200 || !strings.Contains(r.body, `"id":"n1"`) {
+		t.Errorf("nodes: %d %s", r.status, r.body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/records/stream?api=orders.get", nil)
+	req.Header.Set("Authorization", "Bearer "+boot)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+	}
+	rd := bufio.NewReader(resp.Body)
+	if line, _ := rd.ReadString('\n'); !strings.HasPrefix(line, ": jetway records") {
+		t.Fatalf("first line %q", line)
+	}
+	publish := func(node string, recs string) {
+		if err := nc.Publish("jetway.metrics.edge."+node, []byte(recs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("e1", `[{"ts":"2026-12-01T00:00:00Z","api":"orders.get","node":"other","pass":9}]`) // names another node
+	publish("e1", `[{"ts":"2026-12-01T00:00:00Z","api":"other.api","node":"e1","pass":8}]`)     // another API
+	publish("e1", `[{"ts":"2026-12-01T00:00:01Z","api":"orders.get","node":"e1","pass":7}]`)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			if !strings.Contains(data, `"pass":7`) || strings.Contains(data, `"pass":9`) || strings.Contains(data, `"pass":8`) {
+				t.Errorf("the first event: %s", data)
+			}
+			break
+		}
+	}
+	if r := e.do("", "GET", "/v1/records/stream", ""); r.status != 401 {
+		t.Errorf("a stream without a token: %d", r.status)
 	}
 }

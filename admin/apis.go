@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -163,92 +162,6 @@ func (s *Server) apiRevisions(w http.ResponseWriter, r *http.Request) {
 		out = append(out, rv)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": out})
-}
-
-// switchAPI is the API name of a switch's path, checked: false when it
-// answered the request.
-func switchAPI(w http.ResponseWriter, r *http.Request) (string, bool) {
-	api := chi.URLParam(r, "name")
-	if err := bus.ValidName(api); err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "api name "+strconv.Quote(api)+": "+err.Error())
-		return "", false
-	}
-	return api, true
-}
-
-// getDegrade answers an API's degrade switch, its revision as the ETag.
-func (s *Server) getDegrade(w http.ResponseWriter, r *http.Request) {
-	api, ok := switchAPI(w, r)
-	if !ok {
-		return
-	}
-	d, err := s.c.GetDegrade(r.Context(), api)
-	if err != nil {
-		writeRegistryError(w, err, s.log)
-		return
-	}
-	w.Header().Set("ETag", etag(d.Revision))
-	writeRaw(w, http.StatusOK, d.Marshal())
-}
-
-// setDegrade writes an API's degrade switch (PUT /v1/apis/{name}/degrade
-// with registry.Degrade's JSON) at the revision If-Match names, or new
-// with If-None-Match: *. An operator flips it: on or off, answering with
-// Jetway's DEGRADED refusal or the last good answers; an answer of its
-// own (status, headers, body) is what every caller of the API would get,
-// which only an admin may write.
-func (s *Server) setDegrade(w http.ResponseWriter, r *http.Request) {
-	api, ok := switchAPI(w, r)
-	if !ok {
-		return
-	}
-	opt, ok := writeOption(w, r)
-	if !ok {
-		return
-	}
-	doc, ok := readBody(w, r)
-	if !ok {
-		return
-	}
-	d, err := registry.ParseDegrade(registry.DegradeKey(api), doc)
-	if err != nil {
-		writeRegistryError(w, err, s.log)
-		return
-	}
-	if d.Static.Status != 0 || len(d.Static.Headers) > 0 || d.Static.Body != nil || d.Static.JSON != nil {
-		if role(r) < registry.RoleAdmin {
-			writeError(w, http.StatusForbidden, "FORBIDDEN", "a degrade switch with an answer of its own (status, headers, body) needs the admin role: every caller of the api gets it")
-			return
-		}
-	}
-	set, err := s.client(w, r).SetDegrade(r.Context(), api, d, opt)
-	if err != nil {
-		writeRegistryError(w, err, s.log)
-		return
-	}
-	w.Header().Set("ETag", etag(set.Revision))
-	writeRaw(w, http.StatusOK, set.Marshal())
-}
-
-// clearDegrade deletes an API's switch at the revision If-Match names.
-func (s *Server) clearDegrade(w http.ResponseWriter, r *http.Request) {
-	api, ok := switchAPI(w, r)
-	if !ok {
-		return
-	}
-	rev, ok := ifMatch(w, r)
-	if !ok {
-		return
-	}
-	if _, err := s.c.GetDegrade(r.Context(), api); err != nil {
-		writeRegistryError(w, err, s.log)
-		return
-	}
-	if err := s.client(w, r).ClearDegrade(r.Context(), api, registry.IfRevision(rev)); err != nil {
-		writeRegistryError(w, err, s.log)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // audit answers the trail: ?since= (RFC 3339 or a duration back from

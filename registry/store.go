@@ -316,20 +316,26 @@ func (c *Client) ClearDegrade(ctx context.Context, api string, opts ...WriteOpti
 
 // GetDegrade returns an API's degrade switch, with its revision.
 func (c *Client) GetDegrade(ctx context.Context, api string) (*Degrade, error) {
-	key := DegradeKey(api)
-	e, err := c.flags.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fmt.Errorf("degrade switch of %s: %w", api, ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", key, err)
-	}
-	d, err := ParseDegrade(key, e.Value())
+	d, rev, err := getFlag(ctx, c.flags, DegradeKey(api), ParseDegrade)
 	if err != nil {
 		return nil, err
 	}
-	d.Revision = e.Revision()
+	d.Revision = rev
 	return d, nil
+}
+
+// getFlag reads and parses one switch, with its revision.
+func getFlag[T any](ctx context.Context, kv jetstream.KeyValue, key string, parse func(key string, doc []byte) (T, error)) (T, uint64, error) {
+	var zero T
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return zero, 0, fmt.Errorf("switch %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return zero, 0, fmt.Errorf("reading %s: %w", key, err)
+	}
+	v, err := parse(key, e.Value())
+	return v, e.Revision(), err
 }
 
 func (c *Client) putFlag(ctx context.Context, key string, doc []byte, opts ...WriteOption) (uint64, error) {
@@ -373,15 +379,16 @@ func (c *Client) ListDegrade(ctx context.Context) ([]Listed[*Degrade], error) {
 }
 
 // SetFault writes an API's fault switch, validated first (expiring at most
-// MaxFaultFor from now); the API need not exist.
-func (c *Client) SetFault(ctx context.Context, api string, f *Fault) (*Fault, error) {
+// MaxFaultFor from now); the API need not exist. With IfRevision the write
+// is conditional, as for Put.
+func (c *Client) SetFault(ctx context.Context, api string, f *Fault, opts ...WriteOption) (*Fault, error) {
 	key := FaultKey(api)
 	doc := f.Marshal()
 	parsed, err := ParseFault(key, doc, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	rev, err := c.putFlag(ctx, key, doc)
+	rev, err := c.putFlag(ctx, key, doc, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -390,8 +397,19 @@ func (c *Client) SetFault(ctx context.Context, api string, f *Fault) (*Fault, er
 }
 
 // ClearFault deletes an API's fault switch: the drill ends on every edge.
-func (c *Client) ClearFault(ctx context.Context, api string) error {
-	return c.deleteFlag(ctx, FaultKey(api))
+// With IfRevision(n) it deletes only the switch at revision n.
+func (c *Client) ClearFault(ctx context.Context, api string, opts ...WriteOption) error {
+	return c.deleteFlag(ctx, FaultKey(api), opts...)
+}
+
+// GetFault returns an API's fault switch, with its revision.
+func (c *Client) GetFault(ctx context.Context, api string) (*Fault, error) {
+	f, rev, err := getFlag(ctx, c.flags, FaultKey(api), func(key string, doc []byte) (*Fault, error) { return ParseFault(key, doc, time.Time{}) })
+	if err != nil {
+		return nil, err
+	}
+	f.Revision = rev
+	return f, nil
 }
 
 // ListFaults returns every fault switch in the bucket (expired ones too;
