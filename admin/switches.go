@@ -36,7 +36,9 @@ var degradeSwitch = switchKind[*registry.Degrade]{
 	get: func(ctx context.Context, c *registry.Client, api string) (*registry.Degrade, error) {
 		return c.GetDegrade(ctx, api)
 	},
-	parse: func(api string, doc []byte) (*registry.Degrade, error) { return registry.ParseDegrade(registry.DegradeKey(api), doc) },
+	parse: func(api string, doc []byte) (*registry.Degrade, error) {
+		return registry.ParseDegrade(registry.DegradeKey(api), doc)
+	},
 	set: func(ctx context.Context, c *registry.Client, api string, v *registry.Degrade, opt registry.WriteOption) (*registry.Degrade, error) {
 		return c.SetDegrade(ctx, api, v, opt)
 	},
