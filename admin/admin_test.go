@@ -392,3 +392,55 @@ func TestLiveRecordsAndNodes(t *testing.T) {
 		t.Errorf("a stream without a token: %d", r.status)
 	}
 }
+
+// Apps over REST: a key made is shown once and never again, no list or
+// get shows a credential, credentials in a body are refused, a rotation
+// makes the old key stop and answers the new one, an operator may not.
+func TestApps(t *testing.T) {
+	e := start(t)
+	op := e.token("operator")
+	if r := e.do(op, "POST", "/v1/apps", `{"id":"shop","apis":["*"]}`); r.status != 403 {
+		t.Errorf("operator makes an app: %d %s", r.status, r.body)
+	}
+	r := e.do(boot, "POST", "/v1/apps", `{"id":"shop","name":"Shop","apis":["orders.*"],"signing_secret":true}`)
+	var made struct {
+		Key           string `json:"key"`
+		SigningSecret string `json:"signing_secret"`
+	}
+	if r.status != 201 || json.Unmarshal([]byte(r.body), &made) != nil || made.Key == "" || made.SigningSecret == "" || r.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "POST", "/v1/apps", `{"id":"shop","apis":["*"]}`); r.status != 409 {
+		t.Errorf("create again: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "POST", "/v1/apps", `{"id":"evil","keys":[{"sha256":"00"}]}`); r.status != 400 {
+		t.Errorf("a key given: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "POST", "/v1/apps", `{"id":"x","surprise":1}`); r.status != 400 {
+		t.Errorf("an unknown field: %d %s", r.status, r.body)
+	}
+	for _, path := range []string{"/v1/apps", "/v1/apps/shop"} {
+		got := e.do(op, "GET", path, "")
+		if got.status != 200 || strings.Contains(got.body, made.Key) || strings.Contains(got.body, made.SigningSecret) || strings.Contains(got.body, "sha256") || !strings.Contains(got.body, `"keys":1`) {
+			t.Errorf("%s: %d %s", path, got.status, got.body)
+		}
+	}
+	rot := e.do(boot, "POST", "/v1/apps/shop/rotate-key", "")
+	var again struct{ Key string }
+	if rot.status != 200 || json.Unmarshal([]byte(rot.body), &again) != nil || again.Key == "" || again.Key == made.Key {
+		t.Fatalf("rotate: %d %s", rot.status, rot.body)
+	}
+	a, err := e.c.GetApp(context.Background(), "shop")
+	if err != nil || len(a.Keys) != 1 || a.Keys[0].SHA256 != registry.KeyDigest(again.Key) {
+		t.Errorf("the stored key is not the rotated one: %+v %v", a, err)
+	}
+	if r := e.do(boot, "PUT", "/v1/apps/shop/status", `{"status":"disabled"}`); r.status != 200 || !strings.Contains(r.body, `"status":"disabled"`) {
+		t.Errorf("disable: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "PUT", "/v1/apps/shop/status", `{"status":"gone"}`); r.status != 400 {
+		t.Errorf("a bad status: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "POST", "/v1/apps/nobody/rotate-key", ""); r.status != 404 {
+		t.Errorf("rotate a missing app: %d %s", r.status, r.body)
+	}
+}

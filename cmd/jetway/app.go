@@ -102,11 +102,7 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	}
 	switch pos[0] {
 	case "create":
-		key, rec, err := registry.NewAPIKey()
-		if err != nil {
-			return err
-		}
-		app := &registry.App{ID: pos[1], Name: *name, Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: apis, IPAllow: ips, Sandbox: *sandbox, CertNames: certNames}
+		app := &registry.App{ID: pos[1], Name: *name, Status: registry.AppActive, APIs: apis, IPAllow: ips, Sandbox: *sandbox, CertNames: certNames}
 		if *certCA != "" {
 			fp, err := fingerprintFile(*certCA)
 			if err != nil {
@@ -114,16 +110,7 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 			}
 			app.CertCA = fp
 		}
-		if *withHMAC {
-			sec, err := registry.NewHMACSecret()
-			if err != nil {
-				return err
-			}
-			app.HMACSecrets = []registry.HMACSecret{sec}
-		}
-		// Create only: two creates of one id cannot both succeed, the
-		// second overwriting the first one's key.
-		a, err := c.PutApp(ctx, app, registry.IfRevision(0))
+		key, secret, a, err := c.CreateApp(ctx, app, *withHMAC)
 		if errors.Is(err, registry.ErrConflict) {
 			return fmt.Errorf("app %s exists already (rotate-key gives it a new key)", pos[1])
 		}
@@ -132,33 +119,20 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "created app %s (revision %d)\nAPI key (shown once, store it now): %s\n", a.ID, a.Revision, key)
 		if *withHMAC {
-			fmt.Fprintf(stdout, "signing secret (shown once, store it now): %s\n", a.HMACSecrets[0].Secret)
+			fmt.Fprintf(stdout, "signing secret (shown once, store it now): %s\n", secret)
 		}
 	case "rotate-key":
-		var key string
-		a, err := update(pos[1], func(a *registry.App) error {
-			k, rec, err := registry.NewAPIKey()
-			key, a.Keys = k, []registry.AppKey{rec}
-			return err
-		})
+		key, a, err := c.RotateAppKey(ctx, pos[1])
 		if err != nil {
-			return err
-		}
-		if len(a.Keys) != 1 || a.Keys[0].SHA256 != registry.KeyDigest(key) {
-			return fmt.Errorf("app %s: the stored key is not the new one; run rotate-key again", a.ID)
+			return describeInvalid(err, stderr, "app")
 		}
 		fmt.Fprintf(stdout, "new key for app %s; the old ones no longer work (revision %d)\nAPI key (shown once, store it now): %s\n", a.ID, a.Revision, key)
 	case "rotate-secret":
-		var sec registry.HMACSecret
-		a, err := update(pos[1], func(a *registry.App) error {
-			s, err := registry.NewHMACSecret()
-			sec, a.HMACSecrets = s, []registry.HMACSecret{s}
-			return err
-		})
+		secret, a, err := c.RotateAppSecret(ctx, pos[1])
 		if err != nil {
-			return err
+			return describeInvalid(err, stderr, "app")
 		}
-		fmt.Fprintf(stdout, "new signing secret for app %s; the old ones no longer verify (revision %d)\nsigning secret (shown once, store it now): %s\n", a.ID, a.Revision, sec.Secret)
+		fmt.Fprintf(stdout, "new signing secret for app %s; the old ones no longer verify (revision %d)\nsigning secret (shown once, store it now): %s\n", a.ID, a.Revision, secret)
 	case "limit":
 		if len(pos) < 3 || len(pos) > 4 {
 			return fmt.Errorf("%w: jetway app limit ID N [WINDOW]", errUsage)
