@@ -534,7 +534,7 @@ func (c *call) reply() error {
 	if rt.cache != nil && rep.Status >= 200 && rep.Status < 300 && (r.Method == http.MethodGet || r.Method == http.MethodHead) && !failed {
 		h := dst.Clone()
 		delete(h, "X-Request-Id") // each answer gets its own
-		rt.cache.Put(cmp.Or(c.lastGood, lastGoodKey(r)), time.Now(), status, h, data)
+		rt.cache.Put(cmp.Or(c.lastGood, c.lastGoodKey()), time.Now(), status, h, data)
 	}
 	return nil
 }
@@ -544,7 +544,7 @@ func (c *call) reply() error {
 // the switch's own response, else its DEGRADED refusal.
 func (d *degraded) answer(c *call) error {
 	if d.cache != nil {
-		if cached := d.cache.Get(lastGoodKey(c.r), time.Now()); cached != nil {
+		if cached := d.cache.Get(c.lastGoodKey(), time.Now()); cached != nil {
 			c.code = bus.CodeDegraded
 			dst := c.Header()
 			for k, v := range cached.Header {

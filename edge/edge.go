@@ -523,9 +523,15 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.free()
 }
 
-// lastGoodKey identifies "the same request" for the last-good cache.
-func lastGoodKey(r *http.Request) string {
-	return r.Method + " " + r.URL.RawPath + "?" + r.URL.RawQuery
+// lastGoodKey identifies "the same request" for the last-good cache: the
+// method, path and query, and the app that asked (one app's answer is
+// never another's).
+func (c *call) lastGoodKey() string {
+	k := c.r.Method + " " + c.r.URL.RawPath + "?" + c.r.URL.RawQuery
+	if c.app != nil {
+		k += "\napp:" + c.app.app.ID
+	}
+	return k
 }
 
 // encodeParams writes the route parameters as a URL query string.

@@ -260,3 +260,41 @@ func TestFallbackAPIGetsTheApp(t *testing.T) {
 		t.Errorf("the fallback API's backend saw %v, want the app and the caller's address", got)
 	}
 }
+
+// The last good answers that a degrade switch with "cached" and a
+// worker's cached fallback replay are the asking app's own: one app never
+// gets another's answer to the same path.
+func TestLastGoodAnswersArePerApp(t *testing.T) {
+	var failing atomic.Bool
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			w.WriteHeader(500)
+			return
+		}
+		fmt.Fprint(w, "for "+r.Header.Get("X-Jetway-App"))
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	g.Publish(`{"name":"mine","pool":"p","route":{"path":"/mine"},"backend":{"type":"http","url":"` + be.URL + `/"},
+		"auth":{"methods":["key"]},"fallback":{"cached":true}}`)
+	alice, bob := g.PutKeyedApp("alice"), g.PutKeyedApp("bob")
+	if r := g.Do("GET", "/mine", nil, "X-Api-Key", alice); r.Body != "for alice" {
+		t.Fatalf("alice: %d %s", r.Status, r.Body)
+	}
+	failing.Store(true)
+	if r := g.Do("GET", "/mine", nil, "X-Api-Key", bob); strings.Contains(r.Body, "alice") {
+		t.Errorf("the worker's cached fallback gave bob alice's answer: %d %s", r.Status, r.Body)
+	}
+	if _, err := g.Client.SetDegrade(t.Context(), "mine", &registry.Degrade{On: true, Cached: true}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
+		if r := g.Do("GET", "/mine", nil, "X-Api-Key", alice); r.Header.Get("X-Jetway-Degraded") != "cached" || r.Body != "for alice" {
+			return fmt.Errorf("alice degraded: %d %s %v", r.Status, r.Body, r.Header)
+		}
+		return nil
+	})
+	if r := g.Do("GET", "/mine", nil, "X-Api-Key", bob); strings.Contains(r.Body, "alice") {
+		t.Errorf("the degrade switch gave bob alice's answer: %d %s", r.Status, r.Body)
+	}
+}

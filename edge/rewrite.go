@@ -511,7 +511,7 @@ func (c *call) rewriteRequest() error {
 	}
 	r := c.r
 	if c.rt.cache != nil {
-		c.lastGood = lastGoodKey(r) // a degrade switch looks the answer up by the caller's request
+		c.lastGood = c.lastGoodKey() // a degrade switch looks the answer up by the caller's request
 	}
 	if rw.reqWhen != nil && !holds(rw.reqWhen, c.condInput(), c.e.log, c.rt.api.Name) {
 		return nil

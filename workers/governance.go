@@ -384,9 +384,10 @@ func (w *Worker) callAPI(ctx context.Context, api string, req *backend.Request) 
 
 // cacheKey keys a fallback's last good answers: what the backend got —
 // the route parameters too, which a path rewrite at the edge may have
-// left out of the path.
+// left out of the path — and the app that asked (one app's answer is
+// never another's).
 func cacheKey(req *backend.Request) string {
-	return req.Method + " " + req.Path + "?" + req.RawQuery + "#" + req.RawParams
+	return req.Method + " " + req.Path + "?" + req.RawQuery + "#" + req.RawParams + "\napp:" + req.App
 }
 
 // BreakerState reports the state of an API's breaker on this worker ("",
