@@ -55,6 +55,7 @@ type Server struct {
 	boot    [sha256.Size]byte
 	hasBoot bool
 	live    chan struct{} // the live streams open (maxLiveStreams)
+	hub     liveHub       // their one subscription to the records
 }
 
 // New returns the admin API over a registry client.

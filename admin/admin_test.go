@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/admin"
 	"github.com/jetway-gw/jetway/bus"
@@ -442,5 +443,65 @@ func TestApps(t *testing.T) {
 	}
 	if r := e.do(boot, "POST", "/v1/apps/nobody/rotate-key", ""); r.status != 404 {
 		t.Errorf("rotate a missing app: %d %s", r.status, r.body)
+	}
+}
+
+// A switch written around Jetway that does not validate is answered as
+// the registry's problem (409), and DELETE clears it; the live feed drops
+// a batch too big to read and keeps a quiet stream open with keep-alives
+// of its own deadline.
+func TestAdminReview2(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	flags, err := js.KeyValue(ctx, "jetway_flags")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := flags.Put(ctx, "degrade.y", []byte(`{"on":true,"bogus":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.New(admin.Options{Client: c, Bootstrap: boot, Conn: nc}).Handler())
+	t.Cleanup(srv.Close)
+	e := &env{t: t, url: srv.URL, c: c}
+	if r := e.do(boot, "GET", "/v1/apis/y/degrade", ""); r.status != 409 || r.err.Code != "INVALID_STORED" {
+		t.Errorf("GET an invalid stored switch: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "DELETE", "/v1/apis/y/degrade", "", "If-Match", etagOf(rev)); r.status != 204 {
+		t.Errorf("DELETE an invalid stored switch: %d %s", r.status, r.body)
+	}
+
+	defer admin.SetLiveTimes(100*time.Millisecond, 50*time.Millisecond)()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/records/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+boot)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	_, _ = rd.ReadString('\n')
+	big := `[{"api":"a","node":"e1","pass":1,"pad":"` + strings.Repeat("x", 300<<10) + `"}]`
+	_ = nc.Publish("jetway.metrics.edge.e1", []byte(big))
+	_ = nc.Publish("jetway.metrics.edge.e1", []byte(`[{"api":"a","node":"e1","pass":2}]`))
+	keepAlives := 0
+	for keepAlives < 3 {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended after a pause: %v", err)
+		}
+		if strings.HasPrefix(line, "data: ") && !strings.Contains(line, `"pass":2`) {
+			t.Errorf("a batch over the bound was delivered: %.80s", line)
+		}
+		if strings.HasPrefix(line, ": keep-alive") {
+			keepAlives++
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,8 +19,15 @@ import (
 // idle stream's proxies from closing it.
 const (
 	maxLiveStreams = 32
-	liveQueue      = 64
-	liveKeepAlive  = 15 * time.Second
+	liveQueue      = 16
+)
+
+// liveKeepAlive is how often an idle stream gets a comment;
+// liveWriteTimeout how long one write may take before the reader is let
+// go. Variables for the tests.
+var (
+	liveKeepAlive    = 15 * time.Second
+	liveWriteTimeout = 10 * time.Second
 )
 
 // nodes answers the live nodes of the cluster, from their heartbeats.
@@ -34,8 +42,10 @@ func (s *Server) nodes(w http.ResponseWriter, _ *http.Request) {
 // records streams the cluster's per-second records as server-sent events
 // (GET /v1/records/stream?api=NAME): one "records" event per node's batch
 // as it arrives (an array of otel.Record), the way jetway top reads them.
-// A reader slower than the records loses the oldest batches, never
-// holds up the others; at most maxLiveStreams are open at once.
+// One subscription serves every stream (liveHub): a batch is decoded once,
+// a batch over maxLiveBatch bytes is dropped unread, a reader slower than
+// the records loses its oldest batches and never holds up the others, and
+// at most maxLiveStreams are open at once.
 func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 	if s.o.Conn == nil {
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "this admin API has no live records")
@@ -53,44 +63,30 @@ func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_STREAMS", fmt.Sprintf("at most %d live streams at once", maxLiveStreams))
 		return
 	}
-	api := r.URL.Query().Get("api")
-	batches := make(chan []otel.Record, liveQueue)
-	sub, err := s.o.Conn.Subscribe(otel.MetricsSubjectPrefix+">", func(m *nats.Msg) {
-		var rs []otel.Record
-		if json.Unmarshal(m.Data, &rs) != nil {
-			return
-		}
-		// A node speaks only for itself: jetway.metrics.<role>.<id>.
-		node := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-		rs = slices.DeleteFunc(rs, func(rec otel.Record) bool { return rec.Node != node || (api != "" && rec.API != api) })
-		if len(rs) == 0 {
-			return
-		}
-		for {
-			select {
-			case batches <- rs:
-				return
-			default: // full: the oldest goes
-				select {
-				case <-batches:
-				default:
-				}
-			}
-		}
-	})
-	if err != nil {
+	st := &liveStream{api: r.URL.Query().Get("api"), ch: make(chan []otel.Record, liveQueue)}
+	if err := s.hub.join(s.o.Conn, st); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "REGISTRY_UNAVAILABLE", "the records cannot be followed: "+err.Error())
 		return
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	defer s.hub.leave(st)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": jetway records\n\n")
-	flusher.Flush()
 	rc := http.NewResponseController(w)
+	write := func(format string, args ...any) error {
+		// A reader that takes no bytes for a while is let go.
+		_ = rc.SetWriteDeadline(time.Now().Add(liveWriteTimeout))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return err
+		}
+		flusher.Flush()
+		return nil
+	}
+	if write(": jetway records\n\n") != nil {
+		return
+	}
 	tick := time.NewTicker(liveKeepAlive)
 	defer tick.Stop()
 	for {
@@ -99,16 +95,96 @@ func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-tick.C:
-			_, err = fmt.Fprint(w, ": keep-alive\n\n")
-		case rs := <-batches:
+			err = write(": keep-alive\n\n")
+		case rs := <-st.ch:
 			b, _ := json.Marshal(rs)
-			// A reader that takes no bytes for a while is let go.
-			_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-			_, err = fmt.Fprintf(w, "event: records\ndata: %s\n\n", b)
+			err = write("event: records\ndata: %s\n\n", b)
 		}
 		if err != nil {
 			return
 		}
-		flusher.Flush()
+	}
+}
+
+// maxLiveBatch bounds a records message the feed reads: a node's second
+// of a thousand APIs is well under it; a bigger one (a forged flood) is
+// dropped before it is decoded.
+const maxLiveBatch = 256 << 10
+
+// liveHub is the one subscription to the records behind every live
+// stream, made with the first and dropped with the last.
+type liveHub struct {
+	mu      sync.Mutex
+	sub     *nats.Subscription
+	streams map[*liveStream]struct{}
+}
+
+type liveStream struct {
+	api string
+	ch  chan []otel.Record
+}
+
+func (h *liveHub) join(nc *nats.Conn, st *liveStream) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sub == nil {
+		sub, err := nc.Subscribe(otel.MetricsSubjectPrefix+">", h.deliver)
+		if err != nil {
+			return err
+		}
+		h.sub, h.streams = sub, map[*liveStream]struct{}{}
+	}
+	h.streams[st] = struct{}{}
+	return nil
+}
+
+func (h *liveHub) leave(st *liveStream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.streams, st)
+	if len(h.streams) == 0 && h.sub != nil {
+		_ = h.sub.Unsubscribe()
+		h.sub = nil
+	}
+}
+
+// deliver decodes a node's batch once and hands each stream its share,
+// never blocking: a full stream loses its oldest batch.
+func (h *liveHub) deliver(m *nats.Msg) {
+	if len(m.Data) > maxLiveBatch {
+		return
+	}
+	var rs []otel.Record
+	if json.Unmarshal(m.Data, &rs) != nil {
+		return
+	}
+	// A node speaks only for itself: jetway.metrics.<role>.<id>.
+	node := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	rs = slices.DeleteFunc(rs, func(rec otel.Record) bool { return rec.Node != node })
+	if len(rs) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for st := range h.streams {
+		batch := rs
+		if st.api != "" {
+			batch = slices.DeleteFunc(slices.Clone(rs), func(rec otel.Record) bool { return rec.API != st.api })
+			if len(batch) == 0 {
+				continue
+			}
+		}
+		for {
+			select {
+			case st.ch <- batch:
+			default: // full: the oldest goes
+				select {
+				case <-st.ch:
+				default:
+				}
+				continue
+			}
+			break
+		}
 	}
 }

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -86,6 +87,13 @@ func (k switchKind[T]) route(s *Server, r chi.Router, path string) {
 			return
 		}
 		v, err := k.get(r.Context(), s.c, api)
+		var ve *registry.ValidationError
+		if errors.As(err, &ve) {
+			// Written around Jetway, or under an older schema: the
+			// registry's data, not the caller's, is wrong; DELETE clears it.
+			writeJSON(w, http.StatusConflict, apiError{Code: "INVALID_STORED", Message: "the stored switch does not validate: " + err.Error()})
+			return
+		}
 		if err != nil {
 			writeRegistryError(w, err, s.log)
 			return
@@ -132,7 +140,8 @@ func (k switchKind[T]) route(s *Server, r chi.Router, path string) {
 		if !ok {
 			return
 		}
-		if _, err := k.get(r.Context(), s.c, api); err != nil {
+		var ve *registry.ValidationError
+		if _, err := k.get(r.Context(), s.c, api); err != nil && !errors.As(err, &ve) { // one that does not validate is cleared all the same
 			writeRegistryError(w, err, s.log)
 			return
 		}
