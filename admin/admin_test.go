@@ -505,3 +505,42 @@ func TestAdminReview2(t *testing.T) {
 		}
 	}
 }
+
+// One token holds at most a few of the live streams: it cannot lock the
+// others out.
+func TestLiveStreamsPerToken(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.New(admin.Options{Client: c, Bootstrap: boot, Conn: nc}).Handler())
+	t.Cleanup(srv.Close)
+	e := &env{t: t, url: srv.URL, c: c}
+	open := func(token string) int {
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/records/stream", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			resp.Body.Close()
+		}
+		return resp.StatusCode
+	}
+	for i := range 4 {
+		if st := open(boot); st != 200 {
+			t.Fatalf("stream %d: %d", i, st)
+		}
+	}
+	if st := open(boot); st != 429 {
+		t.Errorf("a fifth stream of one token: %d", st)
+	}
+	if st := open(e.token("viewer")); st != 200 {
+		t.Errorf("another token's stream: %d", st)
+	}
+}

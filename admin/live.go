@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -18,8 +19,9 @@ import (
 // slow reader (the oldest go first past it), and the comment that keeps an
 // idle stream's proxies from closing it.
 const (
-	maxLiveStreams = 32
-	liveQueue      = 16
+	maxLiveStreams     = 32
+	maxStreamsPerActor = 4 // one token cannot take every slot
+	liveQueue          = 16
 )
 
 // liveKeepAlive is how often an idle stream gets a comment;
@@ -63,8 +65,13 @@ func (s *Server) records(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_STREAMS", fmt.Sprintf("at most %d live streams at once", maxLiveStreams))
 		return
 	}
-	st := &liveStream{api: r.URL.Query().Get("api"), ch: make(chan []otel.Record, liveQueue)}
+	p, _ := r.Context().Value(principalKey{}).(principal)
+	st := &liveStream{actor: p.actor, api: r.URL.Query().Get("api"), ch: make(chan []otel.Record, liveQueue)}
 	if err := s.hub.join(s.o.Conn, st); err != nil {
+		if errors.Is(err, errTooManyStreams) {
+			writeError(w, http.StatusTooManyRequests, "TOO_MANY_STREAMS", err.Error())
+			return
+		}
 		writeError(w, http.StatusServiceUnavailable, "REGISTRY_UNAVAILABLE", "the records cannot be followed: "+err.Error())
 		return
 	}
@@ -120,13 +127,24 @@ type liveHub struct {
 }
 
 type liveStream struct {
-	api string
-	ch  chan []otel.Record
+	actor, api string
+	ch         chan []otel.Record
 }
+
+var errTooManyStreams = fmt.Errorf("at most %d live streams per token at once", maxStreamsPerActor)
 
 func (h *liveHub) join(nc *nats.Conn, st *liveStream) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	n := 0
+	for o := range h.streams {
+		if o.actor == st.actor {
+			n++
+		}
+	}
+	if n >= maxStreamsPerActor {
+		return errTooManyStreams
+	}
 	if h.sub == nil {
 		sub, err := nc.Subscribe(otel.MetricsSubjectPrefix+">", h.deliver)
 		if err != nil {
