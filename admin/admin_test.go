@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/admin"
@@ -27,19 +28,29 @@ type env struct {
 	t   *testing.T
 	url string
 	c   *registry.Client
+	nc  *nats.Conn
 }
 
-func start(t *testing.T) *env {
+func start(t *testing.T) *env { return startWith(t, nil) }
+
+// startWith serves the admin API over a real NATS server with JetStream;
+// opts, when set, completes its options (the connection is in them).
+func startWith(t *testing.T, opts func(o *admin.Options)) *env {
 	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := registry.NewClient(ctx, natstest.Connect(t, s), registry.BucketOptions{})
+	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(admin.New(admin.Options{Client: c, Bootstrap: boot}).Handler())
+	o := admin.Options{Client: c, Bootstrap: boot, Conn: nc}
+	if opts != nil {
+		opts(&o)
+	}
+	srv := httptest.NewServer(admin.New(o).Handler())
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, c: c}
+	return &env{t: t, url: srv.URL, c: c, nc: nc}
 }
 
 type resp struct {
@@ -340,22 +351,16 @@ func TestFaultSwitch(t *testing.T) {
 // events, only for itself (a record naming another node is dropped) and
 // only of the API asked for; the nodes list comes from the heartbeats.
 func TestLiveRecordsAndNodes(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
+	e := startWith(t, func(o *admin.Options) {
+		o.Nodes = func(time.Time) []bus.Heartbeat { return []bus.Heartbeat{{ID: "n1", Role: "edge"}} }
+	})
+	nc := e.nc
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(admin.New(admin.Options{Client: c, Bootstrap: boot, Conn: nc,
-		Nodes: func(time.Time) []bus.Heartbeat { return []bus.Heartbeat{{ID: "n1", Role: "edge"}} }}).Handler())
-	t.Cleanup(srv.Close)
-	e := &env{t: t, url: srv.URL, c: c}
 	if r := e.do(boot, "GET", "/v1/nodes", ""); r.status != 200 || !strings.Contains(r.body, `"id":"n1"`) {
 		t.Errorf("nodes: %d %s", r.status, r.body)
 	}
-	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/records/stream?api=orders.get", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/records/stream?api=orders.get", nil)
 	req.Header.Set("Authorization", "Bearer "+boot)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -451,14 +456,10 @@ func TestApps(t *testing.T) {
 // a batch too big to read and keeps a quiet stream open with keep-alives
 // of its own deadline.
 func TestAdminReview2(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
+	e := start(t)
+	nc := e.nc
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	js, _ := jetstream.New(nc)
 	flags, err := js.KeyValue(ctx, "jetway_flags")
 	if err != nil {
@@ -468,9 +469,6 @@ func TestAdminReview2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(admin.New(admin.Options{Client: c, Bootstrap: boot, Conn: nc}).Handler())
-	t.Cleanup(srv.Close)
-	e := &env{t: t, url: srv.URL, c: c}
 	if r := e.do(boot, "GET", "/v1/apis/y/degrade", ""); r.status != 409 || r.err.Code != "INVALID_STORED" {
 		t.Errorf("GET an invalid stored switch: %d %s", r.status, r.body)
 	}
@@ -479,7 +477,7 @@ func TestAdminReview2(t *testing.T) {
 	}
 
 	defer admin.SetLiveTimes(100*time.Millisecond, 50*time.Millisecond)()
-	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/records/stream", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/records/stream", nil)
 	req.Header.Set("Authorization", "Bearer "+boot)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -509,19 +507,11 @@ func TestAdminReview2(t *testing.T) {
 // One token holds at most a few of the live streams: it cannot lock the
 // others out.
 func TestLiveStreamsPerToken(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
+	e := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(admin.New(admin.Options{Client: c, Bootstrap: boot, Conn: nc}).Handler())
-	t.Cleanup(srv.Close)
-	e := &env{t: t, url: srv.URL, c: c}
 	open := func(token string) int {
-		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/v1/records/stream", nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/records/stream", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
