@@ -619,3 +619,36 @@ func TestResponseCacheCollapseKeptForErrorsOnly(t *testing.T) {
 		t.Errorf("the waiting calls went to the backend one after another (at most %d at once)", most.Load())
 	}
 }
+
+// A cached API whose answer its response rewrite cannot read fails every
+// call alike: the waiting calls go on together, not one after another as
+// leaders.
+func TestResponseCacheCollapseUnreadableAnswer(t *testing.T) {
+	var inflight, most atomic.Int64
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(200 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"a":1,"a":2}`) // a key twice: the rewrite refuses to read it
+	}))
+	t.Cleanup(be.Close)
+	g := newGateway(t)
+	g.Publish(`{"name":"unread","pool":"p","route":{"path":"/unread"},"backend":{"type":"http","url":"` + be.URL + `/u"},"timeout":"10s",
+		"cache":{"ttl":"1m"},"rewrite":{"response":{"body":{"remove":["/a"]}}}}`)
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			if r := g.Do("GET", "/unread", nil); r.Status != 502 {
+				t.Errorf("%d %s", r.Status, r.Body)
+			}
+		})
+		time.Sleep(10 * time.Millisecond)
+	}
+	wg.Wait()
+	if most.Load() < 2 {
+		t.Errorf("the waiting calls went to the backend one after another (at most %d at once)", most.Load())
+	}
+}

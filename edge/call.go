@@ -469,6 +469,7 @@ func (c *call) reply() error {
 	m := c.msg
 	rep, err := bus.DecodeReply(m.Header)
 	if err != nil {
+		c.endFlight(flightFailed)
 		ge := err.(*bus.Error)
 		return c.refuse(ge.Code, ge.Message)
 	}
@@ -500,6 +501,7 @@ func (c *call) reply() error {
 		var err error
 		if status, data, err = c.rewriteResponse(status, kept, data); err != nil {
 			c.e.log.Warn("response not rewritten", "api", rt.api.Name, "request_id", c.id, "err", err)
+			c.endFlight(flightFailed) // the waiting calls would fail alike: at once, not one after another
 			return c.refuse(bus.CodeBadGateway, err.Error())
 		}
 		for k, vs := range kept {
