@@ -476,7 +476,10 @@ func (c *call) reply() error {
 	fallback := m.Header.Get("X-Jetway-Fallback") != ""
 	c.outcome, c.upstream = rep.Outcome, rep.Status
 	failed := rep.Code != "" || fallback || c.failedAnswer(rep.Status)
-	if failed {
+	switch {
+	case rep.Code == bus.CodeGatewayTimeout && c.shortened:
+		c.endFlight(flightAbandoned) // the worker kept the caller's own short deadline: nothing of the backend
+	case failed:
 		c.endFlight(flightFailed)
 	}
 	if failed && c.serveStale() {
