@@ -534,3 +534,53 @@ func TestLiveStreamsPerToken(t *testing.T) {
 		t.Errorf("another token's stream: %d", st)
 	}
 }
+
+// Alert rules and an app's grants and limit over REST: rules at their
+// revision (a webhook is an admin's to name), grants and limits by
+// compare-and-set on the app, refused when they do not validate.
+func TestAlertsAndGrants(t *testing.T) {
+	e := start(t)
+	op := e.token("operator")
+	rule := `{"name":"slow","kind":"p99_above","api":"*","latency":"500ms","webhook":"https://ops.example/hook"}`
+	if r := e.do(op, "PUT", "/v1/alerts/slow", rule, "If-None-Match", "*"); r.status != 403 {
+		t.Errorf("operator writes a rule: %d %s", r.status, r.body)
+	}
+	put := e.do(boot, "PUT", "/v1/alerts/slow", rule, "If-None-Match", "*")
+	if put.status != 200 || put.header.Get("ETag") == "" {
+		t.Fatalf("put rule: %d %s", put.status, put.body)
+	}
+	if r := e.do(boot, "PUT", "/v1/alerts/slow", rule, "If-None-Match", "*"); r.status != 409 {
+		t.Errorf("create the rule again: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "PUT", "/v1/alerts/other", rule, "If-None-Match", "*"); r.status != 400 {
+		t.Errorf("a rule under another name: %d %s", r.status, r.body)
+	}
+	if r := e.do(op, "GET", "/v1/alerts", ""); r.status != 200 || !strings.Contains(r.body, `"name":"slow"`) {
+		t.Errorf("list rules: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "DELETE", "/v1/alerts/slow", "", "If-Match", `"999"`); r.status != 412 {
+		t.Errorf("a stale delete of the rule: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "DELETE", "/v1/alerts/slow", "", "If-Match", put.header.Get("ETag")); r.status != 204 {
+		t.Errorf("delete the rule: %d %s", r.status, r.body)
+	}
+
+	if r := e.do(boot, "POST", "/v1/apps", `{"id":"shop","apis":["orders.*"]}`); r.status != 201 {
+		t.Fatalf("create app: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "PUT", "/v1/apps/shop/apis", `{"apis":["orders.*","users.get"]}`); r.status != 200 || !strings.Contains(r.body, `"users.get"`) {
+		t.Errorf("grant: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "PUT", "/v1/apps/shop/apis", `{"apis":["bad name!"]}`); r.status != 400 {
+		t.Errorf("an invalid grant: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "PUT", "/v1/apps/shop/rate_limit", `{"limit":100,"window":"1m"}`); r.status != 200 || !strings.Contains(r.body, `"limit":100`) {
+		t.Errorf("limit: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "PUT", "/v1/apps/shop/rate_limit", `{"limit":"many"}`); r.status != 400 {
+		t.Errorf("a bad limit: %d %s", r.status, r.body)
+	}
+	if r := e.do(op, "PUT", "/v1/apps/shop/apis", `{"apis":["*"]}`); r.status != 403 {
+		t.Errorf("operator grants: %d %s", r.status, r.body)
+	}
+}

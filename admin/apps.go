@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -132,25 +133,14 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request) {
 // setAppStatus enables or disables an app ({"status":"active"|"disabled"}),
 // live on every edge.
 func (s *Server) setAppStatus(w http.ResponseWriter, r *http.Request) {
-	doc, ok := readBody(w, r)
-	if !ok {
-		return
-	}
-	var in struct {
-		Status string `json:"status"`
-	}
-	if err := json.Unmarshal(doc, &in); err != nil || (in.Status != registry.AppActive && in.Status != registry.AppDisabled) {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "the body is {\"status\": "+strconv.Quote(registry.AppActive)+" or "+strconv.Quote(registry.AppDisabled)+"}")
-		return
-	}
-	a, err := s.client(w, r).UpdateApp(r.Context(), chi.URLParam(r, "id"), func(a *registry.App) error {
+	s.changeApp(w, r, func(doc []byte, a *registry.App) error {
+		var in struct {
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal(doc, &in); err != nil || (in.Status != registry.AppActive && in.Status != registry.AppDisabled) {
+			return errors.New(`the body is {"status": ` + strconv.Quote(registry.AppActive) + " or " + strconv.Quote(registry.AppDisabled) + "}")
+		}
 		a.Status = in.Status
 		return nil
 	})
-	if err != nil {
-		writeRegistryError(w, err, s.log)
-		return
-	}
-	w.Header().Set("ETag", etag(a.Revision))
-	writeJSON(w, http.StatusOK, viewOf(a))
 }

@@ -161,3 +161,20 @@ func update(ctx context.Context, kv jetstream.KeyValue, kind, key string, change
 	}
 	return 0, fmt.Errorf("%w (gave up after %d attempts: the key changes faster than it can be updated)", last, updateAttempts)
 }
+
+// remove deletes key (its history stays); with IfRevision(n) only while
+// it is at revision n, failing with a *ConflictError otherwise.
+func remove(ctx context.Context, kv jetstream.KeyValue, kind, key string, opts []WriteOption) error {
+	var dopts []jetstream.KVDeleteOpt
+	o := collect(opts)
+	if o.ifRevision != nil {
+		dopts = append(dopts, jetstream.LastRevision(*o.ifRevision))
+	}
+	if err := kv.Delete(ctx, key, dopts...); err != nil {
+		if o.ifRevision != nil && isConflict(err) {
+			return conflict(ctx, kv, kind, key, *o.ifRevision)
+		}
+		return fmt.Errorf("deleting %s %s: %w", kind, key, err)
+	}
+	return nil
+}

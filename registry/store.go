@@ -349,16 +349,8 @@ func (c *Client) putFlag(ctx context.Context, key string, doc []byte, opts ...Wr
 
 func (c *Client) deleteFlag(ctx context.Context, key string, opts ...WriteOption) error {
 	kind, api := flagKind(key)
-	var dopts []jetstream.KVDeleteOpt
-	o := collect(opts)
-	if o.ifRevision != nil {
-		dopts = append(dopts, jetstream.LastRevision(*o.ifRevision))
-	}
-	if err := c.flags.Delete(ctx, key, dopts...); err != nil {
-		if o.ifRevision != nil && isConflict(err) {
-			return conflict(ctx, c.flags, kind+" switch", key, *o.ifRevision)
-		}
-		return fmt.Errorf("deleting %s: %w", key, err)
+	if err := remove(ctx, c.flags, kind+" switch", key, opts); err != nil {
+		return err
 	}
 	return c.noted(ctx, kind, "delete", api, 0, nil)
 }
@@ -460,25 +452,26 @@ func listParsed[T any](ctx context.Context, kv jetstream.KeyValue, parse func(ke
 }
 
 // PutAlert validates an alert rule (JSON or YAML) and stores it under its
-// name.
-func (c *Client) PutAlert(ctx context.Context, doc []byte) (*AlertRule, error) {
+// name; with IfRevision only at that revision (0: create only).
+func (c *Client) PutAlert(ctx context.Context, doc []byte, opts ...WriteOption) (*AlertRule, error) {
 	r, err := ParseAlert("", doc)
 	if err != nil {
 		return nil, err
 	}
 	js, _ := ToJSON(doc)
-	rev, err := c.alerts.Put(ctx, r.Name, js)
+	rev, err := write(ctx, c.alerts, "alert", r.Name, js, opts)
 	if err != nil {
-		return nil, fmt.Errorf("writing alert %s: %w", r.Name, err)
+		return nil, err
 	}
 	r.Revision = rev
 	return r, c.noted(ctx, "alert", "put", r.Name, rev, nil)
 }
 
-// DeleteAlert removes an alert rule.
-func (c *Client) DeleteAlert(ctx context.Context, name string) error {
-	if err := c.alerts.Delete(ctx, name); err != nil {
-		return fmt.Errorf("deleting alert %s: %w", name, err)
+// DeleteAlert removes an alert rule; with IfRevision(n) only the rule at
+// revision n.
+func (c *Client) DeleteAlert(ctx context.Context, name string, opts ...WriteOption) error {
+	if err := remove(ctx, c.alerts, "alert", name, opts); err != nil {
+		return err
 	}
 	return c.noted(ctx, "alert", "delete", name, 0, nil)
 }

@@ -1,0 +1,144 @@
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// alertItem is a stored alert rule with its revision; a rule that does not
+// validate is listed with why.
+type alertItem struct {
+	Name     string          `json:"name"`
+	Revision uint64          `json:"revision"`
+	Rule     json.RawMessage `json:"rule,omitempty"`
+	Invalid  string          `json:"error,omitempty"`
+}
+
+func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) {
+	all, err := s.c.ListAlerts(r.Context())
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	out := make([]alertItem, 0, len(all))
+	for _, l := range all {
+		it := alertItem{Name: l.Key, Revision: l.Revision}
+		if l.Err != nil {
+			it.Invalid = l.Err.Error()
+		} else {
+			it.Rule, _ = json.Marshal(l.Value)
+		}
+		out = append(out, it)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": out})
+}
+
+// putAlert writes a rule at the revision If-Match names, or new with
+// If-None-Match: *. A rule names a webhook that serve will POST to: an
+// admin's to write.
+func (s *Server) putAlert(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	opt, ok := writeOption(w, r)
+	if !ok {
+		return
+	}
+	doc, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	parsed, err := registry.ParseAlert("", doc)
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	if parsed.Name != name {
+		writeJSON(w, http.StatusBadRequest, apiError{Code: "INVALID_ENTRY", Message: "the rule's name is not the path's",
+			Problems: []problem{{Path: "name", Message: "must be " + strconv.Quote(name) + ", the name in the path"}}})
+		return
+	}
+	rule, err := s.client(w, r).PutAlert(r.Context(), doc, opt)
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	b, _ := json.Marshal(rule)
+	w.Header().Set("ETag", etag(rule.Revision))
+	writeJSON(w, http.StatusOK, alertItem{Name: rule.Name, Revision: rule.Revision, Rule: b})
+}
+
+func (s *Server) deleteAlert(w http.ResponseWriter, r *http.Request) {
+	rev, ok := ifMatch(w, r)
+	if !ok {
+		return
+	}
+	if err := s.client(w, r).DeleteAlert(r.Context(), chi.URLParam(r, "name"), registry.IfRevision(rev)); err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// setAppAPIs replaces what an app may call ({"apis":["orders.*"]}), live on
+// every edge; the app's other fields stay as they are, whoever changes
+// them meanwhile.
+func (s *Server) setAppAPIs(w http.ResponseWriter, r *http.Request) {
+	s.changeApp(w, r, func(doc []byte, a *registry.App) error {
+		var in struct {
+			APIs []string `json:"apis"`
+		}
+		if err := json.Unmarshal(doc, &in); err != nil {
+			return err
+		}
+		a.APIs = in.APIs
+		return nil
+	})
+}
+
+// setAppLimit sets an app's own rate limit ({"limit":100,"window":"1s"}),
+// or none ({"limit":0}).
+func (s *Server) setAppLimit(w http.ResponseWriter, r *http.Request) {
+	s.changeApp(w, r, func(doc []byte, a *registry.App) error {
+		var in registry.AppLimit
+		if err := json.Unmarshal(doc, &in); err != nil {
+			return err
+		}
+		a.RateLimit = nil
+		if in.Limit > 0 {
+			a.RateLimit = &in
+		}
+		return nil
+	})
+}
+
+// changeApp applies change (with the request's body) to the stored app by
+// compare-and-set, retried on a fresh read (registry.UpdateApp); the app
+// as changed is validated before it is written.
+func (s *Server) changeApp(w http.ResponseWriter, r *http.Request, change func(doc []byte, a *registry.App) error) {
+	doc, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var bad error
+	a, err := s.client(w, r).UpdateApp(r.Context(), chi.URLParam(r, "id"), func(a *registry.App) error {
+		if err := change(doc, a); err != nil {
+			bad = err
+			return err
+		}
+		return nil
+	})
+	if bad != nil {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "the body does not read: "+bad.Error())
+		return
+	}
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	w.Header().Set("ETag", etag(a.Revision))
+	writeJSON(w, http.StatusOK, viewOf(a))
+}
