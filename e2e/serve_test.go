@@ -106,6 +106,10 @@ func TestServeDemoAndCLI(t *testing.T) {
 		if r = get(t, edge+"/v1/cached/ada"); r.header.Get("X-Cache") != "hit" {
 			t.Errorf("GET /v1/cached/ada, again: X-Cache %q", r.header.Get("X-Cache"))
 		}
+		// The demo's saved cases pass through the real edge.
+		if res := jetway(t, "", "api", "test", "demo.orders", "--edge", edge, "--nats", url); res.code != 0 || !strings.Contains(res.stdout, "2 of 2 cases passed") {
+			t.Errorf("api test: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
 		// jetway cache purge reaches the serve process's edge.
 		if res := jetway(t, "", "cache", "purge", "demo.cached", "/v1/cached/ada", "--nats", url); res.code != 0 || !strings.Contains(res.stdout, "1 dropped on 1 edges") {
 			t.Errorf("cache purge: exit %d\n%s%s", res.code, res.stdout, res.stderr)

@@ -65,6 +65,9 @@ type API struct {
 	Rewrite  *Rewrite  `json:"rewrite,omitempty"`
 	// Classify is the API's one definition of a failed call (classify.go).
 	Classify *Classify `json:"classify,omitempty"`
+	// Cases are saved sample calls and what their answers must be
+	// (jetway api test runs them).
+	Cases []Case `json:"cases,omitempty"`
 
 	// Sandbox is the tier that sandbox apps call instead (sandbox.go).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
@@ -320,7 +323,7 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
 		"rate_limits": &a.RateLimits, "edge_concurrency": &a.EdgeConcurrency,
 		"breaker": &a.Breaker, "retry": &a.Retry, "fallback": &a.Fallback, "ip_rules": &a.IPRules,
-		"auth": &a.Auth, "validate": &a.Validate, "cache": &a.Cache, "rewrite": &a.Rewrite, "classify": &a.Classify, "sandbox": &a.Sandbox, "created_revision": &a.Created,
+		"auth": &a.Auth, "validate": &a.Validate, "cache": &a.Cache, "rewrite": &a.Rewrite, "classify": &a.Classify, "cases": &a.Cases, "sandbox": &a.Sandbox, "created_revision": &a.Created,
 	}
 	// Absent fields are reported once, by the schema ("missing property").
 	for k := range fields {
@@ -439,6 +442,7 @@ func (a *API) check(key string) []schemas.Problem {
 	a.Rewrite.check("rewrite", params, catchAll, add)
 	checkHostRewrite("rewrite.request.host", a.Rewrite, a.Backend.Type, add)
 	a.Classify.check("classify", add)
+	checkCases(a.Cases, add)
 	a.Cache.checkWithRewrite("rewrite", a.Rewrite, add)
 	if a.Sandbox != nil {
 		a.Sandbox.check(params, catchAll, add)

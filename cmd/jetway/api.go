@@ -25,6 +25,10 @@ Commands:
   history NAME             list the kept revisions of an API: size, digest and
                            the fields each changed
   rollback NAME REVISION   publish the entry an API had at REVISION again
+  test NAME                send the API's saved cases (the entry's cases) to an
+                           edge (--edge, with --key for an app's API key: a
+                           sandbox app's tests the sandbox tier) and report
+                           each; exit 1 if one fails
   diff NAME [REV1 [REV2]]  what changed between two revisions, field by field:
                            the one before the newest and the newest, REV1 and
                            the newest, or REV1 and REV2
@@ -66,6 +70,8 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&imp.prefix, "path-prefix", "", "import-micro, import-openapi: route prefix of the drafts (default /svc/SERVICE; none)")
 	fs.BoolVar(&imp.dryRun, "dry-run", false, "import-micro, import-openapi: print the drafts, write nothing")
 	oaBackend := fs.String("backend", "", "import-openapi: the backend's base URL (default the document's servers[0].url)")
+	testEdge := fs.String("edge", "http://127.0.0.1:8080", "test: the edge to send the cases to")
+	testKey := fs.String("key", os.Getenv("JETWAY_API_KEY"), "test: the app's API key the cases are sent with (a sandbox app's tests the sandbox tier; env JETWAY_API_KEY)")
 	var ifRev revisionFlag
 	fs.Var(&ifRev, "if-revision", "put, delete, rollback: only if the API is at this revision now (0: only if it does not exist); exit 3 otherwise")
 	fs.Usage = func() { groupUsage(stderr, fs, "api", apiUsage, args) }
@@ -73,7 +79,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkSubcommand(fs, "api", pos, map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2, "import-micro": 1, "import-openapi": 1, "diff": -1}); err != nil {
+	if err := checkSubcommand(fs, "api", pos, map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2, "import-micro": 1, "import-openapi": 1, "diff": -1, "test": 1}); err != nil {
 		return err
 	}
 	// Read and validate before touching NATS: a bad file or argument fails
@@ -182,6 +188,8 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 		return printHistory(stdout, hs)
+	case "test":
+		return apiTest(ctx, c, pos[1], *testEdge, *testKey, *rf.timeout, stdout)
 	case "diff":
 		hs, err := c.History(ctx, pos[1])
 		if err != nil {

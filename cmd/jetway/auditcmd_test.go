@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -157,4 +158,55 @@ func TestChangeWebhook(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// api test sends an API's saved cases through a real edge and reports
+// each: status, headers and body fields by pointer; a sandbox app's key
+// tests the sandbox tier; a failing case fails the command.
+func TestAPITestCases(t *testing.T) {
+	g := jetwaytest.Start(t)
+	g.Publish(`{"name":"cased","pool":"p","route":{"method":"*","path":"/cased/{id}"},
+		"backend":{"type":"mock","status":200,"json":{"id":"7","tier":"production","items":[{"sku":"a"}]},"headers":{"X-Tier":"prod"}},
+		"auth":{"methods":["key"]},
+		"sandbox":{"backend":{"type":"mock","status":200,"json":{"tier":"sandbox"}}},
+		"cases":[
+		  {"name":"reads an order","request":{"path":"/cased/7?x=1"},"expect":{"status":200,"headers":{"X-Tier":"prod"},"body":{"/id":"7","/items/0/sku":"a"}}},
+		  {"name":"posts one","request":{"method":"POST","path":"/cased/8","body":{"qty":1}},"expect":{"status":200,"body":{"/tier":"production"}}}
+		]}`)
+	key := g.PutKeyedApp("tester")
+	var out bytes.Buffer
+	if err := apiTest(context.Background(), g.Client, "cased", g.URL, key, 5*time.Second, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "PASS  reads an order") || !strings.Contains(out.String(), "2 of 2 cases passed") {
+		t.Errorf("%s", out.String())
+	}
+	// The sandbox tier answers otherwise: the same cases fail there, and
+	// say how.
+	sbKey, rec, err := registry.NewAPIKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.PutApps(&registry.App{ID: "sb", Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"*"}, Sandbox: true})
+	out.Reset()
+	err = apiTest(context.Background(), g.Client, "cased", g.URL, sbKey, 5*time.Second, &out)
+	if err == nil || !strings.Contains(out.String(), `body /tier: "sandbox", want "production"`) || !strings.Contains(out.String(), "body /id: missing") {
+		t.Errorf("%v\n%s", err, out.String())
+	}
+	// Without a key: 401, not 200.
+	out.Reset()
+	if err := apiTest(context.Background(), g.Client, "cased", g.URL, "", 5*time.Second, &out); err == nil || !strings.Contains(out.String(), "status 401, want 200") {
+		t.Errorf("%v\n%s", err, out.String())
+	}
+	// Cases that do not make sense are refused at publish.
+	for _, cases := range []string{
+		`[{"name":"a","request":{"path":"no-slash"},"expect":{"status":200}}]`,
+		`[{"name":"a","request":{"path":"/x"},"expect":{"status":99}}]`,
+		`[{"name":"a","request":{"path":"/x"},"expect":{"status":200}},{"name":"a","request":{"path":"/y"},"expect":{"status":200}}]`,
+		`[{"name":"a","request":{"path":"/x"},"expect":{"status":200,"body":{"id":1}}}]`,
+	} {
+		if _, err := g.Client.Put(context.Background(), []byte(`{"name":"bad","pool":"p","route":{"path":"/bad"},"backend":{"type":"mock"},"cases":`+cases+`}`)); err == nil {
+			t.Errorf("accepted cases %s", cases)
+		}
+	}
 }

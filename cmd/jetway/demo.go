@@ -114,7 +114,11 @@ func demoAPIs(base, grpcAddr string) []string {
 		  "backend":{"type":"http","url":"` + base + `/echo"},"timeout":"2s","max_body":"64KiB",
 		  "validate":{"body":{"type":"object","required":["item","quantity"],"additionalProperties":false,
 		    "properties":{"item":{"type":"string","pattern":"^[a-z-]{1,32}$"},"quantity":{"type":"integer","minimum":1,"maximum":100}}},
-		    "messages":{"/body/quantity":"quantity is a whole number from 1 to 100"}}}`,
+		    "messages":{"/body/quantity":"quantity is a whole number from 1 to 100"}},
+		  "cases":[
+		    {"name":"a good order passes","request":{"method":"POST","path":"/v1/orders","body":{"item":"tea","quantity":2}},"expect":{"status":200,"body":{"/item":"tea"}}},
+		    {"name":"a bad one lists its problems","request":{"method":"POST","path":"/v1/orders","body":{"item":"Tea!","quantity":0}},
+		     "expect":{"status":400,"body":{"/code":"INVALID_REQUEST","/problems/0/pointer":"/body/item"}}}]}`,
 		`{"name":"demo.cached","pool":"demo","description":"Answers kept by the edges for 10 s, shared between them: X-Cache says hit or miss.",
 		  "route":{"method":"GET","path":"/v1/cached/{name}"},
 		  "backend":{"type":"http","url":"` + base + `/hello/{name}"},"timeout":"2s","cache":{"ttl":"10s","shared":true}}`,
