@@ -45,6 +45,9 @@ type Options struct {
 	Conn *nats.Conn
 	// Nodes lists the live nodes (GET /v1/nodes); nil: none.
 	Nodes func(now time.Time) []bus.Heartbeat
+	// EdgeURL is the edge that POST /v1/apis/{name}/test sends an API's
+	// saved cases to (http://host:port); "": none.
+	EdgeURL string
 }
 
 // Server serves the admin API.
@@ -99,6 +102,7 @@ func (s *Server) Handler() http.Handler {
 	r.Put("/v1/apis/{name}", s.need(admin, s.putAPI))
 	r.Delete("/v1/apis/{name}", s.need(admin, s.deleteAPI))
 	r.Get("/v1/apis/{name}/revisions", s.need(viewer, s.apiRevisions))
+	r.Post("/v1/apis/{name}/test", s.need(registry.RoleOperator, s.testAPI))
 	degradeSwitch.route(s, r, "/v1/apis/{name}/degrade")
 	faultSwitch.route(s, r, "/v1/apis/{name}/fault")
 	r.Get("/v1/apps", s.need(viewer, s.listApps))

@@ -19,6 +19,7 @@ import (
 	"github.com/jetway-gw/jetway/admin"
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -582,5 +583,38 @@ func TestAlertsAndGrants(t *testing.T) {
 	}
 	if r := e.do(op, "PUT", "/v1/apps/shop/apis", `{"apis":["*"]}`); r.status != 403 {
 		t.Errorf("operator grants: %d %s", r.status, r.body)
+	}
+}
+
+// POST /v1/apis/{name}/test runs the entry's saved cases through the
+// node's edge with the key the request gives, and reports each.
+func TestAPICasesOverREST(t *testing.T) {
+	g := jetwaytest.Start(t)
+	g.Publish(`{"name":"cased","pool":"p","route":{"path":"/cased"},"backend":{"type":"mock","json":{"ok":true}},"auth":{"methods":["key"]},
+		"cases":[{"name":"ok","request":{"path":"/cased"},"expect":{"status":200,"body":{"/ok":true}}},
+		         {"name":"wrong","request":{"path":"/cased"},"expect":{"status":200,"body":{"/ok":false}}}]}`)
+	key := g.PutKeyedApp("tester")
+	srv := httptest.NewServer(admin.New(admin.Options{Client: g.Client, Bootstrap: boot, EdgeURL: g.URL}).Handler())
+	t.Cleanup(srv.Close)
+	e := &env{t: t, url: srv.URL, c: g.Client}
+	r := e.do(boot, "POST", "/v1/apis/cased/test", `{"key":"`+key+`"}`)
+	var res struct {
+		Passed, Failed int
+		Items          []struct {
+			Name     string
+			Problems []string
+		}
+	}
+	if r.status != 200 || json.Unmarshal([]byte(r.body), &res) != nil || res.Passed != 1 || res.Failed != 1 || len(res.Items[1].Problems) != 1 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if strings.Contains(r.body, key) {
+		t.Errorf("the key is in the answer: %s", r.body)
+	}
+	if r := e.do(boot, "POST", "/v1/apis/cased/test", ``); r.status != 200 || !strings.Contains(r.body, "status 401") {
+		t.Errorf("without a key: %d %s", r.status, r.body)
+	}
+	if r := e.do(e.token("viewer"), "POST", "/v1/apis/cased/test", ``); r.status != 403 {
+		t.Errorf("a viewer tests: %d %s", r.status, r.body)
 	}
 }

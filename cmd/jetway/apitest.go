@@ -1,147 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/jetway-gw/jetway/admin"
 	"github.com/jetway-gw/jetway/registry"
 )
-
-// caseResult is how one saved case went: "" when it passed, else every
-// way the answer differed from what it must be.
-type caseResult struct {
-	name     string
-	problems []string
-}
-
-// runCases sends an API's saved cases to an edge (base, such as
-// http://127.0.0.1:8080) with the app's key when given (a sandbox app's
-// key tests the sandbox tier), each within timeout, and compares the
-// answers.
-func runCases(ctx context.Context, client *http.Client, base, key string, cases []registry.Case) []caseResult {
-	out := make([]caseResult, 0, len(cases))
-	for _, c := range cases {
-		out = append(out, caseResult{name: c.Name, problems: runCase(ctx, client, base, key, c)})
-	}
-	return out
-}
-
-func runCase(ctx context.Context, client *http.Client, base, key string, c registry.Case) []string {
-	method := c.Request.Method
-	if method == "" {
-		method = http.MethodGet
-	}
-	var body io.Reader
-	contentType := ""
-	if len(c.Request.Body) > 0 {
-		var text string
-		if json.Unmarshal(c.Request.Body, &text) == nil {
-			body, contentType = strings.NewReader(text), "text/plain; charset=utf-8"
-		} else {
-			body, contentType = bytes.NewReader(c.Request.Body), "application/json"
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+c.Request.Path, body)
-	if err != nil {
-		return []string{"the request cannot be made: " + err.Error()}
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if key != "" {
-		req.Header.Set("X-Api-Key", key)
-	}
-	for k, v := range c.Request.Headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return []string{"no answer: " + err.Error()}
-	}
-	defer func() { _ = resp.Body.Close() }()
-	got, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return []string{"the answer could not be read: " + err.Error()}
-	}
-	var problems []string
-	if resp.StatusCode != c.Expect.Status {
-		problems = append(problems, fmt.Sprintf("status %d, want %d (%.200s)", resp.StatusCode, c.Expect.Status, got))
-	}
-	for k, want := range c.Expect.Headers {
-		if v := resp.Header.Get(k); v != want {
-			problems = append(problems, fmt.Sprintf("header %s %q, want %q", k, v, want))
-		}
-	}
-	if len(c.Expect.Body) > 0 {
-		var doc any
-		dec := json.NewDecoder(bytes.NewReader(got))
-		dec.UseNumber()
-		if err := dec.Decode(&doc); err != nil {
-			return append(problems, "the body is not JSON: "+err.Error())
-		}
-		for ptr, want := range c.Expect.Body {
-			v, ok := pointerGet(doc, ptr)
-			if !ok {
-				problems = append(problems, fmt.Sprintf("body %s: missing, want %s", ptr, want))
-				continue
-			}
-			if g, w := canonicalJSON(v), canonicalRaw(want); g != w {
-				problems = append(problems, fmt.Sprintf("body %s: %s, want %s", ptr, g, w))
-			}
-		}
-	}
-	return problems
-}
-
-// pointerGet follows a JSON pointer (RFC 6901) into a decoded document.
-func pointerGet(doc any, ptr string) (any, bool) {
-	if ptr == "" {
-		return doc, true
-	}
-	cur := doc
-	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[tok]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
-}
-
-func canonicalJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-func canonicalRaw(raw json.RawMessage) string {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
-		return string(raw)
-	}
-	return canonicalJSON(v)
-}
 
 // apiTest is `jetway api test NAME`: the API's cases against an edge.
 func apiTest(ctx context.Context, c *registry.Client, name, edge, key string, timeout time.Duration, stdout io.Writer) error {
@@ -155,16 +23,16 @@ func apiTest(ctx context.Context, c *registry.Client, name, edge, key string, ti
 	if len(f.API.Cases) == 0 {
 		return fmt.Errorf("api %s has no saved cases (the entry's cases)", name)
 	}
-	results := runCases(ctx, &http.Client{Timeout: timeout}, edge, key, f.API.Cases)
+	results := admin.RunCases(ctx, &http.Client{Timeout: timeout}, edge, key, f.API.Cases)
 	failed := 0
 	for _, r := range results {
-		if len(r.problems) == 0 {
-			fmt.Fprintf(stdout, "PASS  %s\n", r.name)
+		if len(r.Problems) == 0 {
+			fmt.Fprintf(stdout, "PASS  %s\n", r.Name)
 			continue
 		}
 		failed++
-		fmt.Fprintf(stdout, "FAIL  %s\n", r.name)
-		for _, p := range r.problems {
+		fmt.Fprintf(stdout, "FAIL  %s\n", r.Name)
+		for _, p := range r.Problems {
 			fmt.Fprintf(stdout, "      %s\n", p)
 		}
 	}

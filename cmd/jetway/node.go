@@ -515,7 +515,7 @@ func (n *node) listenAdmin(context.Context) error {
 			return err
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/v1/", admin.New(admin.Options{Client: n.registry, Bootstrap: boot, Logger: n.log, Conn: n.ctl, Nodes: n.tracker.Nodes}).Handler())
+		mux.Handle("/v1/", admin.New(admin.Options{Client: n.registry, Bootstrap: boot, Logger: n.log, Conn: n.ctl, Nodes: n.tracker.Nodes, EdgeURL: n.edgeURL}).Handler())
 		mux.Handle("/", h)
 		h = mux
 	}
