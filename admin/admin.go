@@ -341,6 +341,28 @@ func ifMatch(w http.ResponseWriter, r *http.Request) (uint64, bool) {
 	return n, true
 }
 
+// readWrite reads what a PUT brings: the compare-and-set it asks for and
+// its body; ok false when it answered the request.
+func readWrite(w http.ResponseWriter, r *http.Request) (registry.WriteOption, []byte, bool) {
+	opt, ok := writeOption(w, r)
+	if !ok {
+		return nil, nil, false
+	}
+	doc, ok := readBody(w, r)
+	return opt, doc, ok
+}
+
+// sameName answers 400 unless an entry's name (got) is the one in the
+// path (want).
+func sameName(w http.ResponseWriter, what, want, got string) bool {
+	if got == want {
+		return true
+	}
+	writeJSON(w, http.StatusBadRequest, apiError{Code: "INVALID_ENTRY", Message: "the " + what + "'s name is not the path's",
+		Problems: []problem{{Path: "name", Message: "must be " + strconv.Quote(want) + ", the name in the path"}}})
+	return false
+}
+
 // writeOption is the compare-and-set a write asks for: If-None-Match: *
 // (create only) or If-Match; ok false when it answered the request.
 func writeOption(w http.ResponseWriter, r *http.Request) (registry.WriteOption, bool) {

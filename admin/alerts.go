@@ -3,7 +3,6 @@ package admin
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -42,12 +41,7 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) {
 // If-None-Match: *. A rule names a webhook that serve will POST to: an
 // admin's to write.
 func (s *Server) putAlert(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "name")
-	opt, ok := writeOption(w, r)
-	if !ok {
-		return
-	}
-	doc, ok := readBody(w, r)
+	opt, doc, ok := readWrite(w, r)
 	if !ok {
 		return
 	}
@@ -56,9 +50,7 @@ func (s *Server) putAlert(w http.ResponseWriter, r *http.Request) {
 		writeRegistryError(w, err, s.log)
 		return
 	}
-	if parsed.Name != name {
-		writeJSON(w, http.StatusBadRequest, apiError{Code: "INVALID_ENTRY", Message: "the rule's name is not the path's",
-			Problems: []problem{{Path: "name", Message: "must be " + strconv.Quote(name) + ", the name in the path"}}})
+	if !sameName(w, "rule", chi.URLParam(r, "name"), parsed.Name) {
 		return
 	}
 	rule, err := s.client(w, r).PutAlert(r.Context(), doc, opt)

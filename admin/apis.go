@@ -92,12 +92,7 @@ func (s *Server) createAPI(w http.ResponseWriter, r *http.Request) {
 // putAPI changes an API at the revision If-Match names, or creates it
 // with If-None-Match: *. The body's name must be the path's.
 func (s *Server) putAPI(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "name")
-	opt, ok := writeOption(w, r)
-	if !ok {
-		return
-	}
-	doc, ok := readBody(w, r)
+	opt, doc, ok := readWrite(w, r)
 	if !ok {
 		return
 	}
@@ -106,9 +101,7 @@ func (s *Server) putAPI(w http.ResponseWriter, r *http.Request) {
 		writeRegistryError(w, err, s.log)
 		return
 	}
-	if parsed.Name != name {
-		writeJSON(w, http.StatusBadRequest, apiError{Code: "INVALID_ENTRY", Message: "the entry's name is not the path's",
-			Problems: []problem{{Path: "name", Message: "must be " + strconv.Quote(name) + ", the name in the path"}}})
+	if !sameName(w, "entry", chi.URLParam(r, "name"), parsed.Name) {
 		return
 	}
 	a, err := s.client(w, r).Put(r.Context(), doc, opt)

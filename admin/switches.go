@@ -106,11 +106,7 @@ func (k switchKind[T]) route(s *Server, r chi.Router, path string) {
 		if !ok {
 			return
 		}
-		opt, ok := writeOption(w, r)
-		if !ok {
-			return
-		}
-		doc, ok := readBody(w, r)
+		opt, doc, ok := readWrite(w, r)
 		if !ok {
 			return
 		}

@@ -31,7 +31,7 @@ Nodes:
   worker    a worker serving one or more pools; run any number
 
 Registry:
-  api       publish, inspect, delete and roll back APIs (put|get|list|delete|history|rollback|diff|import-micro|import-openapi)
+  api       publish, inspect, delete and roll back APIs (put|get|list|delete|history|rollback|diff|test|import-micro|import-openapi)
   degrade   turn an API's degrade switch on or off, live on every edge (on|off|list)
   cache     drop an API's cached answers on every edge (purge NAME [PATH])
   fault     fault injection drills: delay or abort a share of an API's calls until
