@@ -182,7 +182,7 @@ func (r *Rewrite) check(prefix string, params []string, catchAll bool, add func(
 			p.check(prefix+".request.path", params, catchAll, add)
 		}
 		if q.Host != "" {
-			if err := CheckHostHeader(q.Host); err != nil {
+			if err := checkHostHeader(q.Host); err != nil {
 				add(prefix+".request.host", "%v", err)
 			}
 		}
@@ -256,9 +256,9 @@ func (p *PathRewrite) check(prefix string, params []string, catchAll bool, add f
 	}
 }
 
-// CheckHostHeader checks a Host a rewrite sends: a lower-case host name
+// checkHostHeader checks a Host a rewrite sends: a lower-case host name
 // (no wildcard), with an optional port.
-func CheckHostHeader(h string) error {
+func checkHostHeader(h string) error {
 	name, port, hasPort := strings.Cut(h, ":")
 	if hasPort {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] < '1' || port[0] > '9' {
