@@ -85,6 +85,7 @@ type API struct {
 	Revision uint64 `json:"-"`
 
 	sandbox bool // this is the sandbox tier of the API (SandboxAPI)
+	draft   bool // this is the API's draft, stored under DraftKey(Name) (draft.go)
 }
 
 // Route says which HTTP requests belong to the API.
@@ -261,8 +262,16 @@ func ToJSON(doc []byte) ([]byte, error) {
 // ParseAPI decodes, validates and defaults one API entry given as JSON or
 // YAML. On failure it returns a *ValidationError listing every problem with
 // its field path. key, when not empty, is the KV key the entry is stored
-// under and must equal the entry's name.
+// under and must equal the entry's name; a key under DraftPrefix holds a
+// draft (draft.go) of the API the entry names.
 func ParseAPI(key string, doc []byte) (*API, error) {
+	name, draft := strings.CutPrefix(key, DraftPrefix)
+	return parseAPIDoc(name, draft, doc)
+}
+
+// parseAPIDoc is ParseAPI for the entry of the API name ("": any), as a
+// draft or as the production entry.
+func parseAPIDoc(key string, draft bool, doc []byte) (*API, error) {
 	js, err := ToJSON(doc)
 	if err != nil {
 		return nil, &ValidationError{Key: key, Problems: []schemas.Problem{{Message: err.Error()}}}
@@ -270,7 +279,7 @@ func ParseAPI(key string, doc []byte) (*API, error) {
 	if !json.Valid(js) {
 		return nil, &ValidationError{Key: key, Problems: schemas.ValidateAPI(js)}
 	}
-	var a API
+	a := API{draft: draft}
 	decodeProblems, failed := a.decodeFields(js)
 	a.defaultGRPCRoute()
 	var semantic []schemas.Problem
@@ -418,6 +427,13 @@ func (a *API) check(key string) []schemas.Problem {
 		add("name", "%v", err)
 	} else if key != "" && key != a.Name {
 		add("name", "must equal the key it is stored under (%q)", key)
+	} else if strings.HasPrefix(a.Name, DraftPrefix) {
+		add("name", "must not begin with %q: drafts are kept under that prefix (jetway api put --draft)", DraftPrefix)
+	}
+	if a.draft && !a.Auth.Requires() {
+		// Only sandbox apps call a draft, and only an authenticated app
+		// is one.
+		add("auth.methods", "a draft needs key, hmac, jwt or mtls: only apps marked sandbox call drafts")
 	}
 	if err := bus.ValidName(a.Pool); err != nil {
 		add("pool", "%v", err)

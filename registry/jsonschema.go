@@ -126,7 +126,7 @@ func (c *Client) checkSharedChange(ctx context.Context, name string, doc []byte)
 		if e.Op != "PUT" || e.Err != nil {
 			continue
 		}
-		a, err := ParseAPI("", e.Value)
+		a, err := ParseAPI(e.Name, e.Value)
 		if err != nil {
 			continue // an entry no node serves
 		}
@@ -139,7 +139,7 @@ func (c *Client) checkSharedChange(ctx context.Context, name string, doc []byte)
 				continue
 			}
 			if _, problems := v.Compile(lookup); len(problems) > 0 {
-				ps = append(ps, schemas.Problem{Path: "api " + a.Name + " " + path, Message: problems[0].String()})
+				ps = append(ps, schemas.Problem{Path: "api " + a.StoreKey() + " " + path, Message: problems[0].String()})
 			}
 		}
 	}

@@ -55,6 +55,7 @@ func (c *Client) publish(ctx context.Context, a *API, js []byte, opts []WriteOpt
 		}
 	}
 	o := collect(opts)
+	key := a.StoreKey()
 	pause := 2 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		seq, err := c.apisLastSeq(ctx)
@@ -66,40 +67,40 @@ func (c *Client) publish(ctx context.Context, a *API, js []byte, opts []WriteOpt
 			return nil, err
 		}
 		if o.ifRevision != nil {
-			cur := latest[a.Name]
-			if !live[a.Name] {
+			cur := latest[key]
+			if !live[key] {
 				cur = 0 // never written, or deleted: does not exist
 			}
 			if cur != *o.ifRevision {
-				return nil, &ConflictError{Kind: "api", Key: a.Name, Want: *o.ifRevision, Current: cur}
+				return nil, &ConflictError{Kind: "api", Key: key, Want: *o.ifRevision, Current: cur}
 			}
 		}
 		next := *a
 		next.Created, next.Revision = math.MaxUint64, math.MaxUint64 // published last
 		var created uint64
-		if cur := inForce[a.Name]; cur != nil {
+		if cur := inForce[key]; cur != nil {
 			created, next.Created = cur.Created, cur.Created
 		}
-		if err := checkRoutes(inForce, &next); err != nil {
+		if err := checkViews(inForce, &next); err != nil {
 			return nil, err
 		}
 		val, err := withCreated(js, created)
 		if err != nil {
-			return nil, fmt.Errorf("writing %s: %w", a.Name, err)
+			return nil, fmt.Errorf("writing %s: %w", key, err)
 		}
-		ack, err := c.js.Publish(ctx, kvSubject(BucketAPIs, a.Name), val,
-			jetstream.WithExpectLastSequence(seq), jetstream.WithExpectLastSequencePerSubject(latest[a.Name]))
+		ack, err := c.js.Publish(ctx, kvSubject(BucketAPIs, key), val,
+			jetstream.WithExpectLastSequence(seq), jetstream.WithExpectLastSequencePerSubject(latest[key]))
 		if isWrongLastSeq(err) && attempt < publishAttempts {
 			// Another write came between the read and this one: read
 			// again (the route check and IfRevision included).
 			if err := sleepCtx(ctx, pause/2+rand.N(pause/2+1)); err != nil {
-				return nil, fmt.Errorf("writing %s: %w", a.Name, err)
+				return nil, fmt.Errorf("writing %s: %w", key, err)
 			}
 			pause = min(2*pause, publishPause)
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("writing %s: %w", a.Name, err)
+			return nil, fmt.Errorf("writing %s: %w", key, err)
 		}
 		a.Revision, a.Created = ack.Sequence, created
 		if created == 0 {

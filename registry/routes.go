@@ -82,7 +82,7 @@ func Conflicts(apis []*API) map[string]string {
 type RouteConflictError struct {
 	API    string // the API being written
 	Route  Route  // its route
-	HeldBy string // the API that holds the route and keeps it
+	HeldBy string // the API that holds the route and keeps it (draft.<name> for a draft)
 	// Route of HeldBy, which overlaps Route.
 	HeldRoute Route
 }
@@ -95,8 +95,8 @@ func (e *RouteConflictError) Error() string {
 
 // checkRoutes refuses to write next (the new value of an API) into the APIs
 // in force if any API would lose its route by it: next itself, or an API
-// that holds a route now. inForce is by name and includes the current value
-// of next's key, if any.
+// that holds a route now. inForce is one view of them by name
+// (ProductionView, SandboxView) and includes next's current value, if any.
 func checkRoutes(inForce map[string]*API, next *API) error {
 	var others []*API
 	for name, a := range inForce {
@@ -111,14 +111,14 @@ func checkRoutes(inForce map[string]*API, next *API) error {
 	before := Conflicts(now)
 	after := Conflicts(append(others, next))
 	if holder, ok := after[next.Name]; ok {
-		return &RouteConflictError{API: next.Name, Route: next.Route, HeldBy: holder, HeldRoute: inForce[holder].Route}
+		return &RouteConflictError{API: next.StoreKey(), Route: next.Route, HeldBy: inForce[holder].StoreKey(), HeldRoute: inForce[holder].Route}
 	}
 	for name, holder := range after {
 		if _, was := before[name]; !was && holder == next.Name {
 			// next would take the route of an API that holds it now. (If
 			// any API loses its route, the first of them in claim order
 			// loses it to next.)
-			return &RouteConflictError{API: next.Name, Route: next.Route, HeldBy: name, HeldRoute: inForce[name].Route}
+			return &RouteConflictError{API: next.StoreKey(), Route: next.Route, HeldBy: inForce[name].StoreKey(), HeldRoute: inForce[name].Route}
 		}
 	}
 	return nil

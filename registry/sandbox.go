@@ -38,7 +38,7 @@ type Sandbox struct {
 // immutable as the API.
 func (a *API) SandboxAPI() *API {
 	sb := a.Sandbox
-	if sb == nil {
+	if sb == nil || a.draft { // a draft is served to sandbox apps as it is
 		return nil
 	}
 	return &API{
@@ -65,10 +65,14 @@ func (a *API) SandboxAPI() *API {
 // IsSandbox reports whether a is the sandbox tier of an API (SandboxAPI).
 func (a *API) IsSandbox() bool { return a.sandbox }
 
-// Key names the tier of the API that a is: its name, or "<name>@sandbox".
-// Metrics, limiter state and worker subscriptions are kept per key, so the
-// two tiers never share them ('@' is not allowed in API names).
+// Key names the tier of the API that a is: its name, "<name>@sandbox", or
+// "<name>@draft" for its draft. Metrics, limiter state and worker
+// subscriptions are kept per key, so the tiers never share them ('@' is
+// not allowed in API names).
 func (a *API) Key() string {
+	if a.draft {
+		return a.Name + "@draft"
+	}
 	if a.sandbox {
 		return a.Name + "@sandbox"
 	}
@@ -77,8 +81,13 @@ func (a *API) Key() string {
 
 // Subject is the NATS subject the API's requests travel on:
 // jetway.api.<pool>.<name>, or jetway.sandbox.<sandbox pool>.<name> for the
-// sandbox tier (see bus.APISubject).
+// sandbox tier (see bus.APISubject), or jetway.sandbox.<pool>.draft.<name>
+// for its draft: drafts travel in the sandbox subject space, which no
+// production call uses.
 func (a *API) Subject() string {
+	if a.draft {
+		return bus.SandboxSubject(a.Pool, DraftPrefix+a.Name)
+	}
 	if a.sandbox {
 		return bus.SandboxSubject(a.Pool, a.Name)
 	}

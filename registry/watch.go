@@ -52,6 +52,8 @@ type Snapshot struct {
 	Revision uint64
 	// APIs by name.
 	APIs map[string]*API
+	// Drafts holds the drafts (draft.go), by the name of their API.
+	Drafts map[string]*API
 	// Degrade holds the degrade switches that are on, by API name.
 	Degrade map[string]*Degrade
 	// Faults holds the fault switches, by API name (each off once it
@@ -488,9 +490,14 @@ func (w *Watcher) publishLocked() {
 	case w.fromFile:
 		src = SourceFile
 	}
-	s := &Snapshot{APIs: maps.Clone(w.apis.good), Degrade: make(map[string]*Degrade), Faults: make(map[string]*Fault), Alerts: maps.Clone(w.alerts.good), Apps: maps.Clone(w.apps.good), Certs: maps.Clone(w.certs.good), JSONSchemas: maps.Clone(w.jsonSch.good), Source: src}
-	for _, a := range s.APIs {
+	s := &Snapshot{APIs: make(map[string]*API, len(w.apis.good)), Drafts: map[string]*API{}, Degrade: make(map[string]*Degrade), Faults: make(map[string]*Fault), Alerts: maps.Clone(w.alerts.good), Apps: maps.Clone(w.apps.good), Certs: maps.Clone(w.certs.good), JSONSchemas: maps.Clone(w.jsonSch.good), Source: src}
+	for _, a := range w.apis.good {
 		s.Revision = max(s.Revision, a.Revision)
+		if a.IsDraft() {
+			s.Drafts[a.Name] = a
+		} else {
+			s.APIs[a.Name] = a
+		}
 	}
 	for _, sw := range w.flags.good {
 		if d := sw.Degrade; d != nil && d.On {
