@@ -144,6 +144,16 @@ func apiKey(h http.Header) string {
 	return key
 }
 
+// hasAPIKey reports whether the headers carry an API key (apiKey), leaving
+// them as they are.
+func hasAPIKey(h http.Header) bool {
+	if h.Get("X-Api-Key") != "" {
+		return true
+	}
+	rest, ok := CutAuthScheme(h.Get("Authorization"), "ApiKey")
+	return ok && strings.TrimSpace(rest) != ""
+}
+
 // AuthPolicy is how an API that requires an authenticated app knows its
 // callers: the methods it accepts, the snapshot's apps, its token checks.
 // Built once per snapshot, read-only afterwards; nil for an open API.
@@ -199,26 +209,49 @@ func (p *AuthPolicy) signed(r *http.Request) bool {
 // unauthenticated is a 401 refusal.
 func unauthenticated(msg string) *Error { return &Error{Code: bus.CodeUnauthenticated, Message: msg} }
 
+// method is the method of the API's that the request's credentials are
+// for: "hmac", "key", "jwt" or "mtls", in that order of preference; "":
+// none it takes.
+func (p *AuthPolicy) method(r *http.Request) string {
+	switch {
+	case p.signed(r):
+		return "hmac"
+	case p.api.Auth.Has("key") && hasAPIKey(r.Header):
+		return "key"
+	case p.api.Auth.Has("jwt") && hasScheme(r.Header.Get("Authorization"), "Bearer"):
+		return "jwt"
+	case p.api.Auth.Has("mtls") && r.TLS != nil && len(r.TLS.PeerCertificates) > 0:
+		return "mtls"
+	}
+	return ""
+}
+
 // identify finds the app calling: the first half of Authenticate.
 func (p *AuthPolicy) identify(r *http.Request, c Caller) (*authApp, error) {
+	return p.identifyBy(p.method(r), r, c)
+}
+
+// identifyBy is identify by the method the request's credentials are for
+// (AuthPolicy.method).
+func (p *AuthPolicy) identifyBy(method string, r *http.Request, c Caller) (*authApp, error) {
 	ix := p.apps
 	var aa *authApp
-	key := apiKey(r.Header)
+	key := apiKey(r.Header) // taken off the request, whichever method is used
 	authz := r.Header.Get("Authorization")
-	bearer, hasBearer := CutAuthScheme(authz, "Bearer")
-	switch {
-	case p.signed(r): // a signed request
+	switch method {
+	case "hmac": // a signed request
 		var err error
 		if aa, err = ix.verifySigned(r, c, authz); err != nil {
 			return nil, err
 		}
 		delete(r.Header, "Authorization")
-	case key != "" && p.api.Auth.Has("key"):
+	case "key":
 		aa = ix.byKey[registry.KeyDigest(key)]
 		if aa == nil || aa.app.Status != registry.AppActive {
 			return nil, unauthenticated("unknown or disabled API key")
 		}
-	case hasBearer && p.api.Auth.Has("jwt"):
+	case "jwt":
+		bearer, _ := CutAuthScheme(authz, "Bearer")
 		token := strings.TrimSpace(bearer)
 		v := p.jwt
 		if own := ix.issuerApp(token); own != nil {
@@ -239,7 +272,7 @@ func (p *AuthPolicy) identify(r *http.Request, c Caller) (*authApp, error) {
 			return nil, unauthenticated("the token names no active app")
 		}
 		delete(r.Header, "Authorization") // credentials never reach backends
-	case p.api.Auth.Has("mtls") && r.TLS != nil && len(r.TLS.PeerCertificates) > 0:
+	case "mtls":
 		var err error
 		if aa, err = p.clientCertApp(r.TLS.PeerCertificates); err != nil {
 			return nil, err

@@ -122,7 +122,7 @@ func newResponseCache(a *registry.API, c *registry.Cache, auth bool, refreshing 
 		rc.statuses[s] = true
 	}
 	if c.Shared && shared != nil {
-		rc.shared, rc.subjects = shared, newSharedSubjects(a.Name, a.IsSandbox(), fingerprint)
+		rc.shared, rc.subjects = shared, newSharedSubjects(a, fingerprint)
 	}
 	if k := c.Key; k != nil {
 		for _, h := range k.Headers {

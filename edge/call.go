@@ -80,6 +80,8 @@ type call struct {
 	rt       *route          // the API tier; the sandbox tier's for a sandbox app
 	ctx      context.Context // the call's trace context
 	app      *authApp        // the authenticated app; nil: anonymous
+	method   string          // the auth method it was found by (AuthPolicy.method)
+	viaDraft bool            // found by the draft's auth policy (draftCaller)
 	deadline time.Time
 	taken    []resilience.Decision // the rate limits taken, released at the end
 	counted  *apiState             // whose in-flight count this call holds; nil: none
@@ -176,6 +178,9 @@ func (c *call) fail(err error) {
 		c.WriteHeader(499)
 		return
 	}
+	if c.rt.draftOnly && !c.sandboxApp() {
+		err = c.notPublished() // a draft's route is there for sandbox apps alone
+	}
 	e := asError(err)
 	if e.Code == bus.CodeInternal {
 		c.e.log.Error("edge step failed", "api", c.rt.api.Name, "request_id", c.id, "err", err)
@@ -223,21 +228,43 @@ func (c *call) checkAddress() error {
 	return nil
 }
 
-// authenticate finds the app calling an API that requires one. A signed
-// request's body is read first: its digest is signed.
+// authenticate finds the app calling an API that requires one. On a route
+// with a draft, a sandbox app the production entry does not find may be
+// found by the draft's methods (draftCaller).
 func (c *call) authenticate() error {
-	p := c.rt.auth
+	p, d := c.rt.auth, c.rt.draft
+	var creds credentials
+	if d != nil {
+		creds = saveCredentials(c.r.Header)
+	}
 	if p == nil {
+		if d != nil && !c.draftCaller(d) {
+			creds.restore(c.r.Header)
+		}
 		return nil // an open API: the caller stays anonymous
 	}
+	err := c.identify(p)
+	if err != nil && d != nil {
+		creds.restore(c.r.Header)
+		if c.draftCaller(d) {
+			return nil
+		}
+	}
+	return err
+}
+
+// identify finds the app calling by p's methods. A signed request's body
+// is read first: its digest is signed.
+func (c *call) identify(p *AuthPolicy) error {
+	c.method = p.method(c.r)
 	var body []byte
-	if p.signed(c.r) {
+	if c.method == "hmac" {
 		if err := c.readBody(); err != nil {
 			return err
 		}
 		body = c.body.Bytes()
 	}
-	aa, err := p.identify(c.r, Caller{Addr: c.addr, Path: c.sentPath, Body: body})
+	aa, err := p.identifyBy(c.method, c.r, Caller{Addr: c.addr, Path: c.sentPath, Body: body})
 	if err != nil {
 		return err
 	}
@@ -251,22 +278,44 @@ func (c *call) grant() error {
 	if c.app == nil {
 		return nil
 	}
-	return c.rt.auth.grant(c.app, c.addr)
+	p := c.rt.auth
+	if c.viaDraft {
+		p = c.rt.draft.auth
+	}
+	return p.grant(c.app, c.addr)
 }
 
-// switchSandbox moves a sandbox app's call to the API's sandbox tier: its
-// own subject, timeout and limits, and none of production's governance.
+// switchSandbox moves a sandbox app's call to the API's draft, if it has
+// one here, or else to its sandbox tier: their own subject, timeout and
+// limits, and none of production's switches.
 func (c *call) switchSandbox() error {
-	if c.app == nil || !c.app.app.Sandbox {
+	sandbox := c.sandboxApp()
+	switch {
+	case c.rt.draftOnly:
+		if !sandbox {
+			return c.notPublished()
+		}
+	case !sandbox:
 		return nil
-	}
-	if c.rt.sandbox == nil {
+	case c.rt.draft != nil:
+		if err := c.admitDraft(c.rt.draft); err != nil {
+			return err
+		}
+		c.rt = c.rt.draft
+	case c.rt.sandbox == nil:
 		return c.refuse(bus.CodeNoSandbox, "app "+c.app.app.ID+" is a sandbox app and api "+c.rt.api.Name+" has no sandbox tier")
+	default:
+		c.rt = c.rt.sandbox
 	}
-	c.rt = c.rt.sandbox
-	c.Header()["X-Jetway-Sandbox"] = []string{"true"}
+	c.Header()["X-Jetway-Sandbox"] = sandboxTrue
+	c.markDraft()
 	return nil
 }
+
+// sandboxApp reports whether the call is a known sandbox app's.
+func (c *call) sandboxApp() bool { return c.app != nil && c.app.app.Sandbox }
+
+var sandboxTrue = []string{"true"}
 
 // setDeadline fixes when the call ends, answered or not: the tier's
 // timeout, or the caller's shorter X-Request-Timeout.

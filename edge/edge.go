@@ -179,6 +179,13 @@ type route struct {
 	fault       *faultSwitch         // the API's fault drill on this tier; nil: none
 	key         string               // api.Key(): the tier's name in metrics
 	sandbox     *route               // the API's sandbox tier, for sandbox apps; nil: none
+	// draft is the API's draft on this route, which sandbox apps get
+	// instead of the sandbox tier (draft.go); nil: none.
+	draft *route
+	// draftOnly marks a draft's route of its own: only sandbox apps are
+	// routed by it, every other caller gets the 404 of no route.
+	draftOnly bool
+	revision  string // a draft's revision, for X-Jetway-Draft
 }
 
 // degraded is a degrade switch's answer, compiled once per snapshot.
@@ -246,69 +253,13 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	})
 	rtr := &router{mux: newMux(), auth: map[string]*AuthPolicy{}, hosts: map[string]*chi.Mux{}, caches: map[string][]*responseCache{}}
 	n := 0
+	prod := map[string]*route{} // the routed APIs, by name
 	for _, a := range apis {
 		if other, ok := conflicts[a.Name]; ok {
 			e.log.Warn("route conflict; api not routed", "api", a.Name, "route", a.Route.String(), "held_by", other)
 			continue
 		}
-		rt := &route{
-			api:     a,
-			key:     a.Key(),
-			subject: a.Subject(),
-			timeout: a.TimeoutOrDefault(),
-			maxBody: int64(a.MaxBody),
-			params:  strings.ContainsAny(a.Route.Path, "{*"),
-		}
-		st := e.state(rt.key)
-		rt.cache = st.lastGood(a.Fallback)
-		if a.Auth.Requires() {
-			rt.auth = &AuthPolicy{api: a, apps: apps}
-		}
-		if rt.auth != nil && a.Auth.Has("mtls") && a.Auth.MTLS != nil {
-			pool, err := bus.LoadCertPool(a.Auth.MTLS.CAFile)
-			if err != nil {
-				e.log.Error("client certificate CA not loaded; the api refuses certificates", "api", a.Name, "err", err)
-			}
-			rt.auth.mtls = pool
-		}
-		if a.Auth.Has("jwt") && a.Auth.JWT != nil {
-			jwt := e.verifier(a.Name, a.Auth.JWT, "")
-			if rt.auth != nil {
-				rt.auth.jwt = jwt
-			}
-		}
-		if a.IPRules != nil {
-			allow, _ := registry.ParsePrefixes(a.IPRules.Allow) // validated at publish
-			deny, _ := registry.ParsePrefixes(a.IPRules.Deny)
-			rt.ipRules = &IPRules{Allow: allow, Deny: deny}
-		}
-		rt.degrade = compileDegrade(s.Degrade[a.Name], rt.cache)
-		rt.fault = compileFault(s.Faults[a.Name], false)
-		rt.state, rt.rules, rt.maxInFlight = st, e.compileRules(st, a), int64(a.EdgeConcurrency)
-		rt.check = e.compileCheck(rt.key, a.Validate, s.JSONSchemas)
-		rt.respCache = st.responseCache(a, rt.auth != nil, e.refreshes, e.shared)
-		rt.rewrite = e.compileRewrite(rt.key, a.Rewrite)
-		if rt.maxBody <= 0 {
-			rt.maxBody = int64(registry.DefaultMaxBody)
-		}
-		if maxPayload > 0 && rt.maxBody > maxPayload-headerRoom {
-			rt.maxBody = maxPayload - headerRoom
-		}
-		if sba := a.SandboxAPI(); sba != nil {
-			// The call switches to it once production's route has
-			// authenticated a sandbox app (call.switchSandbox): from there
-			// on the tier's own subject, timeout and limits, and none of
-			// production's governance.
-			sb := &route{api: sba, key: sba.Key(), subject: sba.Subject(),
-				timeout: sba.TimeoutOrDefault(), maxBody: rt.maxBody, params: rt.params}
-			sb.state = e.state(sb.key)
-			sb.rules = e.compileRules(sb.state, sba)
-			sb.check = e.compileCheck(sb.key, sba.Validate, s.JSONSchemas)
-			sb.fault = compileFault(s.Faults[a.Name], true)
-			sb.respCache = sb.state.responseCache(sba, rt.auth != nil, e.refreshes, e.shared)
-			sb.rewrite = e.compileRewrite(sb.key, sba.Rewrite)
-			rt.sandbox = sb
-		}
+		rt := e.compileRoute(s, a, apps, maxPayload)
 		if err := addRoute(rtr.muxOf(a.Route.Host), a.Route.Method, a.Route.Path, e.handler(rt)); err != nil {
 			e.log.Warn("route rejected; api not routed", "api", a.Name, "err", err)
 			continue
@@ -321,8 +272,10 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 				rtr.caches[a.Name] = append(rtr.caches[a.Name], t.respCache)
 			}
 		}
+		prod[a.Name] = rt
 		n++
 	}
+	n += e.routeDrafts(s, rtr, prod, apps, maxPayload)
 	shared := map[string]*limitRule{}
 	for st := range e.states.All() {
 		for lr := range st.rules.All() {
@@ -335,6 +288,72 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	rtr.routes = n
 	slices.SortFunc(rtr.wild, func(a, b hostMux) int { return len(b.suffix) - len(a.suffix) })
 	e.router.Store(rtr)
+}
+
+// compileRoute builds the route of an API (or of a draft) and of its
+// sandbox tier from a snapshot.
+func (e *Edge) compileRoute(s *registry.Snapshot, a *registry.API, apps *appIndex, maxPayload int64) *route {
+	rt := &route{
+		api:     a,
+		key:     a.Key(),
+		subject: a.Subject(),
+		timeout: a.TimeoutOrDefault(),
+		maxBody: int64(a.MaxBody),
+		params:  strings.ContainsAny(a.Route.Path, "{*"),
+	}
+	st := e.state(rt.key)
+	rt.cache = st.lastGood(a.Fallback)
+	if a.Auth.Requires() {
+		rt.auth = &AuthPolicy{api: a, apps: apps}
+	}
+	if rt.auth != nil && a.Auth.Has("mtls") && a.Auth.MTLS != nil {
+		pool, err := bus.LoadCertPool(a.Auth.MTLS.CAFile)
+		if err != nil {
+			e.log.Error("client certificate CA not loaded; the api refuses certificates", "api", a.Name, "err", err)
+		}
+		rt.auth.mtls = pool
+	}
+	if a.Auth.Has("jwt") && a.Auth.JWT != nil {
+		jwt := e.verifier(a.Key(), a.Auth.JWT, "")
+		if rt.auth != nil {
+			rt.auth.jwt = jwt
+		}
+	}
+	if a.IPRules != nil {
+		allow, _ := registry.ParsePrefixes(a.IPRules.Allow) // validated at publish
+		deny, _ := registry.ParsePrefixes(a.IPRules.Deny)
+		rt.ipRules = &IPRules{Allow: allow, Deny: deny}
+	}
+	if !a.IsDraft() { // a draft is a sandbox tier: no production switch
+		rt.degrade = compileDegrade(s.Degrade[a.Name], rt.cache)
+	}
+	rt.fault = compileFault(s.Faults[a.Name], a.IsDraft())
+	rt.state, rt.rules, rt.maxInFlight = st, e.compileRules(st, a), int64(a.EdgeConcurrency)
+	rt.check = e.compileCheck(rt.key, a.Validate, s.JSONSchemas)
+	rt.respCache = st.responseCache(a, rt.auth != nil, e.refreshes, e.shared)
+	rt.rewrite = e.compileRewrite(rt.key, a.Rewrite)
+	if rt.maxBody <= 0 {
+		rt.maxBody = int64(registry.DefaultMaxBody)
+	}
+	if maxPayload > 0 && rt.maxBody > maxPayload-headerRoom {
+		rt.maxBody = maxPayload - headerRoom
+	}
+	if sba := a.SandboxAPI(); sba != nil {
+		// The call switches to it once production's route has
+		// authenticated a sandbox app (call.switchSandbox): from there
+		// on the tier's own subject, timeout and limits, and none of
+		// production's governance.
+		sb := &route{api: sba, key: sba.Key(), subject: sba.Subject(),
+			timeout: sba.TimeoutOrDefault(), maxBody: rt.maxBody, params: rt.params}
+		sb.state = e.state(sb.key)
+		sb.rules = e.compileRules(sb.state, sba)
+		sb.check = e.compileCheck(sb.key, sba.Validate, s.JSONSchemas)
+		sb.fault = compileFault(s.Faults[a.Name], true)
+		sb.respCache = sb.state.responseCache(sba, rt.auth != nil, e.refreshes, e.shared)
+		sb.rewrite = e.compileRewrite(sb.key, sba.Rewrite)
+		rt.sandbox = sb
+	}
+	return rt
 }
 
 // muxOf is the mux of a route's host ("" for none), made on first use.

@@ -61,8 +61,11 @@ func (e *Edge) observe(c *call, r *http.Request, start time.Time) {
 		if c.app != nil {
 			attrs = append(attrs, slog.String("app", c.app.app.ID))
 		}
-		if rt.api.IsSandbox() {
+		if rt.api.ForSandbox() {
 			attrs = append(attrs, slog.Bool("sandbox", true))
+		}
+		if rt.revision != "" {
+			attrs = append(attrs, slog.String("draft", rt.revision))
 		}
 		if c.code != "" {
 			attrs = append(attrs, slog.String("code", string(c.code)))

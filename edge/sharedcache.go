@@ -121,11 +121,15 @@ type sharedSubjects struct {
 	salt   string // the cache settings' fingerprint
 }
 
-func newSharedSubjects(api string, sandbox bool, fingerprint string) sharedSubjects {
-	tier := "p"
-	if sandbox {
+func newSharedSubjects(a *registry.API, fingerprint string) sharedSubjects {
+	tier := "p" // production, the sandbox tier and the draft never share answers
+	switch {
+	case a.IsDraft():
+		tier = "d"
+	case a.IsSandbox():
 		tier = "s"
 	}
+	api := a.Name
 	return sharedSubjects{prefix: sharedAPIPrefix(api) + tier + ".", salt: fingerprint}
 }
 

@@ -57,8 +57,11 @@ func (e *Edge) startServer(c *call) (context.Context, func()) {
 		if c.app != nil {
 			a = append(a, attribute.String("jetway.app", c.app.app.ID))
 		}
-		if c.rt.api.IsSandbox() {
+		if c.rt.api.ForSandbox() {
 			a = append(a, attribute.Bool("jetway.sandbox", true))
+		}
+		if c.rt.revision != "" {
+			a = append(a, attribute.String("jetway.draft_revision", c.rt.revision))
 		}
 		if c.status >= 500 {
 			span.SetStatus(codes.Error, string(c.code))

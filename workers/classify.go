@@ -53,7 +53,7 @@ func (w *Worker) classify(a *registry.API) backend.Middleware {
 			}
 			if !failed && cond != nil {
 				in := &expr.Input{Method: req.Method, Path: req.Path, Header: req.Header, RawQuery: req.RawQuery,
-					App: req.App, Sandbox: req.API.IsSandbox(), ClientIP: req.ClientIP,
+					App: req.App, Sandbox: req.API.ForSandbox(), ClientIP: req.ClientIP,
 					Status: resp.Status, RespHeader: resp.Header, RespBody: resp.Body, Decode: schemas.DecodeJSON}
 				holds, err := cond.Eval(in)
 				if err != nil {

@@ -113,7 +113,9 @@ func (w *Worker) breaker(a *registry.API, g *governance) backend.Middleware {
 	if br == nil {
 		return nil
 	}
-	name, pool, label := a.Name, a.Pool, a.Backend.Label()
+	// A draft's breaker events name its key (<name>@draft), which no
+	// production breaker takes.
+	name, pool, label := a.Key(), a.Pool, a.Backend.Label()
 	shared := bc.IsShared()
 	return func(next backend.Backend) backend.Backend {
 		return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {

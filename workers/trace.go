@@ -93,8 +93,11 @@ func (w *Worker) startProcess(ctx context.Context, req *backend.Request, name, s
 	if req.App != "" {
 		p.attrs = append(p.attrs, attribute.String("jetway.app", req.App))
 	}
-	if req.API.IsSandbox() {
+	if req.API.ForSandbox() {
 		p.attrs = append(p.attrs, attribute.Bool("jetway.sandbox", true))
+	}
+	if req.API.IsDraft() {
+		p.attrs = append(p.attrs, attribute.Int64("jetway.draft_revision", int64(req.API.Revision)))
 	}
 	return ctx, p
 }

@@ -181,7 +181,8 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 	}
 	w.snap.Store(s)
 	// The API tiers this worker serves, by API.Key: each API of its
-	// pools, and each sandbox tier of its pools.
+	// pools, each sandbox tier of its pools, and each draft of its pools
+	// (on the sandbox subjects, registry/draft.go).
 	want := map[string]*registry.API{}
 	for name, a := range s.APIs {
 		if w.serves(a.Pool) {
@@ -189,6 +190,11 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 		}
 		if sb := a.SandboxAPI(); sb != nil && w.serves(sb.Pool) {
 			want[sb.Key()] = sb
+		}
+	}
+	for _, d := range s.Drafts {
+		if w.serves(d.Pool) {
+			want[d.Key()] = d
 		}
 	}
 	for key, as := range w.subs {
@@ -523,7 +529,7 @@ func decodeRequest(a *registry.API, m *nats.Msg) *backend.Request {
 	if app != "" {
 		hh["X-Jetway-App"] = []string{app}
 	}
-	if a.IsSandbox() {
+	if a.ForSandbox() {
 		hh["X-Jetway-Sandbox"] = []string{"true"}
 	}
 	req.Header = hh

@@ -216,6 +216,27 @@ func (g *Gateway) Publish(doc string) *registry.API {
 	return a
 }
 
+// PublishDraft puts a draft (registry.Client.PutDraft) and waits until the
+// first edge has it and the first worker serves it ("<name>@draft").
+func (g *Gateway) PublishDraft(doc string) *registry.API {
+	g.T.Helper()
+	a, err := g.Client.PutDraft(context.Background(), []byte(doc))
+	if err != nil {
+		g.T.Fatalf("publishing a draft: %v", err)
+	}
+	natstest.CheckFor(g.T, Wait, 2*time.Millisecond, func() error {
+		if got := g.EdgeWatcher.Current().Drafts[a.Name]; got == nil || got.Revision != a.Revision {
+			return fmt.Errorf("edge has not applied the draft %s@%d", a.Name, a.Revision)
+		}
+		return nil
+	})
+	g.WaitServing(a.Key(), a.Revision)
+	if err := g.Conn.Flush(); err != nil {
+		g.T.Fatal(err)
+	}
+	return a
+}
+
 // PutRaw writes an entry straight into the APIs bucket, as `nats kv put`
 // would, bypassing the client's checks (a second API on a route, say), and
 // waits until the first edge has it. It returns the entry's revision.
