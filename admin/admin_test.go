@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -616,5 +617,65 @@ func TestAPICasesOverREST(t *testing.T) {
 	}
 	if r := e.do(e.token("viewer"), "POST", "/v1/apis/cased/test", ``); r.status != 403 {
 		t.Errorf("a viewer tests: %d %s", r.status, r.body)
+	}
+}
+
+// The release workflow over REST: a draft is written, its cases run
+// against that draft revision as a sandbox app, and promote copies it to
+// production by compare-and-set, refusing a failing case, a stale
+// revision, and a production app's key.
+func TestDraftPromoteOverREST(t *testing.T) {
+	g := jetwaytest.Start(t)
+	g.Publish(`{"name":"greet","pool":"p","route":{"path":"/greet"},"backend":{"type":"mock","json":{"v":1}},"auth":{"methods":["key"]}}`)
+	liveKey := g.PutKeyedApp("live")
+	sbKey, sbRec, _ := registry.NewAPIKey()
+	g.PutApps(&registry.App{ID: "tester", Status: registry.AppActive, Keys: []registry.AppKey{sbRec}, APIs: []string{"*"}, Sandbox: true})
+	srv := httptest.NewServer(admin.New(admin.Options{Client: g.Client, Bootstrap: boot, EdgeURL: g.URL}).Handler())
+	t.Cleanup(srv.Close)
+	e := &env{t: t, url: srv.URL, c: g.Client}
+	draft := func(v int, want int) string {
+		return fmt.Sprintf(`{"name":"greet","pool":"p","route":{"path":"/greet"},"backend":{"type":"mock","json":{"v":%d}},"auth":{"methods":["key"]},
+			"cases":[{"name":"v","request":{"path":"/greet"},"expect":{"status":200,"body":{"/v":%d}}}]}`, v, want)
+	}
+
+	if r := e.do(boot, "PUT", "/v1/apis/other/draft", draft(2, 2), "If-None-Match", "*"); r.status != 400 {
+		t.Fatalf("a draft under another name: %d %s", r.status, r.body)
+	}
+	r := e.do(boot, "PUT", "/v1/apis/greet/draft", draft(2, 3), "If-None-Match", "*")
+	if r.status != 200 {
+		t.Fatalf("put draft: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "POST", "/v1/apis/greet/promote", `{"key":"`+sbKey+`"}`); r.status != 409 || !strings.Contains(r.body, "CASES_FAILED") || !strings.Contains(r.body, "/v: 2, want 3") {
+		t.Fatalf("a failing case: %d %s", r.status, r.body)
+	}
+	r = e.do(boot, "PUT", "/v1/apis/greet/draft", draft(2, 2), "If-Match", r.header.Get("ETag"))
+	if r.status != 200 {
+		t.Fatalf("mend the draft: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "POST", "/v1/apis/greet/promote", `{"key":"`+liveKey+`"}`); r.status != 409 || !strings.Contains(r.body, "not 2") && !strings.Contains(r.body, "answered by draft revision") {
+		t.Fatalf("a production app's key tests production, not the draft: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "POST", "/v1/apis/greet/promote", `{"key":"`+sbKey+`","production_revision":99}`); r.status != 412 {
+		t.Fatalf("a stale production revision: %d %s", r.status, r.body)
+	}
+	if r := e.do(boot, "POST", "/v1/apis/greet/promote", `{"key":"`+sbKey+`","draft_revision":1}`); r.status != 412 {
+		t.Fatalf("a stale draft revision: %d %s", r.status, r.body)
+	}
+	if r := e.do(e.token("operator"), "POST", "/v1/apis/greet/promote", `{"key":"`+sbKey+`"}`); r.status != 403 {
+		t.Fatalf("an operator promotes: %d %s", r.status, r.body)
+	}
+	r = e.do(boot, "POST", "/v1/apis/greet/promote", `{"key":"`+sbKey+`"}`)
+	var p admin.Promotion
+	if r.status != 200 || json.Unmarshal([]byte(r.body), &p) != nil || p.Revision == 0 || len(p.Cases) != 1 || p.Untested {
+		t.Fatalf("promote: %d %s", r.status, r.body)
+	}
+	natstest.CheckFor(t, 3*time.Second, 5*time.Millisecond, func() error {
+		if got := g.Do("GET", "/greet", nil, "X-Api-Key", liveKey); got.Body != `{"v":2}` {
+			return fmt.Errorf("production answers %d %s", got.Status, got.Body)
+		}
+		return nil
+	})
+	if r := e.do(boot, "GET", "/v1/apis/greet/draft", ""); r.status != 404 {
+		t.Fatalf("the draft after promote: %d %s", r.status, r.body)
 	}
 }

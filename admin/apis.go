@@ -60,7 +60,17 @@ func (s *Server) listAPIs(w http.ResponseWriter, r *http.Request) {
 // getAPI answers the entry in force, as the registry stores it, with its
 // revision as the ETag a change names in If-Match.
 func (s *Server) getAPI(w http.ResponseWriter, r *http.Request) {
-	f, err := s.c.GetInForce(r.Context(), chi.URLParam(r, "name"))
+	s.getEntry(w, r, chi.URLParam(r, "name"))
+}
+
+// getDraft answers an API's draft (GET /v1/apis/{name}/draft) as getAPI
+// answers the API.
+func (s *Server) getDraft(w http.ResponseWriter, r *http.Request) {
+	s.getEntry(w, r, registry.DraftKey(chi.URLParam(r, "name")))
+}
+
+func (s *Server) getEntry(w http.ResponseWriter, r *http.Request, key string) {
+	f, err := s.c.GetInForce(r.Context(), key)
 	if err != nil {
 		writeRegistryError(w, err, s.log)
 		return
@@ -113,13 +123,46 @@ func (s *Server) putAPI(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, apiItem{Name: a.Name, Revision: a.Revision, Entry: a.Marshal()})
 }
 
+// putDraft writes an API's draft (PUT /v1/apis/{name}/draft) at the draft
+// revision If-Match names, or creates it with If-None-Match: *.
+func (s *Server) putDraft(w http.ResponseWriter, r *http.Request) {
+	opt, doc, ok := readWrite(w, r)
+	if !ok {
+		return
+	}
+	parsed, err := registry.ParseAPI("", doc) // for its name; PutDraft checks it as a draft
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	if !sameName(w, "draft", chi.URLParam(r, "name"), parsed.Name) {
+		return
+	}
+	a, err := s.client(w, r).PutDraft(r.Context(), doc, opt)
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	w.Header().Set("ETag", etag(a.Revision))
+	writeJSON(w, http.StatusOK, apiItem{Name: a.StoreKey(), Revision: a.Revision, Entry: a.Marshal()})
+}
+
 // deleteAPI unpublishes an API at the revision If-Match names.
 func (s *Server) deleteAPI(w http.ResponseWriter, r *http.Request) {
+	s.deleteEntry(w, r, chi.URLParam(r, "name"))
+}
+
+// deleteDraft removes an API's draft at the revision If-Match names.
+func (s *Server) deleteDraft(w http.ResponseWriter, r *http.Request) {
+	s.deleteEntry(w, r, registry.DraftKey(chi.URLParam(r, "name")))
+}
+
+func (s *Server) deleteEntry(w http.ResponseWriter, r *http.Request, key string) {
 	rev, ok := ifMatch(w, r)
 	if !ok {
 		return
 	}
-	if err := s.client(w, r).Delete(r.Context(), chi.URLParam(r, "name"), registry.IfRevision(rev)); err != nil {
+	if err := s.client(w, r).Delete(r.Context(), key, registry.IfRevision(rev)); err != nil {
 		writeRegistryError(w, err, s.log)
 		return
 	}

@@ -30,12 +30,45 @@ type CaseResult struct {
 func RunCases(ctx context.Context, client *http.Client, base, key string, cases []registry.Case) []CaseResult {
 	out := make([]CaseResult, 0, len(cases))
 	for _, c := range cases {
-		out = append(out, CaseResult{Name: c.Name, Problems: runCase(ctx, client, base, key, c)})
+		problems, _ := runCase(ctx, client, base, key, c)
+		out = append(out, CaseResult{Name: c.Name, Problems: problems})
 	}
 	return out
 }
 
-func runCase(ctx context.Context, client *http.Client, base, key string, c registry.Case) []string {
+// draftWait bounds how long RunDraftCases waits for the edge to serve the
+// draft revision it tests (an edge applies a change within milliseconds).
+const draftWait = 3 * time.Second
+
+// RunDraftCases is RunCases for a draft at revision rev, sent with a
+// sandbox app's key: every answer must come from that revision (the
+// edge's X-Jetway-Draft), so a pass is a pass of what promote copies. The
+// first case is sent again, for up to draftWait, while the edge does not
+// serve that revision yet.
+func RunDraftCases(ctx context.Context, client *http.Client, base, key string, cases []registry.Case, rev uint64) []CaseResult {
+	want := strconv.FormatUint(rev, 10)
+	out := make([]CaseResult, 0, len(cases))
+	give := time.Now().Add(draftWait)
+	for i, c := range cases {
+		for {
+			problems, served := runCase(ctx, client, base, key, c)
+			if served != want {
+				if i == 0 && time.Now().Before(give) && ctx.Err() == nil {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				problems = append(problems, fmt.Sprintf("answered by draft revision %q, not %s (is the key a sandbox app's, and does the edge serve the draft?)", served, want))
+			}
+			out = append(out, CaseResult{Name: c.Name, Problems: problems})
+			break
+		}
+	}
+	return out
+}
+
+// runCase sends one case and returns how its answer differs from what it
+// must be, and the draft revision that answered ("": none).
+func runCase(ctx context.Context, client *http.Client, base, key string, c registry.Case) (problems []string, served string) {
 	method := c.Request.Method
 	if method == "" {
 		method = http.MethodGet
@@ -52,7 +85,7 @@ func runCase(ctx context.Context, client *http.Client, base, key string, c regis
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+c.Request.Path, body)
 	if err != nil {
-		return []string{"the request cannot be made: " + err.Error()}
+		return []string{"the request cannot be made: " + err.Error()}, ""
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -65,14 +98,14 @@ func runCase(ctx context.Context, client *http.Client, base, key string, c regis
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return []string{"no answer: " + err.Error()}
+		return []string{"no answer: " + err.Error()}, ""
 	}
 	defer func() { _ = resp.Body.Close() }()
+	served = resp.Header.Get("X-Jetway-Draft")
 	got, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return []string{"the answer could not be read: " + err.Error()}
+		return []string{"the answer could not be read: " + err.Error()}, served
 	}
-	var problems []string
 	if resp.StatusCode != c.Expect.Status {
 		problems = append(problems, fmt.Sprintf("status %d, want %d (%.200s)", resp.StatusCode, c.Expect.Status, got))
 	}
@@ -86,7 +119,7 @@ func runCase(ctx context.Context, client *http.Client, base, key string, c regis
 		dec := json.NewDecoder(bytes.NewReader(got))
 		dec.UseNumber()
 		if err := dec.Decode(&doc); err != nil {
-			return append(problems, "the body is not JSON: "+err.Error())
+			return append(problems, "the body is not JSON: "+err.Error()), served
 		}
 		for ptr, want := range c.Expect.Body {
 			v, ok := pointerGet(doc, ptr)
@@ -99,7 +132,7 @@ func runCase(ctx context.Context, client *http.Client, base, key string, c regis
 			}
 		}
 	}
-	return problems
+	return problems, served
 }
 
 // pointerGet follows a JSON pointer (RFC 6901) into a decoded document.
@@ -158,15 +191,20 @@ func (s *Server) testAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in struct {
-		Key string `json:"key"`
+		Key   string `json:"key"`
+		Draft bool   `json:"draft"`
 	}
 	if len(bytes.TrimSpace(doc)) > 0 {
 		if err := json.Unmarshal(doc, &in); err != nil {
-			writeError(w, http.StatusBadRequest, "BAD_REQUEST", `the body is {"key": "<an app's API key>"} or empty`)
+			writeError(w, http.StatusBadRequest, "BAD_REQUEST", `the body is {"key": "<an app's API key>", "draft": false} or empty`)
 			return
 		}
 	}
-	f, err := s.c.GetInForce(r.Context(), chi.URLParam(r, "name"))
+	key := chi.URLParam(r, "name")
+	if in.Draft {
+		key = registry.DraftKey(key)
+	}
+	f, err := s.c.GetInForce(r.Context(), key)
 	if err != nil {
 		writeRegistryError(w, err, s.log)
 		return
@@ -175,7 +213,13 @@ func (s *Server) testAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "NO_CASES", "the api in force has no saved cases (the entry's cases)")
 		return
 	}
-	results := RunCases(r.Context(), &http.Client{Timeout: 5 * time.Second}, s.o.EdgeURL, in.Key, f.API.Cases)
+	client := &http.Client{Timeout: 5 * time.Second}
+	var results []CaseResult
+	if in.Draft {
+		results = RunDraftCases(r.Context(), client, s.o.EdgeURL, in.Key, f.API.Cases, f.Entry.Revision)
+	} else {
+		results = RunCases(r.Context(), client, s.o.EdgeURL, in.Key, f.API.Cases)
+	}
 	failed := 0
 	for _, res := range results {
 		if len(res.Problems) > 0 {
