@@ -175,11 +175,11 @@ func TestServeDemoAndCLI(t *testing.T) {
 		if res.code != 0 || !strings.Contains(res.stdout, `"subject":"svc.demo.greet"`) {
 			t.Fatalf("import-micro --dry-run: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 		}
-		if res := jetway(t, "", "api", "get", "demo-greeter.default", "--nats", url); res.code == 0 {
+		if res := jetway(t, "", "api", "get", "demo-greeter.default", "--draft", "--nats", url); res.code == 0 {
 			t.Fatalf("--dry-run wrote the draft:\n%s", res.stdout)
 		}
 		res = jetway(t, "", "api", "import-micro", "demo-greeter", "--nats", url)
-		if res.code != 0 || !strings.Contains(res.stdout, "draft demo-greeter.default (POST /svc/demo-greeter/default -> svc.demo.greet, sandbox tier only)") {
+		if res.code != 0 || !strings.Contains(res.stdout, "wrote draft.demo-greeter.default (POST /svc/demo-greeter/default -> svc.demo.greet, sandbox apps only)") {
 			t.Fatalf("import-micro: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 		}
 		// Again: the draft exists and is not overwritten.
@@ -213,8 +213,30 @@ func TestServeDemoAndCLI(t *testing.T) {
 		if r := call(sandboxKey); r.status != http.StatusOK || !strings.Contains(string(r.body), `"hello":"grace"`) {
 			t.Errorf("a sandbox app calls the draft: %v", r)
 		}
-		if r := call(prodKey); r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "DRAFT") {
+		post := func(k string) response {
+			r, err := do(http.MethodPost, edge+"/svc/demo-greeter/default", strings.NewReader("grace"), http.Header{"X-Api-Key": {k}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		if r := post(prodKey); r.status != http.StatusNotFound {
 			t.Errorf("a production app calls the draft: %v", r)
+		}
+		// The draft has no saved cases: promote refuses, unless told to
+		// skip them; then production apps have the API.
+		if res := jetway(t, "", "api", "promote", "demo-greeter.default", "--edge", edge, "--key", sandboxKey, "--nats", url); res.code == 0 || !strings.Contains(res.stderr, "no saved cases") {
+			t.Fatalf("promote without cases: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		res = jetway(t, "", "api", "promote", "demo-greeter.default", "--skip-cases", "--nats", url)
+		if res.code != 0 || !strings.Contains(res.stdout, "promoted the draft of demo-greeter.default") || !strings.Contains(res.stdout, "untested") {
+			t.Fatalf("promote --skip-cases: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+		}
+		if r := call(prodKey); r.status != http.StatusOK || !strings.Contains(string(r.body), `"hello":"grace"`) {
+			t.Errorf("a production app after promote: %v", r)
+		}
+		if res := jetway(t, "", "api", "get", "demo-greeter.default", "--draft", "--nats", url); res.code == 0 {
+			t.Errorf("the draft is still there after promote:\n%s", res.stdout)
 		}
 	})
 

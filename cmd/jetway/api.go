@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/jetway-gw/jetway/registry"
@@ -25,6 +26,14 @@ Commands:
   history NAME             list the kept revisions of an API: size, digest and
                            the fields each changed
   rollback NAME REVISION   publish the entry an API had at REVISION again
+  promote NAME             run the draft's saved cases against that draft
+                           revision through an edge as a sandbox app (--edge,
+                           --key), and only if all pass publish the draft as
+                           the API by compare-and-set at the revision read
+                           before they ran; the draft is then removed.
+                           --draft-revision N promotes only that revision,
+                           --if-revision N only over production revision N
+                           (0: a new API), --skip-cases untested (audited)
   test NAME                send the API's saved cases (the entry's cases) to an
                            edge (--edge, with --key for an app's API key: a
                            sandbox app's tests the sandbox tier) and report
@@ -33,19 +42,23 @@ Commands:
                            the one before the newest and the newest, REV1 and
                            the newest, or REV1 and REV2
   import-micro SERVICE     read a NATS micro service's endpoints ($SRV.INFO) and
-                           write one draft API per endpoint under svc.: served
-                           on the sandbox tier only (production answers 503
-                           DRAFT) and keyed; --pool (default the service's
-                           name), --path-prefix (default /svc/SERVICE),
-                           --dry-run prints the drafts; existing APIs are
-                           never overwritten
+                           write one draft per endpoint under svc.: keyed,
+                           served to sandbox apps only until promoted; --pool
+                           (default the service's name), --path-prefix
+                           (default /svc/SERVICE), --dry-run prints the
+                           drafts; existing drafts are never overwritten
   import-openapi FILE|-    read an OpenAPI 3.0/3.1 document (JSON or YAML) and
-                           write one draft API per operation, like
-                           import-micro, with validation of its parameters
-                           and JSON body; the sandbox tier calls --backend
-                           (default servers[0].url) + the path; --pool
+                           write one draft per operation, like import-micro,
+                           with validation of its parameters and JSON body,
+                           calling --backend (default servers[0].url) + the
+                           path; --pool
                            (default the title), --path-prefix (default none);
                            what is not carried over is said on stderr
+
+--draft makes put, get, delete, history, diff and test work on the API's
+draft (kept as draft.NAME): the API as it will be, served to sandbox apps
+only, on the API's route or a route of its own; production apps never
+reach it. A draft must require authentication.
 
 An entry that fails validation is not written: every problem is listed with
 its field path and the command exits 1. Neither is one that would take a
@@ -72,15 +85,29 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	oaBackend := fs.String("backend", "", "import-openapi: the backend's base URL (default the document's servers[0].url)")
 	testEdge := fs.String("edge", "http://127.0.0.1:8080", "test: the edge to send the cases to")
 	testKey := fs.String("key", os.Getenv("JETWAY_API_KEY"), "test: the app's API key the cases are sent with (a sandbox app's tests the sandbox tier; env JETWAY_API_KEY)")
+	onDraft := fs.Bool("draft", false, "put, get, delete, history, diff, test: the API's draft (draft.NAME) instead of the API")
+	var prom promoteFlags
+	fs.Uint64Var(&prom.draftRev, "draft-revision", 0, "promote: only this draft revision (default the current one)")
+	fs.BoolVar(&prom.skipCases, "skip-cases", false, "promote: without running the draft's cases (recorded as promote-untested)")
 	var ifRev revisionFlag
-	fs.Var(&ifRev, "if-revision", "put, delete, rollback: only if the API is at this revision now (0: only if it does not exist); exit 3 otherwise")
+	fs.Var(&ifRev, "if-revision", "put, delete, rollback, promote: only if the API (the draft, with --draft) is at this revision now (0: only if it does not exist); exit 3 otherwise")
 	fs.Usage = func() { groupUsage(stderr, fs, "api", apiUsage, args) }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := checkSubcommand(fs, "api", pos, map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2, "import-micro": 1, "import-openapi": 1, "diff": -1, "test": 1}); err != nil {
+	if err := checkSubcommand(fs, "api", pos, map[string]int{"put": 1, "get": 1, "list": 0, "delete": 1, "history": 1, "rollback": 2, "import-micro": 1, "import-openapi": 1, "diff": -1, "test": 1, "promote": 1}); err != nil {
 		return err
+	}
+	if *onDraft && !slices.Contains([]string{"put", "get", "delete", "history", "diff", "test"}, pos[0]) {
+		return fmt.Errorf("%w: --draft applies to put, get, delete, history, diff and test, not %s", errUsage, pos[0])
+	}
+	key := "" // the entry's key: NAME, or draft.NAME with --draft
+	if len(pos) > 1 {
+		key = pos[1]
+		if *onDraft {
+			key = registry.DraftKey(key)
+		}
 	}
 	// Read and validate before touching NATS: a bad file or argument fails
 	// the same way whether or not NATS is up.
@@ -106,8 +133,8 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	var wopts []registry.WriteOption
 	if ifRev.set {
-		if pos[0] != "put" && pos[0] != "delete" && pos[0] != "rollback" {
-			return fmt.Errorf("%w: --if-revision applies to put, delete and rollback, not %s", errUsage, pos[0])
+		if !slices.Contains([]string{"put", "delete", "rollback", "promote"}, pos[0]) {
+			return fmt.Errorf("%w: --if-revision applies to put, delete, rollback and promote, not %s", errUsage, pos[0])
 		}
 		if pos[0] == "delete" && ifRev.rev == 0 {
 			return fmt.Errorf("%w: delete --if-revision needs the revision to delete, not 0", errUsage)
@@ -152,21 +179,25 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	case "import-openapi":
 		return putDrafts(ctx, c, drafts, false, pos[1], stdout, stderr)
 	case "put":
-		a, err := c.Put(ctx, doc, wopts...)
+		put, what := c.Put, "published"
+		if *onDraft {
+			put, what = c.PutDraft, "wrote the draft of"
+		}
+		a, err := put(ctx, doc, wopts...)
 		if err != nil {
 			return describeInvalid(err, stderr, "API entry")
 		}
-		fmt.Fprintf(stdout, "published %s (%s %s -> pool %s) at revision %d\n", a.Name, a.Route.Method, a.Route.Path, a.Pool, a.Revision)
+		fmt.Fprintf(stdout, "%s %s (%s %s -> pool %s) at revision %d\n", what, a.Name, a.Route.Method, a.Route.Path, a.Pool, a.Revision)
 	case "get":
 		if *getRev != 0 {
-			e, err := c.GetRevision(ctx, pos[1], *getRev)
+			e, err := c.GetRevision(ctx, key, *getRev)
 			if err != nil {
 				return err
 			}
 			printJSON(stdout, e.Value)
 			return nil
 		}
-		f, err := c.GetInForce(ctx, pos[1])
+		f, err := c.GetInForce(ctx, key)
 		if err != nil {
 			return err
 		}
@@ -178,20 +209,26 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		return printAPIList(stdout, stderr, fs)
 	case "delete":
-		if err := c.Delete(ctx, pos[1], wopts...); err != nil {
+		if err := c.Delete(ctx, key, wopts...); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "deleted %s\n", pos[1])
+		fmt.Fprintf(stdout, "deleted %s\n", key)
 	case "history":
-		hs, err := c.History(ctx, pos[1])
+		hs, err := c.History(ctx, key)
 		if err != nil {
 			return err
 		}
 		return printHistory(stdout, hs)
 	case "test":
-		return apiTest(ctx, c, pos[1], *testEdge, *testKey, *rf.timeout, stdout)
+		return apiTest(ctx, c, key, *testEdge, *testKey, *rf.timeout, stdout)
+	case "promote":
+		prom.edge, prom.key, prom.timeout = *testEdge, *testKey, *rf.timeout
+		if ifRev.set {
+			prom.prodRev = &ifRev.rev
+		}
+		return apiPromote(ctx, c, pos[1], prom, stdout)
 	case "diff":
-		hs, err := c.History(ctx, pos[1])
+		hs, err := c.History(ctx, key)
 		if err != nil {
 			return err
 		}

@@ -147,7 +147,7 @@ func TestAPIPutIfRevision(t *testing.T) {
 		out  string
 	}{
 		{[]string{"api", "delete", "cas.a", "--if-revision", "0"}, "needs the revision to delete"},
-		{[]string{"api", "get", "cas.a", "--if-revision", "1"}, "applies to put, delete and rollback"},
+		{[]string{"api", "get", "cas.a", "--if-revision", "1"}, "applies to put, delete, rollback and promote"},
 		{[]string{"api", "put", "-", "--if-revision", "-1"}, "want a revision number"},
 	} {
 		if r := runCmd(doc("4"), append(tc.args, "--nats", url)...); r.code == 0 || !strings.Contains(r.stderr, tc.out) {

@@ -26,12 +26,11 @@ type importOptions struct {
 	dryRun bool
 }
 
-// importMicro reads a NATS service's $SRV.INFO and writes one draft API
-// entry per endpoint Jetway may call (a subject under bus.ServicePrefix).
-// A draft is served on the sandbox tier only: its production backend is a
-// mock answering 503 DRAFT, its sandbox tier calls the endpoint, and it
-// requires an app's key (sandbox apps are authenticated apps). Existing
-// APIs are never overwritten, and a route another API holds is skipped.
+// importMicro reads a NATS service's $SRV.INFO and writes one draft
+// (registry/draft.go) per endpoint Jetway may call (a subject under
+// bus.ServicePrefix): the API calling the endpoint, keyed, served to
+// sandbox apps only until `jetway api promote` releases it. Existing
+// drafts are never overwritten, and a route another API holds is skipped.
 // Of several instances of the service, the first to answer is read.
 func importMicro(ctx context.Context, nc *nats.Conn, c *registry.Client, service string, o importOptions, stdout, stderr io.Writer) error {
 	msg, err := nc.RequestWithContext(ctx, bus.ServicesPrefix+"INFO."+service, nil)
@@ -85,7 +84,7 @@ func putDrafts(ctx context.Context, c *registry.Client, drafts []draft, dryRun b
 			fmt.Fprintf(stdout, "%s\n", d.doc)
 			continue
 		}
-		a, err := c.Put(ctx, d.doc, registry.IfRevision(0))
+		a, err := c.PutDraft(ctx, d.doc, registry.IfRevision(0))
 		var rc *registry.RouteConflictError
 		switch {
 		case errors.As(err, &rc):
@@ -94,16 +93,16 @@ func putDrafts(ctx context.Context, c *registry.Client, drafts []draft, dryRun b
 		case errors.Is(err, registry.ErrConflict):
 			var e struct{ Name string }
 			_ = json.Unmarshal(d.doc, &e)
-			fmt.Fprintf(stderr, "skipped %s: api %s exists; not overwritten\n", d.label, e.Name)
+			fmt.Fprintf(stderr, "skipped %s: the draft of api %s exists; not overwritten\n", d.label, e.Name)
 			continue
 		case err != nil:
 			return fmt.Errorf("%s: %w", d.label, err)
 		}
 		written++
-		fmt.Fprintf(stdout, "draft %s (%s %s -> %s, sandbox tier only) at revision %d\n", a.Name, a.Route.Method, a.Route.Path, d.target, a.Revision)
+		fmt.Fprintf(stdout, "wrote %s (%s %s -> %s, sandbox apps only) at revision %d\n", a.StoreKey(), a.Route.Method, a.Route.Path, d.target, a.Revision)
 	}
 	if !dryRun {
-		fmt.Fprintf(stdout, "%d draft(s) from %s; a sandbox app calls them now; set each one's backend to release it\n", written, from)
+		fmt.Fprintf(stdout, "%d draft(s) from %s; sandbox apps call them now; jetway api promote NAME releases each\n", written, from)
 	}
 	return nil
 }
@@ -117,19 +116,17 @@ func draftEntry(info micro.Info, ep micro.EndpointInfo, pool, prefix string) ([]
 	entry := map[string]any{
 		"name": name,
 		"pool": pool,
-		"description": fmt.Sprintf("Draft of NATS service %s %s, endpoint %s (jetway api import-micro): served on the sandbox tier only until its backend is set. %s",
+		"description": fmt.Sprintf("NATS service %s %s, endpoint %s (jetway api import-micro). %s",
 			info.Name, info.Version, ep.Name, info.Description),
-		"route": map[string]string{"method": "POST", "path": prefix + "/" + ep.Name},
-		"auth":  map[string]any{"methods": []string{"key"}},
-		"backend": map[string]any{"type": registry.BackendMock, "status": 503,
-			"json": map[string]string{"code": "DRAFT", "message": "api " + name + " is a draft: only sandbox apps may call it yet"}},
-		"sandbox": map[string]any{"backend": map[string]string{"type": registry.BackendNATS, "subject": ep.Subject}},
+		"route":   map[string]string{"method": "POST", "path": prefix + "/" + ep.Name},
+		"auth":    map[string]any{"methods": []string{"key"}},
+		"backend": map[string]string{"type": registry.BackendNATS, "subject": ep.Subject},
 	}
 	doc, err := json.Marshal(entry)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := registry.ParseAPI("", doc); err != nil {
+	if _, err := registry.ParseAPI(registry.DraftKey(name), doc); err != nil {
 		return nil, err
 	}
 	return doc, nil

@@ -47,7 +47,7 @@ func TestImportMicroTrustsOnlyTheServiceAsked(t *testing.T) {
 		t.Fatalf("something was imported: %v", list)
 	}
 	out.Reset()
-	if err := importMicro(ctx, nc, c, "payments", importOptions{}, &out, &errb); err != nil || !strings.Contains(out.String(), "draft payments.refund") {
+	if err := importMicro(ctx, nc, c, "payments", importOptions{}, &out, &errb); err != nil || !strings.Contains(out.String(), "wrote draft.payments.refund") {
 		t.Fatalf("a service with a long description: %v\n%s%s", err, out.String(), errb.String())
 	}
 }

@@ -77,9 +77,9 @@ type draft struct {
 }
 
 // openAPIDrafts turns an OpenAPI document (JSON or YAML) into one draft
-// API entry per operation, validated: production answers 503 DRAFT, the
-// sandbox tier calls the backend, calls need an app's key, and the
-// request is checked against the operation's parameters and JSON body.
+// per operation (registry/draft.go), validated: it calls the backend, is
+// served to sandbox apps only until promoted, needs an app's key, and
+// checks the request against the operation's parameters and JSON body.
 // What cannot be carried over is said in the warnings; an operation that
 // cannot be an API at all is skipped with its reason.
 func openAPIDrafts(raw []byte, o openAPIOptions) (drafts []draft, warnings []string, err error) {
@@ -290,13 +290,11 @@ func openAPIDraft(doc *openAPIDoc, conv *schemaConverter, op *openAPIOperation, 
 	entry := map[string]any{
 		"name": name,
 		"pool": pool,
-		"description": fmt.Sprintf("Draft of %s %s, %s %s (jetway api import-openapi): served on the sandbox tier only until its backend is set. %s",
+		"description": fmt.Sprintf("%s %s, %s %s (jetway api import-openapi). %s",
 			doc.Info.Title, doc.Info.Version, strings.ToUpper(method), path, op.Summary),
-		"route": map[string]string{"method": strings.ToUpper(method), "path": prefix + route},
-		"auth":  map[string]any{"methods": []string{"key"}},
-		"backend": map[string]any{"type": registry.BackendMock, "status": 503,
-			"json": map[string]string{"code": "DRAFT", "message": "api " + name + " is a draft: only sandbox apps may call it yet"}},
-		"sandbox": map[string]any{"backend": map[string]string{"type": registry.BackendHTTP, "url": base + backendPath}},
+		"route":   map[string]string{"method": strings.ToUpper(method), "path": prefix + route},
+		"auth":    map[string]any{"methods": []string{"key"}},
+		"backend": map[string]string{"type": registry.BackendHTTP, "url": base + backendPath},
 	}
 	if len(validate) > 0 {
 		entry["validate"] = validate
@@ -305,7 +303,7 @@ func openAPIDraft(doc *openAPIDoc, conv *schemaConverter, op *openAPIOperation, 
 	if err != nil {
 		return draft{}, warnings, err
 	}
-	if _, err := registry.ParseAPI("", b); err != nil {
+	if _, err := registry.ParseAPI(registry.DraftKey(name), b); err != nil {
 		return draft{}, warnings, err
 	}
 	return draft{doc: b, name: name, target: base + backendPath}, warnings, nil

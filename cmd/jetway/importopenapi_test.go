@@ -98,7 +98,7 @@ func TestImportOpenAPI(t *testing.T) {
 	if err := putDrafts(context.Background(), g.Client, drafts, false, "petstore", &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
-	if !strings.Contains(out.String(), "draft pet-store.createPet (POST /petstore/pets -> "+be.URL+"/v1/pets, sandbox tier only)") {
+	if !strings.Contains(out.String(), "wrote draft.pet-store.createPet (POST /petstore/pets -> "+be.URL+"/v1/pets, sandbox apps only)") {
 		t.Errorf("output:\n%s", out.String())
 	}
 	key, rec, err := registry.NewAPIKey()
@@ -111,8 +111,8 @@ func TestImportOpenAPI(t *testing.T) {
 	call := func(k, method, path, body string, hdr ...string) jetwaytest.Result {
 		return g.Do(method, path, strings.NewReader(body), append([]string{"X-Api-Key", k, "Content-Type", "application/json"}, hdr...)...)
 	}
-	// Production is a draft.
-	if r := call(prod, "GET", "/petstore/pets/7", ""); r.Status != 503 || !strings.Contains(r.Body, "DRAFT") {
+	// Production apps find nothing there: the APIs are drafts.
+	if r := call(prod, "GET", "/petstore/pets/7", ""); r.Status != 404 || r.Code != "ROUTE_NOT_FOUND" {
 		t.Errorf("production: %d %s", r.Status, r.Body)
 	}
 	for _, c := range []struct {
