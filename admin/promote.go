@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -125,7 +126,11 @@ func (s *Server) promoteAPI(w http.ResponseWriter, r *http.Request) {
 	if len(bytes.TrimSpace(doc)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(doc))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
+		err := dec.Decode(&in)
+		if err == nil && dec.Decode(&struct{}{}) != io.EOF {
+			err = errors.New("more after the object")
+		}
+		if err != nil {
 			writeError(w, http.StatusBadRequest, "BAD_REQUEST", `the body is {"key", "draft_revision", "production_revision", "skip_cases"}: `+err.Error())
 			return
 		}

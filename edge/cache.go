@@ -175,6 +175,11 @@ func (st *apiState) responseCache(a *registry.API, auth bool, refreshing *semaph
 		return nil
 	}
 	fp := resilience.Fingerprint(cacheSettings{c, auth, a.Backend, a.Pool, a.Route, a.Rewrite})
+	if a.IsDraft() {
+		// Each draft revision is tested afresh: none answers from an
+		// earlier one's cache.
+		fp += "@" + strconv.FormatUint(a.Revision, 10)
+	}
 	rc, _ := st.respCache.Get(fp, func() (*responseCache, error) {
 		return newResponseCache(a, c, auth, refreshing, shared, fp), nil
 	})

@@ -86,6 +86,7 @@ type call struct {
 	taken    []resilience.Decision // the rate limits taken, released at the end
 	counted  *apiState             // whose in-flight count this call holds; nil: none
 	body     *bytes.Buffer         // from bodyPool; nil: not read yet
+	bodyErr  *Error                // why reading the body failed: it cannot be read again
 	msg      *nats.Msg             // the worker's reply
 	out      nats.Msg              // the request to the worker (requestMsg), kept in the pooled call
 
@@ -141,6 +142,7 @@ func (c *call) Header() http.Header { return c.w.Header() }
 func (c *call) WriteHeader(status int) {
 	if c.status == 0 {
 		c.status = status
+		c.markDraft()
 	}
 	c.w.WriteHeader(status)
 }
@@ -148,6 +150,7 @@ func (c *call) WriteHeader(status int) {
 func (c *call) Write(b []byte) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
+		c.markDraft()
 	}
 	n, err := c.w.Write(b)
 	c.bytes += n
@@ -244,11 +247,15 @@ func (c *call) authenticate() error {
 		return nil // an open API: the caller stays anonymous
 	}
 	err := c.identify(p)
-	if err != nil && d != nil {
+	switch {
+	case err != nil && d != nil:
 		creds.restore(c.r.Header)
 		if c.draftCaller(d) {
 			return nil
 		}
+	case err == nil && d != nil && c.sandboxApp() && c.draftRechecks(d):
+		creds.restore(c.r.Header)
+		return c.checkDraftCredentials(d)
 	}
 	return err
 }
@@ -308,7 +315,6 @@ func (c *call) switchSandbox() error {
 		c.rt = c.rt.sandbox
 	}
 	c.Header()["X-Jetway-Sandbox"] = sandboxTrue
-	c.markDraft()
 	return nil
 }
 
@@ -379,6 +385,9 @@ func (c *call) readBody() error {
 	if c.body != nil {
 		return nil
 	}
+	if c.bodyErr != nil {
+		return c.bodyErr // the body was read, in part: never again (a second read would get its tail)
+	}
 	r, rt := c.r, c.rt
 	if r.ContentLength > rt.maxBody {
 		return c.refuse(bus.CodePayloadTooLarge, fmt.Sprintf("request body of %d bytes exceeds the %d byte limit of api %s", r.ContentLength, rt.maxBody, rt.api.Name))
@@ -391,11 +400,13 @@ func (c *call) readBody() error {
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, rt.maxBody+1))
 	if err != nil {
 		bodyPool.Put(buf)
-		return c.refuse(bus.CodeBadRequest, "reading request body: "+err.Error())
+		c.bodyErr = &Error{Code: bus.CodeBadRequest, Message: "reading request body: " + err.Error()}
+		return c.bodyErr
 	}
 	if n > rt.maxBody {
 		bodyPool.Put(buf)
-		return c.refuse(bus.CodePayloadTooLarge, fmt.Sprintf("request body exceeds the %d byte limit of api %s", rt.maxBody, rt.api.Name))
+		c.bodyErr = &Error{Code: bus.CodePayloadTooLarge, Message: fmt.Sprintf("request body exceeds the %d byte limit of api %s", rt.maxBody, rt.api.Name)}
+		return c.bodyErr
 	}
 	c.body = buf
 	return nil

@@ -1,8 +1,11 @@
 package edge
 
 import (
+	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
@@ -33,6 +36,14 @@ func (e *Edge) routeDrafts(s *registry.Snapshot, rtr *router, prod map[string]*r
 		e.log.Warn("route conflict; draft not routed", "draft", registry.DraftKey(name), "held_by", holder)
 	}
 	n := 0
+	// The drafts' own routes, by mux and path: one handler a path, for
+	// every method, picks the draft of the request's method.
+	type pathKey struct {
+		mux  *chi.Mux
+		path string
+	}
+	own := map[pathKey]map[string]http.HandlerFunc{}
+	var order []pathKey
 	for _, d := range drafts {
 		dr := e.compileRoute(s, d, apps, maxPayload)
 		dr.revision = strconv.FormatUint(d.Revision, 10)
@@ -43,27 +54,49 @@ func (e *Edge) routeDrafts(s *registry.Snapshot, rtr *router, prod map[string]*r
 			base.draft = dr
 			continue
 		}
-		if holder := overlapping(prod, d.Route); holder != "" {
+		if holder := meeting(prod, d.Route); holder != "" {
 			// Only a production write that raced the draft's, or entries
 			// written around the registry client, get here.
 			e.log.Warn("route conflict; draft not routed", "draft", d.StoreKey(), "held_by", holder)
 			continue
 		}
 		dr.draftOnly = true
-		if err := addRoute(rtr.muxOf(d.Route.Host), d.Route.Method, d.Route.Path, e.handler(dr)); err != nil {
-			e.log.Warn("route rejected; draft not routed", "draft", d.StoreKey(), "err", err)
+		k := pathKey{rtr.muxOf(d.Route.Host), d.Route.Path}
+		if own[k] == nil {
+			own[k] = map[string]http.HandlerFunc{}
+			order = append(order, k)
+		}
+		own[k][d.Route.Method] = e.handler(dr)
+	}
+	for _, k := range order {
+		byMethod := own[k]
+		// Every method, so that no 405 tells a caller a draft is there:
+		// a method no draft of the path has is answered as no route.
+		h := func(w http.ResponseWriter, r *http.Request) {
+			if f := byMethod[r.Method]; f != nil {
+				f(w, r)
+			} else if f := byMethod["*"]; f != nil {
+				f(w, r)
+			} else {
+				notFound(w, r)
+			}
+		}
+		if err := addRoute(k.mux, "*", k.path, h); err != nil {
+			e.log.Warn("route rejected; drafts not routed", "path", k.path, "err", err)
 			continue
 		}
-		n++
+		n += len(byMethod)
 	}
 	return n
 }
 
-// overlapping names the routed production API whose route overlaps r, if
-// any.
-func overlapping(prod map[string]*route, r registry.Route) string {
+// meeting names a routed production API whose route meets r (some
+// request could match both), if any: a draft's own route must take no
+// production call, and production apps would get its 404.
+func meeting(prod map[string]*route, r registry.Route) string {
+	r.Method = "*" // it is routed for every method
 	for name, rt := range prod {
-		if rt.api.Route.Overlaps(r) {
+		if rt.api.Route.Meets(r) {
 			return name
 		}
 	}
@@ -84,6 +117,30 @@ func (c *call) draftCaller(d *route) bool {
 	}
 	c.viaDraft = true
 	return true
+}
+
+// draftRechecks reports whether the draft's policy checks again the
+// credentials production's found the sandbox app by (checkDraftCredentials).
+func (c *call) draftRechecks(d *route) bool {
+	return d.auth != nil && (c.method == "jwt" || c.method == "mtls") && d.api.Auth.Has(c.method)
+}
+
+// checkDraftCredentials has the draft's own policy check the credentials
+// production's found a sandbox app by, when it takes their method: a token
+// of an issuer, or a certificate of a CA, the draft no longer trusts is
+// refused here as it would be once the draft is promoted. (Keys and
+// signing secrets are the app's, whatever the API; a signed request is not
+// checked twice, for its nonce is spent.)
+func (c *call) checkDraftCredentials(d *route) error {
+	found := c.app
+	aa, err := d.auth.identifyBy(c.method, c.r, Caller{Addr: c.addr, Path: c.sentPath})
+	if err != nil {
+		return err
+	}
+	if aa != found {
+		return c.refuse(bus.CodeUnauthenticated, "the draft of api "+d.api.Name+" finds another app in these credentials")
+	}
+	return nil
 }
 
 // admitDraft checks a sandbox app against the draft it goes to: the
@@ -108,9 +165,11 @@ func (c *call) notPublished() error {
 	return c.refuse(bus.CodeRouteNotFound, "no api is published at "+c.r.Method+" "+c.r.URL.EscapedPath())
 }
 
-// markDraft tells the caller which draft revision answers.
+// markDraft tells a sandbox app which draft revision answers, as the
+// response is written: over any X-Jetway-Draft a backend or a cached
+// answer brought.
 func (c *call) markDraft() {
-	if c.rt.revision != "" {
+	if c.rt != nil && c.rt.revision != "" && c.sandboxApp() {
 		c.Header()["X-Jetway-Draft"] = []string{c.rt.revision}
 	}
 }

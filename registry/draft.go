@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/schemas"
 )
 
 // A draft is a full API entry kept beside the production one, in the APIs
@@ -20,9 +22,12 @@ import (
 // the production entry by compare-and-set.
 //
 // Routes: sandbox apps see the registry with each draft in place of its
-// API (SandboxView), and a draft may not take a route another API holds
-// there; a production write may not take a route a draft holds either, so
-// promoting can only fail for what changed since the draft was written.
+// API (SandboxView). A draft may take no route another API holds, in
+// production or in that view, and on its API's route it must name the
+// route exactly as the API does (the edge hands it the API's parameters);
+// a production write may take no route another API's draft holds. So
+// promoting can only fail for what changed since the draft was written
+// (or for entries written around the client).
 
 // DraftPrefix begins the key of every draft; no API name may begin with it.
 const DraftPrefix = "draft."
@@ -89,15 +94,64 @@ func asViewed(d, base *API) *API {
 func checkViews(inForce map[string]*API, next *API) error {
 	if next.draft {
 		prod := inForce[next.Name]
-		return checkRoutes(SandboxView(inForce), asViewed(next, prod))
+		if err := sameRouteText(next, prod); err != nil {
+			return err
+		}
+		if err := checkRoutes(SandboxView(inForce), asViewed(next, prod)); err != nil {
+			return err
+		}
+		// As the API it will be once promoted.
+		asProd := *next
+		asProd.draft = false
+		if prod != nil {
+			asProd.Created = prod.Created
+		}
+		if err := checkRoutes(ProductionView(inForce), &asProd); err != nil {
+			return err
+		}
+		if prod != nil && prod.Route == next.Route {
+			return nil // served on its API's route: it adds none
+		}
+		// A route of its own is one more route of the router production
+		// apps are routed by, which answers them 404: it may not be one
+		// that takes requests a production route would (a literal
+		// segment beside a parameter, a host beside none).
+		// It is routed for every method (so that no 405 tells a draft is
+		// there), so the methods do not tell them apart either.
+		own := next.Route
+		own.Method = "*"
+		for _, a := range ProductionView(inForce) {
+			if a.Route.Meets(own) {
+				return &RouteConflictError{API: next.StoreKey(), Route: next.Route, HeldBy: a.Name, HeldRoute: a.Route}
+			}
+		}
+		return nil
 	}
 	if err := checkRoutes(ProductionView(inForce), next); err != nil {
 		return err
 	}
-	if inForce[DraftKey(next.Name)] != nil {
-		return nil // sandbox apps see its draft instead
+	if d := inForce[DraftKey(next.Name)]; d != nil {
+		if err := sameRouteText(d, next); err != nil {
+			return err
+		}
 	}
-	return checkRoutes(SandboxView(inForce), next)
+	for _, d := range inForce {
+		if d.draft && d.Name != next.Name && d.Route.Overlaps(next.Route) {
+			return &RouteConflictError{API: next.Name, Route: next.Route, HeldBy: d.StoreKey(), HeldRoute: d.Route}
+		}
+	}
+	return nil
+}
+
+// sameRouteText refuses a draft d whose route overlaps its API's (prod,
+// nil: none) without being written the same: the edge routes the draft
+// by the API's route, with the API's parameter names and method.
+func sameRouteText(d, prod *API) error {
+	if prod == nil || prod.Route == d.Route || !prod.Route.Overlaps(d.Route) {
+		return nil
+	}
+	return &ValidationError{Key: d.StoreKey(), Problems: []schemas.Problem{{Path: "route",
+		Message: fmt.Sprintf("the draft's route overlaps its API's (%s %s%s) and must then be written as it is, method, host and parameter names alike (or move elsewhere)", prod.Route.Method, prod.Route.Host, prod.Route.Path)}}}
 }
 
 // PutDraft validates doc (JSON or YAML) as the draft of the API it names
@@ -146,18 +200,17 @@ func (c *Client) Promote(ctx context.Context, name string, draftRev, prodRev uin
 	if !tested {
 		action = "promote-untested"
 	}
-	if err := c.noted(ctx, "api", action, name, a.Revision, nil); err != nil {
-		return a, err
-	}
+	auditErr := c.noted(ctx, "api", action, name, a.Revision, nil)
 	err = c.kv.Delete(ctx, DraftKey(name), jetstream.LastRevision(draftRev))
 	switch {
 	case err == nil:
-		return a, c.noted(ctx, "api", "delete", DraftKey(name), 0, nil)
+		err = c.noted(ctx, "api", "delete", DraftKey(name), 0, nil)
 	case isConflict(err) || errors.Is(err, jetstream.ErrKeyNotFound):
-		return a, nil // a newer draft, or none: it is not ours to remove
+		err = nil // a newer draft, or none: it is not ours to remove
 	default:
-		return a, fmt.Errorf("%s is promoted at revision %d, but its draft was not removed: %w", name, a.Revision, err)
+		err = fmt.Errorf("%s is promoted at revision %d, but its draft was not removed: %w", name, a.Revision, err)
 	}
+	return a, errors.Join(auditErr, err)
 }
 
 // RoutedDrafts are the snapshot's drafts that hold their routes in the

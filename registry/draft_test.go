@@ -116,3 +116,95 @@ func TestDraftEntries(t *testing.T) {
 		}
 	})
 }
+
+// Route checks that keep every accepted draft servable and promotable
+// (found by review): a draft may not take a route production holds, even
+// one whose holder's draft moved away; a production write may not take
+// another API's draft's route, even when the writer has a draft; a draft
+// on its API's route names it exactly; a draft's own route takes no
+// production request, whatever the method.
+func TestDraftRoutesStayServable(t *testing.T) {
+	ctx := context.Background()
+	var rc *registry.RouteConflictError
+	t.Run("production's route, its holder's draft elsewhere", func(t *testing.T) {
+		c := clients(t, natstest.RunServer(t), 1)[0]
+		must := musts(t)
+		must(c.Put(ctx, draftEntry("y", "/r", "key")))
+		must(c.PutDraft(ctx, draftEntry("y", "/r2", "key")))
+		if _, err := c.PutDraft(ctx, draftEntry("x", "/r", "key")); !errors.As(err, &rc) || rc.HeldBy != "y" {
+			t.Fatalf("draft x on y's production route: %v", err)
+		}
+	})
+	t.Run("a draft's route, taken by an API with a draft of its own", func(t *testing.T) {
+		c := clients(t, natstest.RunServer(t), 1)[0]
+		must := musts(t)
+		x := must(c.PutDraft(ctx, draftEntry("x", "/r", "key")))
+		must(c.Put(ctx, draftEntry("y", "/y", "key")))
+		must(c.PutDraft(ctx, draftEntry("y", "/y", "key")))
+		if _, err := c.Put(ctx, draftEntry("y", "/r", "key")); !errors.As(err, &rc) || rc.HeldBy != "draft.x" {
+			t.Fatalf("production y onto draft.x's route: %v", err)
+		}
+		if _, err := c.Promote(ctx, "x", x.Revision, 0, true); err != nil {
+			t.Fatalf("promote x: %v", err)
+		}
+	})
+	t.Run("its API's route, written otherwise", func(t *testing.T) {
+		c := clients(t, natstest.RunServer(t), 1)[0]
+		must := musts(t)
+		must(c.Put(ctx, draftEntry("o", "/o/{id}", "key")))
+		var ve *registry.ValidationError
+		if _, err := c.PutDraft(ctx, draftEntry("o", "/o/{orderId}", "key")); !errors.As(err, &ve) || !strings.Contains(err.Error(), "parameter names alike") {
+			t.Fatalf("a renamed parameter: %v", err)
+		}
+	})
+	t.Run("a route of its own that would take production's requests", func(t *testing.T) {
+		c := clients(t, natstest.RunServer(t), 1)[0]
+		must := musts(t)
+		must(c.Put(ctx, draftEntry("o", "/o/{id}", "key")))
+		must(c.Put(ctx, []byte(`{"name":"open","pool":"p","route":{"method":"GET","path":"/open"},"backend":{"type":"http","url":"http://127.0.0.1:1"}}`)))
+		for _, doc := range []string{
+			`{"name":"special","pool":"p","route":{"path":"/o/special"},"auth":{"methods":["key"]},"backend":{"type":"http","url":"http://127.0.0.1:1"}}`,
+			`{"name":"hosted","pool":"p","route":{"host":"api.example.com","path":"/open"},"auth":{"methods":["key"]},"backend":{"type":"http","url":"http://127.0.0.1:1"}}`,
+			`{"name":"posted","pool":"p","route":{"method":"POST","path":"/open"},"auth":{"methods":["key"]},"backend":{"type":"http","url":"http://127.0.0.1:1"}}`,
+		} {
+			if _, err := c.PutDraft(ctx, []byte(doc)); !errors.As(err, &rc) {
+				t.Errorf("%s: %v", doc, err)
+			}
+		}
+		must(c.PutDraft(ctx, draftEntry("elsewhere", "/o/{id}/items", "key")))
+	})
+}
+
+// musts is the t of a test's must: the entry written, or t fails.
+func musts(t *testing.T) func(*registry.API, error) *registry.API {
+	return func(a *registry.API, err error) *registry.API {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+}
+
+func TestRoutesMeet(t *testing.T) {
+	r := func(m, h, p string) registry.Route { return registry.Route{Method: m, Host: h, Path: p} }
+	for _, c := range []struct {
+		a, b registry.Route
+		meet bool
+	}{
+		{r("GET", "", "/o/{id}"), r("GET", "", "/o/special"), true},
+		{r("GET", "", "/o/{id}"), r("POST", "", "/o/special"), false},
+		{r("*", "", "/o/{id}"), r("POST", "", "/o/x"), true},
+		{r("GET", "", "/o/{id}"), r("GET", "", "/o/{id}/x"), false},
+		{r("GET", "", "/o/*"), r("GET", "", "/o/a/b"), true},
+		{r("GET", "", "/o/*"), r("GET", "", "/o"), false},
+		{r("GET", "", "/o/"), r("GET", "", "/o/{id}"), false},
+		{r("GET", "a.example.com", "/x"), r("GET", "", "/x"), true},
+		{r("GET", "a.example.com", "/x"), r("GET", "b.example.com", "/x"), false},
+		{r("GET", "*.example.com", "/x"), r("GET", "a.example.com", "/x"), true},
+	} {
+		if got := c.a.Meets(c.b); got != c.meet || c.b.Meets(c.a) != c.meet {
+			t.Errorf("%v meets %v: %v, want %v", c.a, c.b, got, c.meet)
+		}
+	}
+}

@@ -123,3 +123,47 @@ func checkRoutes(inForce map[string]*API, next *API) error {
 	}
 	return nil
 }
+
+// Meets reports whether some request could match both routes: their
+// methods overlap, their hosts can be one host (one of them has none, or a
+// wildcard covers the other), and their paths can be one path (a
+// parameter takes any one segment, a catch-all any rest). Two routes that
+// meet without overlapping are routed apart, the more specific first: a
+// literal segment before a parameter, a host before none.
+func (r Route) Meets(o Route) bool {
+	if r.Method != o.Method && r.Method != "*" && o.Method != "*" {
+		return false
+	}
+	return hostsMeet(routeHost(r.Host), routeHost(o.Host)) && pathsMeet(r.Path, o.Path)
+}
+
+func hostsMeet(a, b string) bool {
+	if a == "" || b == "" || a == b {
+		return true
+	}
+	covers := func(wild, h string) bool {
+		suffix, ok := strings.CutPrefix(wild, "*")
+		return ok && strings.HasSuffix(h, suffix)
+	}
+	return covers(a, b) || covers(b, a)
+}
+
+func pathsMeet(a, b string) bool {
+	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
+	for i := 0; ; i++ {
+		if i >= len(as) || i >= len(bs) {
+			return len(as) == len(bs)
+		}
+		x, y := as[i], bs[i]
+		switch {
+		case x == "*" || y == "*":
+			return true
+		case strings.HasPrefix(x, "{") || strings.HasPrefix(y, "{"):
+			if x == "" || y == "" {
+				return false // a parameter takes no empty segment
+			}
+		case x != y:
+			return false
+		}
+	}
+}

@@ -609,9 +609,12 @@ func (w *Watcher) saver(ctx context.Context) {
 
 func (w *Watcher) saveFile() error {
 	s := w.Current()
-	f := snapshotFile{SavedAt: time.Now().UTC(), APIs: make(map[string]snapshotEntry, len(s.APIs)), Flags: map[string]snapshotEntry{}}
-	for k, a := range s.APIs {
-		f.APIs[k] = snapshotEntry{Revision: a.Revision, Value: a.Marshal()}
+	f := snapshotFile{SavedAt: time.Now().UTC(), APIs: make(map[string]snapshotEntry, len(s.APIs)+len(s.Drafts)), Flags: map[string]snapshotEntry{}}
+	for _, a := range s.APIs {
+		f.APIs[a.StoreKey()] = snapshotEntry{Revision: a.Revision, Value: a.Marshal()}
+	}
+	for _, d := range s.Drafts {
+		f.APIs[d.StoreKey()] = snapshotEntry{Revision: d.Revision, Value: d.Marshal()}
 	}
 	for _, d := range s.Degrade {
 		f.Flags[DegradeKey(d.API)] = snapshotEntry{Revision: d.Revision, Value: d.Marshal()}
