@@ -208,7 +208,9 @@ type Record struct {
 	Error   int64         `json:"error"`
 	Avg     time.Duration `json:"avg_ns"`
 	P50     time.Duration `json:"p50_ns"`
+	P90     time.Duration `json:"p90_ns,omitempty"` // absent in records of releases before it
 	P99     time.Duration `json:"p99_ns"`
+	P999    time.Duration `json:"p999_ns,omitempty"`
 }
 
 // Line formats r as "ts_ms|api|pass|block|success|error|avg_ms|p99_ms".
@@ -228,7 +230,7 @@ func (m *Metrics) Tick(now time.Time) []Record {
 		hs := old.hist.snapshot()
 		r := Record{At: now.Truncate(time.Second).Add(-time.Second), API: a.name, Node: m.node,
 			Pass: old.pass.Load(), Block: old.block.Load(), Success: old.success.Load(), Error: old.fail.Load(),
-			Avg: hs.mean(), P50: hs.quantile(0.5), P99: hs.quantile(0.99)}
+			Avg: hs.mean(), P50: hs.quantile(0.5), P90: hs.quantile(0.9), P99: hs.quantile(0.99), P999: hs.quantile(0.999)}
 		old.pass.Store(0)
 		old.block.Store(0)
 		old.success.Store(0)
