@@ -96,6 +96,8 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/v1/openapi.json", s.need(viewer, func(w http.ResponseWriter, _ *http.Request) {
 		writeRaw(w, http.StatusOK, openAPIDoc)
 	}))
+	r.Get("/v1/schemas/api", s.need(viewer, s.apiSchema))
+	r.Get("/v1/degrade", s.need(viewer, s.listDegrade))
 	r.Get("/v1/apis", s.need(viewer, s.listAPIs))
 	r.Post("/v1/apis", s.need(admin, s.createAPI))
 	r.Get("/v1/apis/{name}", s.need(viewer, s.getAPI))

@@ -679,3 +679,42 @@ func TestDraftPromoteOverREST(t *testing.T) {
 		t.Fatalf("the draft after promote: %d %s", r.status, r.body)
 	}
 }
+
+// The console's files are served to anyone, under a policy that lets
+// scripts come from the console alone and no page frame it; the API it
+// reads still needs a token.
+func TestConsoleFiles(t *testing.T) {
+	srv := httptest.NewServer(admin.Console())
+	t.Cleanup(srv.Close)
+	r, err := http.Get(srv.URL + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	csp := r.Header.Get("Content-Security-Policy")
+	if r.StatusCode != 200 || !strings.Contains(string(b), `<script type="module" src="app.js">`) ||
+		!strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") || strings.Contains(csp, "unsafe-inline") {
+		t.Fatalf("%d csp %q\n%s", r.StatusCode, csp, b)
+	}
+	for _, f := range []string{"app.js", "chart.js", "style.css", "vendor/ajv2020.min.js"} {
+		r, err := http.Get(srv.URL + "/console/" + f)
+		if err != nil || r.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", f, r, err)
+		}
+		r.Body.Close()
+	}
+	e := start(t)
+	if r := e.do("", "GET", "/v1/schemas/api", ""); r.status != 401 {
+		t.Fatalf("the schema without a token: %d", r.status)
+	}
+	if r := e.do(e.token("viewer"), "GET", "/v1/schemas/api", ""); r.status != 200 || !strings.Contains(r.body, "2020-12") {
+		t.Fatalf("the schema: %d %.200s", r.status, r.body)
+	}
+	if r := e.do(boot, "PUT", "/v1/apis/x/degrade", `{"on":true}`, "If-None-Match", "*"); r.status != 200 && r.status != 201 {
+		t.Fatalf("degrade: %d %s", r.status, r.body)
+	}
+	if r := e.do(e.token("viewer"), "GET", "/v1/degrade", ""); r.status != 200 || !strings.Contains(r.body, `"api":"x"`) {
+		t.Fatalf("degrade list: %d %s", r.status, r.body)
+	}
+}

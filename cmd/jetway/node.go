@@ -516,6 +516,8 @@ func (n *node) listenAdmin(context.Context) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/v1/", admin.New(admin.Options{Client: n.registry, Bootstrap: boot, Logger: n.log, Conn: n.ctl, Nodes: n.tracker.Nodes, EdgeURL: n.edgeURL}).Handler())
+		mux.Handle("/console/", admin.Console())
+		mux.Handle("/console", admin.Console())
 		mux.Handle("/", h)
 		h = mux
 	}

@@ -1,0 +1,401 @@
+// The Jetway console: one page over the admin REST API (/v1/). Every value
+// shown is put in the page as text (textContent), never as markup, so an
+// entry's description or an app's name cannot run in the operator's
+// browser. The token lives in this tab's session storage only.
+
+import { LineChart } from './chart.js';
+
+const TOKEN = 'jetway.admin-token';
+const main = document.getElementById('main');
+let leave = []; // what the screen shown must stop (live streams) when another is
+
+// --- the API -------------------------------------------------------------
+
+function token() { return sessionStorage.getItem(TOKEN) || ''; }
+
+async function api(method, path, { body, headers = {} } = {}) {
+  const h = { Authorization: 'Bearer ' + token(), ...headers };
+  if (body !== undefined) h['Content-Type'] = 'application/json';
+  const r = await fetch(path, { method, headers: h, body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)) });
+  const text = await r.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+  if (r.status === 401) {
+    signOut('The token was refused: ' + (json && json.message || r.status));
+    throw new Error('unauthenticated');
+  }
+  return { status: r.status, ok: r.ok, etag: r.headers.get('ETag'), json, text };
+}
+
+// live follows the per-second records (server-sent events over fetch, so
+// the token travels in a header, never in the URL) until the screen
+// changes; onBatch gets each batch of records.
+function live(query, onBatch) {
+  const ctl = new AbortController();
+  leave.push(() => ctl.abort());
+  (async () => {
+    while (!ctl.signal.aborted) {
+      try {
+        const r = await fetch('/v1/records/stream' + query, { headers: { Authorization: 'Bearer ' + token() }, signal: ctl.signal });
+        if (r.status === 401) { signOut('The token was refused.'); return; }
+        if (r.ok) {
+          const reader = r.body.getReader();
+          const dec = new TextDecoder();
+          let buf = '';
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buf += dec.decode(value, { stream: true });
+            let i;
+            while ((i = buf.indexOf('\n\n')) >= 0) {
+              const event = buf.slice(0, i);
+              buf = buf.slice(i + 2);
+              const data = event.split('\n').filter(l => l.startsWith('data: ')).map(l => l.slice(6)).join('\n');
+              if (data) { try { onBatch(JSON.parse(data)); } catch { /* a batch it cannot read */ } }
+            }
+          }
+        }
+      } catch { if (ctl.signal.aborted) return; }
+      await new Promise(res => setTimeout(res, 1000));
+    }
+  })();
+}
+
+// --- the page ------------------------------------------------------------
+
+// el builds an element: attributes, then children (strings become text).
+function el(tag, attrs = {}, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k === 'class') e.className = v;
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const k of kids.flat()) {
+    if (k === undefined || k === null || k === false) continue;
+    e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  }
+  return e;
+}
+
+function show(...nodes) { main.replaceChildren(...nodes); }
+
+function table(heads, rows) {
+  return el('table', {}, el('thead', {}, el('tr', {}, heads.map(h => el('th', {}, h)))), el('tbody', {}, rows));
+}
+
+function ms(ns) { return ns ? (ns / 1e6).toFixed(ns < 1e7 ? 2 : 0) + ' ms' : '–'; }
+
+function errorText(r) {
+  const j = r.json || {};
+  const problems = (j.problems || []).map(p => (p.path ? p.path + ': ' : '') + p.message);
+  return [j.code ? j.code + ': ' : '', j.message || r.text || ('HTTP ' + r.status), problems.length ? '\n' + problems.join('\n') : ''].join('');
+}
+
+function signOut(why) {
+  sessionStorage.removeItem(TOKEN);
+  document.getElementById('bar').hidden = true;
+  stopScreen();
+  login(why);
+}
+
+function login(why) {
+  const input = el('input', { type: 'password', id: 'token', autocomplete: 'off', placeholder: 'admin token' });
+  const msg = el('p', { class: 'error', id: 'login-error' }, why || '');
+  const form = el('form', { class: 'login', id: 'login', onsubmit: async ev => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN, input.value.trim());
+    try {
+      const r = await api('GET', '/v1/apis');
+      if (!r.ok) { msg.textContent = errorText(r); return; }
+    } catch { return; }
+    route();
+  } }, el('h1', {}, 'Jetway console'), el('label', { for: 'token' }, 'Admin API token'), input, el('button', { class: 'primary', type: 'submit', id: 'signin' }, 'Sign in'), msg,
+  el('p', { class: 'muted' }, 'jetway serve writes its first token to <data>/admin-token. The token stays in this tab only.'));
+  show(form);
+  input.focus();
+}
+
+// --- live records, summed per API and second ----------------------------
+
+// Seconds keeps the last records of each API, per second, summed across
+// nodes (latencies: the slowest node's).
+class Seconds {
+  constructor() { this.byAPI = new Map(); }
+  add(batch) {
+    for (const r of batch) {
+      const t = Math.floor(Date.parse(r.ts) / 1000);
+      let m = this.byAPI.get(r.api);
+      if (!m) { m = new Map(); this.byAPI.set(r.api, m); }
+      const s = m.get(t) || { t, pass: 0, block: 0, success: 0, error: 0, p50: 0, p90: 0, p99: 0, p999: 0 };
+      s.pass += r.pass; s.block += r.block; s.success += r.success; s.error += r.error;
+      s.p50 = Math.max(s.p50, r.p50_ns || 0); s.p90 = Math.max(s.p90, r.p90_ns || 0);
+      s.p99 = Math.max(s.p99, r.p99_ns || 0); s.p999 = Math.max(s.p999, r.p999_ns || 0);
+      m.set(t, s);
+      for (const k of m.keys()) if (k < t - 120) m.delete(k);
+    }
+  }
+  latest(api) {
+    const m = this.byAPI.get(api);
+    if (!m || m.size === 0) return null;
+    return m.get(Math.max(...m.keys()));
+  }
+  total(t) {
+    let calls = 0, errors = 0;
+    for (const m of this.byAPI.values()) {
+      const s = m.get(t);
+      if (s) { calls += s.pass + s.block; errors += s.error + s.block; }
+    }
+    return { calls, errors };
+  }
+  newest() {
+    let t = 0;
+    for (const m of this.byAPI.values()) for (const k of m.keys()) t = Math.max(t, k);
+    return t;
+  }
+}
+
+// --- screens -------------------------------------------------------------
+
+async function cluster() {
+  const [apis, degraded, alerts] = await Promise.all([api('GET', '/v1/apis'), api('GET', '/v1/degrade'), api('GET', '/v1/alerts')]);
+  if (!apis.ok) { show(el('p', { class: 'error' }, errorText(apis))); return; }
+  const down = new Set(((degraded.json && degraded.json.items) || []).map(d => d.api));
+  const items = apis.json.items || [];
+  const canvas = el('canvas', { id: 'cluster-chart' });
+  const cards = {
+    qps: el('div', { class: 'v', id: 'qps' }, '0'), err: el('div', { class: 'v', id: 'errors' }, '0 %'),
+  };
+  const cells = new Map();
+  const rows = items.map(it => {
+    const e = it.entry || {};
+    const c = { qps: el('td', { class: 'num' }, '0'), err: el('td', { class: 'num' }, '–'), p50: el('td', { class: 'num' }, '–'), p99: el('td', { class: 'num' }, '–') };
+    cells.set(it.name, c);
+    const tags = [];
+    if (it.name.startsWith('draft.')) tags.push(el('span', { class: 'tag warn' }, 'draft'));
+    if (down.has(it.name)) tags.push(el('span', { class: 'tag bad' }, 'degraded'));
+    if (it.newest_error) tags.push(el('span', { class: 'tag bad', title: it.newest_error }, 'newest invalid'));
+    return el('tr', {}, el('td', {}, el('a', { href: '#/api/' + encodeURIComponent(it.name) }, it.name), ' ', tags),
+      el('td', {}, ((e.route && e.route.method) || '') + ' ' + ((e.route && e.route.path) || '')), el('td', {}, e.pool || ''),
+      el('td', { class: 'num' }, it.revision), c.qps, c.err, c.p50, c.p99);
+  });
+  show(el('h1', {}, 'Cluster'),
+    el('div', { class: 'cards' },
+      el('div', { class: 'card' }, cards.qps, el('div', { class: 'k' }, 'calls per second')),
+      el('div', { class: 'card' }, cards.err, el('div', { class: 'k' }, 'failed or refused')),
+      el('div', { class: 'card' }, el('div', { class: 'v', id: 'degraded-count' }, String(down.size)), el('div', { class: 'k' }, 'APIs degraded')),
+      el('div', { class: 'card' }, el('div', { class: 'v' }, String(((alerts.json && alerts.json.items) || []).length)), el('div', { class: 'k' }, 'alert rules'))),
+    el('section', {}, canvas),
+    el('section', {}, table(['API', 'route', 'pool', 'revision', 'calls/s', 'error %', 'p50', 'p99'], rows)));
+  const chart = new LineChart(canvas, [{ name: 'calls/s', color: '#2454c5' }, { name: 'failed/s', color: '#c62828' }]);
+  const secs = new Seconds();
+  live('', batch => {
+    secs.add(batch);
+    const t = secs.newest();
+    const tot = secs.total(t);
+    chart.push(t, [tot.calls, tot.errors]);
+    cards.qps.textContent = String(tot.calls);
+    cards.err.textContent = (tot.calls ? (100 * tot.errors / tot.calls).toFixed(1) : '0') + ' %';
+    for (const [name, c] of cells) {
+      const s = secs.latest(name);
+      if (!s || s.t < t - 2) { c.qps.textContent = '0'; continue; }
+      const n = s.pass + s.block;
+      c.qps.textContent = String(n);
+      c.err.textContent = n ? (100 * (s.error + s.block) / n).toFixed(1) + ' %' : '–';
+      c.p50.textContent = ms(s.p50);
+      c.p99.textContent = ms(s.p99);
+    }
+  });
+}
+
+let validator = null;
+async function validateEntry(doc) {
+  if (!validator) {
+    const r = await api('GET', '/v1/schemas/api');
+    if (!r.ok || !window.ajv2020) return [];
+    const ajv = new window.ajv2020({ allErrors: true, strict: false });
+    validator = ajv.compile(r.json);
+  }
+  if (validator(doc)) return [];
+  return validator.errors.map(e => (e.instancePath || '/') + ' ' + e.message + (e.params && e.params.additionalProperty ? ': ' + e.params.additionalProperty : ''));
+}
+
+// lineDiff is a line-by-line diff of two texts (longest common
+// subsequence): [kind, line] with kind ' ', '-' or '+'.
+function lineDiff(a, b) {
+  const x = a.split('\n'), y = b.split('\n');
+  const n = x.length, m = y.length;
+  const L = Array.from({ length: n + 1 }, () => new Array(m + 1).fill(0));
+  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) L[i][j] = x[i] === y[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+  const out = [];
+  let i = 0, j = 0;
+  while (i < n && j < m) {
+    if (x[i] === y[j]) { out.push([' ', x[i]]); i++; j++; } else if (L[i + 1][j] >= L[i][j + 1]) out.push(['-', x[i++]]); else out.push(['+', y[j++]]);
+  }
+  while (i < n) out.push(['-', x[i++]]);
+  while (j < m) out.push(['+', y[j++]]);
+  return out;
+}
+
+function diffView(from, to, id) {
+  return el('pre', { class: 'diff', id }, lineDiff(from, to).map(([k, l]) => el('span', { class: k === '+' ? 'add' : k === '-' ? 'del' : '' }, k + ' ' + l + '\n')));
+}
+
+const pretty = v => JSON.stringify(v, null, 2);
+
+async function apiScreen(name) {
+  const path = '/v1/apis/' + encodeURIComponent(name);
+  const [got, revs, deg, draft] = await Promise.all([api('GET', path), api('GET', path + '/revisions'), api('GET', path + '/degrade'), name.startsWith('draft.') ? null : api('GET', path + '/draft')]);
+  if (!got.ok) { show(el('h1', {}, name), el('p', { class: 'error' }, errorText(got))); return; }
+  let etag = got.etag;
+  const entry = got.json;
+  const editor = el('textarea', { id: 'entry', spellcheck: 'false' });
+  editor.value = pretty(entry);
+  const status = el('div', { id: 'save-status' });
+  const conflict = el('div', { id: 'conflict' });
+
+  async function save(force) {
+    status.replaceChildren(); conflict.replaceChildren();
+    let doc;
+    try { doc = JSON.parse(editor.value); } catch (e) { status.append(el('p', { class: 'error' }, 'Not JSON: ' + e.message)); return; }
+    const problems = await validateEntry(doc);
+    if (problems.length) { status.append(el('p', { class: 'error' }, 'Not saved: the entry does not match its schema'), el('ul', { class: 'problems', id: 'problems' }, problems.map(p => el('li', {}, p)))); return; }
+    const r = await api('PUT', path, { body: doc, headers: { 'If-Match': force || etag } });
+    if (r.ok) { etag = r.etag; status.append(el('p', { class: 'notice', id: 'saved' }, 'Saved at revision ' + r.json.revision + '.')); return; }
+    if (r.status === 412) {
+      const [cur, trail] = await Promise.all([api('GET', path), api('GET', '/v1/audit?kind=api&limit=200')]);
+      const change = ((trail.json && trail.json.items) || []).filter(c => c.key === name).pop();
+      const who = change ? change.actor + ' at ' + new Date(change.at).toLocaleString() : 'someone';
+      conflict.append(el('p', { class: 'error', id: 'conflict-message' }, 'Not saved: ' + who + ' changed this API first (revision ' + (r.json && r.json.current_revision) + '). Their version against yours:'),
+        diffView(pretty(cur.json), pretty(doc), 'conflict-diff'),
+        el('div', { class: 'row' },
+          el('button', { type: 'button', onclick: () => { editor.value = pretty(cur.json); etag = cur.etag; conflict.replaceChildren(); } }, 'Take theirs'),
+          el('button', { type: 'button', class: 'danger', onclick: () => save(cur.etag) }, 'Save mine over theirs')));
+      return;
+    }
+    status.append(el('p', { class: 'error', id: 'save-error' }, errorText(r)));
+  }
+
+  // The degrade switch, at its own revision.
+  const degraded = deg.ok && deg.json && deg.json.on;
+  const degEtag = deg.ok ? deg.etag : null;
+  const switchMsg = el('span', { id: 'degrade-status' }, degraded ? 'degraded' : 'serving');
+  async function flip() {
+    const r = degraded
+      ? await api('DELETE', path + '/degrade', { headers: { 'If-Match': degEtag } })
+      : await api('PUT', path + '/degrade', { body: { on: true, reason: 'from the console' }, headers: degEtag ? { 'If-Match': degEtag } : { 'If-None-Match': '*' } });
+    if (!r.ok) { switchMsg.textContent = errorText(r); return; }
+    route();
+  }
+
+  // Cases and promote.
+  const key = el('input', { type: 'password', id: 'case-key', placeholder: "a sandbox app's API key", autocomplete: 'off' });
+  const caseOut = el('div', { id: 'case-results' });
+  function showCases(items) {
+    caseOut.replaceChildren(table(['case', 'result'], (items || []).map(c => el('tr', {}, el('td', {}, c.name),
+      el('td', { class: c.problems && c.problems.length ? 'error' : 'notice' }, c.problems && c.problems.length ? c.problems.join('\n') : 'pass')))));
+  }
+  async function runCases(onDraft) {
+    const r = await api('POST', path + '/test', { body: { key: key.value, draft: onDraft } });
+    if (!r.ok) { caseOut.replaceChildren(el('p', { class: 'error' }, errorText(r))); return; }
+    showCases(r.json.items);
+  }
+  async function promote() {
+    const r = await api('POST', path + '/promote', { body: { key: key.value } });
+    if (r.ok) { route(); return; }
+    caseOut.replaceChildren(el('p', { class: 'error' }, errorText(r)));
+    if (r.json && r.json.promotion) showCases(r.json.promotion.cases);
+  }
+  const hasDraft = draft && draft.ok;
+
+  const canvas = el('canvas', { id: 'api-chart' });
+  const qps = el('canvas', { id: 'api-qps' });
+  const revRows = ((revs.json && revs.json.items) || []).slice().reverse().map(rv => el('tr', {},
+    el('td', { class: 'num' }, rv.revision), el('td', {}, rv.op), el('td', {}, rv.created), el('td', {}, rv.error || ''),
+    el('td', {}, rv.entry ? el('button', { type: 'button', onclick: () => { revDiff.replaceChildren(el('p', { class: 'muted' }, 'Revision ' + rv.revision + ' against the editor:'), diffView(pretty(rv.entry), editor.value, 'revision-diff')); } }, 'diff') : '')));
+  const revDiff = el('div');
+
+  show(el('h1', {}, name, ' ', degraded ? el('span', { class: 'tag bad' }, 'degraded') : '', hasDraft ? el('span', { class: 'tag warn' }, 'has a draft') : ''),
+    el('p', { class: 'muted', id: 'description' }, entry.description || ''),
+    el('section', {}, el('h2', {}, 'Latency (slowest node)'), canvas, el('h2', {}, 'Calls per second'), qps),
+    el('section', {}, el('h2', {}, 'Switches'), el('div', { class: 'row' }, 'Degrade: ', switchMsg,
+      el('button', { type: 'button', id: 'degrade-toggle', class: degraded ? '' : 'danger', onclick: flip }, degraded ? 'Restore' : 'Degrade'))),
+    el('section', {}, el('h2', {}, 'Entry'), editor, el('div', { class: 'row' }, el('button', { type: 'button', class: 'primary', id: 'save', onclick: () => save() }, 'Save'), el('span', { class: 'muted' }, 'revision ' + String(etag).replace(/"/g, ''))), status, conflict),
+    el('section', {}, el('h2', {}, 'Cases and release'), el('div', { class: 'row' }, key,
+      el('button', { type: 'button', id: 'run-cases', onclick: () => runCases(false) }, 'Run cases'),
+      hasDraft ? el('button', { type: 'button', id: 'run-draft-cases', onclick: () => runCases(true) }, 'Run the draft\'s cases') : '',
+      hasDraft ? el('button', { type: 'button', class: 'primary', id: 'promote', onclick: promote }, 'Promote the draft (revision ' + draft.etag + ')') : ''), caseOut),
+    el('section', {}, el('h2', {}, 'Revisions'), table(['revision', 'op', 'written', 'problem', ''], revRows), revDiff));
+
+  const lat = new LineChart(canvas, [{ name: 'p50', color: '#1a7f37' }, { name: 'p90', color: '#2454c5' }, { name: 'p99', color: '#b26a00' }, { name: 'p99.9', color: '#c62828' }], { unit: ' ms' });
+  const calls = new LineChart(qps, [{ name: 'calls/s', color: '#2454c5' }, { name: 'failed/s', color: '#c62828' }]);
+  const secs = new Seconds();
+  live('?api=' + encodeURIComponent(name), batch => {
+    secs.add(batch.filter(r => r.api === name));
+    const s = secs.latest(name);
+    if (!s) return;
+    lat.push(s.t, [s.p50, s.p90, s.p99, s.p999].map(v => v / 1e6));
+    calls.push(s.t, [s.pass + s.block, s.error + s.block]);
+  });
+}
+
+async function apps() {
+  const r = await api('GET', '/v1/apps');
+  if (!r.ok) { show(el('p', { class: 'error' }, errorText(r))); return; }
+  const id = el('input', { type: 'text', id: 'app-id', placeholder: 'id' });
+  const grants = el('input', { type: 'text', id: 'app-apis', placeholder: 'APIs it may call: orders.*, users.get' });
+  const sandbox = el('input', { type: 'checkbox', id: 'app-sandbox' });
+  const out = el('div', { id: 'app-created' });
+  async function create() {
+    const body = { id: id.value.trim(), apis: grants.value.split(',').map(s => s.trim()).filter(Boolean), sandbox: sandbox.checked };
+    const c = await api('POST', '/v1/apps', { body });
+    if (!c.ok) { out.replaceChildren(el('p', { class: 'error' }, errorText(c))); return; }
+    out.replaceChildren(el('p', {}, 'App ' + body.id + ' made. Its key is shown this once; keep it now:'), el('div', { class: 'secret', id: 'new-key' }, c.json.key || ''));
+  }
+  const rows = ((r.json && r.json.items) || []).map(a => el('tr', {}, el('td', {}, a.id), el('td', {}, a.status || ''),
+    el('td', {}, a.sandbox ? el('span', { class: 'tag warn' }, 'sandbox') : ''), el('td', {}, (a.apis || []).join(', ')), el('td', { class: 'num' }, a.revision)));
+  show(el('h1', {}, 'Apps'), el('section', {}, el('h2', {}, 'Make an app'),
+    el('div', { class: 'row' }, id, grants, el('label', {}, sandbox, ' sandbox'), el('button', { type: 'button', class: 'primary', id: 'app-create', onclick: create }, 'Make')), out),
+  el('section', {}, table(['id', 'status', '', 'APIs', 'revision'], rows)));
+}
+
+async function nodes() {
+  const r = await api('GET', '/v1/nodes');
+  if (!r.ok) { show(el('p', { class: 'error' }, errorText(r))); return; }
+  const rows = ((r.json && r.json.items) || r.json || []).map(n => el('tr', {}, el('td', {}, n.id), el('td', {}, n.role), el('td', {}, (n.pools || []).join(', ')),
+    el('td', {}, n.version || ''), el('td', { class: 'num' }, n.wire || 1), el('td', {}, n.host || ''), el('td', { class: 'num' }, n.in_flight), el('td', { class: 'num' }, Math.round(n.uptime_seconds) + ' s'), el('td', {}, n.at)));
+  show(el('h1', {}, 'Nodes'), el('section', {}, table(['id', 'role', 'pools', 'version', 'wire', 'host', 'in flight', 'up', 'last beat'], rows)));
+}
+
+async function audit() {
+  const r = await api('GET', '/v1/audit?limit=200');
+  if (!r.ok) { show(el('p', { class: 'error' }, errorText(r))); return; }
+  const rows = ((r.json && r.json.items) || []).slice().reverse().map(c => el('tr', {}, el('td', {}, c.at), el('td', {}, c.actor), el('td', {}, c.action),
+    el('td', {}, c.kind), el('td', {}, c.key), el('td', { class: 'num' }, c.revision || '')));
+  show(el('h1', {}, 'Audit trail'), el('section', {}, table(['when', 'who', 'did', 'kind', 'key', 'revision'], rows)));
+}
+
+// --- routing -------------------------------------------------------------
+
+function stopScreen() { for (const f of leave) f(); leave = []; }
+
+async function route() {
+  stopScreen();
+  if (!token()) { login(); return; }
+  document.getElementById('bar').hidden = false;
+  const h = decodeURIComponent(location.hash.replace(/^#\/?/, ''));
+  try {
+    if (h.startsWith('api/')) await apiScreen(h.slice(4));
+    else if (h === 'apps') await apps();
+    else if (h === 'nodes') await nodes();
+    else if (h === 'audit') await audit();
+    else await cluster();
+  } catch (e) {
+    if (e.message !== 'unauthenticated') show(el('p', { class: 'error' }, 'The console failed: ' + e.message));
+  }
+}
+
+document.getElementById('signout').addEventListener('click', () => signOut());
+window.addEventListener('hashchange', route);
+route();

@@ -1,0 +1,255 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// browser starts headless Chromium (Debian's chromium, or CHROMIUM) for a
+// test. Without one the test is skipped, unless JETWAY_E2E_BROWSER=require
+// (as .ci/run sets it, having installed it): then it fails.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := os.Getenv("CHROMIUM")
+	if path == "" {
+		for _, p := range []string{"chromium", "chromium-browser", "google-chrome"} {
+			if lp, err := exec.LookPath(p); err == nil {
+				path = lp
+				break
+			}
+		}
+	}
+	if path == "" {
+		if os.Getenv("JETWAY_E2E_BROWSER") == "require" {
+			t.Fatal("no chromium found, and JETWAY_E2E_BROWSER=require")
+		}
+		t.Skip("no chromium on PATH (apt-get install chromium): the console's browser tests are skipped")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return ctx
+}
+
+// run runs browser steps within a deadline.
+func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(tctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// value runs one browser action that answers a value, within a deadline.
+func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(tctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// css is a CSS selector.
+func css(s string) chromedp.CSS { return chromedp.CSS(s) }
+
+// screenshot saves the page as docs/console-NAME.png when
+// JETWAY_CONSOLE_SCREENSHOTS names a folder (the docs' pictures are made
+// so: JETWAY_CONSOLE_SCREENSHOTS=$PWD/docs go test -run Console ./e2e/).
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	dir := os.Getenv("JETWAY_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png := value(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+	if err := os.WriteFile(filepath.Join(dir, "console-"+name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConsole drives the console in a real browser against a real
+// jetway serve: the login and nothing else without a token, the live
+// chart moving while traffic runs, a degrade switch flipped from the
+// console changing the edge's answer, an XSS payload shown as text, a
+// save that lost a race showing who won and the diff, an entry the schema
+// refuses stopped in the browser, and an app's key shown once.
+func TestConsole(t *testing.T) {
+	ctx := browser(t)
+	srv := startNode(t, "serve", "serve", "", "--demo")
+	srv.waitLog(t, startTimeout, `"demo ready"`, func(l logLine) bool { return strings.HasPrefix(l.str("msg"), "demo ready") })
+	srv.waitReady(t)
+	tok, err := os.ReadFile(filepath.Join(srv.data, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	console := srv.admin + "/console/"
+
+	t.Run("without a token, the login and nothing else", func(t *testing.T) {
+		run(t, ctx, "open", chromedp.Navigate(console), chromedp.WaitVisible(css("#login")))
+		barHidden := value(t, ctx, "bar", chromedp.Evaluate[bool](`document.getElementById('bar').hidden`))
+		mainText := value(t, ctx, "page", chromedp.Text(css("#main")))
+		if !barHidden || strings.Contains(mainText, "demo.hello") {
+			t.Fatalf("bar hidden %v, page %q", barHidden, mainText)
+		}
+		screenshot(t, ctx, "login")
+		run(t, ctx, "a wrong token", chromedp.SendKeys(css("#token"), "not-the-token"), chromedp.Click(css("#signin")))
+		waitJS(t, ctx, "the refusal", `document.getElementById('login-error').textContent.includes('refused')`)
+	})
+
+	// Traffic for the live charts.
+	stop := make(chan struct{})
+	var calls atomic.Int64
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if r, err := http.Get(srv.edge + "/v1/hello/console"); err == nil {
+				r.Body.Close()
+				calls.Add(1)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop) })
+
+	t.Run("signed in, the cluster and its live chart", func(t *testing.T) {
+		run(t, ctx, "sign in", chromedp.Navigate(console), chromedp.WaitVisible(css("#login")),
+			chromedp.SendKeys(css("#token"), token), chromedp.Click(css("#signin")), chromedp.WaitVisible(css("#cluster-chart")))
+		if text := value(t, ctx, "read", chromedp.Text(css("#main"))); !strings.Contains(text, "demo.hello") {
+			t.Fatalf("the cluster screen lists no demo.hello:\n%s", text)
+		}
+		waitJS(t, ctx, "the chart to have points with calls", `(() => { const c = document.getElementById('cluster-chart');
+			return Number(c.dataset.points) >= 2 && Number((c.dataset.last || '0').split(',')[0]) > 0; })()`)
+		first := value(t, ctx, "points", chromedp.Evaluate[string](`document.getElementById('cluster-chart').dataset.points`))
+		waitJS(t, ctx, "the chart to move on", fmt.Sprintf(`Number(document.getElementById('cluster-chart').dataset.points) > %s`, first))
+		screenshot(t, ctx, "cluster")
+	})
+
+	t.Run("a degrade switch flipped from the console", func(t *testing.T) {
+		run(t, ctx, "open demo.hello", chromedp.Navigate(console+"#/api/demo.hello"), chromedp.WaitVisible(css("#degrade-toggle")))
+		waitJS(t, ctx, "the API's chart to have points", `Number(document.getElementById('api-chart').dataset.points) >= 3`)
+		screenshot(t, ctx, "api")
+		run(t, ctx, "degrade", chromedp.Click(css("#degrade-toggle")))
+		waitJS(t, ctx, "the switch on", `document.getElementById('degrade-status') && document.getElementById('degrade-status').textContent === 'degraded'`)
+		waitStatus(t, srv.edge+"/v1/hello/x", http.StatusServiceUnavailable)
+		run(t, ctx, "restore", chromedp.Click(css("#degrade-toggle")))
+		waitJS(t, ctx, "the switch off", `document.getElementById('degrade-status') && document.getElementById('degrade-status').textContent === 'serving'`)
+		waitStatus(t, srv.edge+"/v1/hello/x", http.StatusOK)
+	})
+
+	t.Run("an XSS payload in a description is text", func(t *testing.T) {
+		payload := `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>`
+		doc := fmt.Sprintf(`{"name":"e2e.xss","pool":"e2e","description":%q,"route":{"method":"GET","path":"/v1/xss"},"backend":{"type":"mock","json":{}}}`, payload)
+		if res := jetway(t, doc, "api", "put", "-", "--nats", srv.natsURL); res.code != 0 {
+			t.Fatalf("api put: %s", res.stderr)
+		}
+		run(t, ctx, "open", chromedp.Navigate(console+"#/api/e2e.xss"), chromedp.WaitVisible(css("#description")), chromedp.Sleep(200*time.Millisecond))
+		desc := value(t, ctx, "description", chromedp.TextContent(css("#description")))
+		tags := value(t, ctx, "elements", chromedp.Evaluate[int](`document.querySelectorAll('#main img, #main script').length`))
+		xss := value(t, ctx, "window.__xss", chromedp.Evaluate[bool](`window.__xss !== undefined`))
+		if desc != payload || tags != 0 || xss {
+			t.Fatalf("description %q, %d img/script elements, the payload ran: %v", desc, tags, xss)
+		}
+	})
+
+	t.Run("a save that lost a race says who won, with the diff", func(t *testing.T) {
+		run(t, ctx, "open", chromedp.Navigate(console+"#/api/demo.mock"), chromedp.WaitVisible(css("#entry")))
+		entry := value(t, ctx, "the editor", chromedp.Value(css("#entry")))
+		// A colleague saves first, through the CLI.
+		withDescription := func(d string) string {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(entry), &m); err != nil {
+				t.Fatalf("the editor holds no JSON: %v\n%s", err, entry)
+			}
+			m["description"] = d
+			b, _ := json.MarshalIndent(m, "", "  ")
+			return string(b)
+		}
+		if res := jetway(t, withDescription("the colleague's"), "api", "put", "-", "--nats", srv.natsURL); res.code != 0 {
+			t.Fatalf("the colleague's put: %s", res.stderr)
+		}
+		mine := withDescription("mine")
+		run(t, ctx, "save mine", chromedp.SetValue(css("#entry"), mine), chromedp.Click(css("#save")), chromedp.WaitVisible(css("#conflict-message")))
+		msg := value(t, ctx, "message", chromedp.TextContent(css("#conflict-message")))
+		diff := value(t, ctx, "diff", chromedp.TextContent(css("#conflict-diff")))
+		if !strings.Contains(msg, "changed this API first") || strings.Contains(msg, "someone") {
+			t.Errorf("conflict message %q", msg)
+		}
+		if !strings.Contains(diff, `"the colleague's"`) || !strings.Contains(diff, `"mine"`) {
+			t.Errorf("diff:\n%s", diff)
+		}
+		screenshot(t, ctx, "conflict")
+		// An entry the schema refuses is stopped in the browser.
+		run(t, ctx, "an invalid entry", chromedp.SetValue(css("#entry"), strings.Replace(mine, `"description": "mine"`, `"description": "mine", "no_such_field": 1`, 1)),
+			chromedp.Click(css("#save")), chromedp.WaitVisible(css("#problems")))
+		if problems := value(t, ctx, "problems", chromedp.TextContent(css("#problems"))); !strings.Contains(problems, "no_such_field") {
+			t.Errorf("schema problems %q", problems)
+		}
+	})
+
+	t.Run("apps, nodes and the audit trail", func(t *testing.T) {
+		run(t, ctx, "make an app", chromedp.Navigate(console+"#/apps"), chromedp.WaitVisible(css("#app-id")),
+			chromedp.SendKeys(css("#app-id"), "console-app"), chromedp.SendKeys(css("#app-apis"), "demo.*"), chromedp.Click(css("#app-create")),
+			chromedp.WaitVisible(css("#new-key")))
+		key := value(t, ctx, "the key", chromedp.TextContent(css("#new-key")))
+		if key == "" {
+			t.Fatal("no key shown")
+		}
+		screenshot(t, ctx, "apps")
+		run(t, ctx, "nodes", chromedp.Navigate(console+"#/nodes"))
+		waitJS(t, ctx, "the nodes", `document.querySelector('h1').textContent === 'Nodes' && !!document.querySelector('table')`)
+		nodes := value(t, ctx, "nodes", chromedp.TextContent(css("#main")))
+		run(t, ctx, "audit", chromedp.Navigate(console+"#/audit"))
+		waitJS(t, ctx, "the trail", `document.querySelector('h1').textContent === 'Audit trail' && !!document.querySelector('table')`)
+		trail := value(t, ctx, "audit", chromedp.TextContent(css("#main")))
+		if !strings.Contains(nodes, "serve") || !strings.Contains(trail, "console-app") || !strings.Contains(trail, "e2e.xss") {
+			t.Errorf("nodes:\n%s\naudit:\n%s", nodes, trail)
+		}
+	})
+	if calls.Load() == 0 {
+		t.Error("no traffic reached the edge")
+	}
+}
+
+// waitJS waits until a JavaScript expression is true in the page.
+func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ok, err := chromedp.Run(tctx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
