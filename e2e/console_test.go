@@ -231,6 +231,31 @@ func TestConsole(t *testing.T) {
 			t.Errorf("nodes:\n%s\naudit:\n%s", nodes, trail)
 		}
 	})
+	// Found by review: a screen still loading for an older hash drew over
+	// the newer one, and kept its live stream open unseen (the token has
+	// four).
+	t.Run("quick navigation shows the last screen, with no stream left open", func(t *testing.T) {
+		run(t, ctx, "the cluster", chromedp.Navigate(console+"#/"), chromedp.WaitVisible(css("#cluster-chart")))
+		value(t, ctx, "count the streams", chromedp.Evaluate[bool](`(() => { window.__streams = 0; const f = window.fetch;
+			window.fetch = (u, o) => { const p = f(u, o); if (String(u).includes('/v1/records/stream')) { window.__streams++;
+				o.signal.addEventListener('abort', () => window.__streams--); } return p; }; return true; })()`))
+		value(t, ctx, "navigate fast", chromedp.Evaluate[bool](`(() => { ['#/api/demo.hello', '#/api/demo.mock', '#/api/demo.hello', '#/apps'].forEach((h, i) => setTimeout(() => { location.hash = h; }, 5 * i)); return true; })()`))
+		waitJS(t, ctx, "the apps screen", `!!document.querySelector('#main h1') && document.querySelector('#main h1').textContent === 'Apps'`)
+		time.Sleep(time.Second) // what the older screens would still draw
+		h1 := value(t, ctx, "h1", chromedp.Evaluate[string](`document.querySelector('#main h1').textContent`))
+		streams := value(t, ctx, "streams", chromedp.Evaluate[int](`window.__streams`))
+		if h1 != "Apps" || streams != 0 {
+			t.Errorf("#/apps shows %q with %d record streams open (want Apps, 0)", h1, streams)
+		}
+	})
+	t.Run("a hash that does not decode is an error, not a stale screen", func(t *testing.T) {
+		value(t, ctx, "bad hash", chromedp.Evaluate[bool](`(location.hash = '#/api/%E0%A4%A', true)`))
+		waitJS(t, ctx, "the error", `document.getElementById('main').textContent.includes('The console failed')`)
+		for _, h := range []string{"#/api/.", "#/api/.."} {
+			value(t, ctx, "dots", chromedp.Evaluate[bool](fmt.Sprintf(`(location.hash = %q, true)`, h)))
+			waitJS(t, ctx, "the error for "+h, `document.getElementById('main').textContent.includes('no API is named')`)
+		}
+	})
 	if calls.Load() == 0 {
 		t.Error("no traffic reached the edge")
 	}

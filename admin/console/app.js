@@ -8,6 +8,7 @@ import { LineChart } from './chart.js';
 const TOKEN = 'jetway.admin-token';
 const main = document.getElementById('main');
 let leave = []; // what the screen shown must stop (live streams) when another is
+let gen = 0; // the screen now shown; a screen still loading for an older one draws nothing
 
 // --- the API -------------------------------------------------------------
 
@@ -30,15 +31,22 @@ async function api(method, path, { body, headers = {} } = {}) {
 // live follows the per-second records (server-sent events over fetch, so
 // the token travels in a header, never in the URL) until the screen
 // changes; onBatch gets each batch of records.
-function live(query, onBatch) {
+function live(g, query, onBatch) {
+  if (g !== gen) return;
   const ctl = new AbortController();
   leave.push(() => ctl.abort());
   (async () => {
+    let pause = 1000;
     while (!ctl.signal.aborted) {
       try {
         const r = await fetch('/v1/records/stream' + query, { headers: { Authorization: 'Bearer ' + token() }, signal: ctl.signal });
         if (r.status === 401) { signOut('The token was refused.'); return; }
-        if (r.ok) {
+        if (!r.ok) {
+          // 429: the token holds its streams already; 404: no live feed here.
+          if (r.body) r.body.cancel();
+          pause = Math.min(pause * 2, 30000);
+        } else {
+          pause = 1000;
           const reader = r.body.getReader();
           const dec = new TextDecoder();
           let buf = '';
@@ -56,7 +64,7 @@ function live(query, onBatch) {
           }
         }
       } catch { if (ctl.signal.aborted) return; }
-      await new Promise(res => setTimeout(res, 1000));
+      await new Promise(res => setTimeout(res, pause));
     }
   })();
 }
@@ -79,7 +87,12 @@ function el(tag, attrs = {}, ...kids) {
   return e;
 }
 
-function show(...nodes) { main.replaceChildren(...nodes); }
+// show draws screen g, unless another screen was asked for since.
+function show(g, ...nodes) {
+  if (g !== gen) return false;
+  main.replaceChildren(...nodes);
+  return true;
+}
 
 function table(heads, rows) {
   return el('table', {}, el('thead', {}, el('tr', {}, heads.map(h => el('th', {}, h)))), el('tbody', {}, rows));
@@ -113,7 +126,8 @@ function login(why) {
     route();
   } }, el('h1', {}, 'Jetway console'), el('label', { for: 'token' }, 'Admin API token'), input, el('button', { class: 'primary', type: 'submit', id: 'signin' }, 'Sign in'), msg,
   el('p', { class: 'muted' }, 'jetway serve writes its first token to <data>/admin-token. The token stays in this tab only.'));
-  show(form);
+  gen++; // a screen still loading draws nothing over the login
+  main.replaceChildren(form);
   input.focus();
 }
 
@@ -158,10 +172,10 @@ class Seconds {
 
 // --- screens -------------------------------------------------------------
 
-async function cluster() {
+async function cluster(g) {
   const [apis, degraded, alerts] = await Promise.all([api('GET', '/v1/apis'), api('GET', '/v1/degrade'), api('GET', '/v1/alerts')]);
-  if (!apis.ok) { show(el('p', { class: 'error' }, errorText(apis))); return; }
-  const down = new Set(((degraded.json && degraded.json.items) || []).map(d => d.api));
+  if (!apis.ok) { show(g, el('p', { class: 'error' }, errorText(apis))); return; }
+  const down = new Set(((degraded.json && degraded.json.items) || []).filter(d => !d.error).map(d => d.api));
   const items = apis.json.items || [];
   const canvas = el('canvas', { id: 'cluster-chart' });
   const cards = {
@@ -180,7 +194,7 @@ async function cluster() {
       el('td', {}, ((e.route && e.route.method) || '') + ' ' + ((e.route && e.route.path) || '')), el('td', {}, e.pool || ''),
       el('td', { class: 'num' }, it.revision), c.qps, c.err, c.p50, c.p99);
   });
-  show(el('h1', {}, 'Cluster'),
+  show(g, el('h1', {}, 'Cluster'),
     el('div', { class: 'cards' },
       el('div', { class: 'card' }, cards.qps, el('div', { class: 'k' }, 'calls per second')),
       el('div', { class: 'card' }, cards.err, el('div', { class: 'k' }, 'failed or refused')),
@@ -190,7 +204,7 @@ async function cluster() {
     el('section', {}, table(['API', 'route', 'pool', 'revision', 'calls/s', 'error %', 'p50', 'p99'], rows)));
   const chart = new LineChart(canvas, [{ name: 'calls/s', color: '#2454c5' }, { name: 'failed/s', color: '#c62828' }]);
   const secs = new Seconds();
-  live('', batch => {
+  live(g, '', batch => {
     secs.add(batch);
     const t = secs.newest();
     const tot = secs.total(t);
@@ -244,10 +258,10 @@ function diffView(from, to, id) {
 
 const pretty = v => JSON.stringify(v, null, 2);
 
-async function apiScreen(name) {
+async function apiScreen(g, name) {
   const path = '/v1/apis/' + encodeURIComponent(name);
   const [got, revs, deg, draft] = await Promise.all([api('GET', path), api('GET', path + '/revisions'), api('GET', path + '/degrade'), name.startsWith('draft.') ? null : api('GET', path + '/draft')]);
-  if (!got.ok) { show(el('h1', {}, name), el('p', { class: 'error' }, errorText(got))); return; }
+  if (!got.ok) { show(g, el('h1', {}, name), el('p', { class: 'error' }, errorText(got))); return; }
   let etag = got.etag;
   const entry = got.json;
   const editor = el('textarea', { id: 'entry', spellcheck: 'false' });
@@ -264,10 +278,16 @@ async function apiScreen(name) {
     const r = await api('PUT', path, { body: doc, headers: { 'If-Match': force || etag } });
     if (r.ok) { etag = r.etag; status.append(el('p', { class: 'notice', id: 'saved' }, 'Saved at revision ' + r.json.revision + '.')); return; }
     if (r.status === 412) {
+      const won = r.json && r.json.current_revision;
       const [cur, trail] = await Promise.all([api('GET', path), api('GET', '/v1/audit?kind=api&limit=200')]);
-      const change = ((trail.json && trail.json.items) || []).filter(c => c.key === name).pop();
+      const mineKey = ((trail.json && trail.json.items) || []).filter(c => c.key === name);
+      const change = mineKey.filter(c => c.revision === won).pop() || mineKey.pop();
       const who = change ? change.actor + ' at ' + new Date(change.at).toLocaleString() : 'someone';
-      conflict.append(el('p', { class: 'error', id: 'conflict-message' }, 'Not saved: ' + who + ' changed this API first (revision ' + (r.json && r.json.current_revision) + '). Their version against yours:'),
+      if (!cur.ok) {
+        conflict.append(el('p', { class: 'error', id: 'conflict-message' }, 'Not saved: ' + who + ' changed this API first: ' + errorText(cur)));
+        return;
+      }
+      conflict.append(el('p', { class: 'error', id: 'conflict-message' }, 'Not saved: ' + who + ' changed this API first (revision ' + won + '). Their version against yours:'),
         diffView(pretty(cur.json), pretty(doc), 'conflict-diff'),
         el('div', { class: 'row' },
           el('button', { type: 'button', onclick: () => { editor.value = pretty(cur.json); etag = cur.etag; conflict.replaceChildren(); } }, 'Take theirs'),
@@ -279,10 +299,11 @@ async function apiScreen(name) {
 
   // The degrade switch, at its own revision.
   const degraded = deg.ok && deg.json && deg.json.on;
-  const degEtag = deg.ok ? deg.etag : null;
-  const switchMsg = el('span', { id: 'degrade-status' }, degraded ? 'degraded' : 'serving');
+  const invalidSwitch = deg.status === 409 && deg.json && deg.json.current_revision;
+  const degEtag = deg.ok ? deg.etag : invalidSwitch ? '"' + deg.json.current_revision + '"' : null;
+  const switchMsg = el('span', { id: 'degrade-status' }, degraded ? 'degraded' : invalidSwitch ? 'the stored switch does not validate: ' + errorText(deg) : 'serving');
   async function flip() {
-    const r = degraded
+    const r = degraded || invalidSwitch
       ? await api('DELETE', path + '/degrade', { headers: { 'If-Match': degEtag } })
       : await api('PUT', path + '/degrade', { body: { on: true, reason: 'from the console' }, headers: degEtag ? { 'If-Match': degEtag } : { 'If-None-Match': '*' } });
     if (!r.ok) { switchMsg.textContent = errorText(r); return; }
@@ -302,7 +323,10 @@ async function apiScreen(name) {
     showCases(r.json.items);
   }
   async function promote() {
-    const r = await api('POST', path + '/promote', { body: { key: key.value } });
+    // At the revisions on screen: a colleague's newer draft, or a change
+    // to the API since, refuses the promote (412) instead of being lost.
+    const rev = e => Number(String(e).replace(/"/g, ''));
+    const r = await api('POST', path + '/promote', { body: { key: key.value, draft_revision: rev(draft.etag), production_revision: rev(etag) } });
     if (r.ok) { route(); return; }
     caseOut.replaceChildren(el('p', { class: 'error' }, errorText(r)));
     if (r.json && r.json.promotion) showCases(r.json.promotion.cases);
@@ -316,7 +340,7 @@ async function apiScreen(name) {
     el('td', {}, rv.entry ? el('button', { type: 'button', onclick: () => { revDiff.replaceChildren(el('p', { class: 'muted' }, 'Revision ' + rv.revision + ' against the editor:'), diffView(pretty(rv.entry), editor.value, 'revision-diff')); } }, 'diff') : '')));
   const revDiff = el('div');
 
-  show(el('h1', {}, name, ' ', degraded ? el('span', { class: 'tag bad' }, 'degraded') : '', hasDraft ? el('span', { class: 'tag warn' }, 'has a draft') : ''),
+  show(g, el('h1', {}, name, ' ', degraded ? el('span', { class: 'tag bad' }, 'degraded') : '', hasDraft ? el('span', { class: 'tag warn' }, 'has a draft') : ''),
     el('p', { class: 'muted', id: 'description' }, entry.description || ''),
     el('section', {}, el('h2', {}, 'Latency (slowest node)'), canvas, el('h2', {}, 'Calls per second'), qps),
     el('section', {}, el('h2', {}, 'Switches'), el('div', { class: 'row' }, 'Degrade: ', switchMsg,
@@ -331,7 +355,7 @@ async function apiScreen(name) {
   const lat = new LineChart(canvas, [{ name: 'p50', color: '#1a7f37' }, { name: 'p90', color: '#2454c5' }, { name: 'p99', color: '#b26a00' }, { name: 'p99.9', color: '#c62828' }], { unit: ' ms' });
   const calls = new LineChart(qps, [{ name: 'calls/s', color: '#2454c5' }, { name: 'failed/s', color: '#c62828' }]);
   const secs = new Seconds();
-  live('?api=' + encodeURIComponent(name), batch => {
+  live(g, '?api=' + encodeURIComponent(name), batch => {
     secs.add(batch.filter(r => r.api === name));
     const s = secs.latest(name);
     if (!s) return;
@@ -340,9 +364,9 @@ async function apiScreen(name) {
   });
 }
 
-async function apps() {
+async function apps(g) {
   const r = await api('GET', '/v1/apps');
-  if (!r.ok) { show(el('p', { class: 'error' }, errorText(r))); return; }
+  if (!r.ok) { show(g, el('p', { class: 'error' }, errorText(r))); return; }
   const id = el('input', { type: 'text', id: 'app-id', placeholder: 'id' });
   const grants = el('input', { type: 'text', id: 'app-apis', placeholder: 'APIs it may call: orders.*, users.get' });
   const sandbox = el('input', { type: 'checkbox', id: 'app-sandbox' });
@@ -355,25 +379,25 @@ async function apps() {
   }
   const rows = ((r.json && r.json.items) || []).map(a => el('tr', {}, el('td', {}, a.id), el('td', {}, a.status || ''),
     el('td', {}, a.sandbox ? el('span', { class: 'tag warn' }, 'sandbox') : ''), el('td', {}, (a.apis || []).join(', ')), el('td', { class: 'num' }, a.revision)));
-  show(el('h1', {}, 'Apps'), el('section', {}, el('h2', {}, 'Make an app'),
+  show(g, el('h1', {}, 'Apps'), el('section', {}, el('h2', {}, 'Make an app'),
     el('div', { class: 'row' }, id, grants, el('label', {}, sandbox, ' sandbox'), el('button', { type: 'button', class: 'primary', id: 'app-create', onclick: create }, 'Make')), out),
   el('section', {}, table(['id', 'status', '', 'APIs', 'revision'], rows)));
 }
 
-async function nodes() {
+async function nodes(g) {
   const r = await api('GET', '/v1/nodes');
-  if (!r.ok) { show(el('p', { class: 'error' }, errorText(r))); return; }
+  if (!r.ok) { show(g, el('p', { class: 'error' }, errorText(r))); return; }
   const rows = ((r.json && r.json.items) || r.json || []).map(n => el('tr', {}, el('td', {}, n.id), el('td', {}, n.role), el('td', {}, (n.pools || []).join(', ')),
     el('td', {}, n.version || ''), el('td', { class: 'num' }, n.wire || 1), el('td', {}, n.host || ''), el('td', { class: 'num' }, n.in_flight), el('td', { class: 'num' }, Math.round(n.uptime_seconds) + ' s'), el('td', {}, n.at)));
-  show(el('h1', {}, 'Nodes'), el('section', {}, table(['id', 'role', 'pools', 'version', 'wire', 'host', 'in flight', 'up', 'last beat'], rows)));
+  show(g, el('h1', {}, 'Nodes'), el('section', {}, table(['id', 'role', 'pools', 'version', 'wire', 'host', 'in flight', 'up', 'last beat'], rows)));
 }
 
-async function audit() {
+async function audit(g) {
   const r = await api('GET', '/v1/audit?limit=200');
-  if (!r.ok) { show(el('p', { class: 'error' }, errorText(r))); return; }
+  if (!r.ok) { show(g, el('p', { class: 'error' }, errorText(r))); return; }
   const rows = ((r.json && r.json.items) || []).slice().reverse().map(c => el('tr', {}, el('td', {}, c.at), el('td', {}, c.actor), el('td', {}, c.action),
     el('td', {}, c.kind), el('td', {}, c.key), el('td', { class: 'num' }, c.revision || '')));
-  show(el('h1', {}, 'Audit trail'), el('section', {}, table(['when', 'who', 'did', 'kind', 'key', 'revision'], rows)));
+  show(g, el('h1', {}, 'Audit trail'), el('section', {}, table(['when', 'who', 'did', 'kind', 'key', 'revision'], rows)));
 }
 
 // --- routing -------------------------------------------------------------
@@ -384,15 +408,19 @@ async function route() {
   stopScreen();
   if (!token()) { login(); return; }
   document.getElementById('bar').hidden = false;
-  const h = decodeURIComponent(location.hash.replace(/^#\/?/, ''));
+  const g = ++gen;
   try {
-    if (h.startsWith('api/')) await apiScreen(h.slice(4));
-    else if (h === 'apps') await apps();
-    else if (h === 'nodes') await nodes();
-    else if (h === 'audit') await audit();
-    else await cluster();
+    const h = decodeURIComponent(location.hash.replace(/^#\/?/, ''));
+    if (h.startsWith('api/')) {
+      const name = h.slice(4);
+      if (!/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(name)) throw new Error('no API is named ' + JSON.stringify(name));
+      await apiScreen(g, name);
+    } else if (h === 'apps') await apps(g);
+    else if (h === 'nodes') await nodes(g);
+    else if (h === 'audit') await audit(g);
+    else await cluster(g);
   } catch (e) {
-    if (e.message !== 'unauthenticated') show(el('p', { class: 'error' }, 'The console failed: ' + e.message));
+    if (e.message !== 'unauthenticated') show(g, el('p', { class: 'error' }, 'The console failed: ' + e.message));
   }
 }
 
