@@ -304,7 +304,8 @@ func startNodeBin(t *testing.T, bin, name, role, data string, args ...string) *n
 		data = t.TempDir()
 	}
 	full := []string{role, "--log-format", "json", "--admin", "127.0.0.1:0", "--data", data, "--drain-timeout", "10s"}
-	if role != "worker" {
+	hasEdge := role == "serve" || role == "edge"
+	if hasEdge {
 		full = append(full, "--listen", "127.0.0.1:0")
 	}
 	embedded := role == "serve" && !contains(args, "--nats")
@@ -316,7 +317,7 @@ func startNodeBin(t *testing.T, bin, name, role, data string, args ...string) *n
 	if embedded {
 		n.natsURL = n.waitLog(t, startTimeout, `"embedded nats started"`, msgIs("embedded nats started")).str("url")
 	}
-	if role != "worker" {
+	if hasEdge {
 		n.edge = "http://" + n.waitLog(t, startTimeout, `"edge listening"`, msgIs("edge listening")).str("addr")
 	}
 	n.admin = "http://" + n.waitLog(t, startTimeout, `"admin listening"`, msgIs("admin listening")).str("addr")

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -36,7 +37,11 @@ const (
 	roleServe  role = "serve"
 	roleEdge   role = "edge"
 	roleWorker role = "worker"
+	roleAdmin  role = "admin"
 )
+
+// hasEdge reports whether the role runs an edge: serve and edge.
+func (r role) hasEdge() bool { return r == roleServe || r == roleEdge }
 
 var roleHelp = map[role]string{
 	roleServe: `Usage: jetway serve [flags]
@@ -57,6 +62,16 @@ sends each as a NATS request to the API's worker pool. Run any number.
 
 Flags:
 `,
+	roleAdmin: `Usage: jetway admin --nats URL [--edge URL] [flags]
+
+Runs the admin REST API and the browser console (/v1/, /console/ on
+--admin) as the admin NATS user, beside an existing cluster: no edge, no
+worker. Its first admin token is --admin-token, or the one in
+<data>/admin-token, made at its first start. Saved cases and promote go
+through --edge.
+
+Flags:
+`,
 	roleWorker: `Usage: jetway worker --nats URL --pool NAME [--pool NAME ...] [flags]
 
 Runs a worker for the given pools: it takes the requests of every API of
@@ -69,6 +84,7 @@ Flags:
 
 // nodeFlags are a node's flags as given (or defaulted).
 type nodeFlags struct {
+	edgeURL     string // admin: the edge cases run through
 	natsURL     string
 	natsListen  string
 	dataDir     string
@@ -134,7 +150,10 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 	}
 	natsAuthFlags(fs, &f.natsClient)
 	fs.StringVar(&f.dataDir, "data", "./jetway-data", "folder for JetStream data (serve) and the local registry snapshot")
-	if r != roleWorker {
+	if r == roleAdmin {
+		fs.StringVar(&f.edgeURL, "edge", "", "the edge the admin API sends saved cases and promotes' cases to (http://host:port); empty: none")
+	}
+	if r.hasEdge() {
 		fs.StringVar(&f.listen, "listen", ":8080", "edge HTTP address")
 		fs.Int64Var(&f.maxInFlight, "max-inflight", 10000, "requests the edge serves at once across all APIs; past it 503 OVERLOADED (0: no cap)")
 		fs.IntVar(&f.maxConns, "max-conns", 20000, "client connections the edge keeps open at once; past it new ones are closed (0: no cap)")
@@ -162,7 +181,7 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		fs.Var(&f.pools, "pool", "pool to serve; repeat or comma-separate for several (required)")
 	}
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the admin listener")
-	if r != roleWorker {
+	if r.hasEdge() {
 		fs.BoolVar(&f.accessLog, "access-log", true, "log one line per call (at info level: --log-level warn also silences it)")
 	}
 	fs.IntVar(&f.replicas, "replicas", 1, "replicas of registry buckets this node creates (3 on a NATS cluster)")
@@ -337,7 +356,12 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 	if fi, err := os.Stat(c.dataDir); err == nil && !fi.IsDir() {
 		add(fmt.Errorf("%w: --data %q is a file, not a folder", errUsage, c.dataDir))
 	}
-	if c.role != roleWorker {
+	if c.edgeURL != "" {
+		if u, err := url.Parse(c.edgeURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add(fmt.Errorf("%w: --edge %q: want http://host:port", errUsage, c.edgeURL))
+		}
+	}
+	if c.role.hasEdge() {
 		if c.listen != "" {
 			add(checkAddr("--listen", c.listen))
 		}

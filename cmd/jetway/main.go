@@ -29,6 +29,7 @@ Nodes:
             workers for every pool and the admin listener (--demo for a demo)
   edge      an HTTP edge node; run any number
   worker    a worker serving one or more pools; run any number
+  admin     the admin REST API and the console, beside a cluster (no edge, no worker)
 
 Registry:
   api       publish, inspect, delete and roll back APIs (put|get|list|delete|history|rollback|diff|test|import-micro|import-openapi)
@@ -59,7 +60,7 @@ JETWAY_NATS_URL, or nats://127.0.0.1:4222.
 `
 
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "serve" || os.Args[1] == "edge" || os.Args[1] == "worker") {
+	if len(os.Args) > 1 && (os.Args[1] == "serve" || os.Args[1] == "edge" || os.Args[1] == "worker" || os.Args[1] == "admin") {
 		gcDefault()
 	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -98,6 +99,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdNode(roleEdge, args[1:], stderr)
 	case "worker":
 		err = cmdNode(roleWorker, args[1:], stderr)
+	case "admin":
+		err = cmdNode(roleAdmin, args[1:], stderr)
 	case "api":
 		err = cmdAPI(args[1:], stdin, stdout, stderr)
 	case "degrade":

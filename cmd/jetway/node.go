@@ -133,6 +133,7 @@ func (n *node) run(ctx context.Context) error {
 		n.startNATS,
 		n.startTracing,
 		n.connectRegistry,
+		n.openAdmin,
 		n.startEdge,
 		n.startWorker,
 		n.watchRegistry,
@@ -226,10 +227,23 @@ func (n *node) connectRegistry(ctx context.Context) error {
 	return nil
 }
 
+// openAdmin opens the registry client of jetway admin, which serves the
+// admin API (serve's is opened with its edge, createBuckets).
+func (n *node) openAdmin(ctx context.Context) error {
+	if n.role != roleAdmin {
+		return nil
+	}
+	n.createBuckets(ctx)
+	if n.registry == nil {
+		return errors.New("jetway admin: the registry cannot be opened (is the NATS user the admin's?)")
+	}
+	return nil
+}
+
 // startEdge builds the edge of serve and edge, with its metrics, and
 // has it follow the registry.
 func (n *node) startEdge(ctx context.Context) error {
-	if n.role == roleWorker {
+	if !n.role.hasEdge() {
 		return nil
 	}
 	nc, err := n.connect(ctx, n.natsURL, "jetway-edge", bus.UserEdge)
@@ -281,7 +295,7 @@ func (n *node) createBuckets(ctx context.Context) {
 	if err != nil {
 		n.log.Warn("creating registry buckets", "err", err)
 	} else {
-		n.registry = c.As("serve:" + n.id) // the admin API's client (each request writes as its token)
+		n.registry = c.As(string(n.role) + ":" + n.id) // the admin API's client (each request writes as its token)
 	}
 	if hook := n.cfg.changeWebhook; hook != "" {
 		js, err := jetstream.New(n.ctl)
@@ -330,7 +344,7 @@ func (n *node) publishMetrics(nc *nats.Conn) error {
 // startWorker builds the workers of serve (every pool) and worker (its
 // pools), following the registry.
 func (n *node) startWorker(ctx context.Context) error {
-	if n.role == roleEdge {
+	if n.role != roleServe && n.role != roleWorker {
 		return nil
 	}
 	nc, err := n.connect(ctx, n.natsURL, "jetway-worker", bus.UserWorker)
@@ -407,6 +421,9 @@ func (n *node) heartbeat(ctx context.Context) error {
 // listenEdge serves the edge on --listen.
 func (n *node) listenEdge(ctx context.Context) error {
 	n.edgeURL = "http://127.0.0.1:8080"
+	if n.role == roleAdmin {
+		n.edgeURL = n.cfg.edgeURL // "": none
+	}
 	if n.edge == nil {
 		return nil
 	}
