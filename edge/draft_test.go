@@ -59,17 +59,24 @@ func (b *keyBackend) count() int {
 	return len(b.seen)
 }
 
-// TestDrafts: a draft is served to sandbox apps only, on its API's route
-// or on a route of its own, and says which revision answered.
-func TestDrafts(t *testing.T) {
-	prod, draft := newKeyBackend(t, "production"), newKeyBackend(t, "draft")
-	g := newGateway(t)
+// liveAndSandboxApps stores two apps granted every API, "live" and the
+// sandbox app "tester", and returns their keys.
+func liveAndSandboxApps(g *gateway) (liveKey, testKey string) {
 	liveKey, liveRec, _ := registry.NewAPIKey()
 	testKey, testRec, _ := registry.NewAPIKey()
 	g.PutApps(
 		&registry.App{ID: "live", Status: registry.AppActive, Keys: []registry.AppKey{liveRec}, APIs: []string{"*"}},
 		&registry.App{ID: "tester", Status: registry.AppActive, Keys: []registry.AppKey{testRec}, APIs: []string{"*"}, Sandbox: true},
 	)
+	return liveKey, testKey
+}
+
+// TestDrafts: a draft is served to sandbox apps only, on its API's route
+// or on a route of its own, and says which revision answered.
+func TestDrafts(t *testing.T) {
+	prod, draft := newKeyBackend(t, "production"), newKeyBackend(t, "draft")
+	g := newGateway(t)
+	liveKey, testKey := liveAndSandboxApps(g)
 	g.Publish(`{"name":"orders","pool":"orders","route":{"path":"/orders/{id}"},"auth":{"methods":["key"]},
 		"backend":{"type":"http","url":"` + prod.URL + `/o/{id}"}}`)
 	d := g.PublishDraft(`{"name":"orders","pool":"orders","route":{"path":"/orders/{id}"},"auth":{"methods":["key"]},
@@ -173,12 +180,7 @@ func TestDraftCacheIsItsOwn(t *testing.T) {
 	}))
 	t.Cleanup(be.Close)
 	g := newGateway(t)
-	liveKey, liveRec, _ := registry.NewAPIKey()
-	testKey, testRec, _ := registry.NewAPIKey()
-	g.PutApps(
-		&registry.App{ID: "live", Status: registry.AppActive, Keys: []registry.AppKey{liveRec}, APIs: []string{"*"}},
-		&registry.App{ID: "tester", Status: registry.AppActive, Keys: []registry.AppKey{testRec}, APIs: []string{"*"}, Sandbox: true},
-	)
+	liveKey, testKey := liveAndSandboxApps(g)
 	entry := func(url string) string {
 		return `{"name":"cat","pool":"p","route":{"path":"/cat"},"auth":{"methods":["key"]},
 			"cache":{"ttl":"1m","shared":true,"key":{"app":false}},"backend":{"type":"http","url":"` + url + `"}}`
@@ -219,12 +221,7 @@ func mustRequest(t *testing.T, url string, hdr ...string) *http.Request {
 // name <name>@draft, which no production breaker of the pool takes.
 func TestDraftBreakerIsItsOwn(t *testing.T) {
 	g := newGateway(t)
-	testKey, testRec, _ := registry.NewAPIKey()
-	liveKey, liveRec, _ := registry.NewAPIKey()
-	g.PutApps(
-		&registry.App{ID: "live", Status: registry.AppActive, Keys: []registry.AppKey{liveRec}, APIs: []string{"*"}},
-		&registry.App{ID: "tester", Status: registry.AppActive, Keys: []registry.AppKey{testRec}, APIs: []string{"*"}, Sandbox: true},
-	)
+	liveKey, testKey := liveAndSandboxApps(g)
 	ok := newKeyBackend(t, "production")
 	prodEvents, draftEvents := g.BreakerEvents("brk"), g.BreakerEvents("brk@draft")
 	breaker := `"breaker":{"consecutive_failures":1,"open_for":"1m"}`

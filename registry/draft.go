@@ -160,18 +160,7 @@ func sameRouteText(d, prod *API) error {
 // audit trail alike. A draft must require authentication: only apps
 // marked sandbox call it.
 func (c *Client) PutDraft(ctx context.Context, doc []byte, opts ...WriteOption) (*API, error) {
-	a, err := parseAPIDoc("", true, doc)
-	if err != nil {
-		return nil, err
-	}
-	js, err := ToJSON(doc)
-	if err != nil {
-		return nil, err
-	}
-	if a, err = c.publish(ctx, a, js, opts); err != nil {
-		return nil, err
-	}
-	return a, c.noted(ctx, "api", "put", a.StoreKey(), a.Revision, nil)
+	return c.put(ctx, doc, true, opts)
 }
 
 // Promote makes the draft of the API name, which must be at draftRev, its

@@ -144,7 +144,12 @@ var ErrNotFound = errors.New("not found")
 // With IfRevision it writes only if the API is at that revision (0: only if
 // it does not exist), and fails with a *ConflictError otherwise.
 func (c *Client) Put(ctx context.Context, doc []byte, opts ...WriteOption) (*API, error) {
-	a, err := ParseAPI("", doc)
+	return c.put(ctx, doc, false, opts)
+}
+
+// put is Put of an API or of a draft (PutDraft).
+func (c *Client) put(ctx context.Context, doc []byte, draft bool, opts []WriteOption) (*API, error) {
+	a, err := parseAPIDoc("", draft, doc)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +160,7 @@ func (c *Client) Put(ctx context.Context, doc []byte, opts ...WriteOption) (*API
 	if a, err = c.publish(ctx, a, js, opts); err != nil {
 		return nil, err
 	}
-	return a, c.noted(ctx, "api", "put", a.Name, a.Revision, nil)
+	return a, c.noted(ctx, "api", "put", a.StoreKey(), a.Revision, nil)
 }
 
 // Entry is a stored value with its revision, as the CLI shows it.
