@@ -89,6 +89,7 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var prom promoteFlags
 	fs.Uint64Var(&prom.draftRev, "draft-revision", 0, "promote: only this draft revision (default the current one)")
 	fs.BoolVar(&prom.skipCases, "skip-cases", false, "promote: without running the draft's cases (recorded as promote-untested)")
+	adm := addAdminFlags(fs)
 	var ifRev revisionFlag
 	fs.Var(&ifRev, "if-revision", "put, delete, rollback, promote: only if the API (the draft, with --draft) is at this revision now (0: only if it does not exist); exit 3 otherwise")
 	fs.Usage = func() { groupUsage(stderr, fs, "api", apiUsage, args) }
@@ -103,8 +104,9 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --draft applies to put, get, delete, history, diff and test, not %s", errUsage, pos[0])
 	}
 	key := "" // the entry's key: NAME, or draft.NAME with --draft
+	restName := ""
 	if len(pos) > 1 {
-		key = pos[1]
+		key, restName = pos[1], pos[1]
 		if *onDraft {
 			key = registry.DraftKey(key)
 		}
@@ -145,9 +147,22 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if doc, err = readDoc(pos[1], stdin); err != nil {
 			return err
 		}
-		if _, err := registry.ParseAPI("", doc); err != nil {
+		parsed, err := registry.ParseAPI("", doc)
+		if err != nil {
 			return describeInvalid(err, stderr, "API entry")
 		}
+		key, restName = parsed.Name, parsed.Name
+	}
+	if adm.set() {
+		c, err := adm.client(*rf.timeout)
+		if err != nil {
+			return err
+		}
+		prom.key = *testKey
+		if ifRev.set {
+			prom.prodRev = &ifRev.rev
+		}
+		return apiOverREST(c, pos[0], restName, *onDraft, doc, ifRev, prom, stdout, stderr)
 	}
 	var drafts []draft
 	if pos[0] == "import-openapi" {

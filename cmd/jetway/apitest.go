@@ -74,14 +74,19 @@ func apiPromote(ctx context.Context, c *registry.Client, name string, o promoteF
 	if p.Revision == 0 {
 		return err
 	}
+	printPromotion(stdout, p, o.edge)
+	return err
+}
+
+// printPromotion says what a promote did; edge is where its cases ran.
+func printPromotion(stdout io.Writer, p admin.Promotion, edge string) {
 	from := "a new api"
 	if p.Previous != 0 {
 		from = fmt.Sprintf("replacing revision %d", p.Previous)
 	}
-	tested := fmt.Sprintf("%d case(s) passed on %s", len(p.Cases), o.edge)
+	tested := fmt.Sprintf("%d case(s) passed on %s", len(p.Cases), edge)
 	if p.Untested {
 		tested = "untested (--skip-cases)"
 	}
-	fmt.Fprintf(stdout, "promoted the draft of %s at revision %d: now revision %d, %s; %s\n", name, p.DraftRevision, p.Revision, from, tested)
-	return err
+	fmt.Fprintf(stdout, "promoted the draft of %s at revision %d: now revision %d, %s; %s\n", p.API, p.DraftRevision, p.Revision, from, tested)
 }

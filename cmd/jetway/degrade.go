@@ -50,6 +50,7 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway degrade", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rf := addRegistryFlags(fs)
+	adm := addAdminFlags(fs)
 	status := fs.Int("status", 0, "HTTP status of the answer (default 503)")
 	body := fs.String("body", "", "the answer's body (JSON or text)")
 	reason := fs.String("reason", "", "why the API is degraded")
@@ -96,6 +97,13 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	if adm.set() {
+		c, err := adm.client(*rf.timeout)
+		if err != nil {
+			return err
+		}
+		return degradeOverREST(c, pos[0], pos[len(pos)-1], sw, stdout, stderr)
+	}
 	ctx, c, done, err := rf.dial(1)
 	if err != nil {
 		return err

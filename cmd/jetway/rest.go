@@ -1,0 +1,371 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jetway-gw/jetway/admin"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/schemas"
+)
+
+// The CLI over the admin REST API (--admin-url): the commands that have a
+// REST form send it to serve's or jetway admin's /v1/ instead of writing
+// the registry over NATS. The business operations are the server's, the
+// code path its console uses too; the CLI only names the revision each
+// write is at, reading it first when --if-revision does not give it, so
+// a write over REST is always a compare-and-set.
+
+// adminFlags are where the admin REST API is and the token to use.
+type adminFlags struct{ url, token *string }
+
+func addAdminFlags(fs *flag.FlagSet) adminFlags {
+	return adminFlags{
+		url:   fs.String("admin-url", os.Getenv("JETWAY_ADMIN_URL"), "go through this admin REST API (http(s)://host:port of serve's or jetway admin's --admin) instead of NATS (env JETWAY_ADMIN_URL)"),
+		token: fs.String("admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "the admin API token, with --admin-url (env JETWAY_ADMIN_TOKEN)"),
+	}
+}
+
+func (a adminFlags) set() bool { return *a.url != "" }
+
+// restClient calls the admin REST API.
+type restClient struct {
+	base, token string
+	hc          *http.Client
+}
+
+func (a adminFlags) client(timeout time.Duration) (*restClient, error) {
+	u, err := url.Parse(*a.url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: --admin-url %q: want http(s)://host:port", errUsage, *a.url)
+	}
+	if *a.token == "" {
+		return nil, fmt.Errorf("%w: --admin-url needs --admin-token (or JETWAY_ADMIN_TOKEN)", errUsage)
+	}
+	return &restClient{base: strings.TrimRight(*a.url, "/"), token: *a.token, hc: &http.Client{Timeout: timeout}}, nil
+}
+
+// restAnswer is an answer of the admin API.
+type restAnswer struct {
+	status int
+	etag   uint64 // the ETag's revision; 0: none
+	body   []byte
+}
+
+// call sends one request (body nil: none) and reads the answer whole.
+func (c *restClient) call(ctx context.Context, method, path string, body []byte, hdr ...string) (restAnswer, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return restAnswer{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return restAnswer{}, fmt.Errorf("admin API: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return restAnswer{}, fmt.Errorf("admin API: reading the answer: %w", err)
+	}
+	a := restAnswer{status: resp.StatusCode, body: b}
+	a.etag, _ = strconv.ParseUint(strings.Trim(resp.Header.Get("ETag"), `"`), 10, 64)
+	return a, nil
+}
+
+// restError is the registry's error for an admin API error answer, so the
+// CLI says it and exits as over NATS: invalid entries list their problems
+// (exit 1), conflicts exit 3, a missing entry is ErrNotFound.
+func restError(kind, key string, want uint64, a restAnswer) error {
+	var e struct {
+		Code     string `json:"code"`
+		Message  string `json:"message"`
+		Revision uint64 `json:"current_revision"`
+		Problems []struct {
+			Path    string `json:"path"`
+			Message string `json:"message"`
+		} `json:"problems"`
+	}
+	_ = json.Unmarshal(a.body, &e)
+	switch e.Code {
+	case "INVALID_ENTRY":
+		ve := &registry.ValidationError{Key: key}
+		for _, p := range e.Problems {
+			ve.Problems = append(ve.Problems, schemas.Problem{Path: p.Path, Message: p.Message})
+		}
+		return ve
+	case "REVISION_CONFLICT", "EXISTS":
+		return &registry.ConflictError{Kind: kind, Key: key, Want: want, Current: e.Revision}
+	case "NOT_FOUND":
+		return fmt.Errorf("%s %s: %w", kind, key, registry.ErrNotFound)
+	case "":
+		return fmt.Errorf("admin API: %d: %.300s", a.status, a.body)
+	}
+	return fmt.Errorf("admin API: %s: %s", e.Code, e.Message)
+}
+
+// precondition is the header pair of a write at revision rev (0: create).
+func precondition(rev uint64) []string {
+	if rev == 0 {
+		return []string{"If-None-Match", "*"}
+	}
+	return []string{"If-Match", `"` + strconv.FormatUint(rev, 10) + `"`}
+}
+
+// revisionOf is the revision a write to path is at: --if-revision's, else
+// the one a read finds now (0: none).
+func (c *restClient) revisionOf(ctx context.Context, path string, ifRev revisionFlag) (uint64, error) {
+	if ifRev.set {
+		return ifRev.rev, nil
+	}
+	a, err := c.call(ctx, http.MethodGet, path, nil)
+	switch {
+	case err != nil:
+		return 0, err
+	case a.status == http.StatusNotFound:
+		return 0, nil
+	case a.etag != 0:
+		return a.etag, nil // an invalid stored value (409) has one too
+	}
+	return 0, restError("api", path, 0, a)
+}
+
+// apiOverREST is `jetway api` with --admin-url.
+func apiOverREST(c *restClient, cmd, name string, onDraft bool, doc []byte, ifRev revisionFlag, prom promoteFlags, stdout, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.hc.Timeout)
+	defer cancel()
+	path := "/v1/apis/" + url.PathEscape(name)
+	key := name
+	if onDraft {
+		path, key = path+"/draft", registry.DraftKey(name)
+	}
+	switch cmd {
+	case "get":
+		a, err := c.call(ctx, http.MethodGet, path, nil)
+		if err != nil {
+			return err
+		}
+		if a.status != http.StatusOK {
+			return restError("api", key, 0, a)
+		}
+		printJSON(stdout, a.body)
+	case "list":
+		a, err := c.call(ctx, http.MethodGet, "/v1/apis", nil)
+		if err != nil {
+			return err
+		}
+		if a.status != http.StatusOK {
+			return restError("api", "", 0, a)
+		}
+		return printAPIList(stdout, stderr, inForceOf(a.body))
+	case "put":
+		rev, err := c.revisionOf(ctx, path, ifRev)
+		if err != nil {
+			return err
+		}
+		a, err := c.call(ctx, http.MethodPut, path, doc, precondition(rev)...)
+		if err != nil {
+			return err
+		}
+		if a.status != http.StatusOK {
+			return describeInvalid(restError("api", key, rev, a), stderr, "API entry")
+		}
+		parsed, _ := registry.ParseAPI("", doc)
+		what := "published"
+		if onDraft {
+			what = "wrote the draft of"
+		}
+		fmt.Fprintf(stdout, "%s %s (%s %s -> pool %s) at revision %d\n", what, name, parsed.Route.Method, parsed.Route.Path, parsed.Pool, a.etag)
+	case "delete":
+		rev, err := c.revisionOf(ctx, path, ifRev)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			return fmt.Errorf("api %s: %w", key, registry.ErrNotFound)
+		}
+		a, err := c.call(ctx, http.MethodDelete, path, nil, precondition(rev)...)
+		if err != nil {
+			return err
+		}
+		if a.status != http.StatusNoContent {
+			return restError("api", key, rev, a)
+		}
+		fmt.Fprintf(stdout, "deleted %s\n", key)
+	case "test":
+		body, _ := json.Marshal(map[string]any{"key": prom.key, "draft": onDraft})
+		a, err := c.call(ctx, http.MethodPost, "/v1/apis/"+url.PathEscape(name)+"/test", body)
+		if err != nil {
+			return err
+		}
+		if a.status != http.StatusOK {
+			return restError("api", key, 0, a)
+		}
+		var res struct {
+			Revision uint64             `json:"revision"`
+			Items    []admin.CaseResult `json:"items"`
+		}
+		_ = json.Unmarshal(a.body, &res)
+		failed := printCases(stdout, res.Items)
+		fmt.Fprintf(stdout, "%d of %d cases passed (api %s at revision %d, through %s)\n", len(res.Items)-failed, len(res.Items), key, res.Revision, c.base)
+		if failed > 0 {
+			return fmt.Errorf("%d case(s) of api %s failed", failed, key)
+		}
+	case "promote":
+		in := map[string]any{"key": prom.key, "skip_cases": prom.skipCases}
+		if prom.draftRev != 0 {
+			in["draft_revision"] = prom.draftRev
+		}
+		if prom.prodRev != nil {
+			in["production_revision"] = *prom.prodRev
+		}
+		body, _ := json.Marshal(in)
+		a, err := c.call(ctx, http.MethodPost, "/v1/apis/"+url.PathEscape(name)+"/promote", body)
+		if err != nil {
+			return err
+		}
+		var failed struct {
+			Code      string          `json:"code"`
+			Promotion admin.Promotion `json:"promotion"`
+		}
+		switch _ = json.Unmarshal(a.body, &failed); {
+		case a.status == http.StatusOK:
+			var p admin.Promotion
+			_ = json.Unmarshal(a.body, &p)
+			printCases(stdout, p.Cases)
+			printPromotion(stdout, p, c.base)
+		case failed.Code == "CASES_FAILED":
+			printCases(stdout, failed.Promotion.Cases)
+			return admin.ErrCasesFailed
+		case failed.Code == "NO_CASES":
+			return admin.ErrNoCases
+		default:
+			want := prom.draftRev
+			if prom.prodRev != nil {
+				want = *prom.prodRev
+			}
+			return restError("api", name, want, a)
+		}
+	default:
+		return fmt.Errorf("%w: jetway api %s has no --admin-url form yet (it goes over NATS)", errUsage, cmd)
+	}
+	return nil
+}
+
+// inForceOf reads GET /v1/apis's items as the CLI lists them.
+func inForceOf(body []byte) []registry.InForce {
+	var res struct {
+		Items []struct {
+			Name     string          `json:"name"`
+			Revision uint64          `json:"revision"`
+			Entry    json.RawMessage `json:"entry"`
+			Newest   uint64          `json:"newest_revision"`
+			Invalid  string          `json:"newest_error"`
+		} `json:"items"`
+	}
+	_ = json.Unmarshal(body, &res)
+	out := make([]registry.InForce, 0, len(res.Items))
+	for _, it := range res.Items {
+		f := registry.InForce{Entry: registry.Entry{Name: it.Name, Revision: it.Revision, Op: "PUT", Value: it.Entry}}
+		if a, err := registry.ParseAPI(it.Name, it.Entry); err == nil {
+			f.API = a
+		}
+		if it.Invalid != "" {
+			f.Newest = &registry.Entry{Name: it.Name, Revision: it.Newest}
+			f.NewestErr = errors.New(it.Invalid)
+		}
+		if f.API == nil && f.Newest == nil {
+			f.Newest = &registry.Entry{Name: it.Name, Revision: it.Revision}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// degradeOverREST is `jetway degrade on|off` with --admin-url.
+func degradeOverREST(c *restClient, cmd, api string, sw *registry.Degrade, stdout, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.hc.Timeout)
+	defer cancel()
+	if cmd == "list" {
+		a, err := c.call(ctx, http.MethodGet, "/v1/degrade", nil)
+		if err != nil {
+			return err
+		}
+		if a.status != http.StatusOK {
+			return restError("degrade", "", 0, a)
+		}
+		var res struct {
+			Items []struct {
+				API      string           `json:"api"`
+				Revision uint64           `json:"revision"`
+				Switch   registry.Degrade `json:"switch"`
+				Invalid  string           `json:"error"`
+			} `json:"items"`
+		}
+		_ = json.Unmarshal(a.body, &res)
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "API\tSTATE\tSTATUS\tREASON\tREVISION")
+		for _, it := range res.Items {
+			if it.Invalid != "" {
+				fmt.Fprintf(tw, "%s\tinvalid\t-\t%s\t%d\n", it.API, it.Invalid, it.Revision)
+				continue
+			}
+			fmt.Fprintf(tw, "%s\ton\t%d\t%s\t%d\n", it.API, statusOr(it.Switch.Status), it.Switch.Reason, it.Revision)
+		}
+		return tw.Flush()
+	}
+	path := "/v1/apis/" + url.PathEscape(api) + "/degrade"
+	rev, err := c.revisionOf(ctx, path, revisionFlag{})
+	if err != nil {
+		return err
+	}
+	switch cmd {
+	case "on":
+		a, err := c.call(ctx, http.MethodPut, path, sw.Marshal(), precondition(rev)...)
+		if err != nil {
+			return err
+		}
+		if a.status != http.StatusOK && a.status != http.StatusCreated {
+			return describeInvalid(restError("degrade", api, rev, a), stderr, "degrade switch")
+		}
+		fmt.Fprintf(stdout, "degraded %s (status %d) at revision %d\n", api, statusOr(sw.Status), a.etag)
+	case "off":
+		if rev == 0 {
+			fmt.Fprintf(stdout, "%s is served again\n", api) // no switch: nothing to clear
+			return nil
+		}
+		a, err := c.call(ctx, http.MethodDelete, path, nil, precondition(rev)...)
+		if err != nil {
+			return err
+		}
+		if a.status != http.StatusNoContent && a.status != http.StatusNotFound {
+			return restError("degrade", api, rev, a)
+		}
+		fmt.Fprintf(stdout, "%s is served again\n", api)
+	default:
+		return fmt.Errorf("%w: jetway degrade %s has no --admin-url form yet (it goes over NATS)", errUsage, cmd)
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetway-gw/jetway/admin"
+	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// The CLI over the admin REST API: the same commands, the same output and
+// exit codes, every write a compare-and-set at the revision given or read,
+// and the trail naming the token.
+func TestCLIOverREST(t *testing.T) {
+	g := jetwaytest.Start(t)
+	const boot = "0123456789abcdef0123456789abcdef"
+	srv := httptest.NewServer(admin.New(admin.Options{Client: g.Client, Bootstrap: boot, EdgeURL: g.URL}).Handler())
+	t.Cleanup(srv.Close)
+	rest := []string{"--admin-url", srv.URL, "--admin-token", boot}
+	cli := func(stdin string, args ...string) cmdResult { return runCmd(stdin, append(args, rest...)...) }
+	doc := func(v string) string {
+		return `{"name":"rest.a","pool":"p","route":{"path":"/rest/a"},"auth":{"methods":["key"]},"backend":{"type":"mock","json":{"v":"` + v + `"}},
+			"cases":[{"name":"v","request":{"path":"/rest/a"},"expect":{"status":200,"body":{"/v":"` + v + `"}}}]}`
+	}
+	liveKey := g.PutKeyedApp("live")
+	sbKey, sbRec, _ := registry.NewAPIKey()
+	g.PutApps(&registry.App{ID: "tester", Status: registry.AppActive, Keys: []registry.AppKey{sbRec}, APIs: []string{"*"}, Sandbox: true})
+
+	if r := cli(doc("1"), "api", "put", "-"); r.code != 0 || !strings.Contains(r.stdout, "published rest.a") {
+		t.Fatalf("put: %+v", r)
+	}
+	if r := cli(doc("2"), "api", "put", "-", "--if-revision", "999"); r.code != exitConflict || !strings.Contains(r.stderr, "conflict") {
+		t.Fatalf("a stale --if-revision: %+v", r)
+	}
+	if r := cli(`{"name":"rest.a","pool":"p","route":{"path":"/rest/a"},"backend":{"type":"mock"},"bogus":1}`, "api", "put", "-"); r.code != 1 || !strings.Contains(r.stderr, "bogus") {
+		t.Fatalf("an invalid entry: %+v", r)
+	}
+	if r := cli("", "api", "get", "rest.a"); r.code != 0 || !strings.Contains(r.stdout, `"rest.a"`) {
+		t.Fatalf("get: %+v", r)
+	}
+	if r := cli("", "api", "list"); r.code != 0 || !strings.Contains(r.stdout, "rest.a") {
+		t.Fatalf("list: %+v", r)
+	}
+	waitBody := func(key, want string) {
+		t.Helper()
+		natstest.CheckFor(t, 3*time.Second, 10*time.Millisecond, func() error {
+			if r := g.Do("GET", "/rest/a", nil, "X-Api-Key", key); r.Body != want {
+				return fmt.Errorf("%d %s, want %s", r.Status, r.Body, want)
+			}
+			return nil
+		})
+	}
+	waitBody(liveKey, `{"v":"1"}`)
+
+	if r := cli("", "degrade", "on", "rest.a", "--reason", "rest"); r.code != 0 || !strings.Contains(r.stdout, "degraded rest.a") {
+		t.Fatalf("degrade on: %+v", r)
+	}
+	if r := cli("", "degrade", "list"); r.code != 0 || !strings.Contains(r.stdout, "rest.a") {
+		t.Fatalf("degrade list: %+v", r)
+	}
+	natstest.CheckFor(t, 3*time.Second, 10*time.Millisecond, func() error {
+		if r := g.Do("GET", "/rest/a", nil, "X-Api-Key", liveKey); r.Code != "DEGRADED" {
+			return fmt.Errorf("%d %s", r.Status, r.Body)
+		}
+		return nil
+	})
+	if r := cli("", "degrade", "off", "rest.a"); r.code != 0 {
+		t.Fatalf("degrade off: %+v", r)
+	}
+	waitBody(liveKey, `{"v":"1"}`)
+
+	if r := cli(doc("2"), "api", "put", "-", "--draft"); r.code != 0 || !strings.Contains(r.stdout, "wrote the draft of rest.a") {
+		t.Fatalf("put --draft: %+v", r)
+	}
+	if r := cli("", "api", "test", "rest.a", "--draft", "--key", sbKey); r.code != 0 || !strings.Contains(r.stdout, "1 of 1 cases passed") {
+		t.Fatalf("test --draft: %+v", r)
+	}
+	if r := cli("", "api", "promote", "rest.a", "--key", liveKey); r.code != 1 || !strings.Contains(r.stdout, "FAIL") {
+		t.Fatalf("promote tested with a production key: %+v", r)
+	}
+	if r := cli("", "api", "promote", "rest.a", "--key", sbKey); r.code != 0 || !strings.Contains(r.stdout, "promoted the draft of rest.a") {
+		t.Fatalf("promote: %+v", r)
+	}
+	waitBody(liveKey, `{"v":"2"}`)
+	if r := cli("", "api", "delete", "rest.a"); r.code != 0 {
+		t.Fatalf("delete: %+v", r)
+	}
+	if r := cli("", "api", "history", "rest.a"); r.code != 2 || !strings.Contains(r.stderr, "no --admin-url form") {
+		t.Fatalf("a command without a REST form: %+v", r)
+	}
+	if r := runCmd("", "api", "list", "--admin-url", srv.URL, "--admin-token", "wrong-token-wrong-token-wrong-tok"); r.code != 1 || !strings.Contains(r.stderr, "UNAUTHENTICATED") {
+		t.Fatalf("a wrong token: %+v", r)
+	}
+	changes, err := g.Client.Audit(context.Background(), time.Time{}, "api", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range changes {
+		if c.Actor != "bootstrap-token" {
+			t.Errorf("change %+v not by the token", c)
+		}
+	}
+}
