@@ -162,6 +162,16 @@ func TestConsole(t *testing.T) {
 		waitStatus(t, srv.edge+"/v1/hello/x", http.StatusOK)
 	})
 
+	t.Run("a fault drill started and ended from the console", func(t *testing.T) {
+		run(t, ctx, "open demo.hello", chromedp.Navigate(console+"#/api/demo.hello"), chromedp.WaitVisible(css("#fault-start")),
+			chromedp.SetValue(css("#fault-value"), "418"), chromedp.Click(css("#fault-start")))
+		waitJS(t, ctx, "the drill on", `!!document.getElementById('fault-end')`)
+		waitStatus(t, srv.edge+"/v1/hello/x", http.StatusTeapot)
+		run(t, ctx, "end it", chromedp.Click(css("#fault-end")))
+		waitJS(t, ctx, "the drill over", `!!document.getElementById('fault-status') && document.getElementById('fault-status').textContent === 'none'`)
+		waitStatus(t, srv.edge+"/v1/hello/x", http.StatusOK)
+	})
+
 	t.Run("an XSS payload in a description is text", func(t *testing.T) {
 		payload := `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>`
 		doc := fmt.Sprintf(`{"name":"e2e.xss","pool":"e2e","description":%q,"route":{"method":"GET","path":"/v1/xss"},"backend":{"type":"mock","json":{}}}`, payload)

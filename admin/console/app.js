@@ -258,9 +258,17 @@ function diffView(from, to, id) {
 
 const pretty = v => JSON.stringify(v, null, 2);
 
+function describeDrill(f) {
+  const parts = [];
+  if (f.abort) parts.push('abort ' + f.abort.percent + '% with ' + f.abort.status);
+  if (f.delay) parts.push('delay ' + f.delay.percent + '% by ' + f.delay.min + (f.delay.max ? '–' + f.delay.max : ''));
+  return parts.join(', ') + ' until ' + new Date(f.expires_at).toLocaleString();
+}
+
 async function apiScreen(g, name) {
   const path = '/v1/apis/' + encodeURIComponent(name);
-  const [got, revs, deg, draft] = await Promise.all([api('GET', path), api('GET', path + '/revisions'), api('GET', path + '/degrade'), name.startsWith('draft.') ? null : api('GET', path + '/draft')]);
+  const [got, revs, deg, draft, fault] = await Promise.all([api('GET', path), api('GET', path + '/revisions'), api('GET', path + '/degrade'),
+    name.startsWith('draft.') ? null : api('GET', path + '/draft'), api('GET', path + '/fault')]);
   if (!got.ok) { show(g, el('h1', {}, name), el('p', { class: 'error' }, errorText(got))); return; }
   let etag = got.etag;
   const entry = got.json;
@@ -310,6 +318,29 @@ async function apiScreen(g, name) {
     route();
   }
 
+  // The fault drill, at its own revision: one kind at a time from here
+  // (the CLI and REST take both, and filters).
+  const drill = fault.ok ? fault.json : null;
+  const drillMsg = el('span', { id: 'fault-status' }, drill ? describeDrill(drill) : 'none');
+  const kind = el('select', { id: 'fault-kind' }, el('option', { value: 'abort' }, 'abort with status'), el('option', { value: 'delay' }, 'delay by'));
+  const what = el('input', { type: 'text', id: 'fault-value', value: '503', size: 6 });
+  const share = el('input', { type: 'text', id: 'fault-percent', value: '100', size: 4 });
+  const minutes = el('input', { type: 'text', id: 'fault-minutes', value: '5', size: 4 });
+  kind.addEventListener('change', () => { what.value = kind.value === 'abort' ? '503' : '200ms'; });
+  async function startDrill() {
+    const percent = Number(share.value);
+    const f = { expires_at: new Date(Date.now() + Number(minutes.value) * 60000).toISOString() };
+    if (kind.value === 'abort') f.abort = { status: Number(what.value), percent }; else f.delay = { min: what.value, percent };
+    const r = await api('PUT', path + '/fault', { body: f, headers: fault.ok ? { 'If-Match': fault.etag } : { 'If-None-Match': '*' } });
+    if (!r.ok) { drillMsg.textContent = errorText(r); return; }
+    route();
+  }
+  async function endDrill() {
+    const r = await api('DELETE', path + '/fault', { headers: { 'If-Match': fault.etag } });
+    if (!r.ok) { drillMsg.textContent = errorText(r); return; }
+    route();
+  }
+
   // Cases and promote.
   const key = el('input', { type: 'password', id: 'case-key', placeholder: "a sandbox app's API key", autocomplete: 'off' });
   const caseOut = el('div', { id: 'case-results' });
@@ -344,7 +375,9 @@ async function apiScreen(g, name) {
     el('p', { class: 'muted', id: 'description' }, entry.description || ''),
     el('section', {}, el('h2', {}, 'Latency (slowest node)'), canvas, el('h2', {}, 'Calls per second'), qps),
     el('section', {}, el('h2', {}, 'Switches'), el('div', { class: 'row' }, 'Degrade: ', switchMsg,
-      el('button', { type: 'button', id: 'degrade-toggle', class: degraded ? '' : 'danger', onclick: flip }, degraded ? 'Restore' : 'Degrade'))),
+      el('button', { type: 'button', id: 'degrade-toggle', class: degraded ? '' : 'danger', onclick: flip }, degraded ? 'Restore' : 'Degrade')),
+      el('div', { class: 'row' }, 'Fault drill: ', drillMsg, drill ? el('button', { type: 'button', id: 'fault-end', onclick: endDrill }, 'End the drill') : ''),
+      el('div', { class: 'row' }, kind, what, ' for ', share, '% of calls, ', minutes, ' minutes ', el('button', { type: 'button', class: 'danger', id: 'fault-start', onclick: startDrill }, drill ? 'Replace the drill' : 'Start a drill'))),
     el('section', {}, el('h2', {}, 'Entry'), editor, el('div', { class: 'row' }, el('button', { type: 'button', class: 'primary', id: 'save', onclick: () => save() }, 'Save'), el('span', { class: 'muted' }, 'revision ' + String(etag).replace(/"/g, ''))), status, conflict),
     el('section', {}, el('h2', {}, 'Cases and release'), el('div', { class: 'row' }, key,
       el('button', { type: 'button', id: 'run-cases', onclick: () => runCases(false) }, 'Run cases'),
