@@ -471,8 +471,8 @@ func TestAdminReview2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := e.do(boot, "GET", "/v1/apis/y/degrade", ""); r.status != 409 || r.err.Code != "INVALID_STORED" {
-		t.Errorf("GET an invalid stored switch: %d %s", r.status, r.body)
+	if r := e.do(boot, "GET", "/v1/apis/y/degrade", ""); r.status != 409 || r.err.Code != "INVALID_STORED" || r.err.Revision != rev || r.header.Get("ETag") != etagOf(rev) {
+		t.Errorf("GET an invalid stored switch: %d %s (it must name revision %d, which clears it)", r.status, r.body, rev)
 	}
 	if r := e.do(boot, "DELETE", "/v1/apis/y/degrade", "", "If-Match", etagOf(rev)); r.status != 204 {
 		t.Errorf("DELETE an invalid stored switch: %d %s", r.status, r.body)

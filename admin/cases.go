@@ -186,7 +186,7 @@ func canonicalRaw(raw json.RawMessage) string {
 // tests the sandbox tier; the key is used for the calls and kept nowhere).
 func (s *Server) testAPI(w http.ResponseWriter, r *http.Request) {
 	if s.o.EdgeURL == "" {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", "this admin API has no edge to test through")
+		writeError(w, http.StatusConflict, "NO_EDGE", "this admin API has no edge to test through (jetway admin --edge)")
 		return
 	}
 	doc, ok := readBody(w, r)
@@ -207,6 +207,7 @@ func (s *Server) testAPI(w http.ResponseWriter, r *http.Request) {
 	if in.Draft {
 		key = registry.DraftKey(key)
 	}
+	onDraft := strings.HasPrefix(key, registry.DraftPrefix) // also /v1/apis/draft.x/test
 	f, err := s.c.GetInForce(r.Context(), key)
 	if err != nil {
 		writeRegistryError(w, err, s.log)
@@ -218,7 +219,7 @@ func (s *Server) testAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
 	var results []CaseResult
-	if in.Draft {
+	if onDraft {
 		results = RunDraftCases(r.Context(), client, s.o.EdgeURL, in.Key, f.API.Cases, f.Entry.Revision)
 	} else {
 		results = RunCases(r.Context(), client, s.o.EdgeURL, in.Key, f.API.Cases)

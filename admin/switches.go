@@ -91,7 +91,8 @@ func (k switchKind[T]) route(s *Server, r chi.Router, path string) {
 		if errors.As(err, &ve) {
 			// Written around Jetway, or under an older schema: the
 			// registry's data, not the caller's, is wrong; DELETE clears it.
-			writeJSON(w, http.StatusConflict, apiError{Code: "INVALID_STORED", Message: "the stored switch does not validate: " + err.Error()})
+			w.Header().Set("ETag", etag(ve.Revision))
+			writeJSON(w, http.StatusConflict, apiError{Code: "INVALID_STORED", Message: "the stored switch does not validate: " + err.Error(), Revision: ve.Revision})
 			return
 		}
 		if err != nil {

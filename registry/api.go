@@ -215,6 +215,10 @@ func (a *API) TimeoutOrDefault() time.Duration {
 type ValidationError struct {
 	Key      string // the KV key or file the entry came from, if known
 	Problems []schemas.Problem
+	// Revision is the KV revision of a stored value that does not
+	// validate (0: not a stored value), which the write that mends or
+	// clears it names.
+	Revision uint64
 }
 
 func (e *ValidationError) Error() string {

@@ -340,6 +340,10 @@ func getFlag[T any](ctx context.Context, kv jetstream.KeyValue, key string, pars
 		return zero, 0, fmt.Errorf("reading %s: %w", key, err)
 	}
 	v, err := parse(key, e.Value())
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		ve.Revision = e.Revision()
+	}
 	return v, e.Revision(), err
 }
 

@@ -153,7 +153,12 @@ func cmdAPI(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		key, restName = parsed.Name, parsed.Name
 	}
-	if adm.set() {
+	if rest, err := adm.use(fs, slices.Contains([]string{"put", "get", "list", "delete", "test", "promote"}, pos[0])); err != nil {
+		return err
+	} else if rest {
+		if err := refuseOverREST(fs, "revision", "edge", "replicas"); err != nil {
+			return err
+		}
 		c, err := adm.client(*rf.timeout)
 		if err != nil {
 			return err

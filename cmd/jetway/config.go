@@ -334,6 +334,9 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 			c.adminTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		}
 	}
+	if c.role == roleAdmin && c.admin == "" {
+		add(fmt.Errorf("%w: jetway admin serves on --admin: it cannot be empty", errUsage))
+	}
 	if c.admin != "" {
 		if err := checkAddr("--admin", c.admin); err != nil {
 			add(err)

@@ -97,12 +97,14 @@ func cmdDegrade(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	if adm.set() {
+	if rest, err := adm.use(fs, pos[0] == "on" || pos[0] == "off" || pos[0] == "list"); err != nil {
+		return err
+	} else if rest {
 		c, err := adm.client(*rf.timeout)
 		if err != nil {
 			return err
 		}
-		return degradeOverREST(c, pos[0], pos[len(pos)-1], sw, stdout, stderr)
+		return degradeOverREST(c, pos[0], pos[len(pos)-1], sw, *ahead, stdout, stderr)
 	}
 	ctx, c, done, err := rf.dial(1)
 	if err != nil {
@@ -177,6 +179,11 @@ func checkDegradeTarget(ctx context.Context, c *registry.Client, api string, sw 
 	if err != nil {
 		return err
 	}
+	return checkDegradeAPI(a, api, sw)
+}
+
+// checkDegradeAPI is checkDegradeTarget's check of the API in force.
+func checkDegradeAPI(a *registry.API, api string, sw *registry.Degrade) error {
 	if sw.Cached && (a.Fallback == nil || !a.Fallback.Cached) {
 		return fmt.Errorf("api %s keeps no cached answers (its fallback lacks \"cached\": true), so --cached would give every caller the switch's own answer; add the fallback first, drop --cached, or pass --ahead", api)
 	}

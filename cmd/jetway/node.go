@@ -214,7 +214,9 @@ func (n *node) connectRegistry(ctx context.Context) error {
 		Logger:       n.log,
 	}
 	switch {
-	case n.role == roleWorker:
+	case n.role == roleWorker || n.role == roleAdmin:
+		// jetway admin reads the registry through its client; its watch
+		// is for readiness, and keeps no app secrets or TLS keys on disk.
 		// A worker's NATS user reads only what workers need: never the
 		// apps and their signing secrets.
 		wopts.Buckets = []string{registry.BucketAPIs, registry.BucketFlags}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -38,7 +39,26 @@ func addAdminFlags(fs *flag.FlagSet) adminFlags {
 	}
 }
 
-func (a adminFlags) set() bool { return *a.url != "" }
+// use reports whether a command line goes over REST: with an admin URL,
+// unless --nats was given and the URL only comes from the environment;
+// hasForm says whether the command has a REST form (without one, an
+// admin URL from the environment leaves it on NATS).
+func (a adminFlags) use(fs *flag.FlagSet, hasForm bool) (bool, error) {
+	if *a.url == "" {
+		return false, nil
+	}
+	set := given(fs)
+	explicit := slices.Contains(set, "admin-url")
+	switch {
+	case slices.Contains(set, "nats") && explicit:
+		return false, fmt.Errorf("%w: --admin-url and --nats: give one (the admin API reaches NATS itself)", errUsage)
+	case slices.Contains(set, "nats"):
+		return false, nil // JETWAY_ADMIN_URL is set, but --nats asks for NATS
+	case !hasForm && explicit:
+		return false, fmt.Errorf("%w: this command has no --admin-url form yet: it goes over NATS (--nats)", errUsage)
+	}
+	return hasForm, nil
+}
 
 // restClient calls the admin REST API.
 type restClient struct {
@@ -54,8 +74,45 @@ func (a adminFlags) client(timeout time.Duration) (*restClient, error) {
 	if *a.token == "" {
 		return nil, fmt.Errorf("%w: --admin-url needs --admin-token (or JETWAY_ADMIN_TOKEN)", errUsage)
 	}
-	return &restClient{base: strings.TrimRight(*a.url, "/"), token: *a.token, hc: &http.Client{Timeout: timeout}}, nil
+	// A redirect is not followed: it could turn a write into a read that
+	// looks like success, or carry the token to another port or scheme.
+	hc := &http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &restClient{base: strings.TrimRight(*a.url, "/"), token: *a.token, hc: hc}, nil
 }
+
+// given lists the flags a command line set.
+func given(fs *flag.FlagSet) []string {
+	var out []string
+	fs.Visit(func(f *flag.Flag) { out = append(out, f.Name) })
+	return out
+}
+
+// refuseOverREST refuses flags that mean nothing over REST when a command
+// line set them, rather than ignore them.
+func refuseOverREST(fs *flag.FlagSet, flags ...string) error {
+	set := given(fs)
+	for _, f := range flags {
+		if slices.Contains(set, f) {
+			return fmt.Errorf("%w: --%s has no meaning with --admin-url (the admin API goes through its own edge and NATS)", errUsage, f)
+		}
+	}
+	return nil
+}
+
+// decode reads an answer's JSON into v; an answer that is not (a proxy's
+// page, one cut at the read limit) is an error, never an empty result.
+func decode(a restAnswer, v any) error {
+	if len(a.body) >= maxRESTAnswer {
+		return fmt.Errorf("admin API: the answer is over %d MiB", maxRESTAnswer>>20)
+	}
+	if err := json.Unmarshal(a.body, v); err != nil {
+		return fmt.Errorf("admin API: the answer is not the API's JSON (%v): %.200s", err, a.body)
+	}
+	return nil
+}
+
+// maxRESTAnswer bounds an answer the CLI reads.
+const maxRESTAnswer = 64 << 20
 
 // restAnswer is an answer of the admin API.
 type restAnswer struct {
@@ -86,7 +143,10 @@ func (c *restClient) call(ctx context.Context, method, path string, body []byte,
 		return restAnswer{}, fmt.Errorf("admin API: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if resp.StatusCode/100 == 3 {
+		return restAnswer{}, fmt.Errorf("admin API: %s %s answered %d, to %q: give that as --admin-url (redirects are not followed)", method, path, resp.StatusCode, resp.Header.Get("Location"))
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxRESTAnswer))
 	if err != nil {
 		return restAnswer{}, fmt.Errorf("admin API: reading the answer: %w", err)
 	}
@@ -147,7 +207,7 @@ func (c *restClient) revisionOf(ctx context.Context, path string, ifRev revision
 	case a.status == http.StatusNotFound:
 		return 0, nil
 	case a.etag != 0:
-		return a.etag, nil // an invalid stored value (409) has one too
+		return a.etag, nil // a stored value that does not validate (409) has one too: the write that mends or clears it is at that revision
 	}
 	return 0, restError("api", path, 0, a)
 }
@@ -179,7 +239,11 @@ func apiOverREST(c *restClient, cmd, name string, onDraft bool, doc []byte, ifRe
 		if a.status != http.StatusOK {
 			return restError("api", "", 0, a)
 		}
-		return printAPIList(stdout, stderr, inForceOf(a.body))
+		fs, err := inForceOf(a)
+		if err != nil {
+			return err
+		}
+		return printAPIList(stdout, stderr, fs)
 	case "put":
 		rev, err := c.revisionOf(ctx, path, ifRev)
 		if err != nil {
@@ -227,7 +291,9 @@ func apiOverREST(c *restClient, cmd, name string, onDraft bool, doc []byte, ifRe
 			Revision uint64             `json:"revision"`
 			Items    []admin.CaseResult `json:"items"`
 		}
-		_ = json.Unmarshal(a.body, &res)
+		if err := decode(a, &res); err != nil {
+			return err
+		}
 		failed := printCases(stdout, res.Items)
 		fmt.Fprintf(stdout, "%d of %d cases passed (api %s at revision %d, through %s)\n", len(res.Items)-failed, len(res.Items), key, res.Revision, c.base)
 		if failed > 0 {
@@ -253,7 +319,9 @@ func apiOverREST(c *restClient, cmd, name string, onDraft bool, doc []byte, ifRe
 		switch _ = json.Unmarshal(a.body, &failed); {
 		case a.status == http.StatusOK:
 			var p admin.Promotion
-			_ = json.Unmarshal(a.body, &p)
+			if err := decode(a, &p); err != nil {
+				return err
+			}
 			printCases(stdout, p.Cases)
 			printPromotion(stdout, p, c.base)
 		case failed.Code == "CASES_FAILED":
@@ -275,7 +343,7 @@ func apiOverREST(c *restClient, cmd, name string, onDraft bool, doc []byte, ifRe
 }
 
 // inForceOf reads GET /v1/apis's items as the CLI lists them.
-func inForceOf(body []byte) []registry.InForce {
+func inForceOf(a restAnswer) ([]registry.InForce, error) {
 	var res struct {
 		Items []struct {
 			Name     string          `json:"name"`
@@ -285,7 +353,9 @@ func inForceOf(body []byte) []registry.InForce {
 			Invalid  string          `json:"newest_error"`
 		} `json:"items"`
 	}
-	_ = json.Unmarshal(body, &res)
+	if err := decode(a, &res); err != nil {
+		return nil, err
+	}
 	out := make([]registry.InForce, 0, len(res.Items))
 	for _, it := range res.Items {
 		f := registry.InForce{Entry: registry.Entry{Name: it.Name, Revision: it.Revision, Op: "PUT", Value: it.Entry}}
@@ -301,11 +371,11 @@ func inForceOf(body []byte) []registry.InForce {
 		}
 		out = append(out, f)
 	}
-	return out
+	return out, nil
 }
 
 // degradeOverREST is `jetway degrade on|off` with --admin-url.
-func degradeOverREST(c *restClient, cmd, api string, sw *registry.Degrade, stdout, stderr io.Writer) error {
+func degradeOverREST(c *restClient, cmd, api string, sw *registry.Degrade, ahead bool, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.hc.Timeout)
 	defer cancel()
 	if cmd == "list" {
@@ -324,7 +394,9 @@ func degradeOverREST(c *restClient, cmd, api string, sw *registry.Degrade, stdou
 				Invalid  string           `json:"error"`
 			} `json:"items"`
 		}
-		_ = json.Unmarshal(a.body, &res)
+		if err := decode(a, &res); err != nil {
+			return err
+		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "API\tSTATE\tSTATUS\tREASON\tREVISION")
 		for _, it := range res.Items {
@@ -343,6 +415,20 @@ func degradeOverREST(c *restClient, cmd, api string, sw *registry.Degrade, stdou
 	}
 	switch cmd {
 	case "on":
+		if !ahead {
+			// As over NATS: a switch that would do nothing is a typo.
+			got, err := c.call(ctx, http.MethodGet, "/v1/apis/"+url.PathEscape(api), nil)
+			if err != nil {
+				return err
+			}
+			a, perr := registry.ParseAPI(api, got.body)
+			if got.status != http.StatusOK || perr != nil {
+				return fmt.Errorf("api %s is not published, so the switch would do nothing; check the name (jetway api list), or pass --ahead to set it before the API is published", api)
+			}
+			if err := checkDegradeAPI(a, api, sw); err != nil {
+				return err
+			}
+		}
 		a, err := c.call(ctx, http.MethodPut, path, sw.Marshal(), precondition(rev)...)
 		if err != nil {
 			return err

@@ -3,10 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/admin"
 	"github.com/jetway-gw/jetway/bus/natstest"
@@ -105,5 +110,96 @@ func TestCLIOverREST(t *testing.T) {
 		if c.Actor != "bootstrap-token" {
 			t.Errorf("change %+v not by the token", c)
 		}
+	}
+}
+
+// Found by review: what the REST CLI must not do.
+func TestCLIOverRESTRefuses(t *testing.T) {
+	g := jetwaytest.Start(t)
+	const boot = "0123456789abcdef0123456789abcdef"
+	srv := httptest.NewServer(admin.New(admin.Options{Client: g.Client, Bootstrap: boot}).Handler())
+	t.Cleanup(srv.Close)
+	rest := []string{"--admin-url", srv.URL, "--admin-token", boot}
+	cli := func(stdin string, args ...string) cmdResult { return runCmd(stdin, append(args, rest...)...) }
+
+	t.Run("follow a redirect", func(t *testing.T) {
+		var sawToken atomic.Bool
+		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			sawToken.Store(r.Header.Get("Authorization") != "")
+			w.Header().Set("ETag", `"7"`)
+			io.WriteString(w, `{}`)
+		}))
+		t.Cleanup(other.Close)
+		redir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
+		}))
+		t.Cleanup(redir.Close)
+		r := runCmd(`{"name":"rest.r","pool":"p","route":{"path":"/r"},"backend":{"type":"mock"}}`, "api", "put", "-", "--admin-url", redir.URL, "--admin-token", boot)
+		if r.code != 1 || strings.Contains(r.stdout, "published") || !strings.Contains(r.stderr, "redirects are not followed") || sawToken.Load() {
+			t.Fatalf("%+v (the token reached the redirect's target: %v)", r, sawToken.Load())
+		}
+	})
+	t.Run("a switch that would do nothing", func(t *testing.T) {
+		if r := cli("", "degrade", "on", "no.such.api"); r.code != 1 || !strings.Contains(r.stderr, "not published") {
+			t.Fatalf("%+v", r)
+		}
+		if r := cli("", "degrade", "on", "no.such.api", "--ahead"); r.code != 0 {
+			t.Fatalf("--ahead: %+v", r)
+		}
+	})
+	t.Run("a stored switch that does not validate is cleared", func(t *testing.T) {
+		js, _ := jetstream.New(g.Conn)
+		flags, err := js.KeyValue(context.Background(), registry.BucketFlags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := flags.Put(context.Background(), "degrade.bad", []byte(`{"on":true,"bogus":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		if r := cli("", "degrade", "off", "bad"); r.code != 0 {
+			t.Fatalf("%+v", r)
+		}
+		if _, err := flags.Get(context.Background(), "degrade.bad"); err == nil {
+			t.Fatal("the invalid switch is still there")
+		}
+	})
+	t.Run("flags it cannot honour, and answers that are not the API's", func(t *testing.T) {
+		if r := cli("", "api", "get", "x", "--revision", "1"); r.code != 2 || !strings.Contains(r.stderr, "--revision") {
+			t.Fatalf("--revision: %+v", r)
+		}
+		if r := cli("", "api", "get", "x", "--nats", g.Server.ClientURL()); r.code != 2 {
+			t.Fatalf("--nats and --admin-url: %+v", r)
+		}
+		page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<html>sign in</html>") }))
+		t.Cleanup(page.Close)
+		if r := runCmd("", "api", "list", "--admin-url", page.URL, "--admin-token", boot); r.code != 1 || !strings.Contains(r.stderr, "not the API's JSON") {
+			t.Fatalf("a page that is not the API's: %+v", r)
+		}
+	})
+	t.Run("JETWAY_ADMIN_URL leaves commands without a REST form on NATS", func(t *testing.T) {
+		t.Setenv("JETWAY_ADMIN_URL", srv.URL)
+		t.Setenv("JETWAY_ADMIN_TOKEN", boot)
+		must(t, runCmd(`{"name":"rest.h","pool":"p","route":{"path":"/h"},"backend":{"type":"mock"}}`, "api", "put", "-"))
+		if r := runCmd("", "api", "history", "rest.h", "--nats", g.Server.ClientURL()); r.code != 0 || !strings.Contains(r.stdout, "PUT") {
+			t.Fatalf("history with JETWAY_ADMIN_URL set: %+v", r)
+		}
+		if r := runCmd("", "api", "test", "rest.h"); r.code != 1 || !strings.Contains(r.stderr, "NO_EDGE") {
+			t.Fatalf("test on an admin API without an edge: %+v", r)
+		}
+	})
+}
+
+func must(t *testing.T, r cmdResult) {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// jetway admin serves on --admin, so an empty one is refused before
+// anything starts.
+func TestAdminRoleNeedsItsListener(t *testing.T) {
+	if r := runCmd("", "admin", "--admin", "", "--nats", "nats://127.0.0.1:1"); r.code != 2 || !strings.Contains(r.stderr, "cannot be empty") {
+		t.Fatalf("%+v", r)
 	}
 }
