@@ -59,7 +59,16 @@ type Heartbeat struct {
 	APIs     int       `json:"apis"`           // APIs the node serves
 	At       time.Time `json:"at"`             // when the beat was sent (sender's clock)
 	Stopping bool      `json:"stopping,omitempty"`
+	// Breakers are the API tiers whose breaker is not closed on the node
+	// (a worker's), and Alerts the alerts firing as the node judges them
+	// (the serve or edge node that judges): what the console shows. The
+	// node's word, at most MaxHeartbeatList each.
+	Breakers []string `json:"breakers_open,omitempty"`
+	Alerts   []string `json:"alerts_firing,omitempty"`
 }
+
+// MaxHeartbeatList bounds Heartbeat.Breakers and Heartbeat.Alerts.
+const MaxHeartbeatList = 64
 
 // UptimeDuration is Uptime as a time.Duration.
 func (h Heartbeat) UptimeDuration() time.Duration {
@@ -80,8 +89,13 @@ type Beater struct {
 	subject string
 	period  time.Duration
 	status  func() (inFlight int64, apis int)
+	detail  func(hb *Heartbeat) // sets Breakers and Alerts; nil: none
 	running atomic.Bool
 }
+
+// Detail has f set a beat's Breakers and Alerts at each beat (call before
+// Run; f must be quick and safe to call from another goroutine).
+func (b *Beater) Detail(f func(hb *Heartbeat)) { b.detail = f }
 
 // NewHeartbeat prepares the heartbeats of the node described by hb: ID (a
 // new nuid when empty), Role, Pools, Version, Host (os.Hostname() when
@@ -156,6 +170,11 @@ func (b *Beater) beat(stopping bool) error {
 	hb.Uptime = math.Round(now.Sub(hb.Started).Seconds()*1000) / 1000
 	if b.status != nil {
 		hb.InFlight, hb.APIs = b.status()
+	}
+	if b.detail != nil {
+		b.detail(&hb)
+		hb.Breakers = hb.Breakers[:min(len(hb.Breakers), MaxHeartbeatList)]
+		hb.Alerts = hb.Alerts[:min(len(hb.Alerts), MaxHeartbeatList)]
 	}
 	hb.Stopping = stopping
 	data, err := json.Marshal(hb)

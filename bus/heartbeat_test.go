@@ -375,3 +375,42 @@ func trackOne(t *testing.T, beat Heartbeat) Heartbeat {
 	})
 	return tr.Nodes(time.Now())[0]
 }
+
+// A node's breakers open and alerts firing travel in its beats, at most
+// MaxHeartbeatList each.
+func TestHeartbeatCarriesHealth(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	got := make(chan Heartbeat, 16)
+	sub, err := nc.Subscribe(HeartbeatPrefix+">", func(m *nats.Msg) {
+		var hb Heartbeat
+		if json.Unmarshal(m.Data, &hb) == nil {
+			got <- hb
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	nc.Flush()
+	b, err := NewHeartbeat(nc, Heartbeat{Role: "worker", ID: "w1"}, testPeriod, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := make([]string, 100)
+	for i := range many {
+		many[i] = fmt.Sprint("api", i)
+	}
+	b.Detail(func(hb *Heartbeat) { hb.Breakers, hb.Alerts = many, []string{"rule x"} })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = b.Run(ctx) }()
+	select {
+	case hb := <-got:
+		if len(hb.Breakers) != MaxHeartbeatList || hb.Breakers[0] != "api0" || len(hb.Alerts) != 1 {
+			t.Fatalf("beat %+v", hb)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no beat")
+	}
+}

@@ -77,6 +77,14 @@ func TestAlertFiresAndResolves(t *testing.T) {
 	if ev["target"] != "demo.status" || !strings.Contains(ev["message"].(string), "success rate") {
 		t.Errorf("firing event %v", ev)
 	}
+	// The judging node's heartbeats say it fires (the console shows it).
+	natstest.CheckFor(t, 5*time.Second, 100*time.Millisecond, func() error {
+		r := get(t, srv.admin+"/nodes")
+		if !strings.Contains(string(r.body), `"alerts_firing"`) || !strings.Contains(string(r.body), `"status-errors demo.status"`) {
+			return fmt.Errorf("/nodes: %s", r.body)
+		}
+		return nil
+	})
 	waitEvent("resolved", "/v1/status/200")
 	natstest.CheckFor(t, 5*time.Second, 50*time.Millisecond, func() error {
 		mu.Lock()

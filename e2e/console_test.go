@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/jetway-gw/jetway/bus"
 )
 
 // browser starts headless Chromium (Debian's chromium, or CHROMIUM) for a
@@ -109,7 +111,7 @@ func TestConsole(t *testing.T) {
 
 	t.Run("without a token, the login and nothing else", func(t *testing.T) {
 		run(t, ctx, "open", chromedp.Navigate(console), chromedp.WaitVisible(css("#login")))
-		barHidden := value(t, ctx, "bar", chromedp.Evaluate[bool](`document.getElementById('bar').hidden`))
+		barHidden := value(t, ctx, "bar", chromedp.Evaluate[bool](`getComputedStyle(document.getElementById('bar')).display === 'none'`))
 		mainText := value(t, ctx, "page", chromedp.Text(css("#main")))
 		if !barHidden || strings.Contains(mainText, "demo.hello") {
 			t.Fatalf("bar hidden %v, page %q", barHidden, mainText)
@@ -145,13 +147,30 @@ func TestConsole(t *testing.T) {
 		}
 		waitJS(t, ctx, "the chart to have points with calls", `(() => { const c = document.getElementById('cluster-chart');
 			return Number(c.dataset.points) >= 2 && Number((c.dataset.last || '0').split(',')[0]) > 0; })()`)
+		// Breakers open and alerts firing come from the nodes' beats: a
+		// worker's of its breakers, the judging node's of its alerts.
+		nc := natsConn(t, srv.natsURL)
+		beat, _ := json.Marshal(bus.Heartbeat{ID: "consoleworker", Role: "worker", Pools: []string{"demo"}, Started: time.Now(), At: time.Now(),
+			Breakers: []string{"demo.hello"}, Alerts: []string{"slow demo.hello"}})
+		for range 3 {
+			if err := nc.Publish(bus.HeartbeatSubject("worker", "consoleworker"), beat); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitJS(t, ctx, "the breaker and the alert", `document.getElementById('breakers-open').textContent === '1' &&
+			document.getElementById('alerts-firing').textContent === '1' &&
+			document.getElementById('health-list').textContent.includes('breaker open: demo.hello')`)
+		tagged := value(t, ctx, "tags", chromedp.Evaluate[int](`[...document.querySelectorAll('#main td .tag')].filter(e => e.textContent === 'breaker open' && e.offsetParent !== null).length`))
+		if tagged != 1 {
+			t.Errorf("%d rows show a breaker open, want 1 (demo.hello)", tagged)
+		}
 		first := value(t, ctx, "points", chromedp.Evaluate[string](`document.getElementById('cluster-chart').dataset.points`))
 		waitJS(t, ctx, "the chart to move on", fmt.Sprintf(`Number(document.getElementById('cluster-chart').dataset.points) > %s`, first))
 		screenshot(t, ctx, "cluster")
 	})
 
 	t.Run("a degrade switch flipped from the console", func(t *testing.T) {
-		run(t, ctx, "open demo.hello", chromedp.Navigate(console+"#/api/demo.hello"), chromedp.WaitVisible(css("#degrade-toggle")))
+		openAPI(t, ctx, console, "demo.hello")
 		waitJS(t, ctx, "the API's chart to have points", `Number(document.getElementById('api-chart').dataset.points) >= 3`)
 		screenshot(t, ctx, "api")
 		run(t, ctx, "degrade", chromedp.Click(css("#degrade-toggle")))
@@ -163,8 +182,8 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("a fault drill started and ended from the console", func(t *testing.T) {
-		run(t, ctx, "open demo.hello", chromedp.Navigate(console+"#/api/demo.hello"), chromedp.WaitVisible(css("#fault-start")),
-			chromedp.SetValue(css("#fault-value"), "418"), chromedp.Click(css("#fault-start")))
+		openAPI(t, ctx, console, "demo.hello")
+		run(t, ctx, "start a drill", chromedp.SetValue(css("#fault-value"), "418"), chromedp.Click(css("#fault-start")))
 		waitJS(t, ctx, "the drill on", `!!document.getElementById('fault-end')`)
 		waitStatus(t, srv.edge+"/v1/hello/x", http.StatusTeapot)
 		run(t, ctx, "end it", chromedp.Click(css("#fault-end")))
@@ -178,7 +197,8 @@ func TestConsole(t *testing.T) {
 		if res := jetway(t, doc, "api", "put", "-", "--nats", srv.natsURL); res.code != 0 {
 			t.Fatalf("api put: %s", res.stderr)
 		}
-		run(t, ctx, "open", chromedp.Navigate(console+"#/api/e2e.xss"), chromedp.WaitVisible(css("#description")), chromedp.Sleep(200*time.Millisecond))
+		openAPI(t, ctx, console, "e2e.xss")
+		run(t, ctx, "settle", chromedp.Sleep(200*time.Millisecond))
 		desc := value(t, ctx, "description", chromedp.TextContent(css("#description")))
 		tags := value(t, ctx, "elements", chromedp.Evaluate[int](`document.querySelectorAll('#main img, #main script').length`))
 		xss := value(t, ctx, "window.__xss", chromedp.Evaluate[bool](`window.__xss !== undefined`))
@@ -188,7 +208,7 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("a save that lost a race says who won, with the diff", func(t *testing.T) {
-		run(t, ctx, "open", chromedp.Navigate(console+"#/api/demo.mock"), chromedp.WaitVisible(css("#entry")))
+		openAPI(t, ctx, console, "demo.mock")
 		entry := value(t, ctx, "the editor", chromedp.Value(css("#entry")))
 		// A colleague saves first, through the CLI.
 		withDescription := func(d string) string {
@@ -269,6 +289,14 @@ func TestConsole(t *testing.T) {
 	if calls.Load() == 0 {
 		t.Error("no traffic reached the edge")
 	}
+}
+
+// openAPI opens an API's screen and waits until it is drawn: a hash
+// change draws it anew, and the screen before has the same elements.
+func openAPI(t *testing.T, ctx context.Context, console, name string) {
+	t.Helper()
+	run(t, ctx, "open "+name, chromedp.Navigate(console+"#/api/"+name))
+	waitJS(t, ctx, name+"'s screen", fmt.Sprintf(`!!document.querySelector('#main h1') && document.querySelector('#main h1').firstChild.textContent === %q && !!document.getElementById('entry')`, name))
 }
 
 // waitJS waits until a JavaScript expression is true in the page.

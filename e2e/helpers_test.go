@@ -525,15 +525,21 @@ func httpBackend(url string) map[string]any {
 	return map[string]any{"type": "http", "url": url}
 }
 
-// kvBucket opens the jetway_apis bucket over a new connection to url.
-func kvBucket(t *testing.T, url string) jetstream.KeyValue {
+// natsConn is a new connection to url, closed when the test ends.
+func natsConn(t *testing.T, url string) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", url, err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	return nc
+}
+
+// kvBucket opens the jetway_apis bucket over a new connection to url.
+func kvBucket(t *testing.T, url string) jetstream.KeyValue {
+	t.Helper()
+	js, err := jetstream.New(natsConn(t, url))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,9 @@ package otel
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +41,21 @@ type Alerts struct {
 	// keep is how many seconds of records are kept: the longest window of
 	// the rules last evaluated, at least a minute.
 	keep int64
+}
+
+// Firing lists the alerts firing as this evaluator last judged them, each
+// "rule target", sorted.
+func (a *Alerts) Firing() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for k, on := range a.firing {
+		if on {
+			out = append(out, strings.Replace(k, "|", " ", 1))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // NewAlerts returns an evaluator with no data.

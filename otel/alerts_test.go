@@ -1,6 +1,7 @@
 package otel
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,9 @@ func TestAlertsFireOnceAndResolve(t *testing.T) {
 	if ev := a.Evaluate(t0.Add(16*time.Second), rules, serve); len(ev) != 0 {
 		t.Fatalf("repeat: %+v", ev)
 	}
+	if got := strings.Join(a.Firing(), ","); got != "br orders,lat orders,nw p,sr orders" {
+		t.Fatalf("firing: %s", got)
+	}
 	// Recovery.
 	for i := 20; i < 40; i++ {
 		second(i, 20, 0, 10*time.Millisecond)
@@ -64,6 +68,9 @@ func TestAlertsFireOnceAndResolve(t *testing.T) {
 		if e.State != "resolved" || e.Message == "" {
 			t.Errorf("event %+v", e)
 		}
+	}
+	if f := a.Firing(); len(f) != 0 {
+		t.Errorf("firing after all resolved: %v", f)
 	}
 }
 

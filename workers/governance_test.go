@@ -218,6 +218,9 @@ func TestBreakerOpenHalfOpenClose(t *testing.T) {
 	if st, ok := g.Worker.BreakerState("bk"); !ok || st != "closed" {
 		t.Fatalf("a new breaker is %q, %v", st, ok)
 	}
+	if open := g.Worker.OpenBreakers(time.Now()); len(open) != 0 {
+		t.Fatalf("open breakers before any failure: %v (heartbeats say them)", open)
+	}
 	be.failing.Store(true)
 	for i := 0; i < 2; i++ {
 		if r := g.Do("GET", "/bk", nil); r.Status != 500 || r.Body != "backend failed" {
@@ -228,6 +231,9 @@ func TestBreakerOpenHalfOpenClose(t *testing.T) {
 	if ev.From != "closed" || ev.To != "open" || ev.API != "bk" || ev.OpenFor != "100ms" ||
 		!strings.Contains(ev.Reason, "2 consecutive failures") || !strings.Contains(ev.Backend, be.URL) {
 		t.Fatalf("open event %+v", ev)
+	}
+	if open := g.Worker.OpenBreakers(time.Now()); len(open) != 1 || open[0] != "bk" {
+		t.Fatalf("open breakers: %v, want [bk]", open)
 	}
 	hits := be.hits.Load()
 	if r := g.Do("GET", "/bk", nil); r.Status != 503 || r.Code != "CIRCUIT_OPEN" || be.hits.Load() != hits {

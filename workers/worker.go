@@ -603,6 +603,21 @@ func (w *Worker) Subscribed() []string {
 	return names
 }
 
+// OpenBreakers lists the API tiers (API.Key) whose breaker is not closed
+// on this worker now, sorted: what its heartbeats say.
+func (w *Worker) OpenBreakers(now time.Time) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for key, as := range w.subs {
+		if st := as.state.Load(); st != nil && st.breaker != nil && st.breaker.State(now) != resilience.StateClosed {
+			out = append(out, key)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Shutdown stops taking new requests (draining every subscription, so
 // messages already delivered are still served) and waits until the calls in
 // flight finish or ctx ends.

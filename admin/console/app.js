@@ -173,7 +173,7 @@ class Seconds {
 // --- screens -------------------------------------------------------------
 
 async function cluster(g) {
-  const [apis, degraded, alerts] = await Promise.all([api('GET', '/v1/apis'), api('GET', '/v1/degrade'), api('GET', '/v1/alerts')]);
+  const [apis, degraded, alerts, beats] = await Promise.all([api('GET', '/v1/apis'), api('GET', '/v1/degrade'), api('GET', '/v1/alerts'), api('GET', '/v1/nodes')]);
   if (!apis.ok) { show(g, el('p', { class: 'error' }, errorText(apis))); return; }
   const down = new Set(((degraded.json && degraded.json.items) || []).filter(d => !d.error).map(d => d.api));
   const items = apis.json.items || [];
@@ -181,6 +181,25 @@ async function cluster(g) {
   const cards = {
     qps: el('div', { class: 'v', id: 'qps' }, '0'), err: el('div', { class: 'v', id: 'errors' }, '0 %'),
   };
+  // Breakers open and alerts firing, from the nodes' heartbeats (each
+  // worker says its breakers, the node judging alerts says what fires),
+  // read again every 2 s.
+  const health = { breakers: el('div', { class: 'v', id: 'breakers-open' }, '0'), alerts: el('div', { class: 'v', id: 'alerts-firing' }, '0'), list: el('div', { id: 'health' }) };
+  const tagged = new Map(); // api → its breaker tag
+  function showHealth(r) {
+    const nodes = (r && r.ok && r.json && (r.json.items || r.json)) || [];
+    const open = new Map(), firing = new Set();
+    for (const n of nodes) {
+      for (const b of n.breakers_open || []) open.set(b, (open.get(b) || []).concat(n.id));
+      for (const a of n.alerts_firing || []) firing.add(a);
+    }
+    health.breakers.textContent = String(open.size);
+    health.alerts.textContent = String(firing.size);
+    const items = [...open].map(([api, ids]) => el('li', { class: 'error' }, 'breaker open: ' + api + ' (on ' + ids.join(', ') + ')'))
+      .concat([...firing].map(a => el('li', { class: 'error' }, 'alert firing: ' + a)));
+    health.list.replaceChildren(items.length ? el('section', {}, el('ul', { id: 'health-list' }, items)) : '');
+    for (const [name, tag] of tagged) tag.hidden = !open.has(name);
+  }
   const cells = new Map();
   const rows = items.map(it => {
     const e = it.entry || {};
@@ -190,18 +209,26 @@ async function cluster(g) {
     if (it.name.startsWith('draft.')) tags.push(el('span', { class: 'tag warn' }, 'draft'));
     if (down.has(it.name)) tags.push(el('span', { class: 'tag bad' }, 'degraded'));
     if (it.newest_error) tags.push(el('span', { class: 'tag bad', title: it.newest_error }, 'newest invalid'));
+    const br = el('span', { class: 'tag bad', hidden: true }, 'breaker open');
+    tagged.set(it.name, br);
+    tags.push(br);
     return el('tr', {}, el('td', {}, el('a', { href: '#/api/' + encodeURIComponent(it.name) }, it.name), ' ', tags),
       el('td', {}, ((e.route && e.route.method) || '') + ' ' + ((e.route && e.route.path) || '')), el('td', {}, e.pool || ''),
       el('td', { class: 'num' }, it.revision), c.qps, c.err, c.p50, c.p99);
   });
-  show(g, el('h1', {}, 'Cluster'),
+  if (!show(g, el('h1', {}, 'Cluster'),
     el('div', { class: 'cards' },
       el('div', { class: 'card' }, cards.qps, el('div', { class: 'k' }, 'calls per second')),
       el('div', { class: 'card' }, cards.err, el('div', { class: 'k' }, 'failed or refused')),
       el('div', { class: 'card' }, el('div', { class: 'v', id: 'degraded-count' }, String(down.size)), el('div', { class: 'k' }, 'APIs degraded')),
-      el('div', { class: 'card' }, el('div', { class: 'v' }, String(((alerts.json && alerts.json.items) || []).length)), el('div', { class: 'k' }, 'alert rules'))),
+      el('div', { class: 'card' }, health.breakers, el('div', { class: 'k' }, 'breakers open')),
+      el('div', { class: 'card' }, health.alerts, el('div', { class: 'k' }, 'alerts firing, of ' + ((alerts.json && alerts.json.items) || []).length + ' rules'))),
+    health.list,
     el('section', {}, canvas),
-    el('section', {}, table(['API', 'route', 'pool', 'revision', 'calls/s', 'error %', 'p50', 'p99'], rows)));
+    el('section', {}, table(['API', 'route', 'pool', 'revision', 'calls/s', 'error %', 'p50', 'p99'], rows)))) return;
+  const timer = setInterval(async () => { try { showHealth(await api('GET', '/v1/nodes')); } catch { /* signed out */ } }, 2000);
+  leave.push(() => clearInterval(timer));
+  showHealth(beats);
   const chart = new LineChart(canvas, [{ name: 'calls/s', color: '#2454c5' }, { name: 'failed/s', color: '#c62828' }]);
   const secs = new Seconds();
   live(g, '', batch => {

@@ -67,6 +67,7 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 			return nil
 		case now := <-t.C:
 			if !n.alertLeader(now) {
+				n.firing.Store(nil) // another node judges: its beats say what fires
 				continue
 			}
 			for _, ev := range a.Evaluate(now, n.watcher.Current().Alerts, func(pool string) bool { return n.poolServed(pool, now) }) {
@@ -82,6 +83,8 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 					}
 				}
 			}
+			firing := a.Firing()
+			n.firing.Store(&firing)
 		}
 	}
 }

@@ -70,6 +70,9 @@ type node struct {
 	edge      *edge.Edge
 	worker    *workers.Worker
 	accessLog *otel.LineWriter // the access log's buffer, written out at shutdown
+	// firing is what the alerts this node judges say now (runAlerts);
+	// nil: it does not judge them.
+	firing atomic.Pointer[[]string]
 
 	edgeSrv, adminSrv *http.Server
 	edgeURL           string     // where the edge listens, for the demo's hint
@@ -401,6 +404,14 @@ func (n *node) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	beater.Detail(func(hb *bus.Heartbeat) {
+		if n.worker != nil {
+			hb.Breakers = n.worker.OpenBreakers(time.Now())
+		}
+		if f := n.firing.Load(); f != nil {
+			hb.Alerts = *f
+		}
+	})
 	n.beatDone = make(chan struct{})
 	go func() { defer close(n.beatDone); _ = beater.Run(ctx) }()
 	n.tracker = bus.NewTracker(n.ctl, bus.DefaultHeartbeatPeriod)
