@@ -267,6 +267,9 @@ async function validateEntry(doc) {
 function lineDiff(a, b) {
   const x = a.split('\n'), y = b.split('\n');
   const n = x.length, m = y.length;
+  if (n * m > 4e6) { // the table would not fit: both whole, one after the other
+    return x.map(l => ['-', l]).concat(y.map(l => ['+', l]));
+  }
   const L = Array.from({ length: n + 1 }, () => new Array(m + 1).fill(0));
   for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) L[i][j] = x[i] === y[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
   const out = [];
