@@ -118,6 +118,8 @@ func (s *Server) Handler() http.Handler {
 	r.Post("/v1/apps/{id}/rotate-secret", s.need(admin, s.rotateSecret))
 	r.Put("/v1/apps/{id}/status", s.need(admin, s.setAppStatus))
 	r.Put("/v1/apps/{id}/apis", s.need(admin, s.setAppAPIs))
+	r.Post("/v1/apps/{id}/grants", s.need(admin, s.grantApp))
+	r.Delete("/v1/apps/{id}/grants/{api}", s.need(admin, s.revokeApp))
 	r.Put("/v1/apps/{id}/rate_limit", s.need(admin, s.setAppLimit))
 	r.Get("/v1/alerts", s.need(viewer, s.listAlerts))
 	r.Put("/v1/alerts/{name}", s.need(admin, s.putAlert))

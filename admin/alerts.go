@@ -2,7 +2,9 @@ package admin
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/go-chi/chi/v5"
 
@@ -87,6 +89,33 @@ func (s *Server) setAppAPIs(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		a.APIs = in.APIs
+		return nil
+	})
+}
+
+// grantApp adds one API glob to what an app may call (POST
+// /v1/apps/{id}/grants, {"api":"orders.*"}), and revokeApp takes one away
+// (DELETE /v1/apps/{id}/grants/{api}): each a change of the stored list by
+// compare-and-set, so two grants at once are both kept.
+func (s *Server) grantApp(w http.ResponseWriter, r *http.Request) {
+	s.changeApp(w, r, func(doc []byte, a *registry.App) error {
+		var in struct {
+			API string `json:"api"`
+		}
+		if err := json.Unmarshal(doc, &in); err != nil || in.API == "" {
+			return errors.New(`the body is {"api": "<name, prefix.* or *>"}`)
+		}
+		if !slices.Contains(a.APIs, in.API) {
+			a.APIs = append(a.APIs, in.API)
+		}
+		return nil
+	})
+}
+
+func (s *Server) revokeApp(w http.ResponseWriter, r *http.Request) {
+	api := chi.URLParam(r, "api")
+	s.changeApp(w, r, func(_ []byte, a *registry.App) error {
+		a.APIs = slices.DeleteFunc(a.APIs, func(g string) bool { return g == api })
 		return nil
 	})
 }

@@ -62,6 +62,7 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway app", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rf := addRegistryFlags(fs)
+	adm := addAdminFlags(fs)
 	name := fs.String("name", "", "create: a human name")
 	var apis, ips, certNames stringList
 	fs.Var(&apis, "api", "create: an API the app may call (name, \"prefix.*\" or \"*\"); repeat for several")
@@ -83,6 +84,33 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	if err := checkSubcommand(fs, "app", pos, map[string]int{"create": 1, "get": 1, "list": 0, "disable": 1, "enable": 1, "rotate-key": 1, "rotate-secret": 1, "grant": 2, "revoke": 2, "limit": -1, "sandbox": 2, "jwt": -1}); err != nil {
 		return err
 	}
+	// newApp is the app create makes, from the flags.
+	newApp := func() (*registry.App, error) {
+		app := &registry.App{ID: pos[1], Name: *name, Status: registry.AppActive, APIs: apis, IPAllow: ips, Sandbox: *sandbox, CertNames: certNames}
+		if *certCA != "" {
+			fp, err := fingerprintFile(*certCA)
+			if err != nil {
+				return nil, fmt.Errorf("%w: --cert-ca: %v", errUsage, err)
+			}
+			app.CertCA = fp
+		}
+		return app, nil
+	}
+	if rest, err := adm.use(fs, slices.Contains([]string{"create", "get", "list", "disable", "enable", "rotate-key", "rotate-secret", "grant", "revoke"}, pos[0])); err != nil {
+		return err
+	} else if rest {
+		c, err := adm.client(*rf.timeout)
+		if err != nil {
+			return err
+		}
+		var app *registry.App
+		if pos[0] == "create" {
+			if app, err = newApp(); err != nil {
+				return err
+			}
+		}
+		return describeInvalid(appOverREST(c, pos, app, *withHMAC, stdout), stderr, "app")
+	}
 	ctx, c, done, err := rf.dial(1)
 	if err != nil {
 		return err
@@ -102,13 +130,9 @@ func cmdApp(args []string, stdout, stderr io.Writer) error {
 	}
 	switch pos[0] {
 	case "create":
-		app := &registry.App{ID: pos[1], Name: *name, Status: registry.AppActive, APIs: apis, IPAllow: ips, Sandbox: *sandbox, CertNames: certNames}
-		if *certCA != "" {
-			fp, err := fingerprintFile(*certCA)
-			if err != nil {
-				return fmt.Errorf("%w: --cert-ca: %v", errUsage, err)
-			}
-			app.CertCA = fp
+		app, err := newApp()
+		if err != nil {
+			return err
 		}
 		key, secret, a, err := c.CreateApp(ctx, app, *withHMAC)
 		if errors.Is(err, registry.ErrConflict) {

@@ -455,3 +455,125 @@ func degradeOverREST(c *restClient, cmd, api string, sw *registry.Degrade, ahead
 	}
 	return nil
 }
+
+// appView is an app as the admin API shows it (admin.appView).
+type appView struct {
+	ID             string   `json:"id"`
+	Name           string   `json:"name"`
+	Status         string   `json:"status"`
+	APIs           []string `json:"apis"`
+	IPAllow        []string `json:"ip_allow"`
+	Sandbox        bool     `json:"sandbox"`
+	CertNames      []string `json:"cert_names"`
+	JWTIssuer      string   `json:"jwt_issuer"`
+	Keys           int      `json:"keys"`
+	SigningSecrets int      `json:"signing_secrets"`
+	Revision       uint64   `json:"revision"`
+	Key            string   `json:"key"`
+	SigningSecret  string   `json:"signing_secret"`
+}
+
+// appOverREST is `jetway app` with --admin-url: create (app is the new
+// app, withHMAC its secret), get, list, disable, enable, rotate-key,
+// rotate-secret, grant and revoke, each one request the server applies by
+// compare-and-set on the app.
+func appOverREST(c *restClient, pos []string, app *registry.App, withHMAC bool, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.hc.Timeout)
+	defer cancel()
+	id := ""
+	if len(pos) > 1 {
+		id = pos[1]
+	}
+	path := "/v1/apps/" + url.PathEscape(id)
+	var method, at string
+	var body []byte
+	want := http.StatusOK
+	switch pos[0] {
+	case "list":
+		a, err := c.call(ctx, http.MethodGet, "/v1/apps", nil)
+		if err != nil {
+			return err
+		}
+		var res struct {
+			Items []appView `json:"items"`
+		}
+		if a.status != http.StatusOK {
+			return restError("app", "", 0, a)
+		}
+		if err := decode(a, &res); err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tTIER\tKEYS\tAPIS\tREVISION")
+		for _, v := range res.Items {
+			tier := "production"
+			if v.Sandbox {
+				tier = "sandbox"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\n", v.ID, v.Name, v.Status, tier, v.Keys, strings.Join(v.APIs, ","), v.Revision)
+		}
+		return tw.Flush()
+	case "get":
+		method = http.MethodGet
+	case "create":
+		in := struct {
+			*registry.App
+			WithSecret bool `json:"signing_secret"`
+		}{app, withHMAC}
+		body, _ = json.Marshal(in)
+		method, at, want = http.MethodPost, "/v1/apps", http.StatusCreated
+	case "rotate-key", "rotate-secret":
+		method, at = http.MethodPost, path+"/"+pos[0]
+	case "disable", "enable":
+		status := map[string]string{"disable": registry.AppDisabled, "enable": registry.AppActive}[pos[0]]
+		body, _ = json.Marshal(map[string]string{"status": status})
+		method, at = http.MethodPut, path+"/status"
+	case "grant":
+		body, _ = json.Marshal(map[string]string{"api": pos[2]})
+		method, at = http.MethodPost, path+"/grants"
+	case "revoke":
+		method, at = http.MethodDelete, path+"/grants/"+url.PathEscape(pos[2])
+	default:
+		return fmt.Errorf("%w: jetway app %s has no --admin-url form yet (it goes over NATS)", errUsage, pos[0])
+	}
+	if at == "" {
+		at = path
+	}
+	a, err := c.call(ctx, method, at, body)
+	if err != nil {
+		return err
+	}
+	if a.status != want {
+		if pos[0] == "create" && a.status == http.StatusConflict {
+			return fmt.Errorf("app %s exists already (rotate-key gives it a new key)", id)
+		}
+		return restError("app", id, 0, a)
+	}
+	var v appView
+	if err := decode(a, &v); err != nil {
+		return err
+	}
+	switch pos[0] {
+	case "get":
+		issuer := "-"
+		if v.JWTIssuer != "" {
+			issuer = v.JWTIssuer
+		}
+		fmt.Fprintf(stdout, "id:       %s\nname:     %s\nstatus:   %s\ncalls:    %s\napis:     %s\nip_allow: %s\nsigning:  %d secret(s)\nissuer:   %s\ncerts:    %s\nrevision: %d\nkeys:     %d\n",
+			v.ID, v.Name, v.Status, tierName(v.Sandbox), strings.Join(v.APIs, ", "), strings.Join(v.IPAllow, ", "), v.SigningSecrets, issuer, strings.Join(v.CertNames, ", "), v.Revision, v.Keys)
+	case "create":
+		fmt.Fprintf(stdout, "created app %s (revision %d)\nAPI key (shown once, store it now): %s\n", v.ID, v.Revision, v.Key)
+		if withHMAC {
+			fmt.Fprintf(stdout, "signing secret (shown once, store it now): %s\n", v.SigningSecret)
+		}
+	case "rotate-key":
+		fmt.Fprintf(stdout, "new key for app %s; the old ones no longer work (revision %d)\nAPI key (shown once, store it now): %s\n", v.ID, v.Revision, v.Key)
+	case "rotate-secret":
+		fmt.Fprintf(stdout, "new signing secret for app %s; the old ones no longer verify (revision %d)\nsigning secret (shown once, store it now): %s\n", v.ID, v.Revision, v.SigningSecret)
+	case "disable", "enable":
+		fmt.Fprintf(stdout, "app %s is %s\n", v.ID, v.Status)
+	case "grant", "revoke":
+		fmt.Fprintf(stdout, "app %s may call %s\n", v.ID, orNone(v.APIs))
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -201,5 +202,79 @@ func must(t *testing.T, r cmdResult) {
 func TestAdminRoleNeedsItsListener(t *testing.T) {
 	if r := runCmd("", "admin", "--admin", "", "--nats", "nats://127.0.0.1:1"); r.code != 2 || !strings.Contains(r.stderr, "cannot be empty") {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// The app commands over REST: the operations that make credentials are
+// the server's, shown once; grants at once are both kept.
+func TestAppCommandsOverREST(t *testing.T) {
+	g := jetwaytest.Start(t)
+	const boot = "0123456789abcdef0123456789abcdef"
+	srv := httptest.NewServer(admin.New(admin.Options{Client: g.Client, Bootstrap: boot}).Handler())
+	t.Cleanup(srv.Close)
+	rest := []string{"--admin-url", srv.URL, "--admin-token", boot}
+	cli := func(args ...string) cmdResult { return runCmd("", append(args, rest...)...) }
+	g.Publish(`{"name":"ra.x","pool":"p","route":{"path":"/ra"},"auth":{"methods":["key"]},"backend":{"type":"mock","json":{"ok":true}}}`)
+
+	r := cli("app", "create", "ra", "--name", "R", "--api", "other.*")
+	m := regexp.MustCompile(`API key \(shown once, store it now\): (\S+)`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || m == nil {
+		t.Fatalf("create: %+v", r)
+	}
+	key := m[1]
+	if r := cli("app", "create", "ra"); r.code != 1 || !strings.Contains(r.stderr, "exists already") {
+		t.Fatalf("create twice: %+v", r)
+	}
+	waitStatus := func(k string, want int) {
+		t.Helper()
+		natstest.CheckFor(t, 3*time.Second, 10*time.Millisecond, func() error {
+			if got := g.Do("GET", "/ra", nil, "X-Api-Key", k).Status; got != want {
+				return fmt.Errorf("%d, want %d", got, want)
+			}
+			return nil
+		})
+	}
+	waitStatus(key, 403) // not granted ra.x yet
+	for _, res := range concurrently(append([]string{"app", "grant", "ra", "ra.*"}, rest...), append([]string{"app", "grant", "ra", "more.*"}, rest...)) {
+		if res.code != 0 {
+			t.Fatalf("grant: %+v", res)
+		}
+	}
+	if r := cli("app", "get", "ra"); r.code != 0 || !strings.Contains(r.stdout, "ra.*") || !strings.Contains(r.stdout, "more.*") || !strings.Contains(r.stdout, "other.*") {
+		t.Fatalf("both grants at once must be kept: %+v", r)
+	}
+	waitStatus(key, 200)
+	r = cli("app", "rotate-key", "ra")
+	m = regexp.MustCompile(`API key \(shown once, store it now\): (\S+)`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || m == nil {
+		t.Fatalf("rotate-key: %+v", r)
+	}
+	waitStatus(key, 401)
+	waitStatus(m[1], 200)
+	if r := cli("app", "disable", "ra"); r.code != 0 || !strings.Contains(r.stdout, "is disabled") {
+		t.Fatalf("disable: %+v", r)
+	}
+	waitStatus(m[1], 401)
+	if r := cli("app", "enable", "ra"); r.code != 0 {
+		t.Fatalf("enable: %+v", r)
+	}
+	if r := cli("app", "revoke", "ra", "ra.*"); r.code != 0 || strings.Contains(r.stdout, "ra.*") {
+		t.Fatalf("revoke: %+v", r)
+	}
+	waitStatus(m[1], 403)
+	if r := cli("app", "list"); r.code != 0 || !strings.Contains(r.stdout, "ra") {
+		t.Fatalf("list: %+v", r)
+	}
+	if r := cli("app", "limit", "ra", "5"); r.code != 2 || !strings.Contains(r.stderr, "no --admin-url form") {
+		t.Fatalf("a command without a REST form: %+v", r)
+	}
+	changes, err := g.Client.Audit(context.Background(), time.Time{}, "app", 100)
+	if err != nil || len(changes) == 0 {
+		t.Fatalf("audit: %v %v", changes, err)
+	}
+	for _, c := range changes {
+		if c.Actor != "bootstrap-token" {
+			t.Errorf("change %+v not by the token", c)
+		}
 	}
 }
