@@ -93,6 +93,19 @@ type Response struct {
 	Stream func(send func(chunk []byte) error) error
 }
 
+// StreamError is what a Stream returns when the backend failed after the
+// response's head went out (the error itself already sent as a chunk):
+// Status is the HTTP status the error would have had as the answer, so
+// that a breaker counts it as it would have counted that answer.
+type StreamError struct {
+	Status  int
+	Message string
+}
+
+func (e *StreamError) Error() string {
+	return fmt.Sprintf("the backend's stream failed with %d: %s", e.Status, e.Message)
+}
+
 // AfterStream makes f run when the response's Stream has returned, with
 // its error: what a middleware holds for the call (a context, a span) lives
 // as long as the stream. r must have a Stream.

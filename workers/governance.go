@@ -135,11 +135,28 @@ func (w *Worker) breaker(a *registry.API, g *governance) backend.Middleware {
 			}()
 			resp, err := next(ctx, req)
 			done = true
-			end := time.Now()
-			failed := failure(resp, err) != ""
-			if tr, changed := br.Record(tk, end, end.Sub(start), failed); changed {
-				w.publishBreaker(pool, name, label, tr, shared)
+			record := func(failed bool) {
+				end := time.Now()
+				if tr, changed := br.Record(tk, end, end.Sub(start), failed); changed {
+					w.publishBreaker(pool, name, label, tr, shared)
+				}
 			}
+			if resp != nil && resp.Stream != nil && failure(resp, err) == "" {
+				// The head was good: how the stream ends decides. A
+				// backend that fails mid-stream, or runs out the
+				// deadline, failed; a caller or edge gone did not.
+				resp.AfterStream(func(serr error) {
+					var se *backend.StreamError
+					switch {
+					case errors.As(serr, &se):
+						record(failure(&backend.Response{Status: se.Status}, nil) != "")
+					default:
+						record(errors.Is(serr, context.DeadlineExceeded))
+					}
+				})
+				return resp, err
+			}
+			record(failure(resp, err) != "")
 			return resp, err
 		}
 	}

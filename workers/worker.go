@@ -411,6 +411,9 @@ func (w *Worker) serve(inv invocation, m *nats.Msg) {
 		if ss != nil {
 			ss.relay(resp)
 		} else { // an adapter streamed unasked: a bug, answered as one
+			// Run to no one, so that what waits for its end (a
+			// breaker's record, a span) ends.
+			_ = resp.Stream(func([]byte) error { return errors.New("no stream was asked for") })
 			w.replyError(m, req.RequestID, bus.CodeInternal, "the backend answered with a stream nobody asked for")
 		}
 		resp.Free()

@@ -384,7 +384,11 @@ func (in *instance) relay(ctx context.Context, m *method, msg *dynamicpb.Message
 				if ctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
 					return context.DeadlineExceeded // the edge says so to the caller
 				}
-				return send(form.fail(nil, i+1, statusJSON(status.Convert(err), m)))
+				st := status.Convert(err)
+				if err := send(form.fail(nil, i+1, statusJSON(st, m))); err != nil {
+					return err
+				}
+				return &backend.StreamError{Status: httpStatus(st.Code()), Message: st.Message()}
 			}
 		}
 	}

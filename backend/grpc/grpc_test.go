@@ -719,3 +719,38 @@ func TestHostRewriteIsTheAuthority(t *testing.T) {
 		t.Fatalf("%d %s: authority %v", r.Status, r.Body, authority.Load())
 	}
 }
+
+// A stream that fails after its head went out counts against the API's
+// breaker as the same status would have as the answer: UNAVAILABLE opens
+// it, a client's INVALID_ARGUMENT does not.
+func TestMidStreamFailureCountsForTheBreaker(t *testing.T) {
+	g := jetwaytest.Start(t)
+	addr := startGRPC(t)
+	for _, name := range []string{"bs", "bc"} {
+		g.Publish(fmt.Sprintf(`{"name":%q,"pool":"p","route":{"method":"POST","path":"/%s"},"timeout":"2s","breaker":{"consecutive_failures":2,"open_for":"1m"},
+			"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/StreamingOutputCall"}}`, name, name, addr))
+	}
+	failing := func(path string, code int) {
+		t.Helper()
+		body := fmt.Sprintf(`{"responseParameters":[{"size":1}],"responseStatus":{"code":%d,"message":"gone"}}`, code)
+		if r := g.Do("POST", path, strings.NewReader(body), "Accept", "application/x-ndjson"); r.Status != 200 || !strings.Contains(r.Body, "gone") {
+			t.Fatalf("%s: %d %q", path, r.Status, r.Body)
+		}
+	}
+	for range 2 {
+		failing("/bs", 14) // UNAVAILABLE
+		failing("/bc", 3)  // INVALID_ARGUMENT
+	}
+	natstest.CheckFor(t, 3*time.Second, 10*time.Millisecond, func() error {
+		if st, _ := g.Worker.BreakerState("bs"); st != "open" {
+			return fmt.Errorf("bs's breaker is %s after two streams failed UNAVAILABLE", st)
+		}
+		return nil
+	})
+	if r := g.Do("POST", "/bs", strings.NewReader(`{"responseParameters":[{"size":1}]}`), "Accept", "application/x-ndjson"); r.Code != "CIRCUIT_OPEN" {
+		t.Fatalf("while open: %d %s", r.Status, r.Body)
+	}
+	if st, _ := g.Worker.BreakerState("bc"); st != "closed" {
+		t.Fatalf("a caller's error mid-stream opened the breaker: %s", st)
+	}
+}
