@@ -144,14 +144,19 @@ func (w *Worker) breaker(a *registry.API, g *governance) backend.Middleware {
 			if resp != nil && resp.Stream != nil && failure(resp, err) == "" {
 				// The head was good: how the stream ends decides. A
 				// backend that fails mid-stream, or runs out the
-				// deadline, failed; a caller or edge gone did not.
+				// deadline, failed; one that ends succeeded; a caller or
+				// edge gone says nothing of the backend.
 				resp.AfterStream(func(serr error) {
 					var se *backend.StreamError
 					switch {
 					case errors.As(serr, &se):
 						record(failure(&backend.Response{Status: se.Status}, nil) != "")
+					case errors.Is(serr, context.DeadlineExceeded):
+						record(true)
+					case serr == nil:
+						record(false)
 					default:
-						record(errors.Is(serr, context.DeadlineExceeded))
+						br.Cancel(tk)
 					}
 				})
 				return resp, err
