@@ -310,6 +310,12 @@ func KeepNonces(ctx context.Context, nc *nats.Conn, o BucketOptions, onErr func(
 	if err != nil {
 		return fmt.Errorf("watching the nonce bucket: %w", err)
 	}
+	// The subscription is in place once KeepNonces returns: a deletion
+	// right after is heard, not found by the next check 30 s later.
+	if err := nc.FlushTimeout(nonceReopenTimeout); err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("watching the nonce bucket: %w", err)
+	}
 	go func() {
 		defer func() { _ = sub.Unsubscribe() }()
 		t := time.NewTimer(nonceKeepEvery)
