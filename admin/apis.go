@@ -11,10 +11,10 @@ import (
 	"github.com/jetway-gw/jetway/registry"
 )
 
-// apiItem is an API as a list shows it: the entry in force and its
+// APIItem is an API as a list shows it: the entry in force and its
 // revision, and the key's newest revision when that is not the one in
 // force (a newer value that does not validate).
-type apiItem struct {
+type APIItem struct {
 	Name     string          `json:"name"`
 	Revision uint64          `json:"revision"`
 	Entry    json.RawMessage `json:"entry,omitempty"`
@@ -22,8 +22,8 @@ type apiItem struct {
 	Invalid  string          `json:"newest_error,omitempty"`
 }
 
-func itemOf(f registry.InForce) apiItem {
-	it := apiItem{Name: f.Entry.Name, Revision: f.Entry.Revision}
+func itemOf(f registry.InForce) APIItem {
+	it := APIItem{Name: f.Entry.Name, Revision: f.Entry.Revision}
 	if f.API != nil {
 		it.Entry = f.API.Marshal()
 	}
@@ -50,7 +50,7 @@ func (s *Server) listAPIs(w http.ResponseWriter, r *http.Request) {
 		writeRegistryError(w, err, s.log)
 		return
 	}
-	items := make([]apiItem, 0, len(all))
+	items := make([]APIItem, 0, len(all))
 	for _, f := range all {
 		items = append(items, itemOf(f))
 	}
@@ -96,7 +96,7 @@ func (s *Server) createAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("ETag", etag(a.Revision))
 	w.Header().Set("Location", "/v1/apis/"+a.Name)
-	writeJSON(w, http.StatusCreated, apiItem{Name: a.Name, Revision: a.Revision, Entry: a.Marshal()})
+	writeJSON(w, http.StatusCreated, APIItem{Name: a.Name, Revision: a.Revision, Entry: a.Marshal()})
 }
 
 // putAPI changes an API at the revision If-Match names, or creates it
@@ -120,7 +120,7 @@ func (s *Server) putAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", etag(a.Revision))
-	writeJSON(w, http.StatusOK, apiItem{Name: a.Name, Revision: a.Revision, Entry: a.Marshal()})
+	writeJSON(w, http.StatusOK, APIItem{Name: a.Name, Revision: a.Revision, Entry: a.Marshal()})
 }
 
 // putDraft writes an API's draft (PUT /v1/apis/{name}/draft) at the draft
@@ -144,7 +144,7 @@ func (s *Server) putDraft(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", etag(a.Revision))
-	writeJSON(w, http.StatusOK, apiItem{Name: a.StoreKey(), Revision: a.Revision, Entry: a.Marshal()})
+	writeJSON(w, http.StatusOK, APIItem{Name: a.StoreKey(), Revision: a.Revision, Entry: a.Marshal()})
 }
 
 // deleteAPI unpublishes an API at the revision If-Match names.

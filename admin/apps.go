@@ -12,9 +12,9 @@ import (
 	"github.com/jetway-gw/jetway/registry"
 )
 
-// appView is an app as the API shows it: never a key digest nor a
+// AppView is an app as the API shows it: never a key digest nor a
 // signing secret, only how many it has.
-type appView struct {
+type AppView struct {
 	ID             string             `json:"id"`
 	Name           string             `json:"name,omitempty"`
 	Status         string             `json:"status"`
@@ -32,8 +32,8 @@ type appView struct {
 	SigningSecret string `json:"signing_secret,omitempty"`
 }
 
-func viewOf(a *registry.App) appView {
-	v := appView{ID: a.ID, Name: a.Name, Status: a.Status, APIs: a.APIs, IPAllow: a.IPAllow, RateLimit: a.RateLimit,
+func viewOf(a *registry.App) AppView {
+	v := AppView{ID: a.ID, Name: a.Name, Status: a.Status, APIs: a.APIs, IPAllow: a.IPAllow, RateLimit: a.RateLimit,
 		Sandbox: a.Sandbox, CertNames: a.CertNames, Keys: len(a.Keys), SigningSecrets: len(a.HMACSecrets), Revision: a.Revision}
 	if a.JWT != nil {
 		v.JWTIssuer = a.JWT.Issuer
@@ -47,7 +47,7 @@ func (s *Server) listApps(w http.ResponseWriter, r *http.Request) {
 		writeRegistryError(w, err, s.log)
 		return
 	}
-	out := make([]appView, 0, len(all))
+	out := make([]AppView, 0, len(all))
 	for _, l := range all {
 		if l.Err == nil {
 			v := viewOf(l.Value)

@@ -44,6 +44,15 @@ func (s *Server) apiSchema(w http.ResponseWriter, _ *http.Request) {
 	writeRaw(w, http.StatusOK, schemas.APISchemaJSON)
 }
 
+// DegradeItem is a degrade switch that is on, as GET /v1/degrade lists it:
+// the switch, or why its stored value does not validate.
+type DegradeItem struct {
+	API      string          `json:"api"`
+	Revision uint64          `json:"revision"`
+	Switch   json.RawMessage `json:"switch,omitempty"`
+	Invalid  string          `json:"error,omitempty"`
+}
+
 // listDegrade answers the degrade switches that are on (GET /v1/degrade).
 func (s *Server) listDegrade(w http.ResponseWriter, r *http.Request) {
 	all, err := s.c.ListDegrade(r.Context())
@@ -51,15 +60,9 @@ func (s *Server) listDegrade(w http.ResponseWriter, r *http.Request) {
 		writeRegistryError(w, err, s.log)
 		return
 	}
-	type item struct {
-		API      string          `json:"api"`
-		Revision uint64          `json:"revision"`
-		Switch   json.RawMessage `json:"switch,omitempty"`
-		Invalid  string          `json:"error,omitempty"`
-	}
-	items := []item{}
+	items := []DegradeItem{}
 	for _, l := range all {
-		it := item{API: strings.TrimPrefix(l.Key, registry.DegradePrefix), Revision: l.Revision}
+		it := DegradeItem{API: strings.TrimPrefix(l.Key, registry.DegradePrefix), Revision: l.Revision}
 		if l.Err != nil {
 			it.Invalid = l.Err.Error()
 		} else if !l.Value.On {

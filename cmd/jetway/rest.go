@@ -155,6 +155,19 @@ func (c *restClient) call(ctx context.Context, method, path string, body []byte,
 	return a, nil
 }
 
+// getJSON reads the 200 answer of GET path into v (kind names what is
+// read in errors).
+func (c *restClient) getJSON(ctx context.Context, kind, path string, v any) error {
+	a, err := c.call(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	if a.status != http.StatusOK {
+		return restError(kind, "", 0, a)
+	}
+	return decode(a, v)
+}
+
 // restError is the registry's error for an admin API error answer, so the
 // CLI says it and exits as over NATS: invalid entries list their problems
 // (exit 1), conflicts exit 3, a missing entry is ErrNotFound.
@@ -232,18 +245,13 @@ func apiOverREST(c *restClient, cmd, name string, onDraft bool, doc []byte, ifRe
 		}
 		printJSON(stdout, a.body)
 	case "list":
-		a, err := c.call(ctx, http.MethodGet, "/v1/apis", nil)
-		if err != nil {
+		var res struct {
+			Items []admin.APIItem `json:"items"`
+		}
+		if err := c.getJSON(ctx, "api", "/v1/apis", &res); err != nil {
 			return err
 		}
-		if a.status != http.StatusOK {
-			return restError("api", "", 0, a)
-		}
-		fs, err := inForceOf(a)
-		if err != nil {
-			return err
-		}
-		return printAPIList(stdout, stderr, fs)
+		return printAPIList(stdout, stderr, inForceOf(res.Items))
 	case "put":
 		rev, err := c.revisionOf(ctx, path, ifRev)
 		if err != nil {
@@ -342,22 +350,10 @@ func apiOverREST(c *restClient, cmd, name string, onDraft bool, doc []byte, ifRe
 	return nil
 }
 
-// inForceOf reads GET /v1/apis's items as the CLI lists them.
-func inForceOf(a restAnswer) ([]registry.InForce, error) {
-	var res struct {
-		Items []struct {
-			Name     string          `json:"name"`
-			Revision uint64          `json:"revision"`
-			Entry    json.RawMessage `json:"entry"`
-			Newest   uint64          `json:"newest_revision"`
-			Invalid  string          `json:"newest_error"`
-		} `json:"items"`
-	}
-	if err := decode(a, &res); err != nil {
-		return nil, err
-	}
-	out := make([]registry.InForce, 0, len(res.Items))
-	for _, it := range res.Items {
+// inForceOf is GET /v1/apis's items as the CLI lists them.
+func inForceOf(items []admin.APIItem) []registry.InForce {
+	out := make([]registry.InForce, 0, len(items))
+	for _, it := range items {
 		f := registry.InForce{Entry: registry.Entry{Name: it.Name, Revision: it.Revision, Op: "PUT", Value: it.Entry}}
 		if a, err := registry.ParseAPI(it.Name, it.Entry); err == nil {
 			f.API = a
@@ -371,7 +367,7 @@ func inForceOf(a restAnswer) ([]registry.InForce, error) {
 		}
 		out = append(out, f)
 	}
-	return out, nil
+	return out
 }
 
 // degradeOverREST is `jetway degrade on|off` with --admin-url.
@@ -379,32 +375,21 @@ func degradeOverREST(c *restClient, cmd, api string, sw *registry.Degrade, ahead
 	ctx, cancel := context.WithTimeout(context.Background(), c.hc.Timeout)
 	defer cancel()
 	if cmd == "list" {
-		a, err := c.call(ctx, http.MethodGet, "/v1/degrade", nil)
-		if err != nil {
-			return err
-		}
-		if a.status != http.StatusOK {
-			return restError("degrade", "", 0, a)
-		}
 		var res struct {
-			Items []struct {
-				API      string           `json:"api"`
-				Revision uint64           `json:"revision"`
-				Switch   registry.Degrade `json:"switch"`
-				Invalid  string           `json:"error"`
-			} `json:"items"`
+			Items []admin.DegradeItem `json:"items"`
 		}
-		if err := decode(a, &res); err != nil {
+		if err := c.getJSON(ctx, "degrade", "/v1/degrade", &res); err != nil {
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "API\tSTATE\tSTATUS\tREASON\tREVISION")
 		for _, it := range res.Items {
-			if it.Invalid != "" {
+			var sw registry.Degrade
+			if it.Invalid != "" || json.Unmarshal(it.Switch, &sw) != nil {
 				fmt.Fprintf(tw, "%s\tinvalid\t-\t%s\t%d\n", it.API, it.Invalid, it.Revision)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\ton\t%d\t%s\t%d\n", it.API, statusOr(it.Switch.Status), it.Switch.Reason, it.Revision)
+			fmt.Fprintf(tw, "%s\ton\t%d\t%s\t%d\n", it.API, statusOr(sw.Status), sw.Reason, it.Revision)
 		}
 		return tw.Flush()
 	}
@@ -456,23 +441,6 @@ func degradeOverREST(c *restClient, cmd, api string, sw *registry.Degrade, ahead
 	return nil
 }
 
-// appView is an app as the admin API shows it (admin.appView).
-type appView struct {
-	ID             string   `json:"id"`
-	Name           string   `json:"name"`
-	Status         string   `json:"status"`
-	APIs           []string `json:"apis"`
-	IPAllow        []string `json:"ip_allow"`
-	Sandbox        bool     `json:"sandbox"`
-	CertNames      []string `json:"cert_names"`
-	JWTIssuer      string   `json:"jwt_issuer"`
-	Keys           int      `json:"keys"`
-	SigningSecrets int      `json:"signing_secrets"`
-	Revision       uint64   `json:"revision"`
-	Key            string   `json:"key"`
-	SigningSecret  string   `json:"signing_secret"`
-}
-
 // appOverREST is `jetway app` with --admin-url: create (app is the new
 // app, withHMAC its secret), get, list, disable, enable, rotate-key,
 // rotate-secret, grant and revoke, each one request the server applies by
@@ -490,17 +458,10 @@ func appOverREST(c *restClient, pos []string, app *registry.App, withHMAC bool, 
 	want := http.StatusOK
 	switch pos[0] {
 	case "list":
-		a, err := c.call(ctx, http.MethodGet, "/v1/apps", nil)
-		if err != nil {
-			return err
-		}
 		var res struct {
-			Items []appView `json:"items"`
+			Items []admin.AppView `json:"items"`
 		}
-		if a.status != http.StatusOK {
-			return restError("app", "", 0, a)
-		}
-		if err := decode(a, &res); err != nil {
+		if err := c.getJSON(ctx, "app", "/v1/apps", &res); err != nil {
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
@@ -549,7 +510,7 @@ func appOverREST(c *restClient, pos []string, app *registry.App, withHMAC bool, 
 		}
 		return restError("app", id, 0, a)
 	}
-	var v appView
+	var v admin.AppView
 	if err := decode(a, &v); err != nil {
 		return err
 	}

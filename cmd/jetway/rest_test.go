@@ -20,16 +20,29 @@ import (
 	"github.com/jetway-gw/jetway/registry"
 )
 
+// restBoot is the bootstrap token of the admin APIs these tests run.
+const restBoot = "0123456789abcdef0123456789abcdef"
+
+// restAdmin serves an admin API over g's registry (with g's edge for
+// cases, or none) and returns it, the CLI flags that reach it, and a
+// command runner that adds them.
+func restAdmin(t *testing.T, g *jetwaytest.Gateway, withEdge bool) (*httptest.Server, []string, func(stdin string, args ...string) cmdResult) {
+	o := admin.Options{Client: g.Client, Bootstrap: restBoot}
+	if withEdge {
+		o.EdgeURL = g.URL
+	}
+	srv := httptest.NewServer(admin.New(o).Handler())
+	t.Cleanup(srv.Close)
+	rest := []string{"--admin-url", srv.URL, "--admin-token", restBoot}
+	return srv, rest, func(stdin string, args ...string) cmdResult { return runCmd(stdin, append(args, rest...)...) }
+}
+
 // The CLI over the admin REST API: the same commands, the same output and
 // exit codes, every write a compare-and-set at the revision given or read,
 // and the trail naming the token.
 func TestCLIOverREST(t *testing.T) {
 	g := jetwaytest.Start(t)
-	const boot = "0123456789abcdef0123456789abcdef"
-	srv := httptest.NewServer(admin.New(admin.Options{Client: g.Client, Bootstrap: boot, EdgeURL: g.URL}).Handler())
-	t.Cleanup(srv.Close)
-	rest := []string{"--admin-url", srv.URL, "--admin-token", boot}
-	cli := func(stdin string, args ...string) cmdResult { return runCmd(stdin, append(args, rest...)...) }
+	srv, _, cli := restAdmin(t, g, true)
 	doc := func(v string) string {
 		return `{"name":"rest.a","pool":"p","route":{"path":"/rest/a"},"auth":{"methods":["key"]},"backend":{"type":"mock","json":{"v":"` + v + `"}},
 			"cases":[{"name":"v","request":{"path":"/rest/a"},"expect":{"status":200,"body":{"/v":"` + v + `"}}}]}`
@@ -117,11 +130,7 @@ func TestCLIOverREST(t *testing.T) {
 // Found by review: what the REST CLI must not do.
 func TestCLIOverRESTRefuses(t *testing.T) {
 	g := jetwaytest.Start(t)
-	const boot = "0123456789abcdef0123456789abcdef"
-	srv := httptest.NewServer(admin.New(admin.Options{Client: g.Client, Bootstrap: boot}).Handler())
-	t.Cleanup(srv.Close)
-	rest := []string{"--admin-url", srv.URL, "--admin-token", boot}
-	cli := func(stdin string, args ...string) cmdResult { return runCmd(stdin, append(args, rest...)...) }
+	srv, _, cli := restAdmin(t, g, false)
 
 	t.Run("follow a redirect", func(t *testing.T) {
 		var sawToken atomic.Bool
@@ -135,7 +144,7 @@ func TestCLIOverRESTRefuses(t *testing.T) {
 			http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
 		}))
 		t.Cleanup(redir.Close)
-		r := runCmd(`{"name":"rest.r","pool":"p","route":{"path":"/r"},"backend":{"type":"mock"}}`, "api", "put", "-", "--admin-url", redir.URL, "--admin-token", boot)
+		r := runCmd(`{"name":"rest.r","pool":"p","route":{"path":"/r"},"backend":{"type":"mock"}}`, "api", "put", "-", "--admin-url", redir.URL, "--admin-token", restBoot)
 		if r.code != 1 || strings.Contains(r.stdout, "published") || !strings.Contains(r.stderr, "redirects are not followed") || sawToken.Load() {
 			t.Fatalf("%+v (the token reached the redirect's target: %v)", r, sawToken.Load())
 		}
@@ -173,13 +182,13 @@ func TestCLIOverRESTRefuses(t *testing.T) {
 		}
 		page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<html>sign in</html>") }))
 		t.Cleanup(page.Close)
-		if r := runCmd("", "api", "list", "--admin-url", page.URL, "--admin-token", boot); r.code != 1 || !strings.Contains(r.stderr, "not the API's JSON") {
+		if r := runCmd("", "api", "list", "--admin-url", page.URL, "--admin-token", restBoot); r.code != 1 || !strings.Contains(r.stderr, "not the API's JSON") {
 			t.Fatalf("a page that is not the API's: %+v", r)
 		}
 	})
 	t.Run("JETWAY_ADMIN_URL leaves commands without a REST form on NATS", func(t *testing.T) {
 		t.Setenv("JETWAY_ADMIN_URL", srv.URL)
-		t.Setenv("JETWAY_ADMIN_TOKEN", boot)
+		t.Setenv("JETWAY_ADMIN_TOKEN", restBoot)
 		must(t, runCmd(`{"name":"rest.h","pool":"p","route":{"path":"/h"},"backend":{"type":"mock"}}`, "api", "put", "-"))
 		if r := runCmd("", "api", "history", "rest.h", "--nats", g.Server.ClientURL()); r.code != 0 || !strings.Contains(r.stdout, "PUT") {
 			t.Fatalf("history with JETWAY_ADMIN_URL set: %+v", r)
@@ -209,11 +218,8 @@ func TestAdminRoleNeedsItsListener(t *testing.T) {
 // the server's, shown once; grants at once are both kept.
 func TestAppCommandsOverREST(t *testing.T) {
 	g := jetwaytest.Start(t)
-	const boot = "0123456789abcdef0123456789abcdef"
-	srv := httptest.NewServer(admin.New(admin.Options{Client: g.Client, Bootstrap: boot}).Handler())
-	t.Cleanup(srv.Close)
-	rest := []string{"--admin-url", srv.URL, "--admin-token", boot}
-	cli := func(args ...string) cmdResult { return runCmd("", append(args, rest...)...) }
+	_, rest, restCLI := restAdmin(t, g, false)
+	cli := func(args ...string) cmdResult { return restCLI("", args...) }
 	g.Publish(`{"name":"ra.x","pool":"p","route":{"path":"/ra"},"auth":{"methods":["key"]},"backend":{"type":"mock","json":{"ok":true}}}`)
 
 	r := cli("app", "create", "ra", "--name", "R", "--api", "other.*")
