@@ -92,6 +92,7 @@ func asViewed(d, base *API) *API {
 // revision) if an API would lose its route by it, in production or in the
 // sandbox view.
 func checkViews(inForce map[string]*API, next *API) error {
+	prodView := ProductionView(inForce)
 	if next.draft {
 		prod := inForce[next.Name]
 		if err := sameRouteText(next, prod); err != nil {
@@ -106,7 +107,7 @@ func checkViews(inForce map[string]*API, next *API) error {
 		if prod != nil {
 			asProd.Created = prod.Created
 		}
-		if err := checkRoutes(ProductionView(inForce), &asProd); err != nil {
+		if err := checkRoutes(prodView, &asProd); err != nil {
 			return err
 		}
 		if prod != nil && prod.Route == next.Route {
@@ -120,14 +121,14 @@ func checkViews(inForce map[string]*API, next *API) error {
 		// there), so the methods do not tell them apart either.
 		own := next.Route
 		own.Method = "*"
-		for _, a := range ProductionView(inForce) {
+		for _, a := range prodView {
 			if a.Route.Meets(own) {
 				return &RouteConflictError{API: next.StoreKey(), Route: next.Route, HeldBy: a.Name, HeldRoute: a.Route}
 			}
 		}
 		return nil
 	}
-	if err := checkRoutes(ProductionView(inForce), next); err != nil {
+	if err := checkRoutes(prodView, next); err != nil {
 		return err
 	}
 	if d := inForce[DraftKey(next.Name)]; d != nil {

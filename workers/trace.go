@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -97,7 +98,8 @@ func (w *Worker) startProcess(ctx context.Context, req *backend.Request, name, s
 		p.attrs = append(p.attrs, attribute.Bool("jetway.sandbox", true))
 	}
 	if req.API.IsDraft() {
-		p.attrs = append(p.attrs, attribute.Int64("jetway.draft_revision", int64(req.API.Revision)))
+		// A string, as the edge's span has it.
+		p.attrs = append(p.attrs, attribute.String("jetway.draft_revision", strconv.FormatUint(req.API.Revision, 10)))
 	}
 	return ctx, p
 }
