@@ -289,6 +289,21 @@ func boundHeartbeat(hb Heartbeat) Heartbeat {
 		return printable(s)
 	}
 	hb.Version, hb.Host, hb.Admin = cut(hb.Version), cut(hb.Host), cut(hb.Admin)
+	// Only the roles that hold them speak of breakers (a worker's, or
+	// serve's) and of alerts (the serve or edge node judging them): a
+	// forged worker beat cannot make an alert fire on a screen.
+	list := func(keep bool, l []string) []string {
+		if !keep {
+			return nil
+		}
+		out := make([]string, 0, min(len(l), MaxHeartbeatList))
+		for _, s := range l[:min(len(l), MaxHeartbeatList)] {
+			out = append(out, cut(s))
+		}
+		return out
+	}
+	hb.Breakers = list(hb.Role == UserWorker || hb.Role == "serve", hb.Breakers)
+	hb.Alerts = list(hb.Role == UserEdge || hb.Role == "serve", hb.Alerts)
 	hb.InFlight, hb.APIs = max(hb.InFlight, 0), max(hb.APIs, 0)
 	if !(hb.Uptime >= 0) || math.IsInf(hb.Uptime, 0) { // NaN too
 		hb.Uptime = 0

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -412,5 +413,26 @@ func TestHeartbeatCarriesHealth(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no beat")
+	}
+}
+
+// What a received beat may say of breakers and alerts is bounded: only the
+// roles that hold them say them, at most MaxHeartbeatList entries each,
+// cut and printable (they reach a terminal and the console).
+func TestHeartbeatHealthIsBounded(t *testing.T) {
+	many := make([]string, 100)
+	for i := range many {
+		many[i] = "\x1b[31mapi" + strings.Repeat("x", 300)
+	}
+	worker := boundHeartbeat(Heartbeat{ID: "w", Role: "worker", Breakers: many, Alerts: []string{"forged alert"}})
+	if len(worker.Alerts) != 0 {
+		t.Errorf("a worker's beat says alerts fire: %v", worker.Alerts)
+	}
+	if len(worker.Breakers) != MaxHeartbeatList || len(worker.Breakers[0]) > maxHeartbeatText || strings.ContainsRune(worker.Breakers[0], '\x1b') {
+		t.Errorf("breakers not bounded: %d, %q", len(worker.Breakers), worker.Breakers[0])
+	}
+	edge := boundHeartbeat(Heartbeat{ID: "e", Role: "edge", Breakers: []string{"x"}, Alerts: []string{"r api"}})
+	if len(edge.Breakers) != 0 || len(edge.Alerts) != 1 {
+		t.Errorf("an edge's beat: breakers %v, alerts %v", edge.Breakers, edge.Alerts)
 	}
 }

@@ -150,10 +150,14 @@ func TestConsole(t *testing.T) {
 		// Breakers open and alerts firing come from the nodes' beats: a
 		// worker's of its breakers, the judging node's of its alerts.
 		nc := natsConn(t, srv.natsURL)
-		beat, _ := json.Marshal(bus.Heartbeat{ID: "consoleworker", Role: "worker", Pools: []string{"demo"}, Started: time.Now(), At: time.Now(),
-			Breakers: []string{"demo.hello"}, Alerts: []string{"slow demo.hello"}})
+		worker, _ := json.Marshal(bus.Heartbeat{ID: "consoleworker", Role: "worker", Pools: []string{"demo"}, Started: time.Now(), At: time.Now(),
+			Breakers: []string{"demo.hello"}})
+		judge, _ := json.Marshal(bus.Heartbeat{ID: "consoleedge", Role: "edge", Started: time.Now(), At: time.Now(), Alerts: []string{"slow demo.hello"}})
 		for range 3 {
-			if err := nc.Publish(bus.HeartbeatSubject("worker", "consoleworker"), beat); err != nil {
+			if err := nc.Publish(bus.HeartbeatSubject("worker", "consoleworker"), worker); err != nil {
+				t.Fatal(err)
+			}
+			if err := nc.Publish(bus.HeartbeatSubject("edge", "consoleedge"), judge); err != nil {
 				t.Fatal(err)
 			}
 		}
