@@ -98,6 +98,7 @@ func TestImportOpenAPI(t *testing.T) {
 	if err := putDrafts(context.Background(), g.Client, drafts, false, "petstore", &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
+	waitDrafts(g, drafts)
 	if !strings.Contains(out.String(), "wrote draft.pet-store.createPet (POST /petstore/pets -> "+be.URL+"/v1/pets, sandbox apps only)") {
 		t.Errorf("output:\n%s", out.String())
 	}
@@ -225,6 +226,7 @@ components:
 	if err := putDrafts(context.Background(), g.Client, drafts, false, "zz", &out, &errb); err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
+	waitDrafts(g, drafts)
 	key, rec, err := registry.NewAPIKey()
 	if err != nil {
 		t.Fatal(err)
@@ -243,8 +245,23 @@ components:
 		{"POST", "/k", `{"kind":null}`, false},
 	} {
 		r := g.Do(c.method, c.path, strings.NewReader(c.body), "X-Api-Key", key, "Content-Type", "application/json")
-		if invalid := r.Code == "INVALID_REQUEST"; invalid == c.valid {
+		if invalid := r.Code == "INVALID_REQUEST"; invalid == c.valid || r.Code == "ROUTE_NOT_FOUND" {
 			t.Errorf("%s %s %s: %d %s", c.method, c.path, c.body, r.Status, r.Body)
 		}
 	}
+}
+
+// waitDrafts waits until the gateway serves every draft an import wrote:
+// putDrafts returns when the registry has them, not when an edge routes them.
+func waitDrafts(g *jetwaytest.Gateway, drafts []draft) {
+	g.T.Helper()
+	names := make([]string, 0, len(drafts))
+	for _, d := range drafts {
+		var e struct{ Name string }
+		if err := json.Unmarshal(d.doc, &e); err != nil {
+			g.T.Fatal(err)
+		}
+		names = append(names, e.Name)
+	}
+	g.WaitDrafts(names...)
 }

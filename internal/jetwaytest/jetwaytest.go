@@ -237,6 +237,28 @@ func (g *Gateway) PublishDraft(doc string) *registry.API {
 	return a
 }
 
+// WaitDrafts waits until the first edge has a draft of each named API
+// and the first worker serves it at the edge's revision: for drafts
+// written by other means than PublishDraft (an importer, say).
+func (g *Gateway) WaitDrafts(names ...string) {
+	g.T.Helper()
+	natstest.CheckFor(g.T, Wait, 2*time.Millisecond, func() error {
+		for _, n := range names {
+			d := g.EdgeWatcher.Current().Drafts[n]
+			if d == nil {
+				return fmt.Errorf("edge has no draft of %s", n)
+			}
+			if rev, ok := g.Worker.Serving(d.Key()); !ok || rev != d.Revision {
+				return fmt.Errorf("worker not serving %s@%d", d.Key(), d.Revision)
+			}
+		}
+		return nil
+	})
+	if err := g.Conn.Flush(); err != nil {
+		g.T.Fatal(err)
+	}
+}
+
 // PutRaw writes an entry straight into the APIs bucket, as `nats kv put`
 // would, bypassing the client's checks (a second API on a route, say), and
 // waits until the first edge has it. It returns the entry's revision.
