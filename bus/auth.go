@@ -31,7 +31,12 @@ const ResponseTTL = 6 * time.Minute
 // direct and API gets, and the watch's flow-control answers. Nothing here
 // writes: a KV write is a publish on $KV.<bucket>.<key>.
 func kvRead(bucket string) []string {
-	st := "KV_" + bucket
+	return streamRead("KV_" + bucket)
+}
+
+// streamRead are the subjects a JetStream client publishes to read a
+// stream: its info, ordered consumers, direct and API gets, flow control.
+func streamRead(st string) []string {
 	return []string{
 		"$JS.API.STREAM.INFO." + st,
 		"$JS.API.CONSUMER.CREATE." + st, "$JS.API.CONSUMER.CREATE." + st + ".>",
@@ -74,9 +79,14 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			"$KV." + BucketACME + ".>",   // store what ACME obtained, for every edge
 			"$KV." + BucketCache + ".>",  // keep an answer for every edge (cache.shared)
 		}
-		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts, BucketACME, BucketJSONSchemas} {
+		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts, BucketACME, BucketJSONSchemas, BucketTopics} {
 			pub = append(pub, kvRead(b)...)
 		}
+		// Push: publish a topic's messages (a JetStream publish: its ack
+		// comes to the inbox), follow them with one ordered consumer per
+		// topic, and replay what a client missed with direct gets.
+		pub = append(pub, PushPrefix+">", "$JS.API.CONSUMER.MSG.NEXT."+StreamPush+".*")
+		pub = append(pub, streamRead(StreamPush)...)
 		// The shared cache is read by direct gets only: no consumers.
 		pub = append(pub, "$JS.API.STREAM.INFO.KV_"+BucketCache, "$JS.API.DIRECT.GET.KV_"+BucketCache+".>")
 		sub := []string{

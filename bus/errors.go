@@ -31,6 +31,7 @@ const (
 	CodePayloadTooLarge  Code = "PAYLOAD_TOO_LARGE"
 	CodeInternal         Code = "INTERNAL"
 	CodeWireVersion      Code = "WIRE_VERSION"
+	CodeTopicNotFound    Code = "TOPIC_NOT_FOUND"
 )
 
 var codeStatus = map[Code]int{
@@ -53,6 +54,7 @@ var codeStatus = map[Code]int{
 	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
 	CodeInternal:         http.StatusInternalServerError,
 	CodeWireVersion:      http.StatusBadGateway,
+	CodeTopicNotFound:    http.StatusNotFound,
 }
 
 // Status is the HTTP status of a code (500 for an unknown one).

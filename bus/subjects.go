@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"encoding/base64"
 	"fmt"
 	"regexp"
 	"slices"
@@ -190,7 +191,63 @@ const (
 	BucketJSONSchemas = "jetway_jsonschemas"  // JSON Schemas shared by request validations: edges read
 	BucketCache       = "jetway_cache"        // the shared response cache (cache.shared): edges read and write
 	BucketAdminTokens = "jetway_admin_tokens" // the admin REST API's tokens (digests only): the admin only
+	BucketTopics      = "jetway_topics"       // push topics: edges read
 )
+
+// Push notifications (push/). Every topic's messages are kept in one
+// stream, StreamPush, on subjects
+//
+//	jetway.push.<topic>.<kind>.<app>.<id>.<key>
+//
+// kind is all (every subscriber), app (the app's clients), dev (one device
+// of the app); the topic is PoolToken'd (its dots become ':', so that
+// topic a's subjects never cover topic a.b's); app, id and key are
+// PushToken'd, "_" when they do not apply. One stream rather than one per topic: a role's permissions name
+// streams exactly (a NATS wildcard is a whole token), so the edge may read
+// this stream and no other; a topic's retention is each message's own TTL
+// (Nats-TTL), and latest_only is a rollup of the message's subject.
+const (
+	PushPrefix = "jetway.push."
+	StreamPush = "jetway_push"
+)
+
+// PushSubject is the subject of a message to a topic: kind "all", "app" or
+// "dev"; app and id as the kind needs them; key names the value a
+// latest_only topic keeps the newest of ("" for "_").
+func PushSubject(topic, kind, app, id, key string) string {
+	return PushTopicPrefix(topic) + kind + "." + PushToken(app) + "." + PushToken(id) + "." + PushToken(key)
+}
+
+// PushTopicPrefix starts every subject of a topic's messages.
+func PushTopicPrefix(topic string) string { return PushPrefix + PoolToken(topic) + "." }
+
+// PushToken is an id as one subject token: itself when it is letters,
+// digits, '_' and '-' (at most 64, not "_"), "_" when empty, otherwise
+// '~' and its base64url. Injective: a plain token never starts with '~'.
+func PushToken(s string) string {
+	if s == "" {
+		return "_"
+	}
+	if len(s) <= 64 && s != "_" && plainToken.MatchString(s) {
+		return s
+	}
+	return "~" + base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+// PushUntoken is PushToken's inverse ("" for "_"); ok is false for a
+// token PushToken never makes.
+func PushUntoken(t string) (string, bool) {
+	switch {
+	case t == "_":
+		return "", true
+	case strings.HasPrefix(t, "~"):
+		b, err := base64.RawURLEncoding.DecodeString(t[1:])
+		return string(b), err == nil
+	}
+	return t, plainToken.MatchString(t)
+}
+
+var plainToken = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // NonceBucketDeleted is the JetStream advisory of the nonce bucket's stream
 // deleted: the admin node re-creates it, edges then refuse requests signed

@@ -25,6 +25,7 @@ import (
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/otel"
+	"github.com/jetway-gw/jetway/push"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
 )
@@ -63,6 +64,9 @@ type Options struct {
 	// Certs, when the edge serves TLS, get the registry's certificates
 	// with every snapshot (Certs.SetRegistry).
 	Certs *Certs
+	// Push, when set, serves the topics under /_jetway/ (push.go); every
+	// snapshot rechecks its subscribers.
+	Push *push.Server
 }
 
 // Edge is an http.Handler. Feed it registry snapshots with Apply; each one
@@ -98,6 +102,7 @@ type router struct {
 	// caches are the response caches of both tiers, by API name, for
 	// purges.
 	caches map[string][]*responseCache
+	topics map[string]*topicRoute // by name
 	// The routes with a host (route.host), by exact host and by wildcard
 	// suffix (".example.com"), longest first; both empty when no API has
 	// a host, which costs a request nothing.
@@ -287,7 +292,11 @@ func (e *Edge) Apply(s *registry.Snapshot) {
 	e.cluster.setRules(shared)
 	rtr.routes = n
 	slices.SortFunc(rtr.wild, func(a, b hostMux) int { return len(b.suffix) - len(a.suffix) })
+	rtr.topics = compileTopics(s, apps)
 	e.router.Store(rtr)
+	if e.o.Push != nil {
+		e.o.Push.Recheck(s)
+	}
 }
 
 // compileRoute builds the route of an API (or of a draft) and of its
@@ -506,6 +515,11 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if refuse {
 		writeError(w, bus.CodeBadRequest, "request framing is ambiguous (Content-Length with Transfer-Encoding, or Transfer-Encoding on HTTP/1.0)", id)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, BuiltinPrefix) {
+		// Push connections live long: they are not in-flight calls.
+		e.serveBuiltin(w, r, id)
 		return
 	}
 	n := e.inflight.Add(1)

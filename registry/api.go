@@ -445,6 +445,10 @@ func (a *API) check(key string) []schemas.Problem {
 	params, catchAll, err := parseRoutePath(a.Route.Path)
 	if err != nil {
 		add("route.path", "%v", err)
+	} else if strings.HasPrefix(a.Route.Path+"/", BuiltinPrefix) {
+		// The edge serves these paths itself, before any route (a route
+		// with a parameter first, or a catch-all, never gets them).
+		add("route.path", "must not be under %s: the edge serves its own endpoints there (push)", BuiltinPrefix)
 	}
 	if a.Route.Host != "" {
 		if err := CheckRouteHost(routeHost(a.Route.Host)); err != nil {

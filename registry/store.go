@@ -74,6 +74,7 @@ type Client struct {
 	jsonSchemas jetstream.KeyValue
 
 	tokens jetstream.KeyValue // the admin REST API's tokens
+	topics jetstream.KeyValue // push topics
 
 	actor    string      // who the audit trail says writes (As)
 	auditErr func(error) // WithAuditErrors
@@ -131,8 +132,15 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if err != nil {
 		return nil, err
 	}
+	topics, err := OpenTopics(ctx, js, o)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := OpenPushStream(ctx, js, o); err != nil {
+		return nil, err
+	}
 	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas, jsonSchemas: jsonSchemas,
-		tokens: tokens, actor: DefaultActor()}, nil
+		tokens: tokens, topics: topics, actor: DefaultActor()}, nil
 }
 
 // ErrNotFound is returned for an API or revision that does not exist.

@@ -67,6 +67,8 @@ type Snapshot struct {
 	Certs map[string]*Cert
 	// JSONSchemas holds the schemas request validations share, by name.
 	JSONSchemas map[string]*JSONSchema
+	// Topics holds the push topics, by name.
+	Topics map[string]*Topic
 	// Source of the entries.
 	Source Source
 }
@@ -117,6 +119,7 @@ type Watcher struct {
 	apps     *kvSet[*App]
 	certs    *kvSet[*Cert]
 	jsonSch  *kvSet[*JSONSchema]
+	topics   *kvSet[*Topic]
 	fromFile bool
 	lastErr  error
 
@@ -184,7 +187,17 @@ func NewWatcher(o WatcherOptions) *Watcher {
 			}
 			return s, err
 		}}
-	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}, Faults: map[string]*Fault{}, Alerts: map[string]*AlertRule{}, Apps: map[string]*App{}, Certs: map[string]*Cert{}, JSONSchemas: map[string]*JSONSchema{}})
+	// Optional: a cluster made before push has no jetway_topics bucket,
+	// which an edge's user may not create; only push needs it.
+	w.topics = &kvSet[*Topic]{open: OpenTopics, name: BucketTopics, good: map[string]*Topic{}, optional: true,
+		parse: func(key string, val []byte, rev uint64) (*Topic, error) {
+			t, err := ParseTopic(key, val)
+			if err == nil {
+				t.Revision = rev
+			}
+			return t, err
+		}}
+	w.cur.Store(&Snapshot{APIs: map[string]*API{}, Degrade: map[string]*Degrade{}, Faults: map[string]*Fault{}, Alerts: map[string]*AlertRule{}, Apps: map[string]*App{}, Certs: map[string]*Cert{}, JSONSchemas: map[string]*JSONSchema{}, Topics: map[string]*Topic{}})
 	return w
 }
 
@@ -255,6 +268,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	run(BucketApps, func() { runSet(ctx, w, w.apps) })
 	run(BucketCerts, func() { runSet(ctx, w, w.certs) })
 	run(BucketJSONSchemas, func() { runSet(ctx, w, w.jsonSch) })
+	run(BucketTopics, func() { runSet(ctx, w, w.topics) })
 	wg.Wait()
 	return ctx.Err()
 }
@@ -490,7 +504,7 @@ func (w *Watcher) publishLocked() {
 	case w.fromFile:
 		src = SourceFile
 	}
-	s := &Snapshot{APIs: make(map[string]*API, len(w.apis.good)), Drafts: map[string]*API{}, Degrade: make(map[string]*Degrade), Faults: make(map[string]*Fault), Alerts: maps.Clone(w.alerts.good), Apps: maps.Clone(w.apps.good), Certs: maps.Clone(w.certs.good), JSONSchemas: maps.Clone(w.jsonSch.good), Source: src}
+	s := &Snapshot{APIs: make(map[string]*API, len(w.apis.good)), Drafts: map[string]*API{}, Degrade: make(map[string]*Degrade), Faults: make(map[string]*Fault), Alerts: maps.Clone(w.alerts.good), Apps: maps.Clone(w.apps.good), Certs: maps.Clone(w.certs.good), JSONSchemas: maps.Clone(w.jsonSch.good), Topics: maps.Clone(w.topics.good), Source: src}
 	for _, a := range w.apis.good {
 		s.Revision = max(s.Revision, a.Revision)
 		if a.IsDraft() {
@@ -557,7 +571,7 @@ func (w *Watcher) loadFile() error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.apis.live || w.flags.live || w.alerts.live || w.apps.live || w.certs.live || w.jsonSch.live {
+	if w.apis.live || w.flags.live || w.alerts.live || w.apps.live || w.certs.live || w.jsonSch.live || w.topics.live {
 		return nil // NATS got there first
 	}
 	loadEntries(w, w.apis, f.APIs)

@@ -29,6 +29,11 @@ var DegradeSchemaJSON []byte
 //go:embed fault.schema.json
 var FaultSchemaJSON []byte
 
+// TopicSchemaJSON is the JSON Schema of a push topic.
+//
+//go:embed topic.schema.json
+var TopicSchemaJSON []byte
+
 // Problem is one reason a document does not conform: the dotted field path
 // ("route.path", "" for the document itself) and a message.
 type Problem struct {
@@ -75,6 +80,7 @@ var (
 	apiSchema     = &schema{name: "api.schema.json", doc: APISchemaJSON}
 	degradeSchema = &schema{name: "degrade.schema.json", doc: DegradeSchemaJSON}
 	faultSchema   = &schema{name: "fault.schema.json", doc: FaultSchemaJSON}
+	topicSchema   = &schema{name: "topic.schema.json", doc: TopicSchemaJSON}
 )
 
 // ValidateAPI checks a JSON document (raw bytes) against the API schema.
@@ -83,6 +89,9 @@ func ValidateAPI(doc []byte) []Problem { return validate(apiSchema, doc) }
 
 // ValidateFault checks a JSON document against the fault switch schema.
 func ValidateFault(doc []byte) []Problem { return validate(faultSchema, doc) }
+
+// ValidateTopic checks a JSON document against the topic schema.
+func ValidateTopic(doc []byte) []Problem { return validate(topicSchema, doc) }
 
 // ValidateDegrade checks a JSON document against the degrade switch schema.
 func ValidateDegrade(doc []byte) []Problem { return validate(degradeSchema, doc) }

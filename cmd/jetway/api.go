@@ -327,3 +327,11 @@ func printJSON(w io.Writer, b []byte) {
 	out.WriteByte('\n')
 	fmt.Fprint(w, out.String())
 }
+
+// options is the flag as write options: IfRevision when given.
+func (f *revisionFlag) options() []registry.WriteOption {
+	if !f.set {
+		return nil
+	}
+	return []registry.WriteOption{registry.IfRevision(f.rev)}
+}

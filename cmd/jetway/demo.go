@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/jetway-gw/jetway/internal/grpcdemo"
-
+	"github.com/jetway-gw/jetway/push"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -77,8 +78,59 @@ func startDemo(ctx context.Context, nc *nats.Conn, w *registry.Watcher, log *slo
 		}
 		log.Info("demo api published", "api", a.Name, "route", a.Route.Method+" "+a.Route.Path)
 	}
+	stopNews, err := demoPush(ctx, wctx, nc, c, log, edgeURL)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	prev := stop
+	stop = func() { stopNews(); prev() }
 	log.Info("demo ready: try curl "+edgeURL+"/v1/hello/world", "backend", base, "grpc_backend", gln.Addr().String(), "nats_service", "svc.demo.greet")
 	return stop, nil
+}
+
+// demoPush stores the demo.news topic and two apps, demo-reader (may
+// subscribe) and demo-writer (may publish), with fresh keys at every start
+// (they are logged: this is a demo), and publishes a message every 5 s.
+func demoPush(ctx, wctx context.Context, nc *nats.Conn, c *registry.Client, log *slog.Logger, edgeURL string) (stop func(), err error) {
+	t, err := c.PutTopic(wctx, []byte(`{"name":"demo.news","description":"The demo's topic: a message every 5 s; resume with Last-Event-ID or after=.",
+	  "publish":["demo-writer"],"subscribe":["demo-reader","demo-writer"],"retention":{"max_age":"1h"}}`))
+	if err != nil {
+		return nil, fmt.Errorf("demo topic: %w", err)
+	}
+	keys := map[string]string{}
+	for _, id := range []string{"demo-reader", "demo-writer"} {
+		key, rec, err := registry.NewAPIKey()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.PutApp(wctx, &registry.App{ID: id, Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"demo.*"}}); err != nil {
+			return nil, fmt.Errorf("demo app: %w", err)
+		}
+		keys[id] = key
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	go func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-tctx.Done():
+				return
+			case now := <-tick.C:
+				pctx, pcancel := context.WithTimeout(tctx, 2*time.Second)
+				_, _ = push.Publish(pctx, js, t, "", push.Message{Data: []byte(fmt.Sprintf(`{"n":%d,"at":%q}`, n, now.UTC().Format(time.RFC3339)))})
+				pcancel()
+			}
+		}
+	}()
+	log.Info("demo push: curl -N -H 'X-Api-Key: "+keys["demo-reader"]+"' "+edgeURL+"/_jetway/sse/demo.news",
+		"topic", t.Name, "reader_key", keys["demo-reader"], "writer_key", keys["demo-writer"])
+	return cancel, nil
 }
 
 // demoAPIs are the demo entries, pointing at the demo HTTP backend at base,

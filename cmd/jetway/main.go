@@ -42,6 +42,10 @@ Registry:
   cert      the edges' TLS certificates, served by SNI and rotated live (put|list|delete)
   schema    gRPC schemas (.proto or a descriptor set) that grpc backends pin by digest (put|list)
   jsonschema JSON Schemas that request validations share as jetway:NAME (put|get|list|delete)
+  topic     push topics: who publishes and subscribes, mode, retention (put|get|list|delete)
+
+Push:
+  push      publish to a topic, or subscribe and print its messages (publish|subscribe)
 
 Observing:
   top       a live table of every API across the cluster (QPS, errors, p99, breaker, degraded)
@@ -119,6 +123,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdSchema(args[1:], stdout, stderr)
 	case "jsonschema":
 		err = cmdJSONSchema(args[1:], stdin, stdout, stderr)
+	case "topic":
+		err = cmdTopic(args[1:], stdin, stdout, stderr)
+	case "push":
+		err = cmdPush(args[1:], stdin, stdout, stderr)
 	case "top":
 		err = cmdTop(args[1:], stdout, stderr)
 	case "metric":

@@ -28,6 +28,7 @@ import (
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/otel"
+	"github.com/jetway-gw/jetway/push"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
 )
@@ -68,6 +69,7 @@ type node struct {
 	draining  atomic.Bool
 	watcher   *registry.Watcher
 	edge      *edge.Edge
+	push      *push.Server // the edge's push side
 	worker    *workers.Worker
 	accessLog *otel.LineWriter // the access log's buffer, written out at shutdown
 	// firing is what the alerts this node judges say now (runAlerts);
@@ -226,7 +228,7 @@ func (n *node) connectRegistry(ctx context.Context) error {
 	case n.cfg.certs == nil:
 		// An edge without TLS has no use for the certificates' keys, in
 		// memory or in its snapshot file.
-		wopts.Buckets = []string{registry.BucketAPIs, registry.BucketFlags, registry.BucketAlerts, registry.BucketApps, registry.BucketJSONSchemas}
+		wopts.Buckets = []string{registry.BucketAPIs, registry.BucketFlags, registry.BucketAlerts, registry.BucketApps, registry.BucketJSONSchemas, registry.BucketTopics}
 	}
 	n.watcher = registry.NewWatcher(wopts)
 	return nil
@@ -279,6 +281,10 @@ func (n *node) startEdge(ctx context.Context) error {
 		eo.AccessLog = al.With("role", string(n.role), "log", "access")
 		n.metrics.CountAccessLogDrops(n.accessLog.Dropped)
 	}
+	if n.push, err = push.New(push.Options{Conn: nc, Logger: n.log}); err != nil {
+		return err
+	}
+	eo.Push = n.push
 	if n.edge, err = edge.New(eo); err != nil {
 		return err
 	}
@@ -600,6 +606,13 @@ func (n *node) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.drain)
 	defer cancel()
 	var errs []error
+	if n.push != nil {
+		// Push clients are told to reconnect (elsewhere, with their
+		// cursor); their streams would otherwise hold the drain open.
+		if err := n.push.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("closing push connections: %w", err))
+		}
+	}
 	if n.edgeSrv != nil {
 		if err := n.edgeSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("draining edge: %w", err))

@@ -34,6 +34,7 @@ import (
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/otel"
+	"github.com/jetway-gw/jetway/push"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
 )
@@ -51,6 +52,8 @@ type Options struct {
 	// Worker options of the first worker; Conn is filled in. Its Pools
 	// empty means every pool.
 	Worker workers.Options
+	// Push options of the first edge's push server; Conn is filled in.
+	Push push.Options
 }
 
 // Gateway is a running gateway: the first edge (URL, EdgeWatcher, Edge,
@@ -68,7 +71,9 @@ type Gateway struct {
 	URL         string
 	Edge        *edge.Edge
 	EdgeWatcher *registry.Watcher
-	Metrics     *otel.Metrics
+	// Push is the first edge's push server.
+	Push    *push.Server
+	Metrics *otel.Metrics
 	// Worker is the first worker.
 	Worker *workers.Worker
 
@@ -104,11 +109,12 @@ func StartWith(t testing.TB, o Options) *Gateway {
 	}
 	g.Metrics = eo.Metrics
 	eo.Conn = natstest.Connect(t, s, nats.CustomInboxPrefix(bus.InboxPrefixEdge))
+	closePush := addPush(t, &eo, o.Push)
 	e, err := edge.New(eo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Edge = e
+	g.Edge, g.Push = e, eo.Push
 	g.EdgeWatcher = registry.NewWatcher(registry.WatcherOptions{Conn: natstest.Connect(t, s)})
 	g.EdgeWatcher.OnChange(e.Apply)
 	g.Worker = g.AddWorkerWith(o.Worker)
@@ -118,7 +124,7 @@ func StartWith(t testing.TB, o Options) *Gateway {
 	go func() { defer wg.Done(); _ = e.Run(ctx) }()
 	srv := httptest.NewServer(e)
 	g.URL = srv.URL
-	t.Cleanup(func() { srv.Close(); cancel(); wg.Wait() })
+	t.Cleanup(func() { closePush(); srv.Close(); cancel(); wg.Wait() })
 	if err := g.EdgeWatcher.WaitLive(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +172,7 @@ func (g *Gateway) AddEdge(t testing.TB, eo edge.Options) (url string, w *registr
 	}
 	t.Cleanup(nc.Close)
 	eo.Conn = nc
+	closePush := addPush(t, &eo, push.Options{})
 	e, err = edge.New(eo)
 	if err != nil {
 		t.Fatal(err)
@@ -178,11 +185,47 @@ func (g *Gateway) AddEdge(t testing.TB, eo edge.Options) (url string, w *registr
 	go func() { defer wg.Done(); _ = w.Run(ctx) }()
 	go func() { defer wg.Done(); _ = e.Run(ctx) }()
 	srv := httptest.NewServer(e)
-	t.Cleanup(func() { srv.Close(); cancel(); wg.Wait() })
+	t.Cleanup(func() { closePush(); srv.Close(); cancel(); wg.Wait() })
 	if err := w.WaitLive(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return srv.URL, w, e
+}
+
+// addPush gives an edge's options a push server on its connection, unless
+// they have one; the function returned closes it (its subscribers end, so
+// the HTTP server can close).
+func addPush(t testing.TB, eo *edge.Options, po push.Options) func() {
+	if eo.Push != nil {
+		return func() {}
+	}
+	po.Conn = eo.Conn
+	p, err := push.New(po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eo.Push = p
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	}
+}
+
+// PutTopic stores a push topic and waits until the first edge has it.
+func (g *Gateway) PutTopic(doc string) *registry.Topic {
+	g.T.Helper()
+	tp, err := g.Client.PutTopic(context.Background(), []byte(doc))
+	if err != nil {
+		g.T.Fatalf("putting a topic: %v", err)
+	}
+	natstest.CheckFor(g.T, Wait, 2*time.Millisecond, func() error {
+		if got := g.EdgeWatcher.Current().Topics[tp.Name]; got == nil || got.Revision != tp.Revision {
+			return fmt.Errorf("edge has not applied topic %s@%d", tp.Name, tp.Revision)
+		}
+		return nil
+	})
+	return tp
 }
 
 // Publish puts an API entry through the registry client (which refuses a

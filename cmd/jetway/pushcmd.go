@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/push"
+	"github.com/jetway-gw/jetway/push/pushclient"
+)
+
+const pushUsage = `Usage: jetway push <command> [flags] [args]
+
+Commands:
+  publish TOPIC DATA|-
+                  publish one message (- reads stdin) and print its sequence:
+                  through an edge as an app (--app-key), or on NATS as the
+                  admin (--nats, no --app-key)
+  subscribe TOPIC print one line per message, "<seq> <data>" (data with a line
+                  break is quoted), and gaps on stderr; resumes by itself
+                  after a dropped connection; exits after --count messages
+
+Addressing (publish): --to app APP (the app's clients), --to device APP:DEVICE
+(one device of the app); none: every subscriber.
+
+Flags:
+`
+
+func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("jetway push", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	rf := addRegistryFlags(fs)
+	edgeURL := fs.String("edge", "http://127.0.0.1:8080", "the edge to publish through and subscribe at")
+	appKey := fs.String("app-key", os.Getenv("JETWAY_APP_KEY"), "the app's API key (or JETWAY_APP_KEY)")
+	var to toFlag
+	fs.Var(&to, "to", "publish: app APP, or device APP:DEVICE (the value after --to is the kind, the next argument the address)")
+	key := fs.String("key", "", "publish: the key a latest_only topic keeps the newest value of")
+	idem := fs.String("idempotency-key", "", "publish: a retry with the same key is stored once")
+	from := fs.String("from", "", "subscribe: the first sequence wanted ([EPOCH:]SEQ; 0: everything kept); default live only")
+	after := fs.String("after", "", "subscribe: the cursor of the last message had ([EPOCH:]SEQ)")
+	transport := fs.String("transport", "sse", "subscribe: sse or ws (tcp is not served yet)")
+	device := fs.String("device", "", "subscribe: the device this client is (messages to it are delivered too)")
+	count := fs.Int("count", 0, "subscribe: exit after this many messages (0: until interrupted)")
+	fs.Usage = func() { groupUsage(stderr, fs, "push", pushUsage, args) }
+	args = to.take(args)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if to.err != nil {
+		return fmt.Errorf("%w: %v", errUsage, to.err)
+	}
+	if err := checkSubcommand(fs, "push", pos, map[string]int{"publish": 2, "subscribe": 1}); err != nil {
+		return err
+	}
+	if err := bus.ValidName(pos[1]); err != nil {
+		return fmt.Errorf("%w: topic name %q: %v", errUsage, pos[1], err)
+	}
+	if pos[0] == "subscribe" {
+		if *transport == "tcp" {
+			return fmt.Errorf("%w: --transport tcp: the TCP transport is not served yet; use sse or ws", errUsage)
+		}
+		return pushSubscribe(pushclient.Options{Edge: *edgeURL, Topic: pos[1], Transport: *transport,
+			Header: http.Header{"X-Api-Key": {*appKey}}, Device: *device, After: *after, From: *from}, *count, stdout, stderr)
+	}
+	var data []byte
+	if pos[2] == "-" {
+		if data, err = io.ReadAll(io.LimitReader(stdin, 1<<20+1)); err != nil {
+			return err
+		}
+	} else {
+		data = []byte(pos[2])
+	}
+	m := push.Message{To: to.kind, App: to.app, ID: to.id, Key: *key, Data: data, IdempotencyKey: *idem}
+	if *appKey == "" {
+		return publishNATS(rf, pos[1], m, stdout)
+	}
+	return publishEdge(*edgeURL, *appKey, pos[1], m, *rf.timeout, stdout)
+}
+
+// toFlag is --to KIND ADDRESS: two arguments, taken off args before the
+// flags are parsed.
+type toFlag struct {
+	kind, app, id string
+	err           error
+}
+
+func (f *toFlag) String() string { return f.kind }
+func (f *toFlag) Set(string) error {
+	return errors.New("--to takes two arguments: app APP, or device APP:DEVICE")
+}
+
+// take removes "--to KIND ADDRESS" (or "-to") from args.
+func (f *toFlag) take(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		if args[i] != "--to" && args[i] != "-to" {
+			out = append(out, args[i])
+			continue
+		}
+		if i+2 >= len(args) {
+			f.err = errors.New("--to takes two arguments: app APP, or device APP:DEVICE")
+			return out
+		}
+		kind, addr := args[i+1], args[i+2]
+		i += 2
+		switch kind {
+		case "app":
+			f.kind, f.app = "app", addr
+		case "device":
+			app, dev, ok := strings.Cut(addr, ":")
+			if !ok || app == "" || dev == "" {
+				f.err = fmt.Errorf("--to device %q: give APP:DEVICE", addr)
+			}
+			f.kind, f.app, f.id = "device", app, dev
+		case "user":
+			f.err = errors.New("--to user: addressing a user is not served yet; address the app or a device")
+		default:
+			f.err = fmt.Errorf("--to %q: app or device", kind)
+		}
+	}
+	return out
+}
+
+// publishEdge publishes through an edge as the app whose key is given.
+func publishEdge(edge, key, topic string, m push.Message, timeout time.Duration, stdout io.Writer) error {
+	q := url.Values{}
+	for k, v := range map[string]string{"to": m.To, "app": m.App, "device": m.ID, "key": m.Key} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(edge, "/")+"/_jetway/publish/"+topic+"?"+q.Encode(), bytes.NewReader(m.Data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-Api-Key", key)
+	if m.IdempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", m.IdempotencyKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("publishing: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
+		var e struct{ Code, Message string }
+		_ = json.Unmarshal(b, &e)
+		return fmt.Errorf("publishing: %d %s: %s", resp.StatusCode, e.Code, e.Message)
+	}
+	var p push.Published
+	if err := json.Unmarshal(b, &p); err != nil {
+		return fmt.Errorf("publishing: the edge answered %q", b)
+	}
+	printPublished(stdout, p)
+	return nil
+}
+
+func printPublished(w io.Writer, p push.Published) {
+	switch {
+	case !p.Stored:
+		fmt.Fprintln(w, "sent (best_effort: not waited for)")
+	case p.Duplicate:
+		fmt.Fprintf(w, "%d (a duplicate of it: stored once)\n", p.Seq)
+	default:
+		fmt.Fprintf(w, "%d\n", p.Seq)
+	}
+}
+
+// publishNATS publishes on NATS as the admin.
+func publishNATS(rf registryFlags, topic string, m push.Message, stdout io.Writer) error {
+	ctx, c, nc, done, err := rf.dialConn(1)
+	if err != nil {
+		return err
+	}
+	defer done()
+	t, err := c.GetTopic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	p, err := push.Publish(ctx, js, t, "", m)
+	if err != nil {
+		return err
+	}
+	if p.Stored {
+		// An async publish must reach the server before the connection
+		// closes; a stored one has.
+		printPublished(stdout, p)
+		return nil
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	printPublished(stdout, p)
+	return nil
+}
+
+// pushSubscribe prints messages until count (0: until interrupted).
+func pushSubscribe(o pushclient.Options, count int, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	sub := pushclient.Subscribe(o)
+	defer func() { _ = sub.Close() }()
+	for n := 0; count == 0 || n < count; {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		switch ev.Type {
+		case "message":
+			data := ev.Data
+			if strings.ContainsAny(data, "\r\n") {
+				data = strconv.Quote(data)
+			}
+			fmt.Fprintf(stdout, "%d %s\n", ev.Seq, data)
+			n++
+		case "gap":
+			fmt.Fprintf(stderr, "gap: %s (asked %s; going on after %s)\n", ev.Gap.Reason, ev.Gap.Asked, ev.Gap.Resume)
+		case "close":
+			fmt.Fprintf(stderr, "the edge closed the connection: %s; reconnecting\n", ev.Reason)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+package edge
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/push"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// BuiltinPrefix starts every path the edge serves itself; no API may be
+// routed under it (registry refuses such routes).
+const BuiltinPrefix = registry.BuiltinPrefix
+
+// topicRoute is what a push request of one topic needs; built once per
+// snapshot.
+type topicRoute struct {
+	topic *registry.Topic
+	auth  *AuthPolicy
+}
+
+// compileTopics builds the topics' routes: each authenticates apps by the
+// topic's methods (an app's own JWT issuer for jwt) and checks no API
+// grant (a topic has its own, push.go).
+func compileTopics(s *registry.Snapshot, apps *appIndex) map[string]*topicRoute {
+	out := make(map[string]*topicRoute, len(s.Topics))
+	no := false
+	for name, t := range s.Topics {
+		api := &registry.API{Name: "topic " + name, Auth: &registry.Auth{Methods: t.Methods(), GrantedOnly: &no}}
+		out[name] = &topicRoute{topic: t, auth: &AuthPolicy{api: api, apps: apps}}
+	}
+	return out
+}
+
+// validDevice admits a device id given at connect.
+var validDevice = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// servePush serves /_jetway/{publish,sse,ws}/<topic>. canon is the
+// request's canonical escaped path, sent the path as the caller sent it.
+func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent string, addr netip.Addr) {
+	verb, name, _ := strings.Cut(strings.TrimPrefix(canon, BuiltinPrefix), "/")
+	method := http.MethodGet
+	switch verb {
+	case "publish":
+		method = http.MethodPost
+	case "sse", "ws":
+	default:
+		writeError(w, bus.CodeRouteNotFound, "no built-in endpoint at "+canon, id)
+		return
+	}
+	if e.o.Push == nil {
+		writeError(w, bus.CodeRouteNotFound, "push is not served by this edge", id)
+		return
+	}
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		writeError(w, bus.CodeMethodNotAllowed, canon+" takes "+method, id)
+		return
+	}
+	tr := e.router.Load().topics[name]
+	if tr == nil {
+		writeError(w, bus.CodeTopicNotFound, "no topic "+quoteName(name), id)
+		return
+	}
+	t := tr.topic
+	if !t.AllowsOrigin(r.Header.Get("Origin")) {
+		writeError(w, bus.CodeForbidden, "origin not allowed for topic "+t.Name, id)
+		return
+	}
+	var body []byte
+	if verb == "publish" {
+		var err error
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, registry.MaxPushMessage)); err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeError(w, bus.CodePayloadTooLarge, push.ErrTooLarge.Error(), id)
+				return
+			}
+			writeError(w, bus.CodeBadRequest, "reading the body: "+err.Error(), id)
+			return
+		}
+	}
+	keyDigest := "" // a key's connection ends when the key is revoked
+	if tr.auth.method(r) == "key" {
+		keyDigest = registry.KeyDigest(apiKey(r.Header.Clone()))
+	}
+	app, err := Authenticate(r, tr.auth, Caller{Addr: addr, Path: sent, Body: body})
+	if err != nil {
+		writeRefusal(w, asError(err), id)
+		return
+	}
+	if why := mayUse(t, app, verb == "publish"); why != "" {
+		writeError(w, bus.CodeForbidden, why, id)
+		return
+	}
+	if verb == "publish" {
+		e.publish(w, r, id, t, app, body)
+		return
+	}
+	q := r.URL.Query()
+	sub := push.Subscriber{Topic: t, App: app.ID, Device: q.Get("device")}
+	if sub.Device != "" && !validDevice.MatchString(sub.Device) {
+		writeError(w, bus.CodeBadRequest, "device is 1 to 64 letters, digits, '_' and '-'", id)
+		return
+	}
+	if sub.Start, err = startOf(r); err != nil {
+		writeError(w, bus.CodeBadRequest, err.Error(), id)
+		return
+	}
+	appID := app.ID
+	sub.Check = func(s *registry.Snapshot) string {
+		t := s.Topics[name]
+		if t == nil {
+			return "topic " + name + " was deleted"
+		}
+		a := s.Apps[appID]
+		if a == nil || a.Status != registry.AppActive {
+			return "app " + appID + " is disabled"
+		}
+		if keyDigest != "" && !hasKey(a, keyDigest) {
+			return "the app's key was revoked"
+		}
+		return mayUse(t, a, false)
+	}
+	ss, err := e.o.Push.Open(r.Context(), sub)
+	if err != nil {
+		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
+		return
+	}
+	if verb == "sse" {
+		e.o.Push.ServeSSE(w, r, ss)
+	} else {
+		e.o.Push.ServeWS(w, r, ss)
+	}
+}
+
+// mayUse says why an app may not publish to (or subscribe to) a topic;
+// "" when it may.
+func mayUse(t *registry.Topic, a *registry.App, publish bool) string {
+	switch {
+	case t.Sandbox && !a.Sandbox:
+		return "topic " + t.Name + " is for sandbox apps"
+	case !t.Sandbox && a.Sandbox:
+		return "topic " + t.Name + " is for production apps; app " + a.ID + " is a sandbox app"
+	case publish && !t.MayPublish(a.ID):
+		return "app " + a.ID + " may not publish to topic " + t.Name
+	case !publish && !t.MaySubscribe(a.ID):
+		return "app " + a.ID + " may not subscribe to topic " + t.Name
+	}
+	return ""
+}
+
+func hasKey(a *registry.App, digest string) bool {
+	for _, k := range a.Keys {
+		if k.SHA256 == digest {
+			return true
+		}
+	}
+	return false
+}
+
+// startOf reads where a subscription starts: after=CURSOR or
+// Last-Event-ID (the last message the client has), or from=CURSOR (the
+// first it wants); none: live messages only.
+func startOf(r *http.Request) (push.Start, error) {
+	q := r.URL.Query()
+	after, from := q.Get("after"), q.Get("from")
+	if after == "" {
+		after = r.Header.Get("Last-Event-ID")
+	}
+	var st push.Start
+	if after != "" && from != "" {
+		return st, errors.New("give after (or Last-Event-ID) or from, not both")
+	}
+	for _, c := range []struct {
+		text string
+		dst  **push.Cursor
+	}{{after, &st.After}, {from, &st.From}} {
+		if c.text == "" {
+			continue
+		}
+		cur, err := push.ParseCursor(c.text)
+		if err != nil {
+			return st, err
+		}
+		*c.dst = &cur
+	}
+	return st, nil
+}
+
+// publish stores one message: the body is its data; to=app|device with
+// app= (and device=) address it; key= names the value a latest_only topic
+// keeps; Idempotency-Key makes a retry store it once.
+func (e *Edge) publish(w http.ResponseWriter, r *http.Request, id string, t *registry.Topic, app *registry.App, body []byte) {
+	q := r.URL.Query()
+	m := push.Message{To: q.Get("to"), App: q.Get("app"), ID: q.Get("device"), Key: q.Get("key"), Data: body,
+		IdempotencyKey: r.Header.Get("Idempotency-Key")}
+	if len(m.IdempotencyKey) > 256 {
+		writeError(w, bus.CodeBadRequest, "Idempotency-Key is at most 256 bytes", id)
+		return
+	}
+	out, err := e.o.Push.Publish(r.Context(), t, app.ID, m)
+	switch {
+	case errors.Is(err, push.ErrTooLarge):
+		writeError(w, bus.CodePayloadTooLarge, err.Error(), id)
+		return
+	case err != nil && !push.Unavailable(err):
+		writeError(w, bus.CodeBadRequest, err.Error(), id)
+		return
+	case err != nil:
+		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
+		return
+	}
+	b, _ := json.Marshal(out)
+	w.Header().Set("Content-Type", "application/json")
+	status := http.StatusOK
+	if !out.Stored {
+		status = http.StatusAccepted
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// quoteName quotes a name from a path for a message, bounded.
+func quoteName(s string) string {
+	if len(s) > 130 {
+		s = s[:130] + "…"
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// serveBuiltin serves a path under BuiltinPrefix: the same path checks
+// and address rules as an API call, then push.
+func (e *Edge) serveBuiltin(w http.ResponseWriter, r *http.Request, id string) {
+	sent := r.URL.RawPath
+	if sent == "" {
+		sent = r.URL.EscapedPath()
+	}
+	canon, err := canonicalPath(sent)
+	if err != nil {
+		writeError(w, bus.CodeBadRequest, "request path "+err.Error(), id)
+		return
+	}
+	addr, _ := clientAddr(r, e.o.TrustedProxies)
+	if !e.o.IPRules.empty() && !e.o.IPRules.Allows(addr) {
+		writeError(w, bus.CodeForbidden, "client address not allowed", id)
+		return
+	}
+	e.servePush(w, r, id, canon, sent, addr)
+}

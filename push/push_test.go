@@ -1,0 +1,402 @@
+package push_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
+	"github.com/jetway-gw/jetway/push"
+	"github.com/jetway-gw/jetway/push/pushclient"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// topic is the topic of these tests: "pub" publishes, every app
+// subscribes.
+const topic = `{"name":"orders","publish":["pub"],"subscribe":["*"],"origins":["https://shop.example"]}`
+
+// publish posts one message over the edge and returns its cursor.
+func publish(t *testing.T, g *jetwaytest.Gateway, key, query, data string, hdr ...string) string {
+	t.Helper()
+	r := g.Do("POST", "/_jetway/publish/orders"+query, strings.NewReader(data), append([]string{"X-Api-Key", key}, hdr...)...)
+	if r.Status != 200 {
+		t.Fatalf("publish %s: %d %s", data, r.Status, r.Body)
+	}
+	var p struct {
+		Seq       uint64
+		Cursor    string
+		Duplicate bool
+	}
+	if err := json.Unmarshal([]byte(r.Body), &p); err != nil || p.Seq == 0 || !strings.HasSuffix(p.Cursor, fmt.Sprintf(":%d", p.Seq)) {
+		t.Fatalf("publish answer %s (%v)", r.Body, err)
+	}
+	return p.Cursor
+}
+
+// next reads events until a message or gap, failing after 5s.
+func next(t *testing.T, c interface {
+	Next(context.Context) (pushclient.Event, error)
+}) pushclient.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		ev, err := c.Next(ctx)
+		if err != nil {
+			t.Fatalf("next: %v", err)
+		}
+		if ev.Type == "message" || ev.Type == "gap" {
+			return ev
+		}
+	}
+}
+
+func start(t *testing.T) (g *jetwaytest.Gateway, pub, shop string) {
+	g = jetwaytest.Start(t)
+	g.PutTopic(topic)
+	return g, g.PutKeyedApp("pub"), g.PutKeyedApp("shop")
+}
+
+// A client that comes back — over either transport, to either edge —
+// gets everything after its cursor, in order, then live messages; the
+// messages addressed to another app or device never reach it.
+func TestResumeAcrossTransportsAndEdges(t *testing.T) {
+	for _, transport := range []string{"sse", "ws"} {
+		t.Run(transport, func(t *testing.T) {
+			g, pub, shop := start(t)
+			edge2, _, _ := g.AddEdge(t, edgeOptions())
+			first := publish(t, g, pub, "", "one")
+			o := pushclient.Options{Edge: g.URL, Topic: "orders", Transport: transport, Header: http.Header{"X-Api-Key": {shop}}, Device: "d1", From: first}
+			c, err := pushclient.Dial(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev := next(t, c); ev.Data != "one" || ev.Cursor != first {
+				t.Fatalf("first: %+v", ev)
+			}
+			publish(t, g, pub, "?to=app&app=other", "not for shop")
+			publish(t, g, pub, "?to=device&app=shop&device=d2", "not for d1")
+			two := publish(t, g, pub, "?to=device&app=shop&device=d1", "two")
+			if ev := next(t, c); ev.Data != "two" || ev.Cursor != two {
+				t.Fatalf("live: %+v", ev)
+			}
+			c.Close()
+			publish(t, g, pub, "?to=app&app=shop", "three\nlines\r\nhere")
+			publish(t, g, pub, "", "four")
+			// Back, on the other edge, after the last cursor it has.
+			o.Edge, o.From, o.After = edge2, "", two
+			c, err = pushclient.Dial(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			three := "three\nlines\r\nhere" // WebSocket keeps the bytes
+			if transport == "sse" {
+				three = "three\nlines\nhere" // SSE ends each data line with LF
+			}
+			for _, want := range []string{three, "four"} {
+				if ev := next(t, c); ev.Data != want {
+					t.Fatalf("resumed: %+v, want %q", ev, want)
+				}
+			}
+			five := publish(t, g, pub, "", "five")
+			if ev := next(t, c); ev.Data != "five" || ev.Cursor != five {
+				t.Fatalf("live after resume: %+v", ev)
+			}
+		})
+	}
+}
+
+func edgeOptions() edge.Options { return edge.Options{} }
+
+// Every refusal comes before any stream starts, with its code.
+func TestRefusals(t *testing.T) {
+	g, pub, shop := start(t)
+	for _, c := range []struct {
+		name, method, path string
+		hdr                []string
+		status             int
+		code               string
+	}{
+		{"no credentials", "GET", "/_jetway/sse/orders", nil, 401, "UNAUTHENTICATED"},
+		{"bad key", "GET", "/_jetway/sse/orders", []string{"X-Api-Key", "jw_nope"}, 401, "UNAUTHENTICATED"},
+		{"foreign origin", "GET", "/_jetway/sse/orders", []string{"X-Api-Key", shop, "Origin", "https://evil.example"}, 403, "FORBIDDEN"},
+		{"null origin", "GET", "/_jetway/ws/orders", []string{"X-Api-Key", shop, "Origin", "null"}, 403, "FORBIDDEN"},
+		{"not a publisher", "POST", "/_jetway/publish/orders", []string{"X-Api-Key", shop}, 403, "FORBIDDEN"},
+		{"unknown topic", "GET", "/_jetway/sse/nope", []string{"X-Api-Key", shop}, 404, "TOPIC_NOT_FOUND"},
+		{"wildcard topic", "GET", "/_jetway/sse/orders.*", []string{"X-Api-Key", shop}, 404, "TOPIC_NOT_FOUND"},
+		{"nul in topic", "GET", "/_jetway/sse/or%00ders", []string{"X-Api-Key", shop}, 400, "BAD_REQUEST"},
+		{"no such endpoint", "GET", "/_jetway/nothing/orders", []string{"X-Api-Key", shop}, 404, "ROUTE_NOT_FOUND"},
+		{"wrong method", "GET", "/_jetway/publish/orders", []string{"X-Api-Key", pub}, 405, "METHOD_NOT_ALLOWED"},
+		{"bad cursor", "GET", "/_jetway/sse/orders?after=x:1", []string{"X-Api-Key", shop}, 400, "BAD_REQUEST"},
+		{"both cursors", "GET", "/_jetway/sse/orders?after=1&from=1", []string{"X-Api-Key", shop}, 400, "BAD_REQUEST"},
+		{"bad device", "GET", "/_jetway/sse/orders?device=a.b", []string{"X-Api-Key", shop}, 400, "BAD_REQUEST"},
+		{"bad address", "POST", "/_jetway/publish/orders?to=user", []string{"X-Api-Key", pub}, 400, "BAD_REQUEST"},
+	} {
+		r := g.Do(c.method, c.path, nil, c.hdr...)
+		if r.Status != c.status || r.Code != c.code {
+			t.Errorf("%s: %d %s", c.name, r.Status, r.Body)
+		}
+	}
+	big := strings.Repeat("x", registry.MaxPushMessage+1)
+	if r := g.Do("POST", "/_jetway/publish/orders", strings.NewReader(big), "X-Api-Key", pub); r.Status != 413 || r.Code != "PAYLOAD_TOO_LARGE" {
+		t.Errorf("too large: %d %s", r.Status, r.Body)
+	}
+	if r := g.Do("POST", "/_jetway/publish/orders", strings.NewReader("\xff\xfe"), "X-Api-Key", pub); r.Status != 400 {
+		t.Errorf("not UTF-8: %d %s", r.Status, r.Body)
+	}
+	// A sandbox app is kept off a production topic.
+	key, rec, err := registry.NewAPIKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.PutApps(&registry.App{ID: "tester", Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"*"}, Sandbox: true})
+	if r := g.Do("GET", "/_jetway/sse/orders", nil, "X-Api-Key", key); r.Status != 403 {
+		t.Errorf("sandbox app on a production topic: %d %s", r.Status, r.Body)
+	}
+	// An API may not take a route under the reserved prefix.
+	if _, err := g.Client.Put(context.Background(), []byte(`{"name":"x","pool":"p","route":{"path":"/_jetway/sse/orders"},"backend":{"type":"mock"}}`)); err == nil || !strings.Contains(err.Error(), "/_jetway/") {
+		t.Errorf("route under /_jetway/: %v", err)
+	}
+}
+
+// A cursor that cannot be honoured gets an explicit gap, then what there
+// is: of another epoch (everything kept), from the future (live), older
+// than the retention (what is left).
+func TestGaps(t *testing.T) {
+	g, pub, shop := start(t)
+	one := publish(t, g, pub, "", "one")
+	epoch, _, _ := strings.Cut(one, ":")
+	dial := func(after string) *pushclient.Conn {
+		c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "orders", Header: http.Header{"X-Api-Key": {shop}}, After: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	c := dial("17:1")
+	if ev := next(t, c); ev.Type != "gap" || ev.Gap.Reason != "epoch" || ev.Gap.Asked != "17:1" || ev.Gap.Resume != epoch+":0" {
+		t.Fatalf("another epoch: %+v", ev)
+	}
+	if ev := next(t, c); ev.Data != "one" {
+		t.Fatalf("after the epoch gap: %+v", ev)
+	}
+	c = dial(epoch + ":99")
+	if ev := next(t, c); ev.Type != "gap" || ev.Gap.Reason != "future" || ev.Gap.Resume != one {
+		t.Fatalf("the future: %+v", ev)
+	}
+	two := publish(t, g, pub, "", "two")
+	if ev := next(t, c); ev.Cursor != two {
+		t.Fatalf("live after the future gap: %+v", ev)
+	}
+
+	// A topic that keeps its messages one second.
+	g.PutTopic(`{"name":"brief","publish":["pub"],"subscribe":["*"],"retention":{"max_age":"1s"}}`)
+	r := g.Do("POST", "/_jetway/publish/brief", strings.NewReader("gone soon"), "X-Api-Key", pub)
+	var p struct{ Cursor string }
+	if err := json.Unmarshal([]byte(r.Body), &p); err != nil || r.Status != 200 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	g.Do("POST", "/_jetway/publish/brief", strings.NewReader("kept"), "X-Api-Key", pub)
+	c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "brief", Header: http.Header{"X-Api-Key": {shop}}, After: p.Cursor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ev := next(t, c); ev.Type != "gap" || ev.Gap.Reason != "expired" || ev.Gap.Asked != p.Cursor {
+		t.Fatalf("expired: %+v", ev)
+	}
+	if ev := next(t, c); ev.Data != "kept" {
+		t.Fatalf("after the expired gap: %+v", ev)
+	}
+}
+
+// A client that reads slower than messages come loses none: its queue
+// overflows, and it catches up from the stream.
+func TestSlowClientLosesNothing(t *testing.T) {
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{QueueLen: 2}})
+	g.PutTopic(topic)
+	pub, shop := g.PutKeyedApp("pub"), g.PutKeyedApp("shop")
+	c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "orders", Transport: "ws", Header: http.Header{"X-Api-Key": {shop}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ev, err := c.Next(ctx); err != nil || ev.Type != "ready" {
+		t.Fatalf("%+v %v", ev, err)
+	}
+	// 30 MB the client does not read: the socket's buffers fill, the
+	// edge's write blocks, the queue of 2 overflows.
+	const n = 300
+	pad := strings.Repeat("x", 100<<10)
+	for i := range n {
+		publish(t, g, pub, "", fmt.Sprint(i, pad))
+	}
+	for i := range n {
+		ev := next(t, c)
+		if ev.Data != fmt.Sprint(i, pad) {
+			t.Fatalf("message %d: %.40q", i, ev.Data)
+		}
+	}
+	if st := g.Push.Stats(); st.CatchUps == 0 || st.Replayed == 0 || st.Delivered != n {
+		t.Errorf("stats %+v: the client never caught up from the stream", st)
+	}
+}
+
+// Disabling an app ends its connections on the edge as soon as the edge
+// has the change; so does deleting the topic.
+func TestRevocationEndsConnections(t *testing.T) {
+	g, _, shop := start(t)
+	for _, transport := range []string{"sse", "ws"} {
+		c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "orders", Transport: transport, Header: http.Header{"X-Api-Key": {shop}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if ev, err := c.Next(ctx); err != nil || ev.Type != "ready" {
+			t.Fatalf("%+v %v", ev, err)
+		}
+		app := g.EdgeWatcher.Current().Apps["shop"]
+		off := *app
+		off.Status = registry.AppDisabled
+		g.PutApps(&off)
+		ev, err := c.Next(ctx)
+		var ce *pushclient.CloseError
+		switch transport {
+		case "sse":
+			if err != nil || ev.Type != "close" || !strings.Contains(ev.Reason, "disabled") {
+				t.Errorf("sse: %+v %v", ev, err)
+			}
+		case "ws":
+			if !errors.As(err, &ce) || ce.Code != 4001 || !strings.Contains(ce.Reason, "disabled") {
+				t.Errorf("ws: %+v %v", ev, err)
+			}
+		}
+		on := off
+		on.Status = registry.AppActive
+		g.PutApps(&on)
+	}
+}
+
+// A shutting-down edge tells its WebSocket clients to reconnect (1012).
+func TestShutdownSaysReconnect(t *testing.T) {
+	g, _, shop := start(t)
+	c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "orders", Transport: "ws", Header: http.Header{"X-Api-Key": {shop}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ev, err := c.Next(ctx); err != nil || ev.Type != "ready" {
+		t.Fatalf("%+v %v", ev, err)
+	}
+	go g.Push.Close(ctx)
+	_, err = c.Next(ctx)
+	var ce *pushclient.CloseError
+	if !errors.As(err, &ce) || ce.Code != 1012 {
+		t.Fatalf("%v", err)
+	}
+}
+
+// A publish retried with its Idempotency-Key is stored once.
+func TestIdempotentPublish(t *testing.T) {
+	g, pub, _ := start(t)
+	a := publish(t, g, pub, "", "once", "Idempotency-Key", "k1")
+	r := g.Do("POST", "/_jetway/publish/orders", strings.NewReader("once"), "X-Api-Key", pub, "Idempotency-Key", "k1")
+	if r.Status != 200 || !strings.Contains(r.Body, `"duplicate":true`) || !strings.Contains(r.Body, a) {
+		t.Fatalf("retry: %d %s (first %s)", r.Status, r.Body, a)
+	}
+}
+
+// A client's frame over 64 KiB closes with 1009; a text frame that is not
+// UTF-8 with 1007.
+func TestWebSocketFrameLimits(t *testing.T) {
+	g, _, shop := start(t)
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		code  websocket.StatusCode
+	}{
+		{"too large", []byte(`{"type":"ping","pad":"` + strings.Repeat("x", push.MaxInboundFrame) + `"}`), websocket.StatusMessageTooBig},
+		{"not UTF-8", []byte("{\"type\":\"\xff\"}"), websocket.StatusInvalidFramePayloadData},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.URL, "http")+"/_jetway/ws/orders", &websocket.DialOptions{HTTPHeader: http.Header{"X-Api-Key": {shop}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.Write(ctx, websocket.MessageText, c.frame); err != nil {
+			t.Fatal(err)
+		}
+		var got error
+		for got == nil {
+			_, _, got = conn.Read(ctx)
+		}
+		if st := websocket.CloseStatus(got); st != c.code {
+			t.Errorf("%s: %v", c.name, got)
+		}
+		conn.CloseNow()
+	}
+}
+
+// A latest_only topic keeps each address's newest value: a client that
+// comes back gets only that.
+func TestLatestOnly(t *testing.T) {
+	g, pub, shop := start(t)
+	g.PutTopic(`{"name":"prices","mode":"latest_only","publish":["pub"],"subscribe":["*"]}`)
+	post := func(query, data string) {
+		if r := g.Do("POST", "/_jetway/publish/prices"+query, strings.NewReader(data), "X-Api-Key", pub); r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+	}
+	post("?key=apple", "1")
+	post("?key=pear", "5")
+	post("?key=apple", "2")
+	post("?key=apple", "3")
+	c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "prices", Header: http.Header{"X-Api-Key": {shop}}, From: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if a, b := next(t, c), next(t, c); a.Data != "5" || b.Data != "3" {
+		t.Fatalf("got %q then %q, want the newest of each key: 5, 3", a.Data, b.Data)
+	}
+}
+
+// A best_effort publish is answered before it is stored, with 202.
+func TestBestEffort(t *testing.T) {
+	g, pub, shop := start(t)
+	g.PutTopic(`{"name":"ticks","mode":"best_effort","publish":["pub"],"subscribe":["*"]}`)
+	c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "ticks", Header: http.Header{"X-Api-Key": {shop}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ev, err := c.Next(ctx); err != nil || ev.Type != "ready" {
+		t.Fatalf("%+v %v", ev, err)
+	}
+	if r := g.Do("POST", "/_jetway/publish/ticks", strings.NewReader("t1"), "X-Api-Key", pub); r.Status != 202 || !strings.Contains(r.Body, `"stored":false`) {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	if ev := next(t, c); ev.Data != "t1" {
+		t.Fatalf("%+v", ev)
+	}
+}

@@ -1,0 +1,422 @@
+// Package pushclient is a Go client of Jetway's push endpoints: it
+// subscribes to a topic over Server-Sent Events or WebSocket, and a
+// Subscription reconnects by itself, resuming after the last cursor it
+// got, so that its reader sees every message once, in order, or a gap.
+//
+//	sub := pushclient.Subscribe(pushclient.Options{
+//		Edge: "http://127.0.0.1:8080", Topic: "orders",
+//		Header: http.Header{"X-Api-Key": {key}},
+//	})
+//	defer sub.Close()
+//	for {
+//		ev, err := sub.Next(ctx)
+//		...
+//	}
+//
+// It imports no Jetway package: clients of the gateway may use it alone.
+package pushclient
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Options say what to subscribe to and how.
+type Options struct {
+	// Edge is the edge's base URL (http://host:port).
+	Edge  string
+	Topic string
+	// Transport is "sse" (default) or "ws".
+	Transport string
+	// Header carries the credentials (X-Api-Key, Authorization) and an
+	// Origin if any.
+	Header http.Header
+	// Device, when set, also receives the messages sent to this device of
+	// the app.
+	Device string
+	// After is the cursor of the last message the client has; From the
+	// first it wants. Neither: live messages only.
+	After, From string
+	// HTTPClient for SSE; nil: one without a timeout (a stream is long).
+	HTTPClient *http.Client
+}
+
+// Event is one thing a subscription tells its reader.
+type Event struct {
+	// Type: "ready" (subscribed; Cursor is where it starts), "message",
+	// "gap" (Gap says what could not be delivered) or "close" (the edge
+	// ended the connection: Reason).
+	Type   string
+	Topic  string
+	Cursor string
+	Seq    uint64
+	Data   string
+	Gap    *Gap
+	Reason string
+}
+
+// Gap is a gap the edge reported.
+type Gap struct {
+	Reason string `json:"reason"`
+	Asked  string `json:"asked"`
+	Resume string `json:"resume"`
+}
+
+// HTTPError is the edge's refusal of a subscription (401, 403, 404, 503).
+type HTTPError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("subscribing: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Conn is one connection to an edge.
+type Conn struct {
+	next  func(ctx context.Context) (Event, error)
+	close func() error
+}
+
+// Next returns the next event; an error ends the connection.
+func (c *Conn) Next(ctx context.Context) (Event, error) { return c.next(ctx) }
+
+// Close ends the connection.
+func (c *Conn) Close() error { return c.close() }
+
+// Dial opens one connection.
+func Dial(ctx context.Context, o Options) (*Conn, error) {
+	u, err := url.Parse(strings.TrimSuffix(o.Edge, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("edge URL: %w", err)
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"device": o.Device, "after": o.After, "from": o.From} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	transport := o.Transport
+	if transport == "" {
+		transport = "sse"
+	}
+	u.Path += "/_jetway/" + transport + "/" + o.Topic
+	u.RawQuery = q.Encode()
+	switch transport {
+	case "sse":
+		return dialSSE(ctx, u.String(), o)
+	case "ws":
+		return dialWS(ctx, u.String(), o)
+	}
+	return nil, fmt.Errorf("transport %q: sse or ws", transport)
+}
+
+func refusal(status int, body []byte) error {
+	var e struct{ Code, Message string }
+	_ = json.Unmarshal(body, &e)
+	return &HTTPError{Status: status, Code: e.Code, Message: e.Message}
+}
+
+func dialSSE(ctx context.Context, u string, o Options) (*Conn, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	for k, v := range o.Header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
+		cancel()
+		return nil, refusal(resp.StatusCode, b)
+	}
+	rd := bufio.NewReaderSize(resp.Body, 64<<10)
+	events := make(chan Event, 64)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(events)
+		errc <- readSSE(rd, o.Topic, events)
+	}()
+	var once sync.Once
+	closeFn := func() error { once.Do(func() { cancel(); _ = resp.Body.Close() }); return nil }
+	return &Conn{next: func(ctx context.Context) (Event, error) {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return Event{}, <-errc
+			}
+			return ev, nil
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}, close: closeFn}, nil
+}
+
+// readSSE parses an event stream until it ends.
+func readSSE(rd *bufio.Reader, topic string, out chan<- Event) error {
+	var name, id string
+	var data []string
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			if err == io.EOF {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+		if line == "" {
+			if data == nil {
+				name, id = "", ""
+				continue
+			}
+			ev := Event{Type: "message", Topic: topic, Cursor: id, Data: strings.Join(data, "\n")}
+			if name != "" {
+				ev.Type = name
+			}
+			if err := fillSSE(&ev); err != nil {
+				return err
+			}
+			out <- ev
+			name, id, data = "", "", nil
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "event":
+			name = value
+		case "id":
+			id = value
+		case "data":
+			data = append(data, value)
+		}
+	}
+}
+
+// fillSSE reads the JSON of the events that carry it.
+func fillSSE(ev *Event) error {
+	switch ev.Type {
+	case "message":
+		ev.Seq = seqOf(ev.Cursor)
+		return nil
+	case "gap":
+		ev.Gap = &Gap{}
+		return json.Unmarshal([]byte(ev.Data), ev.Gap)
+	case "ready", "close":
+		var v struct{ Topic, Cursor, Reason string }
+		if err := json.Unmarshal([]byte(ev.Data), &v); err != nil {
+			return err
+		}
+		ev.Cursor, ev.Reason, ev.Data = v.Cursor, v.Reason, ""
+	}
+	return nil
+}
+
+func seqOf(cursor string) uint64 {
+	_, s, _ := strings.Cut(cursor, ":")
+	n, _ := strconv.ParseUint(s, 10, 64)
+	return n
+}
+
+type wsFrame struct {
+	Type   string `json:"type"`
+	Topic  string `json:"topic"`
+	Cursor string `json:"cursor"`
+	Data   string `json:"data"`
+	Reason string `json:"reason"`
+	Asked  string `json:"asked"`
+	Resume string `json:"resume"`
+}
+
+func dialWS(ctx context.Context, u string, o Options) (*Conn, error) {
+	u = "ws" + strings.TrimPrefix(u, "http")
+	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: o.Header, HTTPClient: o.HTTPClient})
+	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			var b []byte
+			if resp.Body != nil {
+				b, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			}
+			return nil, refusal(resp.StatusCode, b)
+		}
+		return nil, err
+	}
+	c.SetReadLimit(16 << 20) // a frame holds at most 256 KiB and one message (1 MiB of text, escaped)
+	var pending []Event
+	next := func(ctx context.Context) (Event, error) {
+		for len(pending) == 0 {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				if st := websocket.CloseStatus(err); st != -1 {
+					var ce websocket.CloseError
+					errors.As(err, &ce)
+					return Event{Type: "close", Topic: o.Topic, Reason: ce.Reason}, &CloseError{Code: int(st), Reason: ce.Reason}
+				}
+				return Event{}, err
+			}
+			for _, line := range bytes.Split(b, []byte("\n")) {
+				var f wsFrame
+				if err := json.Unmarshal(line, &f); err != nil {
+					return Event{}, fmt.Errorf("a frame that is not JSON: %w", err)
+				}
+				ev := Event{Type: f.Type, Topic: f.Topic, Cursor: f.Cursor, Data: f.Data, Reason: f.Reason}
+				if f.Type == "message" {
+					ev.Seq = seqOf(f.Cursor)
+				}
+				if f.Type == "gap" {
+					ev.Gap = &Gap{Reason: f.Reason, Asked: f.Asked, Resume: f.Resume}
+				}
+				pending = append(pending, ev)
+			}
+		}
+		ev := pending[0]
+		pending = pending[1:]
+		return ev, nil
+	}
+	return &Conn{next: next, close: func() error { return c.Close(websocket.StatusNormalClosure, "") }}, nil
+}
+
+// CloseError is a WebSocket close from the edge: 1012 to reconnect (the
+// edge is shutting down), 4001 revoked, 1009 a frame too large.
+type CloseError struct {
+	Code   int
+	Reason string
+}
+
+func (e *CloseError) Error() string {
+	return fmt.Sprintf("closed by the edge: %d %s", e.Code, e.Reason)
+}
+
+// Subscription is a subscription that reconnects by itself: after a
+// connection ends it dials again (backing off up to 5s), resuming after
+// the last message it returned, and drops a message it has returned
+// before. A refusal (401, 403, 404) or a revoked close ends it.
+type Subscription struct {
+	o    Options
+	conn *Conn
+	last string // cursor of the last message returned
+	seq  uint64
+	wait time.Duration
+}
+
+// Subscribe starts a subscription; the first connection is made by Next.
+func Subscribe(o Options) *Subscription {
+	return &Subscription{o: o, last: o.After}
+}
+
+// Cursor is the cursor of the last message returned.
+func (s *Subscription) Cursor() string { return s.last }
+
+// Next returns the next message or gap, reconnecting as needed. It
+// returns ready and close events too, for the reader's information.
+func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	for {
+		if s.conn == nil {
+			o := s.o
+			if s.last != "" {
+				o.After, o.From = s.last, ""
+			}
+			c, err := Dial(ctx, o)
+			if err != nil {
+				var he *HTTPError
+				if errors.As(err, &he) && he.Status != http.StatusServiceUnavailable {
+					return Event{}, err
+				}
+				if err := s.backoff(ctx); err != nil {
+					return Event{}, err
+				}
+				continue
+			}
+			s.conn, s.wait = c, 0
+		}
+		ev, err := s.conn.Next(ctx)
+		if err != nil {
+			_ = s.conn.Close()
+			s.conn = nil
+			var ce *CloseError
+			if errors.As(err, &ce) && ce.Code == 4001 {
+				return ev, err
+			}
+			if ctx.Err() != nil {
+				return Event{}, ctx.Err()
+			}
+			if ev.Type == "close" {
+				return ev, nil
+			}
+			continue
+		}
+		switch ev.Type {
+		case "message":
+			if ev.Seq != 0 && ev.Seq <= s.seq && sameEpoch(ev.Cursor, s.last) {
+				continue // had it
+			}
+			s.last, s.seq = ev.Cursor, ev.Seq
+		case "gap":
+			if ev.Gap != nil && ev.Gap.Resume != "" {
+				s.last, s.seq = ev.Gap.Resume, seqOf(ev.Gap.Resume)
+			}
+		case "ready":
+			if s.last == "" {
+				// Live from here: a reconnect must not lose what is
+				// published meanwhile.
+				s.last, s.seq = ev.Cursor, seqOf(ev.Cursor)
+			}
+		case "close":
+			_ = s.conn.Close()
+			s.conn = nil
+		}
+		return ev, nil
+	}
+}
+
+func sameEpoch(a, b string) bool {
+	ea, _, _ := strings.Cut(a, ":")
+	eb, _, _ := strings.Cut(b, ":")
+	return ea == eb
+}
+
+func (s *Subscription) backoff(ctx context.Context) error {
+	s.wait = min(max(s.wait*2, 100*time.Millisecond), 5*time.Second)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(s.wait):
+		return nil
+	}
+}
+
+// Close ends the subscription.
+func (s *Subscription) Close() error {
+	if s.conn != nil {
+		return s.conn.Close()
+	}
+	return nil
+}

@@ -1,0 +1,283 @@
+package push
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Conn is the edge's NATS connection. Required.
+	Conn *nats.Conn
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// QueueLen is each subscriber's send queue, in messages; a subscriber
+	// whose queue is full is switched to catching up from the stream.
+	// 0 means 256.
+	QueueLen int
+	// Ping is how often an idle connection is pinged (WebSocket) or sent
+	// a comment (SSE); 0 means 25s.
+	Ping time.Duration
+	// WriteTimeout closes a connection whose write blocks past it (the
+	// client resumes from its cursor); 0 means 10s.
+	WriteTimeout time.Duration
+	// RequestTimeout bounds each NATS request (a publish's ack, a replay
+	// batch, the stream's state); 0 means 5s.
+	RequestTimeout time.Duration
+	// Linger keeps a topic's hub (its ordered consumer) this long after
+	// its last subscriber left, so reconnecting clients do not make and
+	// drop consumers; 0 means 30s.
+	Linger time.Duration
+}
+
+// Server is an edge's push side: publishes, hubs and subscribers.
+type Server struct {
+	o   Options
+	log *slog.Logger
+	nc  *nats.Conn
+	js  jetstream.JetStream
+
+	stateMu sync.Mutex
+	st      streamState
+
+	stats struct {
+		conns, delivered, catchUps, replayed atomic.Int64
+	}
+
+	mu     sync.Mutex
+	hubs   map[string]*hub
+	closed bool
+	conns  sync.WaitGroup
+	stop   chan struct{} // closed by Close: every subscriber ends
+}
+
+// New returns a push server over an edge's connection.
+func New(o Options) (*Server, error) {
+	if o.Conn == nil {
+		return nil, errors.New("push: Options.Conn is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.QueueLen <= 0 {
+		o.QueueLen = 256
+	}
+	if o.Ping <= 0 {
+		o.Ping = 25 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 5 * time.Second
+	}
+	if o.Linger <= 0 {
+		o.Linger = 30 * time.Second
+	}
+	js, err := jetstream.New(o.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("push: %w", err)
+	}
+	s := &Server{o: o, log: o.Logger, nc: o.Conn, js: js, hubs: map[string]*hub{}, stop: make(chan struct{})}
+	return s, nil
+}
+
+// Close ends every subscription (each client is told to reconnect, and
+// resumes elsewhere from its cursor) and stops the hubs. It waits for the
+// subscribers' handlers to return, up to ctx.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.stop)
+	}
+	hubs := s.hubs
+	s.hubs = map[string]*hub{}
+	s.mu.Unlock()
+	for _, h := range hubs {
+		h.shut()
+	}
+	done := make(chan struct{})
+	go func() { s.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stats are an edge's push counters.
+type Stats struct {
+	// Connections open now; Topics followed now (one consumer each).
+	Connections int64 `json:"connections"`
+	Topics      int   `json:"topics"`
+	// Delivered counts messages written to clients; Replayed those of
+	// them read from the stream rather than the live feed.
+	Delivered int64 `json:"delivered"`
+	Replayed  int64 `json:"replayed"`
+	// CatchUps counts the times a client's queue overflowed and it was
+	// switched to catching up from the stream.
+	CatchUps int64 `json:"catch_ups"`
+}
+
+// Stats returns the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	topics := len(s.hubs)
+	s.mu.Unlock()
+	return Stats{Connections: s.stats.conns.Load(), Topics: topics, Delivered: s.stats.delivered.Load(),
+		Replayed: s.stats.replayed.Load(), CatchUps: s.stats.catchUps.Load()}
+}
+
+// Message is one message to publish.
+type Message struct {
+	// To: "" (every subscriber), "app" (the clients of App) or "device"
+	// (the client of App that connected as device ID).
+	To  string
+	App string
+	ID  string
+	// Key names the value a latest_only topic keeps the newest of.
+	Key  string
+	Data []byte
+	// IdempotencyKey: a publish retried with the same key (by the same
+	// publisher, within 2 minutes) is stored once.
+	IdempotencyKey string
+}
+
+// Published is the stream's answer to a publish.
+type Published struct {
+	Topic     string `json:"topic"`
+	Seq       uint64 `json:"seq,omitempty"`
+	Cursor    string `json:"cursor,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	// Stored is false for a best_effort publish, answered before the
+	// stream has it.
+	Stored bool `json:"stored"`
+}
+
+// Address kinds of a message, as its subject says them.
+const (
+	kindAll = "all"
+	kindApp = "app"
+	kindDev = "dev"
+)
+
+// Problems of a message to publish, for the caller's 400.
+var (
+	ErrTooLarge  = fmt.Errorf("a push message is at most %d bytes", registry.MaxPushMessage)
+	ErrBadTarget = errors.New(`"to" is app or device, with the app (and the device's id)`)
+	ErrNotText   = errors.New("a push message is text: UTF-8")
+)
+
+// Publish stores a message of topic t, published by publisher (an app id;
+// "" for a NATS client of the admin's), and returns its sequence. A
+// best_effort topic's publish is not waited for.
+func (s *Server) Publish(ctx context.Context, t *registry.Topic, publisher string, m Message) (Published, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
+	defer cancel()
+	out, err := Publish(ctx, s.js, t, publisher, m)
+	if err != nil || !out.Stored {
+		return out, err
+	}
+	st, _ := s.state(ctx, stateTTL)
+	out.Cursor = Cursor{Epoch: st.epoch, Seq: out.Seq}.String()
+	return out, nil
+}
+
+// Publish stores a message of topic t over any JetStream connection
+// allowed to (an edge's, or the admin's for `jetway push publish --nats`);
+// ctx bounds the wait for the stream's ack. Cursor is left to the caller.
+func Publish(ctx context.Context, js jetstream.JetStream, t *registry.Topic, publisher string, m Message) (Published, error) {
+	if len(m.Data) > registry.MaxPushMessage {
+		return Published{}, ErrTooLarge
+	}
+	if !utf8.Valid(m.Data) {
+		return Published{}, ErrNotText
+	}
+	subject, err := Subject(t.Name, m)
+	if err != nil {
+		return Published{}, err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = m.Data
+	msg.Header.Set("Nats-TTL", strconv.FormatInt(int64(t.MaxAge()/time.Second), 10)+"s")
+	if t.ModeOrDefault() == registry.TopicLatestOnly {
+		msg.Header.Set("Nats-Rollup", "sub")
+	}
+	if m.IdempotencyKey != "" {
+		// Scoped by publisher: one app cannot suppress another's message.
+		msg.Header.Set("Nats-Msg-Id", publisher+"\x00"+m.IdempotencyKey)
+	}
+	if publisher != "" {
+		msg.Header.Set("Jetway-Publisher", publisher)
+	}
+	out := Published{Topic: t.Name}
+	if t.ModeOrDefault() == registry.TopicBestEffort {
+		if _, err := js.PublishMsgAsync(msg); err != nil {
+			return out, fmt.Errorf("publishing: %w", err)
+		}
+		return out, nil
+	}
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			return out, errNoStream
+		}
+		return out, fmt.Errorf("publishing: %w", err)
+	}
+	out.Seq, out.Duplicate, out.Stored = ack.Sequence, ack.Duplicate, true
+	return out, nil
+}
+
+// Epoch is the push stream's epoch over any JetStream connection.
+func Epoch(ctx context.Context, js jetstream.JetStream) (string, error) {
+	st, err := js.Stream(ctx, bus.StreamPush)
+	if err != nil {
+		return "", fmt.Errorf("reading the push stream: %w", err)
+	}
+	return epochOf(st.CachedInfo().Created), nil
+}
+
+func epochOf(created time.Time) string { return strconv.FormatInt(created.UnixMilli(), 10) }
+
+// Subject is the subject a message of a topic is stored on.
+func Subject(topic string, m Message) (string, error) {
+	switch m.To {
+	case "":
+		if m.App != "" || m.ID != "" {
+			return "", ErrBadTarget
+		}
+		return bus.PushSubject(topic, kindAll, "", "", m.Key), nil
+	case "app":
+		if m.App == "" || m.ID != "" {
+			return "", ErrBadTarget
+		}
+		return bus.PushSubject(topic, kindApp, m.App, "", m.Key), nil
+	case "device":
+		if m.App == "" || m.ID == "" {
+			return "", ErrBadTarget
+		}
+		return bus.PushSubject(topic, kindDev, m.App, m.ID, m.Key), nil
+	}
+	return "", ErrBadTarget
+}
+
+// Unavailable reports whether err is the stream's or the bus's fault,
+// not the caller's.
+func Unavailable(err error) bool {
+	return err != nil && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrBadTarget) && !errors.Is(err, ErrNotText) && !errors.Is(err, ErrBadCursor)
+}

@@ -1,0 +1,249 @@
+package push
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// Subscriber is an authenticated client of a topic, as the edge hands it
+// over: the edge has checked its credentials, grants and origin.
+type Subscriber struct {
+	Topic  *registry.Topic
+	App    string
+	Device string // "" : none
+	Start  Start
+	// Check is asked with every registry snapshot (Server.Recheck); a
+	// reason ends the connection with it.
+	Check func(*registry.Snapshot) string
+}
+
+// Session is a subscription opened and not yet served: its hub is live,
+// its start resolved. Serve it with ServeSSE or ServeWS, which close it.
+type Session struct {
+	s      *Server
+	topic  string
+	h      *hub
+	sb     *sub
+	epoch  string
+	cursor uint64 // the last sequence delivered or passed
+	// catchUp: read from the stream after cursor before live messages.
+	catchUp bool
+	gap     *Gap
+}
+
+var errClosed = errors.New("the edge is shutting down")
+
+// shutdownReason ends every connection of an edge that stops.
+const shutdownReason = "the edge is shutting down; reconnect"
+
+// Open joins a subscriber to its topic's hub and resolves where it starts.
+// An error is the stream's or the bus's (the edge answers 503): nothing
+// has been written.
+func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
+	sb := newSub(c.App, c.Device, s.o.QueueLen)
+	sb.check = c.Check
+	h, err := s.join(ctx, c.Topic.Name, sb)
+	if err != nil {
+		return nil, err
+	}
+	ss := &Session{s: s, topic: c.Topic.Name, h: h, sb: sb}
+	if err := ss.begin(ctx, c.Topic, c.Start); err != nil {
+		s.leave(h, sb)
+		return nil, err
+	}
+	s.conns.Add(1)
+	s.stats.conns.Add(1)
+	return ss, nil
+}
+
+// close leaves the hub.
+func (ss *Session) close() {
+	ss.s.leave(ss.h, ss.sb)
+	ss.s.stats.conns.Add(-1)
+	ss.s.conns.Done()
+}
+
+// begin resolves the start: live only (after the stream's last message
+// now), or after a cursor the client gave — with a gap when the cursor is
+// of another epoch, from the future, or older than what is kept.
+func (ss *Session) begin(ctx context.Context, t *registry.Topic, start Start) error {
+	st, err := ss.s.state(ctx, 0)
+	if err != nil {
+		return err
+	}
+	ss.epoch = st.epoch
+	var asked Cursor
+	switch {
+	case start.After != nil:
+		asked = *start.After
+	case start.From != nil:
+		asked = *start.From
+	default:
+		ss.cursor = st.last // live: the hub has everything after
+		return nil
+	}
+	ss.catchUp = true
+	askedText := asked.String()
+	if asked.Epoch == "" {
+		asked.Epoch = st.epoch
+		askedText = asked.String()
+	}
+	gap := func(reason string) {
+		ss.gap = &Gap{Reason: reason, Asked: askedText, Resume: Cursor{Epoch: st.epoch, Seq: ss.cursor}.String()}
+	}
+	if asked.Epoch != st.epoch {
+		ss.cursor = 0 // everything the stream of this epoch keeps
+		gap(GapEpoch)
+		return nil
+	}
+	after := asked.Seq
+	if start.After == nil && after > 0 {
+		after-- // from is inclusive
+	}
+	if after > st.last {
+		ss.cursor = st.last
+		ss.catchUp = false
+		gap(GapFuture)
+		return nil
+	}
+	ss.cursor = after
+	switch {
+	case start.From != nil && asked.Seq > 0 && asked.Seq < st.first:
+		gap(GapExpired)
+	case start.After != nil && after > 0 && t.ModeOrDefault() != registry.TopicLatestOnly:
+		// The message the client has last is gone: so may be those after
+		// it that it never got (a latest_only topic drops old values by
+		// design, and says no gap for them).
+		ok, err := ss.s.exists(ctx, after)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			gap(GapExpired)
+		}
+	}
+	return nil
+}
+
+// sink is a transport's writer: messages and gaps are buffered, flush
+// writes them, each within the write timeout.
+type sink interface {
+	ready(topic string, c Cursor)
+	message(topic string, c Cursor, data []byte)
+	gap(topic string, g Gap)
+	flush() error
+	ping() error
+	// pending is how many bytes are buffered.
+	pending() int
+}
+
+// batchMax is how many queued messages go into one write, and
+// batchBytes how many bytes one write holds before the next message.
+const (
+	batchMax   = 128
+	batchBytes = 256 << 10
+)
+
+// pump serves a session until its client leaves, its connection is
+// ended (the reason is returned) or a write fails.
+func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error) {
+	s := ss.s
+	ping := time.NewTicker(s.o.Ping)
+	defer ping.Stop()
+	out.ready(ss.topic, Cursor{Epoch: ss.epoch, Seq: ss.cursor})
+	if ss.gap != nil {
+		out.gap(ss.topic, *ss.gap)
+	}
+	catchUp := ss.catchUp
+	for {
+		if catchUp {
+			select { // a lag noted before now is caught up by this replay
+			case <-ss.sb.lagging:
+			default:
+			}
+			if err := ss.replay(ctx, out); err != nil {
+				return "", err
+			}
+			catchUp = false
+		}
+		if err := out.flush(); err != nil {
+			return "", err
+		}
+		select {
+		case d := <-ss.sb.ch:
+			ss.emit(out, &d)
+		drain:
+			for range batchMax - 1 {
+				if out.pending() >= batchBytes {
+					break
+				}
+				select {
+				case d := <-ss.sb.ch:
+					ss.emit(out, &d)
+				default:
+					break drain
+				}
+			}
+		case <-ss.sb.lagging:
+			catchUp = true
+			s.stats.catchUps.Add(1)
+		case r := <-ss.sb.kick:
+			return r, nil
+		case <-s.stop:
+			return shutdownReason, nil
+		case <-ping.C:
+			if err := out.ping(); err != nil {
+				return "", err
+			}
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+// emit writes a live message unless the client has it already.
+func (ss *Session) emit(out sink, d *delivery) {
+	if d.seq <= ss.cursor {
+		return
+	}
+	ss.cursor = d.seq
+	ss.s.stats.delivered.Add(1)
+	out.message(ss.topic, Cursor{Epoch: ss.epoch, Seq: d.seq}, d.data)
+}
+
+// replay writes what the stream holds for the subscriber after its
+// cursor, a batch per write.
+func (ss *Session) replay(ctx context.Context, out sink) error {
+	for {
+		batch, more, err := ss.s.fetch(ctx, ss.h.prefix, ss.cursor+1)
+		if err != nil {
+			return err
+		}
+		for i := range batch {
+			d := &batch[i]
+			if d.seq <= ss.cursor {
+				continue
+			}
+			if ss.sb.wants(d) {
+				ss.s.stats.delivered.Add(1)
+				ss.s.stats.replayed.Add(1)
+				out.message(ss.topic, Cursor{Epoch: ss.epoch, Seq: d.seq}, d.data)
+			}
+			ss.cursor = d.seq
+			if out.pending() >= batchBytes {
+				if err := out.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if !more {
+			return nil
+		}
+		if err := out.flush(); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package push
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// ServeSSE serves a session as Server-Sent Events: each message an event
+// whose id is its cursor (a browser's EventSource sends it back as
+// Last-Event-ID when it reconnects), a gap as event "gap", the start as
+// event "ready", the end as event "close" with its reason. It closes the
+// session.
+func (s *Server) ServeSSE(w http.ResponseWriter, r *http.Request, ss *Session) {
+	defer ss.close()
+	rc := http.NewResponseController(w)
+	// The request is read: the server's read timeout must not end the
+	// stream. Writes get their own deadline (flush).
+	_ = rc.SetReadDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	out := &sseSink{w: w, rc: rc, timeout: s.o.WriteTimeout}
+	out.buf = append(out.buf, "retry: 1000\n\n"...)
+	reason, err := ss.pump(r.Context(), out)
+	if err == nil && reason != "" {
+		out.event("close", "", jsonText(map[string]string{"reason": reason}))
+		_ = out.flush()
+	}
+}
+
+type sseSink struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	buf     []byte
+}
+
+func (o *sseSink) ready(topic string, c Cursor) {
+	o.event("ready", "", jsonText(map[string]string{"topic": topic, "cursor": c.String()}))
+}
+
+func (o *sseSink) message(_ string, c Cursor, data []byte) {
+	o.event("", c.String(), data)
+}
+
+func (o *sseSink) gap(_ string, g Gap) { o.event("gap", "", jsonText(g)) }
+
+// event appends one event. Data's line ends (CR, LF, CRLF) become LF: SSE
+// splits data at each.
+func (o *sseSink) event(name, id string, data []byte) {
+	if id != "" {
+		o.buf = append(o.buf, "id: "...)
+		o.buf = append(o.buf, id...)
+		o.buf = append(o.buf, '\n')
+	}
+	if name != "" {
+		o.buf = append(o.buf, "event: "...)
+		o.buf = append(o.buf, name...)
+		o.buf = append(o.buf, '\n')
+	}
+	for {
+		i := bytes.IndexAny(data, "\r\n")
+		o.buf = append(o.buf, "data: "...)
+		if i < 0 {
+			o.buf = append(o.buf, data...)
+			o.buf = append(o.buf, '\n')
+			break
+		}
+		o.buf = append(o.buf, data[:i]...)
+		o.buf = append(o.buf, '\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+	o.buf = append(o.buf, '\n')
+}
+
+func (o *sseSink) flush() error {
+	if len(o.buf) == 0 {
+		return nil
+	}
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.timeout))
+	_, err := o.w.Write(o.buf)
+	if err == nil {
+		err = o.rc.Flush()
+	}
+	o.buf = o.buf[:0]
+	return err
+}
+
+func (o *sseSink) pending() int { return len(o.buf) }
+
+func (o *sseSink) ping() error {
+	o.buf = append(o.buf, ": ping\n\n"...)
+	return o.flush()
+}
+
+func jsonText(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,144 @@
+package push
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/coder/websocket"
+)
+
+// MaxInboundFrame bounds a client's frame; a larger one closes the
+// connection with 1009.
+const MaxInboundFrame = 64 << 10
+
+// Close codes a client sees besides the standard ones.
+const (
+	// CloseRevoked: the connection may no longer stay (its app disabled,
+	// its key rotated, its topic or grant gone). Reconnecting is refused
+	// until that changes.
+	CloseRevoked websocket.StatusCode = 4001
+)
+
+// ServeWS serves a session over WebSocket. Each text frame from the edge
+// holds one or more JSON objects, one per line:
+//
+//	{"type":"ready","topic":T,"cursor":"E:S"}
+//	{"type":"message","topic":T,"cursor":"E:S","data":"..."}
+//	{"type":"gap","topic":T,"reason":"expired","asked":"E:S","resume":"E:S"}
+//
+// The client resumes by connecting with after=<the last cursor it has>.
+// Frames from the client are JSON objects ({"type":"ping"}); a frame over
+// 64 KiB closes with 1009, a text frame that is not UTF-8 with 1007. A
+// shutting-down edge closes with 1012 (reconnect, to any edge); a
+// revoked subscription with 4001. It closes the session.
+func (s *Server) ServeWS(w http.ResponseWriter, r *http.Request, ss *Session) {
+	defer ss.close()
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		// The edge has checked Origin against the topic's list.
+		InsecureSkipVerify: true,
+		CompressionMode:    websocket.CompressionDisabled,
+	})
+	if err != nil {
+		return // Accept wrote the refusal
+	}
+	defer func() { _ = c.CloseNow() }()
+	c.SetReadLimit(MaxInboundFrame)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	closed := make(chan websocket.StatusCode, 1)
+	go func() { // the client's frames; its end ends the session
+		defer cancel()
+		for {
+			typ, b, err := c.Read(ctx)
+			if err != nil {
+				return // over the read limit, the library has closed with 1009
+			}
+			if typ == websocket.MessageText && !utf8.Valid(b) {
+				closed <- websocket.StatusInvalidFramePayloadData
+				return
+			}
+		}
+	}()
+	out := &wsSink{c: c, ctx: ctx, timeout: s.o.WriteTimeout}
+	reason, err := ss.pump(ctx, out)
+	select {
+	case code := <-closed:
+		_ = c.Close(code, "")
+		return
+	default:
+	}
+	if err != nil || reason == "" {
+		return
+	}
+	code := CloseRevoked
+	if reason == shutdownReason {
+		code = websocket.StatusServiceRestart
+	}
+	_ = out.flush()
+	_ = c.Close(code, truncate(reason, 120))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+type wsSink struct {
+	c       *websocket.Conn
+	ctx     context.Context
+	timeout time.Duration
+	buf     []byte
+}
+
+type wsFrame struct {
+	Type   string `json:"type"`
+	Topic  string `json:"topic"`
+	Cursor string `json:"cursor,omitempty"`
+	Data   string `json:"data,omitempty"`
+	*Gap
+}
+
+func (o *wsSink) add(f wsFrame) {
+	if len(o.buf) > 0 {
+		o.buf = append(o.buf, '\n')
+	}
+	b, _ := json.Marshal(f)
+	o.buf = append(o.buf, b...)
+}
+
+func (o *wsSink) ready(topic string, c Cursor) {
+	o.add(wsFrame{Type: "ready", Topic: topic, Cursor: c.String()})
+}
+
+func (o *wsSink) message(topic string, c Cursor, data []byte) {
+	o.add(wsFrame{Type: "message", Topic: topic, Cursor: c.String(), Data: string(data)})
+}
+
+func (o *wsSink) gap(topic string, g Gap) { o.add(wsFrame{Type: "gap", Topic: topic, Gap: &g}) }
+
+func (o *wsSink) flush() error {
+	if len(o.buf) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(o.ctx, o.timeout)
+	defer cancel()
+	err := o.c.Write(ctx, websocket.MessageText, o.buf)
+	o.buf = o.buf[:0]
+	return err
+}
+
+func (o *wsSink) pending() int { return len(o.buf) }
+
+func (o *wsSink) ping() error {
+	ctx, cancel := context.WithTimeout(o.ctx, o.timeout)
+	defer cancel()
+	return o.c.Ping(ctx)
+}

@@ -1,0 +1,297 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/schemas"
+)
+
+// BucketTopics holds the push topics: key = topic name, value = Topic JSON
+// (schemas/topic.schema.json).
+const BucketTopics = bus.BucketTopics
+
+// Topic modes.
+const (
+	// TopicDurable keeps every message for the retention; a publish is
+	// answered once the stream has it, with its sequence.
+	TopicDurable = "durable"
+	// TopicBestEffort is answered before the stream has the message; kept
+	// for a short retention (default 5m) for reconnects.
+	TopicBestEffort = "best_effort"
+	// TopicLatestOnly keeps only the newest message of each address and
+	// key: a client that falls behind gets the newest value per key.
+	TopicLatestOnly = "latest_only"
+)
+
+// Retention bounds.
+const (
+	DefaultTopicMaxAge      = 72 * time.Hour
+	DefaultBestEffortMaxAge = 5 * time.Minute
+	MaxTopicMaxAge          = 30 * 24 * time.Hour
+	MinTopicMaxAge          = time.Second
+	// MaxPushMessage bounds one message's data.
+	MaxPushMessage = 1 << 20
+)
+
+const (
+	topicAuthDefault       = "key"
+	topicOriginNull        = "null"
+	topicGrantAll          = "*"
+	topicGrantPrefixSuffix = ".*"
+)
+
+// Topic is a push topic: who may publish to it and subscribe to it, how
+// long its messages are kept, and how (docs/push.md).
+type Topic struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Publish and Subscribe are the apps that may publish over an edge and
+	// subscribe: ids, "prefix.*" or "*". Internal services publish on NATS.
+	Publish   []string `json:"publish,omitempty"`
+	Subscribe []string `json:"subscribe,omitempty"`
+	// Auth is how apps prove who they are: methods among key, hmac and jwt
+	// (an app's own issuer); default key.
+	Auth *TopicAuth `json:"auth,omitempty"`
+	// Mode: durable (default), best_effort or latest_only.
+	Mode string `json:"mode,omitempty"`
+	// Retention: how long a message is kept.
+	Retention *Retention `json:"retention,omitempty"`
+	// Sandbox topics are for sandbox apps only; others for production
+	// apps only.
+	Sandbox bool `json:"sandbox,omitempty"`
+	// Origins are the browser origins (scheme://host[:port]) allowed to
+	// connect; a request with any other Origin, "null" included, is
+	// refused. None: only clients that send no Origin (not browsers).
+	Origins []string `json:"origins,omitempty"`
+
+	Revision uint64 `json:"-"`
+}
+
+// TopicAuth is how a topic's apps authenticate.
+type TopicAuth struct {
+	Methods []string `json:"methods"`
+}
+
+// Retention is how long a topic keeps a message.
+type Retention struct {
+	MaxAge Duration `json:"max_age,omitempty"`
+}
+
+// ModeOrDefault is the topic's mode.
+func (t *Topic) ModeOrDefault() string {
+	if t.Mode == "" {
+		return TopicDurable
+	}
+	return t.Mode
+}
+
+// MaxAge is how long a message of the topic is kept.
+func (t *Topic) MaxAge() time.Duration {
+	if t.Retention != nil && t.Retention.MaxAge > 0 {
+		return time.Duration(t.Retention.MaxAge)
+	}
+	if t.ModeOrDefault() == TopicBestEffort {
+		return DefaultBestEffortMaxAge
+	}
+	return DefaultTopicMaxAge
+}
+
+// Methods are the authentication methods the topic accepts.
+func (t *Topic) Methods() []string {
+	if t.Auth == nil || len(t.Auth.Methods) == 0 {
+		return []string{topicAuthDefault}
+	}
+	return t.Auth.Methods
+}
+
+// MayPublish and MaySubscribe report whether an app is granted.
+func (t *Topic) MayPublish(app string) bool   { return granted(t.Publish, app) }
+func (t *Topic) MaySubscribe(app string) bool { return granted(t.Subscribe, app) }
+
+func granted(grants []string, id string) bool {
+	for _, g := range grants {
+		switch {
+		case g == topicGrantAll || g == id:
+			return true
+		case strings.HasSuffix(g, topicGrantPrefixSuffix) && strings.HasPrefix(id, strings.TrimSuffix(g, "*")):
+			return true
+		}
+	}
+	return false
+}
+
+// AllowsOrigin reports whether a request's Origin header may connect: no
+// Origin (not a browser), or one of the topic's origins exactly.
+func (t *Topic) AllowsOrigin(origin string) bool {
+	if origin == "" {
+		return true
+	}
+	return origin != topicOriginNull && slices.Contains(t.Origins, origin)
+}
+
+// ParseTopic decodes and checks a topic stored under key ("" when not
+// stored yet): the schema, then what a schema cannot say.
+func ParseTopic(key string, doc []byte) (*Topic, error) {
+	js, err := ToJSON(doc)
+	if err != nil {
+		return nil, &ValidationError{Key: key, Problems: []schemas.Problem{{Message: err.Error()}}}
+	}
+	if ps := schemas.ValidateTopic(js); len(ps) > 0 {
+		return nil, &ValidationError{Key: key, Problems: ps}
+	}
+	var t Topic
+	if err := strictJSON(js, &t); err != nil {
+		return nil, &ValidationError{Key: key, Problems: []schemas.Problem{{Message: err.Error()}}}
+	}
+	var ps []schemas.Problem
+	add := func(path, format string, args ...any) {
+		ps = append(ps, schemas.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	if err := bus.ValidName(t.Name); err != nil {
+		add("name", "%v", err)
+	} else if key != "" && key != t.Name {
+		add("name", "must equal the key it is stored under (%q)", key)
+	}
+	for field, gs := range map[string][]string{"publish": t.Publish, "subscribe": t.Subscribe} {
+		for _, g := range gs {
+			if g != topicGrantAll && bus.ValidName(strings.TrimSuffix(g, topicGrantPrefixSuffix)) != nil {
+				add(field, "%q is not an app id, a \"prefix.*\" glob or \"*\"", g)
+			}
+		}
+	}
+	if t.Retention != nil && t.Retention.MaxAge != 0 {
+		if d := time.Duration(t.Retention.MaxAge); d < MinTopicMaxAge || d > MaxTopicMaxAge {
+			add("retention.max_age", "must be from %v to %v", MinTopicMaxAge, MaxTopicMaxAge)
+		}
+	}
+	for _, o := range t.Origins {
+		if !validOrigin(o) {
+			add("origins", "%q is not an origin (scheme://host[:port], lower case, no path)", o)
+		}
+	}
+	if len(ps) > 0 {
+		return nil, &ValidationError{Key: key, Problems: ps}
+	}
+	return &t, nil
+}
+
+// validOrigin reports whether s is an origin as browsers send it.
+func validOrigin(s string) bool {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || (scheme != "http" && scheme != "https") || rest == "" || strings.ContainsAny(rest, "/?#@ \t") {
+		return false
+	}
+	return s == strings.ToLower(s)
+}
+
+// OpenTopics opens the jetway_topics bucket, creating it when missing.
+func OpenTopics(ctx context.Context, js jetstream.JetStream, o BucketOptions) (jetstream.KeyValue, error) {
+	return openBucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      BucketTopics,
+		Description: "Jetway push topics (key = topic name, value = JSON per schemas/topic.schema.json): admin writes, edges read",
+		History:     HistoryDepth,
+		Replicas:    max(o.Replicas, 1),
+	})
+}
+
+// PushStreamMaxBytes bounds the push stream's storage; past it the oldest
+// messages go first (a client that wanted them gets a gap).
+const PushStreamMaxBytes = 8 << 30
+
+// OpenPushStream opens the stream every topic's messages are kept in,
+// creating it when missing: subjects jetway.push.>, each message's own
+// TTL (its topic's retention), rollups for latest_only topics, duplicate
+// publishes (the same Nats-Msg-Id) dropped within 2 minutes.
+func OpenPushStream(ctx context.Context, js jetstream.JetStream, o BucketOptions) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, bus.StreamPush)
+	if err == nil {
+		return st, nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("opening stream %s: %w", bus.StreamPush, err)
+	}
+	st, err = js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:        bus.StreamPush,
+		Description: "Jetway push messages of every topic (edges publish and read; clients resume from their cursor)",
+		Subjects:    []string{bus.PushPrefix + ">"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(o.Replicas, 1),
+		MaxAge:      MaxTopicMaxAge,
+		MaxBytes:    PushStreamMaxBytes,
+		MaxMsgSize:  MaxPushMessage + 64<<10,
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  2 * time.Minute,
+		AllowMsgTTL: true,
+		AllowRollup: true,
+		AllowDirect: true,
+		DenyDelete:  true,
+	})
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return js.Stream(ctx, bus.StreamPush)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating stream %s: %w", bus.StreamPush, err)
+	}
+	return st, nil
+}
+
+// PutTopic checks and stores a topic; every edge serves it within a
+// moment.
+func (c *Client) PutTopic(ctx context.Context, doc []byte, opts ...WriteOption) (*Topic, error) {
+	t, err := ParseTopic("", doc)
+	if err != nil {
+		return nil, err
+	}
+	js, _ := ToJSON(doc)
+	rev, err := write(ctx, c.topics, "topic", t.Name, js, opts)
+	if err != nil {
+		return nil, err
+	}
+	t.Revision = rev
+	return t, c.noted(ctx, "topic", "put", t.Name, rev, nil)
+}
+
+// GetTopic returns a stored topic.
+func (c *Client) GetTopic(ctx context.Context, name string) (*Topic, error) {
+	e, err := c.topics.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("topic %s: %w", name, ErrNotFound)
+	} else if err != nil {
+		return nil, fmt.Errorf("reading topic %s: %w", name, err)
+	}
+	t, err := ParseTopic(name, e.Value())
+	if err != nil {
+		return nil, err
+	}
+	t.Revision = e.Revision()
+	return t, nil
+}
+
+// ListTopics returns every stored topic, sorted by name.
+func (c *Client) ListTopics(ctx context.Context) ([]Listed[*Topic], error) {
+	return listParsed(ctx, c.topics, ParseTopic)
+}
+
+// DeleteTopic removes a topic: edges refuse its publishes and close its
+// subscriptions. Its kept messages expire with their TTL.
+func (c *Client) DeleteTopic(ctx context.Context, name string, opts ...WriteOption) error {
+	if _, err := c.topics.Get(ctx, name); errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("topic %s: %w", name, ErrNotFound)
+	}
+	if err := remove(ctx, c.topics, "topic", name, opts); err != nil {
+		return err
+	}
+	return c.noted(ctx, "topic", "delete", name, 0, nil)
+}
+
+// BuiltinPrefix starts every path an edge serves itself (push's
+// endpoints); no API route may be under it.
+const BuiltinPrefix = "/_jetway/"
