@@ -27,7 +27,7 @@ func ParseCursor(s string) (Cursor, error) {
 	} else if !digits(epoch) {
 		return Cursor{}, ErrBadCursor
 	}
-	if !digits(seq) || len(seq) > 19 {
+	if !digits(seq) {
 		return Cursor{}, ErrBadCursor
 	}
 	n, err := strconv.ParseUint(seq, 10, 64)
