@@ -85,8 +85,10 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		// Push: publish a topic's messages (a JetStream publish: its ack
 		// comes to the inbox), follow them with one ordered consumer per
 		// topic, and replay what a client missed with direct gets.
-		pub = append(pub, PushPrefix+">", "$JS.API.CONSUMER.MSG.NEXT."+StreamPush+".*")
-		pub = append(pub, streamRead(StreamPush)...)
+		for _, p := range []PushStore{PushDurable, PushLatest} {
+			pub = append(pub, p.Prefix+">", "$JS.API.CONSUMER.MSG.NEXT."+p.Stream+".*")
+			pub = append(pub, streamRead(p.Stream)...)
+		}
 		// The shared cache is read by direct gets only: no consumers.
 		pub = append(pub, "$JS.API.STREAM.INFO.KV_"+BucketCache, "$JS.API.DIRECT.GET.KV_"+BucketCache+".>")
 		sub := []string{

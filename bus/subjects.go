@@ -194,32 +194,41 @@ const (
 	BucketTopics      = "jetway_topics"       // push topics: edges read
 )
 
-// Push notifications (push/). Every topic's messages are kept in one
-// stream, StreamPush, on subjects
+// PushStore is where push messages are kept (push/): a stream and the
+// prefix of its subjects,
 //
-//	jetway.push.<topic>.<kind>.<app>.<id>.<key>
+//	<prefix><topic>.<kind>.<app>.<id>.<key>
 //
 // kind is all (every subscriber), app (the app's clients), dev (one device
 // of the app); the topic is PoolToken'd (its dots become ':', so that
 // topic a's subjects never cover topic a.b's); app, id and key are
-// PushToken'd, "_" when they do not apply. One stream rather than one per topic: a role's permissions name
-// streams exactly (a NATS wildcard is a whole token), so the edge may read
-// this stream and no other; a topic's retention is each message's own TTL
-// (Nats-TTL), and latest_only is a rollup of the message's subject.
-const (
-	PushPrefix = "jetway.push."
-	StreamPush = "jetway_push"
-)
-
-// PushSubject is the subject of a message to a topic: kind "all", "app" or
-// "dev"; app and id as the kind needs them; key names the value a
-// latest_only topic keeps the newest of ("" for "_").
-func PushSubject(topic, kind, app, id, key string) string {
-	return PushTopicPrefix(topic) + kind + "." + PushToken(app) + "." + PushToken(id) + "." + PushToken(key)
+// PushToken'd, "_" when they do not apply.
+//
+// Two stores for every topic rather than a stream per topic: a role's
+// permissions name streams exactly (a NATS wildcard is a whole token), so
+// the edge may read these two and no other. A topic's retention is each
+// message's own TTL (Nats-TTL). latest_only topics have their own stream
+// that keeps one message per subject; neither allows rollups, so no
+// publisher — a compromised edge included — can wipe what others wrote.
+type PushStore struct {
+	Stream, Prefix string
 }
 
-// PushTopicPrefix starts every subject of a topic's messages.
-func PushTopicPrefix(topic string) string { return PushPrefix + PoolToken(topic) + "." }
+// The push stores: durable and best_effort topics, and latest_only ones.
+var (
+	PushDurable = PushStore{Stream: "jetway_push", Prefix: "jetway.push."}
+	PushLatest  = PushStore{Stream: "jetway_push_latest", Prefix: "jetway.pushl."}
+)
+
+// Subject is the subject of a message to a topic: kind "all", "app" or
+// "dev"; app and id as the kind needs them; key names the value a
+// latest_only topic keeps the newest of ("" for "_").
+func (p PushStore) Subject(topic, kind, app, id, key string) string {
+	return p.TopicPrefix(topic) + kind + "." + PushToken(app) + "." + PushToken(id) + "." + PushToken(key)
+}
+
+// TopicPrefix starts every subject of a topic's messages.
+func (p PushStore) TopicPrefix(topic string) string { return p.Prefix + PoolToken(topic) + "." }
 
 // PushToken is an id as one subject token: itself when it is letters,
 // digits, '_' and '-' (at most 64, not "_"), "_" when empty, otherwise

@@ -3,6 +3,7 @@ package edge
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
@@ -100,6 +101,14 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		return
 	}
 	if verb == "publish" {
+		// A publish is a call like an API's: it counts against the
+		// edge's in-flight cap (a subscription, long-lived, does not).
+		n := e.inflight.Add(1)
+		defer e.inflight.Add(-1)
+		if limit := e.o.MaxInFlight; limit > 0 && n > limit {
+			writeError(w, bus.CodeOverloaded, fmt.Sprintf("this edge is serving %d requests, its limit", limit), id)
+			return
+		}
 		e.publish(w, r, id, t, app, body)
 		return
 	}
@@ -113,11 +122,14 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		writeError(w, bus.CodeBadRequest, err.Error(), id)
 		return
 	}
-	appID := app.ID
+	appID, store := app.ID, t.Store()
 	sub.Check = func(s *registry.Snapshot) string {
 		t := s.Topics[name]
 		if t == nil {
 			return "topic " + name + " was deleted"
+		}
+		if t.Store() != store {
+			return "topic " + name + " changed its mode; reconnect"
 		}
 		a := s.Apps[appID]
 		if a == nil || a.Status != registry.AppActive {

@@ -53,17 +53,24 @@ func TestSubjectRoundTrip(t *testing.T) {
 		{"a", strings.Repeat("z", 65), ">"},
 		{"a", "ü", "\x00"},
 	} {
-		subj := bus.PushSubject(c.topic, kindDev, c.app, c.id, "k.k")
-		if strings.ContainsAny(strings.TrimPrefix(subj, bus.PushPrefix), " *>\x00") {
+		p := bus.PushDurable
+		subj := p.Subject(c.topic, kindDev, c.app, c.id, "k.k")
+		if strings.ContainsAny(strings.TrimPrefix(subj, p.Prefix), " *>\x00") {
 			t.Errorf("%q: a wildcard or space in the subject", subj)
 		}
-		kind, app, id, ok := parseSubject(subj, bus.PushTopicPrefix(c.topic))
+		kind, app, id, ok := parseSubject(subj, p.TopicPrefix(c.topic))
 		if !ok || kind != kindDev || app != c.app || id != c.id {
 			t.Errorf("%+v: %q gave %s %q %q %v", c, subj, kind, app, id, ok)
 		}
 	}
 	// Topic a's subjects never cover topic a.b's.
-	if strings.HasPrefix(bus.PushSubject("a.b", kindAll, "", "", ""), bus.PushTopicPrefix("a")) {
-		t.Error("topic a's prefix covers topic a.b")
+	for _, p := range []bus.PushStore{bus.PushDurable, bus.PushLatest} {
+		if strings.HasPrefix(p.Subject("a.b", kindAll, "", "", ""), p.TopicPrefix("a")) {
+			t.Error("topic a's prefix covers topic a.b")
+		}
+	}
+	// The two stores never share a subject.
+	if strings.HasPrefix(bus.PushLatest.Prefix, bus.PushDurable.Prefix) || strings.HasPrefix(bus.PushDurable.Prefix, bus.PushLatest.Prefix) {
+		t.Error("the push stores' prefixes overlap")
 	}
 }

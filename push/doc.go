@@ -4,7 +4,8 @@
 // everything after its cursor, in order, then live messages, with no hole
 // and no duplicate, or an explicit gap.
 //
-// Every topic's messages are kept in one JetStream stream (bus.StreamPush).
+// Topics' messages are kept in two JetStream streams (bus.PushDurable, and
+// bus.PushLatest for latest_only topics).
 // An edge follows each topic some client of it subscribed to with one
 // ordered consumer (a hub) and fans its messages out to the subscribers'
 // bounded queues; what a client missed — before it connected, or while it
@@ -12,6 +13,6 @@
 // connection never costs a JetStream consumer.
 //
 // The edge authenticates the caller and checks its grants (edge/push.go);
-// this package is handed the topic and the caller, and never writes an
-// HTTP error of its own making except through the edge's writer.
+// this package is handed the topic and the caller; Open's errors are the
+// edge's to write, before any stream starts.
 package push

@@ -16,6 +16,8 @@ import (
 // each message to the subscribers it is addressed to.
 type hub struct {
 	s      *Server
+	key    string // in Server.hubs: the stream and the topic
+	store  bus.PushStore
 	topic  string
 	prefix string
 
@@ -29,7 +31,7 @@ type hub struct {
 // sub is one subscriber as its hub sees it: its address and queue.
 type sub struct {
 	app, device string
-	ch          chan delivery
+	ch          chan *delivery // shared by every subscriber it is for: read-only
 	// lagging is set when a message did not fit in ch: the subscriber
 	// catches up from the stream (its writer is woken on wake).
 	lagging chan struct{} // capacity 1: set = one value in it
@@ -39,7 +41,7 @@ type sub struct {
 }
 
 func newSub(app, device string, queue int) *sub {
-	return &sub{app: app, device: device, ch: make(chan delivery, queue), lagging: make(chan struct{}, 1), kick: make(chan string, 1)}
+	return &sub{app: app, device: device, ch: make(chan *delivery, queue), lagging: make(chan struct{}, 1), kick: make(chan string, 1)}
 }
 
 // wants reports whether a message is addressed to the subscriber.
@@ -57,7 +59,7 @@ func (sb *sub) wants(d *delivery) bool {
 
 // offer queues a message without blocking; a full queue marks the
 // subscriber lagging instead.
-func (sb *sub) offer(d delivery) {
+func (sb *sub) offer(d *delivery) {
 	select {
 	case sb.ch <- d:
 	default:
@@ -77,31 +79,34 @@ func (sb *sub) end(reason string) {
 }
 
 // join adds a subscriber to its topic's hub, starting the hub (its
-// ordered consumer, from the stream's next message) when there is none.
-// The hub is live when join returns: every message stored after that
-// reaches sb's queue, or marks it lagging.
-func (s *Server) join(ctx context.Context, topic string, sb *sub) (*hub, error) {
+// ordered consumer, from the stream's next message) when there is none,
+// and counts the connection (Close waits for it). The hub is live when
+// join returns: every message stored after that reaches sb's queue, or
+// marks it lagging.
+func (s *Server) join(ctx context.Context, p bus.PushStore, topic string, sb *sub) (*hub, error) {
+	key := p.Stream + " " + topic
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, errClosed
 	}
-	h := s.hubs[topic]
+	h := s.hubs[key]
 	if h == nil {
 		// Started under the lock: a second subscriber of the topic
 		// waits for the first's consumer rather than making its own.
 		var err error
-		if h, err = s.startHub(ctx, topic); err != nil {
+		if h, err = s.startHub(ctx, p, topic); err != nil {
 			s.mu.Unlock()
 			return nil, err
 		}
-		s.hubs[topic] = h
+		s.hubs[key] = h
 	}
 	h.refs++
 	if h.timer != nil {
 		h.timer.Stop()
 		h.timer = nil
 	}
+	s.conns.Add(1) // under the lock that Close takes before it waits
 	s.mu.Unlock()
 	h.mu.Lock()
 	h.subs[sb] = struct{}{}
@@ -117,17 +122,18 @@ func (s *Server) leave(h *hub, sb *sub) {
 	h.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.conns.Done()
 	h.refs--
-	if h.refs > 0 || s.hubs[h.topic] != h {
+	if h.refs > 0 || s.hubs[h.key] != h {
 		return
 	}
 	h.timer = time.AfterFunc(s.o.Linger, func() {
 		s.mu.Lock()
-		if h.refs > 0 || s.hubs[h.topic] != h {
+		if h.refs > 0 || s.hubs[h.key] != h {
 			s.mu.Unlock()
 			return
 		}
-		delete(s.hubs, h.topic)
+		delete(s.hubs, h.key)
 		s.mu.Unlock()
 		h.shut()
 	})
@@ -136,15 +142,15 @@ func (s *Server) leave(h *hub, sb *sub) {
 // startHub makes a topic's ordered consumer. It starts at the stream's
 // next sequence, fixed now, so that a reset of the consumer before its
 // first message (a reconnect) still starts there.
-func (s *Server) startHub(ctx context.Context, topic string) (*hub, error) {
-	st, err := s.state(ctx, 0)
+func (s *Server) startHub(ctx context.Context, p bus.PushStore, topic string) (*hub, error) {
+	st, err := s.state(ctx, p, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	h := &hub{s: s, topic: topic, prefix: bus.PushTopicPrefix(topic), subs: map[*sub]struct{}{}}
+	h := &hub{s: s, key: p.Stream + " " + topic, store: p, topic: topic, prefix: p.TopicPrefix(topic), subs: map[*sub]struct{}{}}
 	ctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
-	cons, err := s.js.OrderedConsumer(ctx, bus.StreamPush, jetstream.OrderedConsumerConfig{
+	cons, err := s.js.OrderedConsumer(ctx, p.Stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{h.prefix + ">"},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    st.last + 1,
@@ -170,14 +176,14 @@ func (h *hub) deliver(m jetstream.Msg) {
 	if err != nil {
 		return
 	}
-	d := delivery{seq: md.Sequence.Stream, data: m.Data(), at: md.Timestamp}
+	d := &delivery{seq: md.Sequence.Stream, data: m.Data(), at: md.Timestamp}
 	var ok bool
 	if d.kind, d.app, d.id, ok = parseSubject(m.Subject(), h.prefix); !ok {
 		return
 	}
 	h.mu.RLock()
 	for sb := range h.subs {
-		if sb.wants(&d) {
+		if sb.wants(d) {
 			sb.offer(d)
 		}
 	}
@@ -220,16 +226,22 @@ func (s *Server) Recheck(snap *registry.Snapshot) {
 		hubs = append(hubs, h)
 	}
 	s.mu.Unlock()
+	var subs []*sub
 	for _, h := range hubs {
+		// Copied out: the checks run without the lock the hub's
+		// deliveries take.
 		h.mu.RLock()
 		for sb := range h.subs {
-			if sb.check == nil {
-				continue
-			}
-			if reason := sb.check(snap); reason != "" {
-				sb.end(reason)
-			}
+			subs = append(subs, sb)
 		}
 		h.mu.RUnlock()
+	}
+	for _, sb := range subs {
+		if sb.check == nil {
+			continue
+		}
+		if reason := sb.check(snap); reason != "" {
+			sb.end(reason)
+		}
 	}
 }

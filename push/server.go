@@ -41,6 +41,9 @@ type Options struct {
 	// its last subscriber left, so reconnecting clients do not make and
 	// drop consumers; 0 means 30s.
 	Linger time.Duration
+	// Replays caps the replay batches (direct gets) in flight at once on
+	// this edge, whatever the number of clients catching up; 0 means 32.
+	Replays int
 }
 
 // Server is an edge's push side: publishes, hubs and subscribers.
@@ -51,7 +54,8 @@ type Server struct {
 	js  jetstream.JetStream
 
 	stateMu sync.Mutex
-	st      streamState
+	st      map[string]streamState // by stream
+	replays chan struct{}          // a slot per replay batch in flight
 
 	stats struct {
 		conns, delivered, catchUps, replayed atomic.Int64
@@ -87,11 +91,15 @@ func New(o Options) (*Server, error) {
 	if o.Linger <= 0 {
 		o.Linger = 30 * time.Second
 	}
+	if o.Replays <= 0 {
+		o.Replays = 32
+	}
 	js, err := jetstream.New(o.Conn)
 	if err != nil {
 		return nil, fmt.Errorf("push: %w", err)
 	}
-	s := &Server{o: o, log: o.Logger, nc: o.Conn, js: js, hubs: map[string]*hub{}, stop: make(chan struct{})}
+	s := &Server{o: o, log: o.Logger, nc: o.Conn, js: js, hubs: map[string]*hub{}, stop: make(chan struct{}),
+		st: map[string]streamState{}, replays: make(chan struct{}, o.Replays)}
 	return s, nil
 }
 
@@ -193,8 +201,12 @@ func (s *Server) Publish(ctx context.Context, t *registry.Topic, publisher strin
 	if err != nil || !out.Stored {
 		return out, err
 	}
-	st, _ := s.state(ctx, stateTTL)
-	out.Cursor = Cursor{Epoch: st.epoch, Seq: out.Seq}.String()
+	// The epoch of any state read since the edge started: it changes only
+	// when the stream is made anew.
+	st, err := s.state(ctx, t.Store(), time.Time{})
+	if err == nil {
+		out.Cursor = Cursor{Epoch: st.epoch, Seq: out.Seq}.String()
+	}
 	return out, nil
 }
 
@@ -208,19 +220,18 @@ func Publish(ctx context.Context, js jetstream.JetStream, t *registry.Topic, pub
 	if !utf8.Valid(m.Data) {
 		return Published{}, ErrNotText
 	}
-	subject, err := Subject(t.Name, m)
+	subject, err := Subject(t.Store(), t.Name, m)
 	if err != nil {
 		return Published{}, err
 	}
 	msg := nats.NewMsg(subject)
 	msg.Data = m.Data
 	msg.Header.Set("Nats-TTL", strconv.FormatInt(int64(t.MaxAge()/time.Second), 10)+"s")
-	if t.ModeOrDefault() == registry.TopicLatestOnly {
-		msg.Header.Set("Nats-Rollup", "sub")
-	}
 	if m.IdempotencyKey != "" {
-		// Scoped by publisher: one app cannot suppress another's message.
-		msg.Header.Set("Nats-Msg-Id", publisher+"\x00"+m.IdempotencyKey)
+		// Scoped by topic and publisher: one app cannot suppress another's
+		// message, nor a key of one topic a message of another. NUL is in
+		// no name.
+		msg.Header.Set("Nats-Msg-Id", t.Name+"\x00"+publisher+"\x00"+m.IdempotencyKey)
 	}
 	if publisher != "" {
 		msg.Header.Set("Jetway-Publisher", publisher)
@@ -243,35 +254,26 @@ func Publish(ctx context.Context, js jetstream.JetStream, t *registry.Topic, pub
 	return out, nil
 }
 
-// Epoch is the push stream's epoch over any JetStream connection.
-func Epoch(ctx context.Context, js jetstream.JetStream) (string, error) {
-	st, err := js.Stream(ctx, bus.StreamPush)
-	if err != nil {
-		return "", fmt.Errorf("reading the push stream: %w", err)
-	}
-	return epochOf(st.CachedInfo().Created), nil
-}
-
 func epochOf(created time.Time) string { return strconv.FormatInt(created.UnixMilli(), 10) }
 
 // Subject is the subject a message of a topic is stored on.
-func Subject(topic string, m Message) (string, error) {
+func Subject(p bus.PushStore, topic string, m Message) (string, error) {
 	switch m.To {
 	case "":
 		if m.App != "" || m.ID != "" {
 			return "", ErrBadTarget
 		}
-		return bus.PushSubject(topic, kindAll, "", "", m.Key), nil
+		return p.Subject(topic, kindAll, "", "", m.Key), nil
 	case "app":
 		if m.App == "" || m.ID != "" {
 			return "", ErrBadTarget
 		}
-		return bus.PushSubject(topic, kindApp, m.App, "", m.Key), nil
+		return p.Subject(topic, kindApp, m.App, "", m.Key), nil
 	case "device":
 		if m.App == "" || m.ID == "" {
 			return "", ErrBadTarget
 		}
-		return bus.PushSubject(topic, kindDev, m.App, m.ID, m.Key), nil
+		return p.Subject(topic, kindDev, m.App, m.ID, m.Key), nil
 	}
 	return "", ErrBadTarget
 }

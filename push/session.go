@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -25,6 +26,7 @@ type Subscriber struct {
 type Session struct {
 	s      *Server
 	topic  string
+	store  bus.PushStore
 	h      *hub
 	sb     *sub
 	epoch  string
@@ -45,32 +47,33 @@ const shutdownReason = "the edge is shutting down; reconnect"
 func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	sb := newSub(c.App, c.Device, s.o.QueueLen)
 	sb.check = c.Check
-	h, err := s.join(ctx, c.Topic.Name, sb)
+	store := c.Topic.Store()
+	h, err := s.join(ctx, store, c.Topic.Name, sb)
 	if err != nil {
 		return nil, err
 	}
-	ss := &Session{s: s, topic: c.Topic.Name, h: h, sb: sb}
+	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb}
 	if err := ss.begin(ctx, c.Topic, c.Start); err != nil {
 		s.leave(h, sb)
 		return nil, err
 	}
-	s.conns.Add(1)
 	s.stats.conns.Add(1)
 	return ss, nil
 }
 
 // close leaves the hub.
 func (ss *Session) close() {
-	ss.s.leave(ss.h, ss.sb)
 	ss.s.stats.conns.Add(-1)
-	ss.s.conns.Done()
+	ss.s.leave(ss.h, ss.sb)
 }
 
 // begin resolves the start: live only (after the stream's last message
 // now), or after a cursor the client gave — with a gap when the cursor is
-// of another epoch, from the future, or older than what is kept.
+// of another epoch, from the future, or older than what is kept. It runs
+// after join: the state it reads is of a request sent after the hub was
+// live, so nothing stored falls between the two.
 func (ss *Session) begin(ctx context.Context, t *registry.Topic, start Start) error {
-	st, err := ss.s.state(ctx, 0)
+	st, err := ss.s.state(ctx, ss.store, time.Now())
 	if err != nil {
 		return err
 	}
@@ -86,13 +89,11 @@ func (ss *Session) begin(ctx context.Context, t *registry.Topic, start Start) er
 		return nil
 	}
 	ss.catchUp = true
-	askedText := asked.String()
 	if asked.Epoch == "" {
 		asked.Epoch = st.epoch
-		askedText = asked.String()
 	}
 	gap := func(reason string) {
-		ss.gap = &Gap{Reason: reason, Asked: askedText, Resume: Cursor{Epoch: st.epoch, Seq: ss.cursor}.String()}
+		ss.gap = &Gap{Reason: reason, Asked: asked.String(), Resume: Cursor{Epoch: st.epoch, Seq: ss.cursor}.String()}
 	}
 	if asked.Epoch != st.epoch {
 		ss.cursor = 0 // everything the stream of this epoch keeps
@@ -117,7 +118,7 @@ func (ss *Session) begin(ctx context.Context, t *registry.Topic, start Start) er
 		// The message the client has last is gone: so may be those after
 		// it that it never got (a latest_only topic drops old values by
 		// design, and says no gap for them).
-		ok, err := ss.s.exists(ctx, after)
+		ok, err := ss.s.exists(ctx, ss.store, after)
 		if err != nil {
 			return err
 		}
@@ -145,10 +146,22 @@ type sink interface {
 const (
 	batchMax   = 128
 	batchBytes = 256 << 10
+	// keepBuf is the largest write buffer a connection keeps between
+	// writes; a larger one (a batch of big messages) goes back to the
+	// heap, so an idle connection stays small.
+	keepBuf = 16 << 10
 )
 
 // pump serves a session until its client leaves, its connection is
 // ended (the reason is returned) or a write fails.
+//
+// The one rule that keeps a client's stream whole: a live message is
+// written only while the subscriber is not lagging. Once the hub has
+// dropped a message for it (its queue was full), whatever the queue holds
+// may be newer than the dropped one; writing it would move the cursor past
+// the hole. So the pump checks the lagging mark after taking each message
+// and before writing it, and on the mark replays from its cursor instead:
+// the stream has the taken message too.
 func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error) {
 	s := ss.s
 	ping := time.NewTicker(s.o.Ping)
@@ -164,8 +177,8 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 			case <-ss.sb.lagging:
 			default:
 			}
-			if err := ss.replay(ctx, out); err != nil {
-				return "", err
+			if reason, err := ss.replay(ctx, out); reason != "" || err != nil {
+				return reason, err
 			}
 			catchUp = false
 		}
@@ -174,22 +187,9 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 		}
 		select {
 		case d := <-ss.sb.ch:
-			ss.emit(out, &d)
-		drain:
-			for range batchMax - 1 {
-				if out.pending() >= batchBytes {
-					break
-				}
-				select {
-				case d := <-ss.sb.ch:
-					ss.emit(out, &d)
-				default:
-					break drain
-				}
-			}
+			catchUp = ss.live(out, d)
 		case <-ss.sb.lagging:
 			catchUp = true
-			s.stats.catchUps.Add(1)
 		case r := <-ss.sb.kick:
 			return r, nil
 		case <-s.stop:
@@ -200,6 +200,30 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 			}
 		case <-ctx.Done():
 			return "", ctx.Err()
+		}
+		if catchUp {
+			s.stats.catchUps.Add(1)
+		}
+	}
+}
+
+// live writes a live message and what else is queued, up to a batch; it
+// reports a lag (the caller replays) instead of writing past one.
+func (ss *Session) live(out sink, d *delivery) (lagging bool) {
+	for n := 0; ; n++ {
+		select {
+		case <-ss.sb.lagging:
+			return true
+		default:
+		}
+		ss.emit(out, d)
+		if n+1 >= batchMax || out.pending() >= batchBytes {
+			return false
+		}
+		select {
+		case d = <-ss.sb.ch:
+		default:
+			return false
 		}
 	}
 }
@@ -215,12 +239,13 @@ func (ss *Session) emit(out sink, d *delivery) {
 }
 
 // replay writes what the stream holds for the subscriber after its
-// cursor, a batch per write.
-func (ss *Session) replay(ctx context.Context, out sink) error {
+// cursor, a batch per write. Between batches it heeds the connection's
+// end (a revocation, the edge stopping, the client gone).
+func (ss *Session) replay(ctx context.Context, out sink) (reason string, err error) {
 	for {
-		batch, more, err := ss.s.fetch(ctx, ss.h.prefix, ss.cursor+1)
+		batch, last, more, err := ss.s.fetch(ctx, ss.store, ss.h.prefix, ss.cursor+1)
 		if err != nil {
-			return err
+			return "", err
 		}
 		for i := range batch {
 			d := &batch[i]
@@ -235,15 +260,33 @@ func (ss *Session) replay(ctx context.Context, out sink) error {
 			ss.cursor = d.seq
 			if out.pending() >= batchBytes {
 				if err := out.flush(); err != nil {
-					return err
+					return "", err
 				}
 			}
 		}
+		ss.cursor = max(ss.cursor, last)
 		if !more {
-			return nil
+			return "", nil
 		}
 		if err := out.flush(); err != nil {
-			return err
+			return "", err
+		}
+		select {
+		case r := <-ss.sb.kick:
+			return r, nil
+		case <-ss.s.stop:
+			return shutdownReason, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		default:
 		}
 	}
+}
+
+// reuse empties a written buffer, keeping it only when small.
+func reuse(b []byte) []byte {
+	if cap(b) > keepBuf {
+		return nil
+	}
+	return b[:0]
 }

@@ -89,7 +89,7 @@ func (o *sseSink) flush() error {
 	if err == nil {
 		err = o.rc.Flush()
 	}
-	o.buf = o.buf[:0]
+	o.buf = reuse(o.buf)
 	return err
 }
 

@@ -9,43 +9,44 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetway-gw/jetway/bus"
 )
 
-// streamState is what a subscription's start needs of the stream.
+// streamState is what a subscription's start needs of a stream.
 type streamState struct {
 	epoch       string
 	first, last uint64
-	at          time.Time
+	asked       time.Time // when the request that read it was sent
 }
 
-// stateTTL is how long a stream state serves the checks that may be a
-// little stale (an epoch, the first sequence).
-const stateTTL = time.Second
+// errNoStream is returned while a push stream does not exist.
+var errNoStream = errors.New("the push streams do not exist (an admin command makes them: jetway topic put)")
 
-// errNoStream is returned while the push stream does not exist.
-var errNoStream = errors.New("the push stream " + bus.StreamPush + " does not exist (an admin command makes it: jetway topic put)")
-
-// state returns the stream's state, fetched when older than maxAge (0:
-// always fetched).
-func (s *Server) state(ctx context.Context, maxAge time.Duration) (streamState, error) {
+// state returns a store's stream state as read by a request sent at or
+// after since: concurrent callers share one request (a reconnect storm
+// costs one stream info per round trip, not one per client).
+func (s *Server) state(ctx context.Context, p bus.PushStore, since time.Time) (streamState, error) {
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
-	if maxAge > 0 && time.Since(s.st.at) < maxAge {
-		return s.st, nil
+	if st, ok := s.st[p.Stream]; ok && !st.asked.Before(since) {
+		return st, nil
 	}
+	asked := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
-	info, err := s.js.Stream(ctx, bus.StreamPush)
+	info, err := s.js.Stream(ctx, p.Stream)
 	if err != nil {
-		if strings.Contains(err.Error(), "stream not found") {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return streamState{}, errNoStream
 		}
-		return streamState{}, fmt.Errorf("reading the push stream: %w", err)
+		return streamState{}, fmt.Errorf("reading stream %s: %w", p.Stream, err)
 	}
 	ci := info.CachedInfo()
-	s.st = streamState{epoch: epochOf(ci.Created), first: ci.State.FirstSeq, last: ci.State.LastSeq, at: time.Now()}
-	return s.st, nil
+	st := streamState{epoch: epochOf(ci.Created), first: ci.State.FirstSeq, last: ci.State.LastSeq, asked: asked}
+	s.st[p.Stream] = st
+	return st, nil
 }
 
 // delivery is one message of a topic, as subscribers get it.
@@ -80,46 +81,62 @@ type directGet struct {
 	Seq        uint64 `json:"seq,omitempty"`
 	NextBySubj string `json:"next_by_subj,omitempty"`
 	Batch      int    `json:"batch,omitempty"`
+	MaxBytes   int    `json:"max_bytes,omitempty"`
 }
 
-// replayBatch is how many messages one direct get asks for.
-const replayBatch = 256
+// A replay batch: at most this many messages and bytes per direct get
+// (the server cuts a batch at the bytes; the next request goes on).
+const (
+	replayBatch = 256
+	replayBytes = 4 << 20
+)
 
-// fetch reads up to replayBatch messages of a topic from sequence from
-// on, in order, with one batched direct get (no consumer); more reports
-// whether the stream holds further ones.
-func (s *Server) fetch(ctx context.Context, prefix string, from uint64) (out []delivery, more bool, err error) {
+// fetch reads one batch of a topic's messages from sequence from on, in
+// order, with one batched direct get (no consumer). last is the highest
+// sequence the server returned — messages parseSubject refuses (put there
+// by some other NATS publisher) included, so the next batch goes on after
+// them — and more whether the stream holds further ones. At most
+// Options.Replays fetches run at once on an edge; the others wait, within
+// ctx.
+func (s *Server) fetch(ctx context.Context, p bus.PushStore, prefix string, from uint64) (out []delivery, last uint64, more bool, err error) {
+	select {
+	case s.replays <- struct{}{}:
+		defer func() { <-s.replays }()
+	case <-ctx.Done():
+		return nil, 0, false, ctx.Err()
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
 	inbox := s.nc.NewInbox()
 	sub, err := s.nc.SubscribeSync(inbox)
 	if err != nil {
-		return nil, false, fmt.Errorf("replaying: %w", err)
+		return nil, 0, false, fmt.Errorf("replaying: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	req, _ := json.Marshal(directGet{Seq: from, NextBySubj: prefix + ">", Batch: replayBatch})
-	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+bus.StreamPush, inbox, req); err != nil {
-		return nil, false, fmt.Errorf("replaying: %w", err)
+	req, _ := json.Marshal(directGet{Seq: from, NextBySubj: prefix + ">", Batch: replayBatch, MaxBytes: replayBytes})
+	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+p.Stream, inbox, req); err != nil {
+		return nil, 0, false, fmt.Errorf("replaying: %w", err)
 	}
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return nil, false, fmt.Errorf("replaying from %d: %w", from, err)
+			return nil, 0, false, fmt.Errorf("replaying from %d: %w", from, err)
 		}
 		switch m.Header.Get("Status") {
 		case "404": // nothing from there on
-			return out, false, nil
-		case "204": // end of the batch
+			return out, last, false, nil
+		case "204": // the end of this batch
 			pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-			return out, pending > 0 && len(out) == replayBatch, nil
+			return out, last, pending > 0 && last >= from, nil
 		case "":
 		default:
-			return nil, false, fmt.Errorf("replaying from %d: %s %s", from, m.Header.Get("Status"), m.Header.Get("Description"))
+			return nil, 0, false, fmt.Errorf("replaying from %d: %s %s", from, m.Header.Get("Status"), m.Header.Get("Description"))
 		}
 		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
 		if err != nil {
-			return nil, false, fmt.Errorf("replaying: a message without its sequence")
+			return nil, 0, false, errors.New("replaying: a message without its sequence")
 		}
+		last = max(last, seq)
 		d := delivery{seq: seq, data: m.Data}
 		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get("Nats-Time-Stamp")); err == nil {
 			d.at = ts
@@ -131,12 +148,12 @@ func (s *Server) fetch(ctx context.Context, prefix string, from uint64) (out []d
 	}
 }
 
-// exists reports whether the stream still holds the message at seq.
-func (s *Server) exists(ctx context.Context, seq uint64) (bool, error) {
+// exists reports whether a store's stream still holds the message at seq.
+func (s *Server) exists(ctx context.Context, p bus.PushStore, seq uint64) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
 	req, _ := json.Marshal(directGet{Seq: seq})
-	m, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+bus.StreamPush, req)
+	m, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+p.Stream, req)
 	if err != nil {
 		return false, fmt.Errorf("reading message %d: %w", seq, err)
 	}

@@ -131,7 +131,7 @@ func (o *wsSink) flush() error {
 	ctx, cancel := context.WithTimeout(o.ctx, o.timeout)
 	defer cancel()
 	err := o.c.Write(ctx, websocket.MessageText, o.buf)
-	o.buf = o.buf[:0]
+	o.buf = reuse(o.buf)
 	return err
 }
 

@@ -136,7 +136,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if err != nil {
 		return nil, err
 	}
-	if _, err := OpenPushStream(ctx, js, o); err != nil {
+	if err := OpenPushStreams(ctx, js, o); err != nil {
 		return nil, err
 	}
 	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas, jsonSchemas: jsonSchemas,

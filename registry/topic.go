@@ -202,45 +202,61 @@ func OpenTopics(ctx context.Context, js jetstream.JetStream, o BucketOptions) (j
 	})
 }
 
-// PushStreamMaxBytes bounds the push stream's storage; past it the oldest
-// messages go first (a client that wanted them gets a gap).
-const PushStreamMaxBytes = 8 << 30
+// Store is where the topic's messages are kept.
+func (t *Topic) Store() bus.PushStore {
+	if t.ModeOrDefault() == TopicLatestOnly {
+		return bus.PushLatest
+	}
+	return bus.PushDurable
+}
 
-// OpenPushStream opens the stream every topic's messages are kept in,
-// creating it when missing: subjects jetway.push.>, each message's own
-// TTL (its topic's retention), rollups for latest_only topics, duplicate
-// publishes (the same Nats-Msg-Id) dropped within 2 minutes.
-func OpenPushStream(ctx context.Context, js jetstream.JetStream, o BucketOptions) (jetstream.Stream, error) {
-	st, err := js.Stream(ctx, bus.StreamPush)
-	if err == nil {
-		return st, nil
+// Push stream bounds: storage (past it the oldest messages go first, and
+// a client that wanted them gets a gap) and consumers (each edge has one
+// per topic its clients follow; the cap bounds what a compromised edge's
+// user could make).
+const (
+	PushStreamMaxBytes     = 8 << 30
+	PushStreamMaxConsumers = 10000
+)
+
+// OpenPushStreams opens the two streams topics' messages are kept in
+// (bus.PushDurable, bus.PushLatest), creating them when missing: each
+// message with its own TTL (its topic's retention), duplicate publishes
+// (the same Nats-Msg-Id) dropped within 2 minutes, no rollups, deletes or
+// purges; the latest_only stream keeps one message per subject.
+func OpenPushStreams(ctx context.Context, js jetstream.JetStream, o BucketOptions) error {
+	for _, p := range []bus.PushStore{bus.PushDurable, bus.PushLatest} {
+		cfg := jetstream.StreamConfig{
+			Name:         p.Stream,
+			Description:  "Jetway push messages (edges publish and read; clients resume from their cursor)",
+			Subjects:     []string{p.Prefix + ">"},
+			Storage:      jetstream.FileStorage,
+			Replicas:     max(o.Replicas, 1),
+			MaxAge:       MaxTopicMaxAge,
+			MaxBytes:     PushStreamMaxBytes,
+			MaxMsgSize:   MaxPushMessage + 64<<10,
+			MaxConsumers: PushStreamMaxConsumers,
+			Discard:      jetstream.DiscardOld,
+			Duplicates:   2 * time.Minute,
+			AllowMsgTTL:  true,
+			AllowDirect:  true,
+			DenyDelete:   true,
+			DenyPurge:    true,
+		}
+		if p == bus.PushLatest {
+			cfg.MaxMsgsPerSubject = 1
+			cfg.Description = "Jetway push messages of latest_only topics: the newest of each address and key"
+		}
+		if _, err := js.Stream(ctx, p.Stream); err == nil {
+			continue
+		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("opening stream %s: %w", p.Stream, err)
+		}
+		if _, err := js.CreateStream(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("creating stream %s: %w", p.Stream, err)
+		}
 	}
-	if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("opening stream %s: %w", bus.StreamPush, err)
-	}
-	st, err = js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:        bus.StreamPush,
-		Description: "Jetway push messages of every topic (edges publish and read; clients resume from their cursor)",
-		Subjects:    []string{bus.PushPrefix + ">"},
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.Replicas, 1),
-		MaxAge:      MaxTopicMaxAge,
-		MaxBytes:    PushStreamMaxBytes,
-		MaxMsgSize:  MaxPushMessage + 64<<10,
-		Discard:     jetstream.DiscardOld,
-		Duplicates:  2 * time.Minute,
-		AllowMsgTTL: true,
-		AllowRollup: true,
-		AllowDirect: true,
-		DenyDelete:  true,
-	})
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return js.Stream(ctx, bus.StreamPush)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("creating stream %s: %w", bus.StreamPush, err)
-	}
-	return st, nil
+	return nil
 }
 
 // PutTopic checks and stores a topic; every edge serves it within a

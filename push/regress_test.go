@@ -1,0 +1,176 @@
+package push_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
+	"github.com/jetway-gw/jetway/push"
+)
+
+// Regressions of the first review of push.
+
+func seqOf(c string) uint64 {
+	_, s, _ := strings.Cut(c, ":")
+	n, _ := strconv.ParseUint(s, 10, 64)
+	return n
+}
+
+// sseSeqs reads the sequences of up to n SSE messages, until timeout.
+func sseSeqs(t *testing.T, url, key, query string, n int, timeout time.Duration) []uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url+"/_jetway/sse/orders"+query, nil)
+	req.Header.Set("X-Api-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []uint64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 2<<20), 2<<20)
+	for len(got) < n && sc.Scan() {
+		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			got = append(got, seqOf(id))
+		}
+	}
+	return got
+}
+
+// holes are the sequences missing between the first and the last.
+func holes(seqs []uint64) []uint64 {
+	var h []uint64
+	for i := 1; i < len(seqs); i++ {
+		for s := seqs[i-1] + 1; s < seqs[i]; s++ {
+			h = append(h, s)
+		}
+	}
+	return h
+}
+
+// A slow client whose queue overflows while messages keep coming: the
+// queue refills with messages newer than the dropped one, and writing one
+// of them before catching up would leave a hole.
+func TestLagHandoffLeavesNoHole(t *testing.T) {
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{QueueLen: 2}})
+	g.PutTopic(topic)
+	pub, shop := g.PutKeyedApp("pub"), g.PutKeyedApp("shop")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.URL, "http")+"/_jetway/ws/orders", &websocket.DialOptions{HTTPHeader: http.Header{"X-Api-Key": {shop}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(64 << 20)
+	const n = 1500
+	pad := strings.Repeat("x", 20<<10)
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 6 {
+				g.Do("POST", "/_jetway/publish/orders", strings.NewReader(pad), "X-Api-Key", pub)
+			}
+		}()
+	}
+	var seqs []uint64
+	for len(seqs) < n {
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		_, b, err := conn.Read(rctx)
+		rcancel()
+		if err != nil {
+			break
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			var f struct{ Type, Cursor string }
+			_ = json.Unmarshal([]byte(line), &f)
+			if f.Type == "message" {
+				seqs = append(seqs, seqOf(f.Cursor))
+			}
+		}
+		time.Sleep(2 * time.Millisecond) // a slow reader
+	}
+	wg.Wait()
+	if h := holes(seqs); len(h) > 0 || len(seqs) != n {
+		t.Errorf("got %d of %d, %d missing inside (first %v); stats %+v", len(seqs), n, len(h), h[:min(5, len(h))], g.Push.Stats())
+	}
+}
+
+// A message on a topic's subjects that is not a Jetway address (some
+// other NATS publisher put it there) does not end a replay early.
+func TestReplayGoesPastForeignSubjects(t *testing.T) {
+	g, pub, shop := start(t)
+	js, _ := jetstream.New(g.Conn)
+	for i := range 300 {
+		if i == 10 {
+			if _, err := js.Publish(context.Background(), "jetway.push.orders.all.x", []byte("odd")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		publish(t, g, pub, "", fmt.Sprint(i))
+	}
+	if got := sseSeqs(t, g.URL, shop, "?from=0", 300, 5*time.Second); len(got) != 300 {
+		t.Errorf("from=0 replayed %d of 300 messages", len(got))
+	}
+}
+
+// A replay batch the server cuts at its byte cap is followed by the next.
+func TestReplayOfLargeMessagesGoesOn(t *testing.T) {
+	g, pub, shop := start(t)
+	pad := strings.Repeat("x", 900<<10)
+	first := ""
+	for i := range 20 {
+		if c := publish(t, g, pub, "", pad); i == 0 {
+			first = c
+		}
+	}
+	if got := sseSeqs(t, g.URL, shop, "?from="+first, 20, 10*time.Second); len(got) != 20 || len(holes(got)) > 0 {
+		t.Errorf("a replay of 20 x 900 KB delivered %d", len(got))
+	}
+}
+
+// One Idempotency-Key on two topics is two messages.
+func TestIdempotencyKeyIsPerTopic(t *testing.T) {
+	g, pub, _ := start(t)
+	g.PutTopic(`{"name":"invoices","publish":["pub"],"subscribe":["*"]}`)
+	publish(t, g, pub, "", "order", "Idempotency-Key", "k1")
+	r := g.Do("POST", "/_jetway/publish/invoices", strings.NewReader("invoice"), "X-Api-Key", pub, "Idempotency-Key", "k1")
+	if r.Status != 200 || strings.Contains(r.Body, `"duplicate":true`) {
+		t.Errorf("another topic's publish with the same key: %d %s", r.Status, r.Body)
+	}
+}
+
+// No publisher can wipe what others wrote: the push streams take no
+// rollups, deletes or purges.
+func TestPushStreamsRefuseRollups(t *testing.T) {
+	g, pub, shop := start(t)
+	publish(t, g, pub, "", "kept")
+	js, _ := jetstream.New(g.Conn)
+	for _, p := range []bus.PushStore{bus.PushDurable, bus.PushLatest} {
+		m := nats.NewMsg(p.TopicPrefix("orders") + "all._._._")
+		m.Header.Set("Nats-Rollup", "all")
+		if _, err := js.PublishMsg(context.Background(), m); err == nil {
+			t.Errorf("%s took a rollup", p.Stream)
+		}
+	}
+	if got := sseSeqs(t, g.URL, shop, "?from=0", 1, 3*time.Second); len(got) != 1 {
+		t.Errorf("the message is gone: %v", got)
+	}
+}
