@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,9 +48,11 @@ var validDevice = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent string, addr netip.Addr) {
 	verb, name, _ := strings.Cut(strings.TrimPrefix(canon, BuiltinPrefix), "/")
 	method := http.MethodGet
+	batch := false
 	switch verb {
 	case "publish":
 		method = http.MethodPost
+		name, batch = strings.CutSuffix(name, "/batch")
 	case "sse", "ws":
 	default:
 		writeError(w, bus.CodeRouteNotFound, "no built-in endpoint at "+canon, id)
@@ -76,11 +79,15 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 	}
 	var body []byte
 	if verb == "publish" {
+		limit, tooLarge := int64(registry.MaxPushMessage), push.ErrTooLarge.Error()
+		if batch {
+			limit, tooLarge = maxBatchBody, fmt.Sprintf("a batch is at most %d bytes", maxBatchBody)
+		}
 		var err error
-		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, registry.MaxPushMessage)); err != nil {
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit)); err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				writeError(w, bus.CodePayloadTooLarge, push.ErrTooLarge.Error(), id)
+				writeError(w, bus.CodePayloadTooLarge, tooLarge, id)
 				return
 			}
 			writeError(w, bus.CodeBadRequest, "reading the body: "+err.Error(), id)
@@ -109,7 +116,11 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 			writeError(w, bus.CodeOverloaded, fmt.Sprintf("this edge is serving %d requests, its limit", limit), id)
 			return
 		}
-		e.publish(w, r, id, t, app, body)
+		if batch {
+			e.publishBatch(w, r, id, t, app, body)
+		} else {
+			e.publish(w, r, id, t, app, body)
+		}
 		return
 	}
 	q := r.URL.Query()
@@ -237,6 +248,72 @@ func (e *Edge) publish(w http.ResponseWriter, r *http.Request, id string, t *reg
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// maxBatchBody bounds a batch publish's body.
+const maxBatchBody = 8 << 20
+
+// batchBody is a batch publish: messages as publish takes them, the data
+// a JSON string.
+type batchBody struct {
+	Messages []struct {
+		Data           string `json:"data"`
+		To             string `json:"to"`
+		App            string `json:"app"`
+		Device         string `json:"device"`
+		Key            string `json:"key"`
+		IdempotencyKey string `json:"idempotency_key"`
+	} `json:"messages"`
+}
+
+// publishBatch stores up to push.MaxBatch messages of a topic in one
+// request, in their order, and answers for each: {"topic":…,"results":[…]}
+// with each message's sequence and cursor, or its error. A message that
+// is not valid does not keep the others from being stored.
+func (e *Edge) publishBatch(w http.ResponseWriter, r *http.Request, id string, t *registry.Topic, app *registry.App, body []byte) {
+	var b batchBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil || dec.More() {
+		writeError(w, bus.CodeBadRequest, `a batch is {"messages":[{"data":"...","to":"app","app":"...","device":"...","key":"...","idempotency_key":"..."}]}`, id)
+		return
+	}
+	if len(b.Messages) == 0 || len(b.Messages) > push.MaxBatch {
+		writeError(w, bus.CodeBadRequest, fmt.Sprintf("a batch holds 1 to %d messages, not %d", push.MaxBatch, len(b.Messages)), id)
+		return
+	}
+	ms := make([]push.Message, len(b.Messages))
+	for i, m := range b.Messages {
+		if len(m.IdempotencyKey) > 256 {
+			writeError(w, bus.CodeBadRequest, fmt.Sprintf("messages[%d].idempotency_key is at most 256 bytes", i), id)
+			return
+		}
+		ms[i] = push.Message{To: m.To, App: m.App, ID: m.Device, Key: m.Key, Data: []byte(m.Data), IdempotencyKey: m.IdempotencyKey}
+	}
+	items, err := e.o.Push.PublishBatch(r.Context(), t, app.ID, ms)
+	if err != nil {
+		writeError(w, bus.CodeBadRequest, err.Error(), id)
+		return
+	}
+	// Every message refused by the stream or the bus, none by itself:
+	// the batch is the bus's failure, and may be retried whole.
+	down := true
+	for _, it := range items {
+		if it.Stored || it.Bad || (it.Error == "" && !it.Stored) {
+			down = false
+			break
+		}
+	}
+	if down {
+		writeError(w, bus.CodeBusUnavailable, "push: "+items[0].Error, id)
+		return
+	}
+	out, _ := json.Marshal(struct {
+		Topic   string           `json:"topic"`
+		Results []push.BatchItem `json:"results"`
+	}{t.Name, items})
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(out, '\n'))
 }
 
 // quoteName quotes a name from a path for a message, bounded.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,8 +13,13 @@ import (
 	"github.com/jetway-gw/jetway/registry"
 )
 
-// hub follows one topic on this edge with one ordered consumer and hands
-// each message to the subscribers it is addressed to.
+// hub follows one topic on this edge with one ordered consumer. Its
+// messages go into a ring that every subscriber of the topic reads at its
+// own pace, and the subscribers a message is addressed to are woken. No
+// subscriber has a queue of its own: an idle connection costs a position
+// and a wake channel, and a burst costs one ring entry per message, not one
+// per message and subscriber. A subscriber that falls behind the ring's
+// oldest entry catches up from the stream.
 type hub struct {
 	s      *Server
 	key    string // in Server.hubs: the stream and the topic
@@ -21,27 +27,59 @@ type hub struct {
 	topic  string
 	prefix string
 
+	// The ring: entry i is in ring[i%len(ring)] while it is kept. Only the
+	// consumer's callback writes it (one at a time); head is the index of
+	// the next entry, and entries below tail are gone (evicted to keep the
+	// ring within its bytes).
+	ring  []atomic.Pointer[delivery]
+	head  atomic.Uint64
+	tail  uint64 // the consumer's own
+	bytes int    // the consumer's own: the data the ring holds
+
 	mu    sync.RWMutex
 	subs  map[*sub]struct{}
 	refs  int         // subscribers joined, under Server.mu
 	timer *time.Timer // the linger after the last left; under Server.mu
 	cc    jetstream.ConsumeContext
+	// resets counts the consumer's errors: a subscriber that sees it
+	// change catches up from the stream, whatever the ring says.
+	resets atomic.Uint64
 }
 
-// sub is one subscriber as its hub sees it: its address and queue.
+// sub is one subscriber as its hub sees it: its address and wake, and
+// what the server's janitor watches of its connection.
 type sub struct {
 	app, device string
-	ch          chan *delivery // shared by every subscriber it is for: read-only
-	// lagging is set when a message did not fit in ch: the subscriber
-	// catches up from the stream (its writer is woken on wake).
-	lagging chan struct{} // capacity 1: set = one value in it
-	kick    chan string   // capacity 1: the reason the connection must end
+	wake        chan struct{} // capacity 1: a message for it is in the ring, or a ping is due
+	kick        chan string   // capacity 1: the reason the connection must end
 	// check says why the subscriber may no longer stay ("" : it may).
 	check func(*registry.Snapshot) string
+
+	// writing is when the write in progress began (unix ns; 0: none),
+	// wrote when the last one ended; pingDue asks the writer for a ping.
+	// The janitor closes a connection whose write has blocked past the
+	// write timeout (abort), and pings one idle for the ping interval: a
+	// timer per server rather than one per connection and write.
+	writing, wrote atomic.Int64
+	pingDue        atomic.Bool
+	abort          atomic.Pointer[func()] // closes the connection under a blocked write; nil: none
 }
 
-func newSub(app, device string, queue int) *sub {
-	return &sub{app: app, device: device, ch: make(chan *delivery, queue), lagging: make(chan struct{}, 1), kick: make(chan string, 1)}
+// write runs one write of the subscriber's connection under the
+// janitor's watch.
+func (sb *sub) write(f func() error) error {
+	sb.writing.Store(time.Now().UnixNano())
+	err := f()
+	now := time.Now().UnixNano()
+	sb.writing.Store(0)
+	sb.wrote.Store(now)
+	return err
+}
+
+func newSub(app, device string) *sub {
+	sb := &sub{app: app, device: device, wake: make(chan struct{}, 1), kick: make(chan string, 1)}
+	sb.wrote.Store(time.Now().UnixNano()) // the first ping a ping interval from now
+	return sb
 }
 
 // wants reports whether a message is addressed to the subscriber.
@@ -57,16 +95,11 @@ func (sb *sub) wants(d *delivery) bool {
 	return false
 }
 
-// offer queues a message without blocking; a full queue marks the
-// subscriber lagging instead.
-func (sb *sub) offer(d *delivery) {
+// poke wakes the subscriber's writer without blocking.
+func (sb *sub) poke() {
 	select {
-	case sb.ch <- d:
+	case sb.wake <- struct{}{}:
 	default:
-		select {
-		case sb.lagging <- struct{}{}:
-		default:
-		}
 	}
 }
 
@@ -76,6 +109,13 @@ func (sb *sub) end(reason string) {
 	case sb.kick <- reason:
 	default:
 	}
+}
+
+// entry returns ring entry i, or false when it is gone (overwritten or
+// evicted): the reader has fallen behind.
+func (h *hub) entry(i uint64) (*delivery, bool) {
+	d := h.ring[i%uint64(len(h.ring))].Load()
+	return d, d != nil && d.idx == i
 }
 
 // join adds a subscriber to its topic's hub, starting the hub (its
@@ -147,7 +187,8 @@ func (s *Server) startHub(ctx context.Context, p bus.PushStore, topic string) (*
 	if err != nil {
 		return nil, err
 	}
-	h := &hub{s: s, key: p.Stream + " " + topic, store: p, topic: topic, prefix: p.TopicPrefix(topic), subs: map[*sub]struct{}{}}
+	h := &hub{s: s, key: p.Stream + " " + topic, store: p, topic: topic, prefix: p.TopicPrefix(topic), subs: map[*sub]struct{}{},
+		ring: make([]atomic.Pointer[delivery], s.o.RingLen)}
 	ctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
 	cons, err := s.js.OrderedConsumer(ctx, p.Stream, jetstream.OrderedConsumerConfig{
@@ -170,7 +211,8 @@ func (s *Server) startHub(ctx context.Context, p bus.PushStore, topic string) (*
 	return h, nil
 }
 
-// deliver hands one message to the subscribers it is addressed to.
+// deliver puts one message into the ring and wakes the subscribers it is
+// addressed to.
 func (h *hub) deliver(m jetstream.Msg) {
 	md, err := m.Metadata()
 	if err != nil {
@@ -181,23 +223,46 @@ func (h *hub) deliver(m jetstream.Msg) {
 	if d.kind, d.app, d.id, ok = parseSubject(m.Subject(), h.prefix); !ok {
 		return
 	}
+	n := uint64(len(h.ring))
+	d.idx = h.head.Load()
+	// Make room: the entry it overwrites, and the oldest until the ring's
+	// data is within its bytes (a reader there has fallen behind).
+	if d.idx >= n && h.tail <= d.idx-n {
+		h.evict()
+	}
+	h.bytes += len(d.data)
+	for h.bytes > h.s.o.RingBytes && h.tail < d.idx {
+		h.evict()
+	}
+	h.ring[d.idx%n].Store(d)
+	h.head.Store(d.idx + 1)
 	h.mu.RLock()
 	for sb := range h.subs {
 		if sb.wants(d) {
-			sb.offer(d)
+			sb.poke()
 		}
 	}
 	h.mu.RUnlock()
 }
 
-// allLagging makes every subscriber catch up from the stream.
+// evict drops the ring's oldest entry.
+func (h *hub) evict() {
+	slot := &h.ring[h.tail%uint64(len(h.ring))]
+	if d := slot.Load(); d != nil && d.idx == h.tail {
+		h.bytes -= len(d.data)
+		slot.Store(nil)
+	}
+	h.tail++
+}
+
+// allLagging wakes every subscriber after the consumer may have missed
+// messages (a reset): each finds a hole in the ring's sequences it cannot
+// see, so it catches up from the stream.
 func (h *hub) allLagging() {
+	h.resets.Add(1)
 	h.mu.RLock()
 	for sb := range h.subs {
-		select {
-		case sb.lagging <- struct{}{}:
-		default:
-		}
+		sb.poke()
 	}
 	h.mu.RUnlock()
 }
@@ -214,12 +279,8 @@ func (h *hub) shut() {
 	h.mu.RUnlock()
 }
 
-// Recheck asks every subscriber whether it may stay under a new registry
-// snapshot, and ends those that may not with their reason (a disabled
-// app, a rotated key, a deleted topic or grant). The edge calls it with
-// every snapshot, so a revocation reaches connections as soon as it
-// reaches the edge.
-func (s *Server) Recheck(snap *registry.Snapshot) {
+// subscribers returns every subscriber of every hub, copied out.
+func (s *Server) subscribers() []*sub {
 	s.mu.Lock()
 	hubs := make([]*hub, 0, len(s.hubs))
 	for _, h := range s.hubs {
@@ -228,15 +289,53 @@ func (s *Server) Recheck(snap *registry.Snapshot) {
 	s.mu.Unlock()
 	var subs []*sub
 	for _, h := range hubs {
-		// Copied out: the checks run without the lock the hub's
-		// deliveries take.
 		h.mu.RLock()
 		for sb := range h.subs {
 			subs = append(subs, sb)
 		}
 		h.mu.RUnlock()
 	}
-	for _, sb := range subs {
+	return subs
+}
+
+// janitor closes the connections whose write has blocked past the write
+// timeout, and asks those idle for the ping interval for a ping, once a
+// second, until the server closes.
+func (s *Server) janitor() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			n := now.UnixNano()
+			for _, sb := range s.subscribers() {
+				if w := sb.writing.Load(); w != 0 && n-w > int64(s.o.WriteTimeout) {
+					s.stats.writeTimeouts.Add(1)
+					if abort := sb.abort.Load(); abort != nil {
+						(*abort)()
+					}
+					continue
+				}
+				if n-sb.wrote.Load() >= int64(s.o.Ping) {
+					sb.pingDue.Store(true)
+					sb.poke()
+				}
+			}
+		}
+	}
+}
+
+// Recheck asks every subscriber whether it may stay under a new registry
+// snapshot, and ends those that may not with their reason (a disabled
+// app, a rotated key, a deleted topic or grant). The edge calls it with
+// every snapshot, so a revocation reaches connections as soon as it
+// reaches the edge.
+func (s *Server) Recheck(snap *registry.Snapshot) {
+	// Copied out: the checks run without the lock the hubs' deliveries
+	// take.
+	for _, sb := range s.subscribers() {
 		if sb.check == nil {
 			continue
 		}

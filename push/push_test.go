@@ -221,10 +221,10 @@ func TestGaps(t *testing.T) {
 	}
 }
 
-// A client that reads slower than messages come loses none: its queue
-// overflows, and it catches up from the stream.
+// A client that reads slower than messages come loses none: it falls
+// behind the edge's ring of live messages, and catches up from the stream.
 func TestSlowClientLosesNothing(t *testing.T) {
-	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{QueueLen: 2}})
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{RingLen: 2}})
 	g.PutTopic(topic)
 	pub, shop := g.PutKeyedApp("pub"), g.PutKeyedApp("shop")
 	c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "orders", Transport: "ws", Header: http.Header{"X-Api-Key": {shop}}})
@@ -238,7 +238,7 @@ func TestSlowClientLosesNothing(t *testing.T) {
 		t.Fatalf("%+v %v", ev, err)
 	}
 	// 30 MB the client does not read: the socket's buffers fill, the
-	// edge's write blocks, the queue of 2 overflows.
+	// edge's write blocks, the ring of 2 is overwritten.
 	const n = 300
 	pad := strings.Repeat("x", 100<<10)
 	for i := range n {
@@ -398,5 +398,53 @@ func TestBestEffort(t *testing.T) {
 	}
 	if ev := next(t, c); ev.Data != "t1" {
 		t.Fatalf("%+v", ev)
+	}
+}
+
+// A batch publish stores its messages in order and answers for each; a
+// bad one does not keep the others out.
+func TestBatchPublish(t *testing.T) {
+	g, pub, shop := start(t)
+	c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "orders", Header: http.Header{"X-Api-Key": {shop}}, Device: "d1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ev, err := c.Next(ctx); err != nil || ev.Type != "ready" {
+		t.Fatalf("%+v %v", ev, err)
+	}
+	body := `{"messages":[{"data":"a"},{"data":"b","to":"user","app":"shop"},{"data":"c","to":"device","app":"shop","device":"d1","idempotency_key":"k"},{"data":"c","to":"device","app":"shop","device":"d1","idempotency_key":"k"}]}`
+	r := g.Do("POST", "/_jetway/publish/orders/batch", strings.NewReader(body), "X-Api-Key", pub)
+	var out struct {
+		Topic   string
+		Results []struct {
+			Seq       uint64
+			Cursor    string
+			Duplicate bool
+			Stored    bool
+			Error     string
+		}
+	}
+	if err := json.Unmarshal([]byte(r.Body), &out); err != nil || r.Status != 200 || len(out.Results) != 4 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	res := out.Results
+	if !res[0].Stored || res[1].Stored || !strings.Contains(res[1].Error, `"to"`) || !res[2].Stored || !res[3].Duplicate || res[3].Seq != res[2].Seq || res[2].Seq <= res[0].Seq {
+		t.Fatalf("%s", r.Body)
+	}
+	for _, want := range []string{"a", "c"} {
+		if ev := next(t, c); ev.Data != want {
+			t.Fatalf("got %+v, want %q", ev, want)
+		}
+	}
+	for _, bad := range []string{`{"messages":[]}`, `{"messages":[{"data":1}]}`, `{"messages":[{"data":"x","bogus":1}]}`, `[]`, `{"messages":[{"data":"x"}]} {}`} {
+		if r := g.Do("POST", "/_jetway/publish/orders/batch", strings.NewReader(bad), "X-Api-Key", pub); r.Status != 400 {
+			t.Errorf("%s: %d %s", bad, r.Status, r.Body)
+		}
+	}
+	if r := g.Do("POST", "/_jetway/publish/orders/batch", strings.NewReader(`{"messages":[{"data":"x"}]}`), "X-Api-Key", shop); r.Status != 403 {
+		t.Errorf("a batch from an app that may not publish: %d %s", r.Status, r.Body)
 	}
 }

@@ -63,11 +63,11 @@ func holes(seqs []uint64) []uint64 {
 	return h
 }
 
-// A slow client whose queue overflows while messages keep coming: the
-// queue refills with messages newer than the dropped one, and writing one
+// A slow client that falls behind the ring while messages keep coming:
+// the ring holds messages newer than the ones it lost, and writing one
 // of them before catching up would leave a hole.
 func TestLagHandoffLeavesNoHole(t *testing.T) {
-	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{QueueLen: 2}})
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{RingLen: 2}})
 	g.PutTopic(topic)
 	pub, shop := g.PutKeyedApp("pub"), g.PutKeyedApp("shop")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -172,5 +172,85 @@ func TestPushStreamsRefuseRollups(t *testing.T) {
 	}
 	if got := sseSeqs(t, g.URL, shop, "?from=0", 1, 3*time.Second); len(got) != 1 {
 		t.Errorf("the message is gone: %v", got)
+	}
+}
+
+// A client that never reads is cut once a write has blocked past the
+// write timeout; a client of the same topic that reads keeps getting
+// everything meanwhile.
+func TestNeverReadingClientIsCut(t *testing.T) {
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{WriteTimeout: time.Second}})
+	g.PutTopic(topic)
+	pub, shop := g.PutKeyedApp("pub"), g.PutKeyedApp("shop")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stuck, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.URL, "http")+"/_jetway/ws/orders", &websocket.DialOptions{HTTPHeader: http.Header{"X-Api-Key": {shop}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.CloseNow() // never read
+	const n = 150
+	got := make(chan int, 1)
+	go func() { got <- len(sseSeqs(t, g.URL, shop, "", n, 20*time.Second)) }()
+	natstestCheck(t, 5*time.Second, func() error {
+		if st := g.Push.Stats(); st.Connections != 2 {
+			return fmt.Errorf("%d connections", st.Connections)
+		}
+		return nil
+	})
+	pad := strings.Repeat("x", 200<<10)
+	for range n { // 30 MB: more than the sockets hold
+		publish(t, g, pub, "", pad)
+	}
+	natstestCheck(t, 10*time.Second, func() error {
+		if st := g.Push.Stats(); st.WriteTimeouts != 1 {
+			return fmt.Errorf("the stuck client is not cut: %+v", st)
+		}
+		return nil
+	})
+	if n2 := <-got; n2 != n {
+		t.Errorf("the reading client got %d of %d", n2, n)
+	}
+}
+
+// An idle connection is pinged: an SSE client gets a comment, a WebSocket
+// client that answers pings stays.
+func TestIdleConnectionsArePinged(t *testing.T) {
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{Ping: time.Second}})
+	g.PutTopic(topic)
+	shop := g.PutKeyedApp("shop")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.URL+"/_jetway/sse/orders", nil)
+	req.Header.Set("X-Api-Key", shop)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == ": ping\n" {
+			break
+		}
+	}
+}
+
+func natstestCheck(t *testing.T, wait time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -24,10 +24,12 @@ type Options struct {
 	Conn *nats.Conn
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
-	// QueueLen is each subscriber's send queue, in messages; a subscriber
-	// whose queue is full is switched to catching up from the stream.
-	// 0 means 256.
-	QueueLen int
+	// RingLen and RingBytes bound each topic's ring on this edge: the
+	// live messages every subscriber reads at its own pace. A subscriber
+	// further behind than the ring catches up from the stream. 0 means
+	// 4096 messages and 32 MiB.
+	RingLen   int
+	RingBytes int
 	// Ping is how often an idle connection is pinged (WebSocket) or sent
 	// a comment (SSE); 0 means 25s.
 	Ping time.Duration
@@ -58,7 +60,7 @@ type Server struct {
 	replays chan struct{}          // a slot per replay batch in flight
 
 	stats struct {
-		conns, delivered, catchUps, replayed atomic.Int64
+		conns, delivered, catchUps, replayed, writeTimeouts atomic.Int64
 	}
 
 	mu     sync.Mutex
@@ -76,8 +78,11 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.QueueLen <= 0 {
-		o.QueueLen = 256
+	if o.RingLen <= 0 {
+		o.RingLen = 4096
+	}
+	if o.RingBytes <= 0 {
+		o.RingBytes = 32 << 20
 	}
 	if o.Ping <= 0 {
 		o.Ping = 25 * time.Second
@@ -100,6 +105,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, log: o.Logger, nc: o.Conn, js: js, hubs: map[string]*hub{}, stop: make(chan struct{}),
 		st: map[string]streamState{}, replays: make(chan struct{}, o.Replays)}
+	go s.janitor()
 	return s, nil
 }
 
@@ -137,9 +143,12 @@ type Stats struct {
 	// them read from the stream rather than the live feed.
 	Delivered int64 `json:"delivered"`
 	Replayed  int64 `json:"replayed"`
-	// CatchUps counts the times a client's queue overflowed and it was
-	// switched to catching up from the stream.
+	// CatchUps counts the times a client fell behind the ring of live
+	// messages and caught up from the stream.
 	CatchUps int64 `json:"catch_ups"`
+	// WriteTimeouts counts the connections closed because a write
+	// blocked past the write timeout (a client that does not read).
+	WriteTimeouts int64 `json:"write_timeouts"`
 }
 
 // Stats returns the counters.
@@ -148,7 +157,7 @@ func (s *Server) Stats() Stats {
 	topics := len(s.hubs)
 	s.mu.Unlock()
 	return Stats{Connections: s.stats.conns.Load(), Topics: topics, Delivered: s.stats.delivered.Load(),
-		Replayed: s.stats.replayed.Load(), CatchUps: s.stats.catchUps.Load()}
+		Replayed: s.stats.replayed.Load(), CatchUps: s.stats.catchUps.Load(), WriteTimeouts: s.stats.writeTimeouts.Load()}
 }
 
 // Message is one message to publish.
@@ -214,15 +223,105 @@ func (s *Server) Publish(ctx context.Context, t *registry.Topic, publisher strin
 // allowed to (an edge's, or the admin's for `jetway push publish --nats`);
 // ctx bounds the wait for the stream's ack. Cursor is left to the caller.
 func Publish(ctx context.Context, js jetstream.JetStream, t *registry.Topic, publisher string, m Message) (Published, error) {
+	msg, err := newMsg(t, publisher, m)
+	if err != nil {
+		return Published{}, err
+	}
+	out := Published{Topic: t.Name}
+	if t.ModeOrDefault() == registry.TopicBestEffort {
+		if _, err := js.PublishMsgAsync(msg); err != nil {
+			return out, fmt.Errorf("publishing: %w", err)
+		}
+		return out, nil
+	}
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil {
+		return out, publishErr(err)
+	}
+	out.Seq, out.Duplicate, out.Stored = ack.Sequence, ack.Duplicate, true
+	return out, nil
+}
+
+func publishErr(err error) error {
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return errNoStream
+	}
+	return fmt.Errorf("publishing: %w", err)
+}
+
+// MaxBatch bounds the messages of one batch publish.
+const MaxBatch = 1000
+
+// BatchItem is the answer for one message of a batch: what Publish
+// answers, or why it was not stored.
+type BatchItem struct {
+	Seq       uint64 `json:"seq,omitempty"`
+	Cursor    string `json:"cursor,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Stored    bool   `json:"stored"`
+	Error     string `json:"error,omitempty"`
+	// Bad marks an Error that is the message's own (400), not the
+	// stream's or the bus's.
+	Bad bool `json:"-"`
+}
+
+// PublishBatch stores messages of one topic in their order, all in
+// flight at once, and answers for each. A message that is not valid is
+// answered with its error and the others go on; ctx bounds the wait for
+// the acks.
+func (s *Server) PublishBatch(ctx context.Context, t *registry.Topic, publisher string, ms []Message) ([]BatchItem, error) {
+	if len(ms) > MaxBatch {
+		return nil, fmt.Errorf("%w: %d messages; at most %d a batch", ErrBadTarget, len(ms), MaxBatch)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
+	defer cancel()
+	out := make([]BatchItem, len(ms))
+	acks := make([]jetstream.PubAckFuture, len(ms))
+	for i, m := range ms {
+		msg, err := newMsg(t, publisher, m)
+		if err != nil {
+			out[i] = BatchItem{Error: err.Error(), Bad: true}
+			continue
+		}
+		if acks[i], err = s.js.PublishMsgAsync(msg); err != nil {
+			out[i] = BatchItem{Error: publishErr(err).Error()}
+		}
+	}
+	best := t.ModeOrDefault() == registry.TopicBestEffort
+	var epoch string
+	for i, f := range acks {
+		if f == nil || best {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			if epoch == "" {
+				if st, err := s.state(ctx, t.Store(), time.Time{}); err == nil {
+					epoch = st.epoch
+				}
+			}
+			out[i] = BatchItem{Seq: ack.Sequence, Duplicate: ack.Duplicate, Stored: true, Cursor: Cursor{Epoch: epoch, Seq: ack.Sequence}.String()}
+		case err := <-f.Err():
+			out[i] = BatchItem{Error: publishErr(err).Error()}
+		case <-ctx.Done():
+			out[i] = BatchItem{Error: "publishing: no answer from the stream in time: " + ctx.Err().Error()}
+		}
+	}
+	return out, nil
+}
+
+// newMsg is the stream message of a message to publish: its subject, its
+// TTL, its idempotency id.
+func newMsg(t *registry.Topic, publisher string, m Message) (*nats.Msg, error) {
 	if len(m.Data) > registry.MaxPushMessage {
-		return Published{}, ErrTooLarge
+		return nil, ErrTooLarge
 	}
 	if !utf8.Valid(m.Data) {
-		return Published{}, ErrNotText
+		return nil, ErrNotText
 	}
 	subject, err := Subject(t.Store(), t.Name, m)
 	if err != nil {
-		return Published{}, err
+		return nil, err
 	}
 	msg := nats.NewMsg(subject)
 	msg.Data = m.Data
@@ -236,22 +335,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, t *registry.Topic, pub
 	if publisher != "" {
 		msg.Header.Set("Jetway-Publisher", publisher)
 	}
-	out := Published{Topic: t.Name}
-	if t.ModeOrDefault() == registry.TopicBestEffort {
-		if _, err := js.PublishMsgAsync(msg); err != nil {
-			return out, fmt.Errorf("publishing: %w", err)
-		}
-		return out, nil
-	}
-	ack, err := js.PublishMsg(ctx, msg)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrNoStreamResponse) {
-			return out, errNoStream
-		}
-		return out, fmt.Errorf("publishing: %w", err)
-	}
-	out.Seq, out.Duplicate, out.Stored = ack.Sequence, ack.Duplicate, true
-	return out, nil
+	return msg, nil
 }
 
 func epochOf(created time.Time) string { return strconv.FormatInt(created.UnixMilli(), 10) }

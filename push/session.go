@@ -31,6 +31,8 @@ type Session struct {
 	sb     *sub
 	epoch  string
 	cursor uint64 // the last sequence delivered or passed
+	pos    uint64 // the next ring entry to read
+	resets uint64 // the hub's consumer resets when pos was set
 	// catchUp: read from the stream after cursor before live messages.
 	catchUp bool
 	gap     *Gap
@@ -38,21 +40,27 @@ type Session struct {
 
 var errClosed = errors.New("the edge is shutting down")
 
-// shutdownReason ends every connection of an edge that stops.
-const shutdownReason = "the edge is shutting down; reconnect"
+// shutdownReason ends every connection of an edge that stops; goneReason
+// is the transport's word that the client left (nothing is written).
+const (
+	shutdownReason = "the edge is shutting down; reconnect"
+	goneReason     = "\x00the client left"
+)
 
 // Open joins a subscriber to its topic's hub and resolves where it starts.
 // An error is the stream's or the bus's (the edge answers 503): nothing
 // has been written.
 func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
-	sb := newSub(c.App, c.Device, s.o.QueueLen)
+	sb := newSub(c.App, c.Device)
 	sb.check = c.Check
 	store := c.Topic.Store()
 	h, err := s.join(ctx, store, c.Topic.Name, sb)
 	if err != nil {
 		return nil, err
 	}
-	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb}
+	// Read after the join: every message the hub gets from here on has
+	// an index at or above pos.
+	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb, pos: h.head.Load(), resets: h.resets.Load()}
 	if err := ss.begin(ctx, c.Topic, c.Start); err != nil {
 		s.leave(h, sb)
 		return nil, err
@@ -133,7 +141,9 @@ func (ss *Session) begin(ctx context.Context, t *registry.Topic, start Start) er
 // writes them, each within the write timeout.
 type sink interface {
 	ready(topic string, c Cursor)
-	message(topic string, c Cursor, data []byte)
+	// message buffers a message; d may be shared with other sessions
+	// (read it, and its encodings through d.encoded).
+	message(topic, epoch string, d *delivery)
 	gap(topic string, g Gap)
 	flush() error
 	ping() error
@@ -141,8 +151,8 @@ type sink interface {
 	pending() int
 }
 
-// batchMax is how many queued messages go into one write, and
-// batchBytes how many bytes one write holds before the next message.
+// batchMax is how many messages go into one write, and batchBytes how
+// many bytes one write holds before the next message.
 const (
 	batchMax   = 128
 	batchBytes = 256 << 10
@@ -155,17 +165,19 @@ const (
 // pump serves a session until its client leaves, its connection is
 // ended (the reason is returned) or a write fails.
 //
-// The one rule that keeps a client's stream whole: a live message is
-// written only while the subscriber is not lagging. Once the hub has
-// dropped a message for it (its queue was full), whatever the queue holds
-// may be newer than the dropped one; writing it would move the cursor past
-// the hole. So the pump checks the lagging mark after taking each message
-// and before writing it, and on the mark replays from its cursor instead:
-// the stream has the taken message too.
+// Live messages come from the hub's ring, read from pos on. A session
+// that finds an entry it needs gone (overwritten, evicted, or the
+// consumer reset) catches up: it sets pos to the ring's head now —
+// everything the hub gets from then on is read from the ring — and reads
+// what the stream holds after its cursor, which covers everything before.
+// The two overlap; emit drops what is at or below the cursor.
+//
+// The pump waits on two channels only — its wake and its kick — so that
+// ten thousand idle connections cost ten thousand cheap waits: a message
+// for it, a due ping (the server's janitor), the client leaving (its
+// transport) and the edge stopping all come through them.
 func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error) {
 	s := ss.s
-	ping := time.NewTicker(s.o.Ping)
-	defer ping.Stop()
 	out.ready(ss.topic, Cursor{Epoch: ss.epoch, Seq: ss.cursor})
 	if ss.gap != nil {
 		out.gap(ss.topic, *ss.gap)
@@ -173,69 +185,65 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 	catchUp := ss.catchUp
 	for {
 		if catchUp {
-			select { // a lag noted before now is caught up by this replay
-			case <-ss.sb.lagging:
-			default:
-			}
+			ss.pos, ss.resets = ss.h.head.Load(), ss.h.resets.Load()
 			if reason, err := ss.replay(ctx, out); reason != "" || err != nil {
 				return reason, err
 			}
 			catchUp = false
 		}
+		lag, more := ss.drain(out)
+		if lag {
+			s.stats.catchUps.Add(1)
+			catchUp = true
+			continue
+		}
 		if err := out.flush(); err != nil {
 			return "", err
 		}
-		select {
-		case d := <-ss.sb.ch:
-			catchUp = ss.live(out, d)
-		case <-ss.sb.lagging:
-			catchUp = true
-		case r := <-ss.sb.kick:
-			return r, nil
-		case <-s.stop:
-			return shutdownReason, nil
-		case <-ping.C:
+		if ss.sb.pingDue.Swap(false) {
 			if err := out.ping(); err != nil {
 				return "", err
 			}
-		case <-ctx.Done():
-			return "", ctx.Err()
 		}
-		if catchUp {
-			s.stats.catchUps.Add(1)
+		if more { // more in the ring: only look whether to stop
+			select {
+			case r := <-ss.sb.kick:
+				return r, nil
+			default:
+				continue
+			}
+		}
+		select {
+		case <-ss.sb.wake:
+		case r := <-ss.sb.kick:
+			return r, nil
 		}
 	}
 }
 
-// live writes a live message and what else is queued, up to a batch; it
-// reports a lag (the caller replays) instead of writing past one.
-func (ss *Session) live(out sink, d *delivery) (lagging bool) {
-	for n := 0; ; n++ {
-		select {
-		case <-ss.sb.lagging:
-			return true
-		default:
+// drain writes the ring's entries for the subscriber from pos on, up to a
+// batch. lag: an entry it needed is gone; more: the ring holds more.
+func (ss *Session) drain(out sink) (lag, more bool) {
+	h := ss.h
+	for n := 0; ; {
+		if ss.pos >= h.head.Load() {
+			return false, false
 		}
-		ss.emit(out, d)
-		if n+1 >= batchMax || out.pending() >= batchBytes {
-			return false
+		if n >= batchMax || out.pending() >= batchBytes {
+			return false, true
 		}
-		select {
-		case d = <-ss.sb.ch:
-		default:
-			return false
+		d, ok := h.entry(ss.pos)
+		if !ok || h.resets.Load() != ss.resets {
+			return true, false
+		}
+		ss.pos++
+		if ss.sb.wants(d) && d.seq > ss.cursor {
+			ss.cursor = d.seq
+			ss.s.stats.delivered.Add(1)
+			out.message(ss.topic, ss.epoch, d)
+			n++
 		}
 	}
-}
-
-// emit writes a live message unless the client has it already.
-func (ss *Session) emit(out sink, d *delivery) {
-	if d.seq <= ss.cursor {
-		return
-	}
-	ss.cursor = d.seq
-	ss.s.stats.delivered.Add(1)
-	out.message(ss.topic, Cursor{Epoch: ss.epoch, Seq: d.seq}, d.data)
 }
 
 // replay writes what the stream holds for the subscriber after its
@@ -247,15 +255,14 @@ func (ss *Session) replay(ctx context.Context, out sink) (reason string, err err
 		if err != nil {
 			return "", err
 		}
-		for i := range batch {
-			d := &batch[i]
+		for _, d := range batch {
 			if d.seq <= ss.cursor {
 				continue
 			}
 			if ss.sb.wants(d) {
 				ss.s.stats.delivered.Add(1)
 				ss.s.stats.replayed.Add(1)
-				out.message(ss.topic, Cursor{Epoch: ss.epoch, Seq: d.seq}, d.data)
+				out.message(ss.topic, ss.epoch, d)
 			}
 			ss.cursor = d.seq
 			if out.pending() >= batchBytes {

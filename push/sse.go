@@ -2,6 +2,7 @@ package push
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -23,10 +24,12 @@ func (s *Server) ServeSSE(w http.ResponseWriter, r *http.Request, ss *Session) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	out := &sseSink{w: w, rc: rc, timeout: s.o.WriteTimeout}
+	out := &sseSink{w: w, rc: rc, timeout: s.o.WriteTimeout, sb: ss.sb}
 	out.buf = append(out.buf, "retry: 1000\n\n"...)
+	stop := context.AfterFunc(r.Context(), func() { ss.sb.end(goneReason) })
+	defer stop()
 	reason, err := ss.pump(r.Context(), out)
-	if err == nil && reason != "" {
+	if err == nil && reason != "" && reason != goneReason {
 		out.event("close", "", jsonText(map[string]string{"reason": reason}))
 		_ = out.flush()
 	}
@@ -36,6 +39,7 @@ type sseSink struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	sb      *sub
 	buf     []byte
 }
 
@@ -43,8 +47,12 @@ func (o *sseSink) ready(topic string, c Cursor) {
 	o.event("ready", "", jsonText(map[string]string{"topic": topic, "cursor": c.String()}))
 }
 
-func (o *sseSink) message(_ string, c Cursor, data []byte) {
-	o.event("", c.String(), data)
+func (o *sseSink) message(_, epoch string, d *delivery) {
+	o.buf = append(o.buf, d.encoded(encSSE, epoch, func() []byte {
+		var e sseSink
+		e.event("", Cursor{Epoch: epoch, Seq: d.seq}.String(), d.data)
+		return e.buf
+	})...)
 }
 
 func (o *sseSink) gap(_ string, g Gap) { o.event("gap", "", jsonText(g)) }
@@ -84,11 +92,13 @@ func (o *sseSink) flush() error {
 	if len(o.buf) == 0 {
 		return nil
 	}
-	_ = o.rc.SetWriteDeadline(time.Now().Add(o.timeout))
-	_, err := o.w.Write(o.buf)
-	if err == nil {
-		err = o.rc.Flush()
-	}
+	err := o.sb.write(func() error {
+		_ = o.rc.SetWriteDeadline(time.Now().Add(o.timeout))
+		if _, err := o.w.Write(o.buf); err != nil {
+			return err
+		}
+		return o.rc.Flush()
+	})
 	o.buf = reuse(o.buf)
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,14 +50,41 @@ func (s *Server) state(ctx context.Context, p bus.PushStore, since time.Time) (s
 	return st, nil
 }
 
-// delivery is one message of a topic, as subscribers get it.
+// delivery is one message of a topic, as subscribers get it. A live one
+// is shared by every session of its hub: read-only but for its encodings.
 type delivery struct {
+	idx  uint64 // its index in the hub's ring (live ones)
 	seq  uint64
 	kind string // all, app, dev
 	app  string
 	id   string
 	data []byte
 	at   time.Time
+	// enc holds what each transport wrote of it, made by the first
+	// session that needed it, for the others of the same epoch.
+	enc [2]atomic.Pointer[encoded]
+}
+
+// The transports' encodings of a delivery.
+const (
+	encWS = iota
+	encSSE
+)
+
+type encoded struct {
+	epoch string
+	b     []byte
+}
+
+// encoded returns the transport's encoding of the delivery for epoch,
+// making it with make the first time.
+func (d *delivery) encoded(kind int, epoch string, make func() []byte) []byte {
+	if e := d.enc[kind].Load(); e != nil && e.epoch == epoch {
+		return e.b
+	}
+	b := make()
+	d.enc[kind].Store(&encoded{epoch: epoch, b: b})
+	return b
 }
 
 // parseSubject reads a push subject's address: its last four tokens
@@ -98,7 +126,7 @@ const (
 // them — and more whether the stream holds further ones. At most
 // Options.Replays fetches run at once on an edge; the others wait, within
 // ctx.
-func (s *Server) fetch(ctx context.Context, p bus.PushStore, prefix string, from uint64) (out []delivery, last uint64, more bool, err error) {
+func (s *Server) fetch(ctx context.Context, p bus.PushStore, prefix string, from uint64) (out []*delivery, last uint64, more bool, err error) {
 	select {
 	case s.replays <- struct{}{}:
 		defer func() { <-s.replays }()
@@ -137,7 +165,7 @@ func (s *Server) fetch(ctx context.Context, p bus.PushStore, prefix string, from
 			return nil, 0, false, errors.New("replaying: a message without its sequence")
 		}
 		last = max(last, seq)
-		d := delivery{seq: seq, data: m.Data}
+		d := &delivery{seq: seq, data: m.Data}
 		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get("Nats-Time-Stamp")); err == nil {
 			d.at = ts
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -34,8 +35,12 @@ const (
 // 64 KiB closes with 1009, a text frame that is not UTF-8 with 1007. A
 // shutting-down edge closes with 1012 (reconnect, to any edge); a
 // revoked subscription with 4001. It closes the session.
+//
+// ServeWS returns once the connection is upgraded: the session goes on in
+// a goroutine of its own, so that an idle connection keeps a fresh small
+// stack rather than the HTTP server's deep one (the handler's goroutine
+// ends; a hijacked connection does not need it).
 func (s *Server) ServeWS(w http.ResponseWriter, r *http.Request, ss *Session) {
-	defer ss.close()
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
@@ -45,15 +50,27 @@ func (s *Server) ServeWS(w http.ResponseWriter, r *http.Request, ss *Session) {
 		CompressionMode:    websocket.CompressionDisabled,
 	})
 	if err != nil {
+		ss.close()
 		return // Accept wrote the refusal
 	}
+	// The request's context ends when the handler returns: the
+	// connection's is its own.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	go s.serveWS(ctx, cancel, c, ss)
+}
+
+// serveWS serves an upgraded connection until it ends.
+func (s *Server) serveWS(ctx context.Context, cancel context.CancelFunc, c *websocket.Conn, ss *Session) {
+	defer ss.close()
+	defer cancel()
 	defer func() { _ = c.CloseNow() }()
 	c.SetReadLimit(MaxInboundFrame)
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	abort := func() { _ = c.CloseNow() } // a write blocked past the timeout
+	ss.sb.abort.Store(&abort)
 	closed := make(chan websocket.StatusCode, 1)
 	go func() { // the client's frames; its end ends the session
 		defer cancel()
+		defer ss.sb.end(goneReason)
 		for {
 			typ, b, err := c.Read(ctx)
 			if err != nil {
@@ -65,7 +82,7 @@ func (s *Server) ServeWS(w http.ResponseWriter, r *http.Request, ss *Session) {
 			}
 		}
 	}()
-	out := &wsSink{c: c, ctx: ctx, timeout: s.o.WriteTimeout}
+	out := &wsSink{c: c, ctx: ctx, timeout: s.o.WriteTimeout, sb: ss.sb}
 	reason, err := ss.pump(ctx, out)
 	select {
 	case code := <-closed:
@@ -73,7 +90,7 @@ func (s *Server) ServeWS(w http.ResponseWriter, r *http.Request, ss *Session) {
 		return
 	default:
 	}
-	if err != nil || reason == "" {
+	if err != nil || reason == "" || reason == goneReason {
 		return
 	}
 	code := CloseRevoked
@@ -95,7 +112,9 @@ type wsSink struct {
 	c       *websocket.Conn
 	ctx     context.Context
 	timeout time.Duration
+	sb      *sub
 	buf     []byte
+	pinging atomic.Bool
 }
 
 type wsFrame struct {
@@ -118,8 +137,15 @@ func (o *wsSink) ready(topic string, c Cursor) {
 	o.add(wsFrame{Type: "ready", Topic: topic, Cursor: c.String()})
 }
 
-func (o *wsSink) message(topic string, c Cursor, data []byte) {
-	o.add(wsFrame{Type: "message", Topic: topic, Cursor: c.String(), Data: string(data)})
+func (o *wsSink) message(topic, epoch string, d *delivery) {
+	line := d.encoded(encWS, epoch, func() []byte {
+		b, _ := json.Marshal(wsFrame{Type: "message", Topic: topic, Cursor: Cursor{Epoch: epoch, Seq: d.seq}.String(), Data: string(d.data)})
+		return b
+	})
+	if len(o.buf) > 0 {
+		o.buf = append(o.buf, '\n')
+	}
+	o.buf = append(o.buf, line...)
 }
 
 func (o *wsSink) gap(topic string, g Gap) { o.add(wsFrame{Type: "gap", Topic: topic, Gap: &g}) }
@@ -128,17 +154,31 @@ func (o *wsSink) flush() error {
 	if len(o.buf) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(o.ctx, o.timeout)
-	defer cancel()
-	err := o.c.Write(ctx, websocket.MessageText, o.buf)
+	// No context deadline (the library would arm a timer per write): the
+	// server's janitor closes the connection under a blocked write.
+	err := o.sb.write(func() error { return o.c.Write(context.Background(), websocket.MessageText, o.buf) })
 	o.buf = reuse(o.buf)
 	return err
 }
 
 func (o *wsSink) pending() int { return len(o.buf) }
 
+// ping sends a ping and, in a goroutine of its own (the writer goes on),
+// waits for its pong within the write timeout, closing the connection
+// without one: a half-open connection is found within the ping interval
+// and that. One ping at a time.
 func (o *wsSink) ping() error {
-	ctx, cancel := context.WithTimeout(o.ctx, o.timeout)
-	defer cancel()
-	return o.c.Ping(ctx)
+	if !o.pinging.CompareAndSwap(false, true) {
+		return nil
+	}
+	o.sb.wrote.Store(time.Now().UnixNano()) // not asked again meanwhile
+	go func() {
+		defer o.pinging.Store(false)
+		ctx, cancel := context.WithTimeout(o.ctx, o.timeout)
+		defer cancel()
+		if err := o.c.Ping(ctx); err != nil {
+			_ = o.c.CloseNow()
+		}
+	}()
+	return nil
 }
