@@ -34,11 +34,12 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 	edge := startNode(t, "edge", "edge", "", "--nats", withUser("edge"))
 	edge.waitReady(t)
 
+	// Over HTTP, to the serve process's edge; the CLI publishes the last.
 	publish := func(i int) {
 		t.Helper()
-		res := jetway(t, "", "push", "publish", "e2e.news", fmt.Sprint("m", i), "--app-key", writer, "--edge", srv.edge)
-		if res.code != 0 {
-			t.Fatalf("publish %d: %d %s%s", i, res.code, res.stdout, res.stderr)
+		r, err := do(http.MethodPost, srv.edge+"/_jetway/publish/e2e.news", strings.NewReader(fmt.Sprint("m", i)), http.Header{"X-Api-Key": {writer}})
+		if err != nil || r.status != http.StatusOK {
+			t.Fatalf("publish %d: %v %v", i, r, err)
 		}
 	}
 	// The reader's edge may not have the topic and app yet: retry the dial.
@@ -48,12 +49,12 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 		c, err = pushclient.Dial(context.Background(), pushclient.Options{Edge: edge.edge, Topic: "e2e.news", Transport: "ws", Header: http.Header{"X-Api-Key": {reader}}, From: "0"})
 		return err
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	got := map[int]bool{}
 	last := ""
 	read := func(c *pushclient.Conn, upTo int) {
 		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
 		for len(got) < upTo {
 			ev, err := c.Next(ctx)
 			if err != nil {
@@ -80,13 +81,16 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 	for i := 20; i < 30; i++ {
 		publish(i) // while the client is away
 	}
-	c2, err := pushclient.Dial(ctx, pushclient.Options{Edge: srv.edge, Topic: "e2e.news", Transport: "sse", Header: http.Header{"X-Api-Key": {reader}}, After: last})
+	c2, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: srv.edge, Topic: "e2e.news", Transport: "sse", Header: http.Header{"X-Api-Key": {reader}}, After: last})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
 	read(c2, 30)
-	publish(30) // and live again
+	// And live again, from the CLI, which prints the sequence.
+	if res := jetway(t, "", "push", "publish", "e2e.news", "m30", "--app-key", writer, "--edge", srv.edge); res.code != 0 || strings.TrimSpace(res.stdout) != "31" {
+		t.Fatalf("push publish: %d %q %s", res.code, res.stdout, res.stderr)
+	}
 	read(c2, 31)
 
 	// The reader may not publish; an unknown key is refused before any stream.

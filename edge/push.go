@@ -77,13 +77,40 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		writeError(w, bus.CodeForbidden, "origin not allowed for topic "+t.Name, id)
 		return
 	}
+	publish := verb == "publish"
+	if publish {
+		// A publish is a call like an API's: it counts against the
+		// edge's in-flight cap before its body is read (a subscription,
+		// long-lived, does not count).
+		n := e.inflight.Add(1)
+		defer e.inflight.Add(-1)
+		if limit := e.o.MaxInFlight; limit > 0 && n > limit {
+			writeError(w, bus.CodeOverloaded, fmt.Sprintf("this edge is serving %d requests, its limit", limit), id)
+			return
+		}
+	}
+	keyDigest := "" // a key's connection ends when the key is revoked
+	if tr.auth.method(r) == "key" {
+		keyDigest = registry.KeyDigest(apiKey(r.Header.Clone()))
+	}
+	// The body is read after the caller is known, except for a signed
+	// request, whose signature covers the body's digest: a stranger
+	// never makes the edge read megabytes.
+	var app *registry.App
+	var err error
+	signed := tr.auth.signed(r)
+	if !signed {
+		if app, err = Authenticate(r, tr.auth, Caller{Addr: addr, Path: sent}); err != nil {
+			writeRefusal(w, asError(err), id)
+			return
+		}
+	}
 	var body []byte
-	if verb == "publish" {
+	if publish {
 		limit, tooLarge := int64(registry.MaxPushMessage), push.ErrTooLarge.Error()
 		if batch {
 			limit, tooLarge = maxBatchBody, fmt.Sprintf("a batch is at most %d bytes", maxBatchBody)
 		}
-		var err error
 		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit)); err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
@@ -94,28 +121,17 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 			return
 		}
 	}
-	keyDigest := "" // a key's connection ends when the key is revoked
-	if tr.auth.method(r) == "key" {
-		keyDigest = registry.KeyDigest(apiKey(r.Header.Clone()))
+	if signed {
+		if app, err = Authenticate(r, tr.auth, Caller{Addr: addr, Path: sent, Body: body}); err != nil {
+			writeRefusal(w, asError(err), id)
+			return
+		}
 	}
-	app, err := Authenticate(r, tr.auth, Caller{Addr: addr, Path: sent, Body: body})
-	if err != nil {
-		writeRefusal(w, asError(err), id)
-		return
-	}
-	if why := mayUse(t, app, verb == "publish"); why != "" {
+	if why := mayUse(t, app, publish); why != "" {
 		writeError(w, bus.CodeForbidden, why, id)
 		return
 	}
-	if verb == "publish" {
-		// A publish is a call like an API's: it counts against the
-		// edge's in-flight cap (a subscription, long-lived, does not).
-		n := e.inflight.Add(1)
-		defer e.inflight.Add(-1)
-		if limit := e.o.MaxInFlight; limit > 0 && n > limit {
-			writeError(w, bus.CodeOverloaded, fmt.Sprintf("this edge is serving %d requests, its limit", limit), id)
-			return
-		}
+	if publish {
 		if batch {
 			e.publishBatch(w, r, id, t, app, body)
 		} else {
@@ -295,11 +311,12 @@ func (e *Edge) publishBatch(w http.ResponseWriter, r *http.Request, id string, t
 		writeError(w, bus.CodeBadRequest, err.Error(), id)
 		return
 	}
-	// Every message refused by the stream or the bus, none by itself:
-	// the batch is the bus's failure, and may be retried whole.
+	// Every message refused by the stream or the bus, none by itself
+	// and none of unknown outcome: the batch is the bus's failure, and
+	// may be retried whole.
 	down := true
 	for _, it := range items {
-		if it.Stored || it.Bad || (it.Error == "" && !it.Stored) {
+		if it.Stored || it.Bad || it.Unknown || it.Error == "" {
 			down = false
 			break
 		}

@@ -32,6 +32,7 @@ type hub struct {
 	// the next entry, and entries below tail are gone (evicted to keep the
 	// ring within its bytes).
 	ring  []atomic.Pointer[delivery]
+	epoch string // of the stream when the hub started: its entries' wire forms carry it
 	head  atomic.Uint64
 	tail  uint64 // the consumer's own
 	bytes int    // the consumer's own: the data the ring holds
@@ -52,6 +53,11 @@ type sub struct {
 	app, device string
 	wake        chan struct{} // capacity 1: a message for it is in the ring, or a ping is due
 	kick        chan string   // capacity 1: the reason the connection must end
+	// next is 1 + the ring index of the first entry for it since its
+	// writer last took next (0: none), so that a writer woken now and
+	// then on a busy topic skips the entries of others rather than
+	// falling behind the ring (session.go, drain).
+	next atomic.Uint64
 	// check says why the subscriber may no longer stay ("" : it may).
 	check func(*registry.Snapshot) string
 
@@ -147,10 +153,12 @@ func (s *Server) join(ctx context.Context, p bus.PushStore, topic string, sb *su
 		h.timer = nil
 	}
 	s.conns.Add(1) // under the lock that Close takes before it waits
-	s.mu.Unlock()
+	// In the hub under s.mu too: Close, which takes s.mu first, either
+	// refused this join or finds the subscriber there to end it.
 	h.mu.Lock()
 	h.subs[sb] = struct{}{}
 	h.mu.Unlock()
+	s.mu.Unlock()
 	return h, nil
 }
 
@@ -188,7 +196,7 @@ func (s *Server) startHub(ctx context.Context, p bus.PushStore, topic string) (*
 		return nil, err
 	}
 	h := &hub{s: s, key: p.Stream + " " + topic, store: p, topic: topic, prefix: p.TopicPrefix(topic), subs: map[*sub]struct{}{},
-		ring: make([]atomic.Pointer[delivery], s.o.RingLen)}
+		ring: make([]atomic.Pointer[delivery], s.o.RingLen), epoch: st.epoch}
 	ctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
 	cons, err := s.js.OrderedConsumer(ctx, p.Stream, jetstream.OrderedConsumerConfig{
@@ -223,14 +231,18 @@ func (h *hub) deliver(m jetstream.Msg) {
 	if d.kind, d.app, d.id, ok = parseSubject(m.Subject(), h.prefix); !ok {
 		return
 	}
+	// Its wire forms, once for every session of the hub: they count in
+	// the ring's bytes, so the bound holds whatever the data's escaping.
+	d.epoch = h.epoch
+	d.ws, d.sse = wsLine(h.topic, h.epoch, d), sseEvent(h.epoch, d)
 	n := uint64(len(h.ring))
 	d.idx = h.head.Load()
 	// Make room: the entry it overwrites, and the oldest until the ring's
-	// data is within its bytes (a reader there has fallen behind).
+	// bytes are within the bound (a reader there has fallen behind).
 	if d.idx >= n && h.tail <= d.idx-n {
 		h.evict()
 	}
-	h.bytes += len(d.data)
+	h.bytes += d.size()
 	for h.bytes > h.s.o.RingBytes && h.tail < d.idx {
 		h.evict()
 	}
@@ -239,6 +251,9 @@ func (h *hub) deliver(m jetstream.Msg) {
 	h.mu.RLock()
 	for sb := range h.subs {
 		if sb.wants(d) {
+			// The first entry for it since its writer last looked: the
+			// writer goes straight there past others' entries.
+			sb.next.CompareAndSwap(0, d.idx+1)
 			sb.poke()
 		}
 	}
@@ -249,7 +264,7 @@ func (h *hub) deliver(m jetstream.Msg) {
 func (h *hub) evict() {
 	slot := &h.ring[h.tail%uint64(len(h.ring))]
 	if d := slot.Load(); d != nil && d.idx == h.tail {
-		h.bytes -= len(d.data)
+		h.bytes -= d.size()
 		slot.Store(nil)
 	}
 	h.tail++
@@ -265,6 +280,20 @@ func (h *hub) allLagging() {
 		sb.poke()
 	}
 	h.mu.RUnlock()
+}
+
+// abortWriters closes the connections of the hub's subscribers that are
+// in a write.
+func (h *hub) abortWriters() {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for sb := range h.subs {
+		if sb.writing.Load() != 0 {
+			if abort := sb.abort.Load(); abort != nil {
+				(*abort)()
+			}
+		}
+	}
 }
 
 // shut stops the hub's consumer and ends its subscribers.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -252,5 +253,201 @@ func natstestCheck(t *testing.T, wait time.Duration, f func() error) {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A device client that reads at once is woken only for its own messages;
+// the traffic of other devices between two of them must not push it
+// behind the ring and into a replay for each.
+func TestQuietDeviceDoesNotReplay(t *testing.T) {
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{RingLen: 16}})
+	g.PutTopic(topic)
+	pub, shop := g.PutKeyedApp("pub"), g.PutKeyedApp("shop")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.URL, "http")+"/_jetway/ws/orders?device=d1", &websocket.DialOptions{HTTPHeader: http.Header{"X-Api-Key": {shop}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	_, _, _ = conn.Read(ctx) // ready
+	const rounds = 5
+	for r := range rounds {
+		for i := range 40 {
+			publish(t, g, pub, "?to=device&app=shop&device=other"+fmt.Sprint(i), "x")
+		}
+		publish(t, g, pub, "?to=device&app=shop&device=d1", fmt.Sprint("mine", r))
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, b, err := conn.Read(rctx)
+		rcancel()
+		if err != nil || !strings.Contains(string(b), fmt.Sprint("mine", r)) {
+			t.Fatalf("%s %v", b, err)
+		}
+	}
+	if st := g.Push.Stats(); st.CatchUps > 0 {
+		t.Errorf("caught up from the stream %d times for %d messages read at once: %+v", st.CatchUps, rounds, st)
+	}
+}
+
+// Many devices of two apps, broadcasts, app and device messages from
+// several publishers at once, a ring small enough to be overrun: each
+// client gets exactly the messages addressed to it, in order.
+func TestEveryClientGetsExactlyItsOwn(t *testing.T) {
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{RingLen: 8}})
+	g.PutTopic(`{"name":"orders","publish":["pub"],"subscribe":["*"]}`)
+	pub := g.PutKeyedApp("pub")
+	keys := map[string]string{"a": g.PutKeyedApp("a"), "b": g.PutKeyedApp("b")}
+	type client struct {
+		app, device string
+		got         []string
+	}
+	var clients []*client
+	for _, app := range []string{"a", "b"} {
+		for d := range 4 {
+			clients = append(clients, &client{app: app, device: fmt.Sprint("d", d)})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := make(chan struct{})
+	for _, c := range clients {
+		conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.URL, "http")+"/_jetway/ws/orders?device="+c.device, &websocket.DialOptions{HTTPHeader: http.Header{"X-Api-Key": {keys[c.app]}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.CloseNow()
+		conn.SetReadLimit(16 << 20)
+		if _, _, err := conn.Read(ctx); err != nil { // ready
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+				_, b, err := conn.Read(rctx)
+				rcancel()
+				if err != nil {
+					select {
+					case <-done:
+						return
+					default:
+						continue
+					}
+				}
+				for _, line := range strings.Split(string(b), "\n") {
+					var f struct{ Type, Data string }
+					if json.Unmarshal([]byte(line), &f) == nil && f.Type == "message" {
+						mu.Lock()
+						c.got = append(c.got, f.Data)
+						mu.Unlock()
+					}
+				}
+			}
+		}()
+	}
+	// What each client must get, in publish order per publisher.
+	want := map[*client][]string{}
+	var pw sync.WaitGroup
+	for p := range 3 {
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			for i := range 60 {
+				data := fmt.Sprintf("p%d-%d", p, i)
+				var q string
+				var to func(c *client) bool
+				switch i % 3 {
+				case 0:
+					q, to = "", func(*client) bool { return true }
+				case 1:
+					app := []string{"a", "b"}[i%2]
+					q, to = "?to=app&app="+app, func(c *client) bool { return c.app == app }
+				default:
+					app, dev := []string{"a", "b"}[(i/3)%2], fmt.Sprint("d", i%4)
+					q, to = "?to=device&app="+app+"&device="+dev, func(c *client) bool { return c.app == app && c.device == dev }
+				}
+				mu.Lock() // publish and note under one lock: the stream's order is the notes' order
+				r := g.Do("POST", "/_jetway/publish/orders"+q, strings.NewReader(data), "X-Api-Key", pub)
+				if r.Status == 200 {
+					for _, c := range clients {
+						if to(c) {
+							want[c] = append(want[c], data)
+						}
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	pw.Wait()
+	natstestCheck(t, 20*time.Second, func() error {
+		for _, c := range clients {
+			mu.Lock()
+			n, w := len(c.got), len(want[c])
+			mu.Unlock()
+			if n < w {
+				return fmt.Errorf("%s/%s has %d of %d", c.app, c.device, n, w)
+			}
+		}
+		return nil
+	})
+	close(done)
+	cancel()
+	wg.Wait()
+	for _, c := range clients {
+		if strings.Join(c.got, " ") != strings.Join(want[c], " ") {
+			t.Errorf("%s/%s got %d messages, want %d:\n got %v\nwant %v", c.app, c.device, len(c.got), len(want[c]), c.got, want[c])
+		}
+	}
+}
+
+// A caller without credentials is refused before the edge reads its body:
+// a publish whose body never comes is answered at once.
+func TestPublishRefusedBeforeTheBody(t *testing.T) {
+	g, _, _ := start(t)
+	for _, path := range []string{"/_jetway/publish/orders", "/_jetway/publish/orders/batch"} {
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+path, pr)
+		req.ContentLength = 8 << 20 // announced, never sent
+		resp, err := http.DefaultClient.Do(req)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: no answer before the body: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("%s: %d", path, resp.StatusCode)
+		}
+	}
+}
+
+// A batch whose acks outlive the publish deadline says "unknown" for
+// them, never "refused", and is not a 503 to retry whole: the stream may
+// well have stored them.
+func TestBatchTimeoutIsUnknownNotRefused(t *testing.T) {
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{RequestTimeout: time.Millisecond}})
+	g.PutTopic(topic)
+	pub := g.PutKeyedApp("pub")
+	var msgs []string
+	for i := range 1000 {
+		msgs = append(msgs, fmt.Sprintf(`{"data":"m%d"}`, i))
+	}
+	r := g.Do("POST", "/_jetway/publish/orders/batch", strings.NewReader(`{"messages":[`+strings.Join(msgs, ",")+`]}`), "X-Api-Key", pub)
+	var out struct{ Results []push.BatchItem }
+	if err := json.Unmarshal([]byte(r.Body), &out); err != nil || r.Status != 200 || len(out.Results) != 1000 {
+		t.Fatalf("%d %.300s", r.Status, r.Body)
+	}
+	for i, it := range out.Results {
+		if !it.Stored && !it.Unknown {
+			t.Fatalf("item %d refused though only its answer was late: %+v", i, it)
+		}
+		if strings.HasPrefix(it.Cursor, ":") {
+			t.Fatalf("item %d: a cursor without its epoch: %q", i, it.Cursor)
+		}
 	}
 }

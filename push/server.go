@@ -126,11 +126,22 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	done := make(chan struct{})
 	go func() { s.conns.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	// A writer blocked on a client that does not read would hold Close
+	// until its write timeout, and never see the kick: a stopping edge
+	// closes those connections at once.
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		for _, h := range hubs {
+			h.abortWriters()
+		}
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
 	}
 }
 
@@ -260,6 +271,9 @@ type BatchItem struct {
 	Duplicate bool   `json:"duplicate,omitempty"`
 	Stored    bool   `json:"stored"`
 	Error     string `json:"error,omitempty"`
+	// Unknown: the stream's answer did not come in time; the message may
+	// be stored (retry it with its idempotency key to know).
+	Unknown bool `json:"unknown,omitempty"`
 	// Bad marks an Error that is the message's own (400), not the
 	// stream's or the bus's.
 	Bad bool `json:"-"`
@@ -287,27 +301,53 @@ func (s *Server) PublishBatch(ctx context.Context, t *registry.Topic, publisher 
 			out[i] = BatchItem{Error: publishErr(err).Error()}
 		}
 	}
-	best := t.ModeOrDefault() == registry.TopicBestEffort
-	var epoch string
+	if t.ModeOrDefault() == registry.TopicBestEffort {
+		return out, nil
+	}
+	// The epoch of any state read since the edge started (it changes only
+	// when the stream is made anew); none known: no cursors.
+	epoch := ""
+	if st, err := s.state(ctx, t.Store(), time.Time{}); err == nil {
+		epoch = st.epoch
+	}
 	for i, f := range acks {
-		if f == nil || best {
+		if f == nil {
 			continue
 		}
-		select {
-		case ack := <-f.Ok():
-			if epoch == "" {
-				if st, err := s.state(ctx, t.Store(), time.Time{}); err == nil {
-					epoch = st.epoch
-				}
-			}
-			out[i] = BatchItem{Seq: ack.Sequence, Duplicate: ack.Duplicate, Stored: true, Cursor: Cursor{Epoch: epoch, Seq: ack.Sequence}.String()}
-		case err := <-f.Err():
+		ack, ok, err := waitAck(ctx, f)
+		switch {
+		case !ok:
+			out[i] = BatchItem{Unknown: true, Error: "publishing: no answer from the stream in time; the message may be stored"}
+		case err != nil:
 			out[i] = BatchItem{Error: publishErr(err).Error()}
-		case <-ctx.Done():
-			out[i] = BatchItem{Error: "publishing: no answer from the stream in time: " + ctx.Err().Error()}
+		default:
+			out[i] = BatchItem{Seq: ack.Sequence, Duplicate: ack.Duplicate, Stored: true}
+			if epoch != "" {
+				out[i].Cursor = Cursor{Epoch: epoch, Seq: ack.Sequence}.String()
+			}
 		}
 	}
 	return out, nil
+}
+
+// waitAck waits for a publish's answer within ctx; answered is false when
+// none came. An answer already there wins over an ended ctx.
+func waitAck(ctx context.Context, f jetstream.PubAckFuture) (ack *jetstream.PubAck, answered bool, err error) {
+	select {
+	case ack := <-f.Ok():
+		return ack, true, nil
+	case err := <-f.Err():
+		return nil, true, err
+	default:
+	}
+	select {
+	case ack := <-f.Ok():
+		return ack, true, nil
+	case err := <-f.Err():
+		return nil, true, err
+	case <-ctx.Done():
+		return nil, false, nil
+	}
 }
 
 // newMsg is the stream message of a message to publish: its subject, its

@@ -33,6 +33,9 @@ type Session struct {
 	cursor uint64 // the last sequence delivered or passed
 	pos    uint64 // the next ring entry to read
 	resets uint64 // the hub's consumer resets when pos was set
+	// caughtUp: every entry before pos is read (the last drain ended at
+	// the ring's head).
+	caughtUp bool
 	// catchUp: read from the stream after cursor before live messages.
 	catchUp bool
 	gap     *Gap
@@ -60,7 +63,7 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	}
 	// Read after the join: every message the hub gets from here on has
 	// an index at or above pos.
-	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb, pos: h.head.Load(), resets: h.resets.Load()}
+	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb, pos: h.head.Load(), resets: h.resets.Load(), caughtUp: true}
 	if err := ss.begin(ctx, c.Topic, c.Start); err != nil {
 		s.leave(h, sb)
 		return nil, err
@@ -185,7 +188,10 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 	catchUp := ss.catchUp
 	for {
 		if catchUp {
+			// Marks of entries before here are the replay's to cover.
+			ss.sb.next.Store(0)
 			ss.pos, ss.resets = ss.h.head.Load(), ss.h.resets.Load()
+			ss.caughtUp = true
 			if reason, err := ss.replay(ctx, out); reason != "" || err != nil {
 				return reason, err
 			}
@@ -223,8 +229,23 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 
 // drain writes the ring's entries for the subscriber from pos on, up to a
 // batch. lag: an entry it needed is gone; more: the ring holds more.
+//
+// A subscriber of a busy topic that few messages are for (one device among
+// thousands) would fall behind the ring between two of its own, and catch
+// up from the stream for each. So drain starts where the hub says the
+// first entry for it is (sub.next), when everything before pos has been
+// read (caughtUp): past others' entries, or back to one whose mark came
+// after the last look (its entries are dropped by sequence if seen).
 func (ss *Session) drain(out sink) (lag, more bool) {
 	h := ss.h
+	next := ss.sb.next.Swap(0)
+	switch head := h.head.Load(); {
+	case next != 0 && (ss.caughtUp || next-1 < ss.pos):
+		ss.pos = next - 1
+	case next == 0 && ss.caughtUp:
+		ss.pos = max(ss.pos, head) // nothing for it since the last look
+	}
+	defer func() { ss.caughtUp = !lag && !more }()
 	for n := 0; ; {
 		if ss.pos >= h.head.Load() {
 			return false, false

@@ -48,11 +48,18 @@ func (o *sseSink) ready(topic string, c Cursor) {
 }
 
 func (o *sseSink) message(_, epoch string, d *delivery) {
-	o.buf = append(o.buf, d.encoded(encSSE, epoch, func() []byte {
-		var e sseSink
-		e.event("", Cursor{Epoch: epoch, Seq: d.seq}.String(), d.data)
-		return e.buf
-	})...)
+	if d.sse != nil && d.epoch == epoch {
+		o.buf = append(o.buf, d.sse...)
+		return
+	}
+	o.event("", Cursor{Epoch: epoch, Seq: d.seq}.String(), d.data)
+}
+
+// sseEvent is a message's event.
+func sseEvent(epoch string, d *delivery) []byte {
+	var e sseSink
+	e.event("", Cursor{Epoch: epoch, Seq: d.seq}.String(), d.data)
+	return e.buf
 }
 
 func (o *sseSink) gap(_ string, g Gap) { o.event("gap", "", jsonText(g)) }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -60,32 +59,14 @@ type delivery struct {
 	id   string
 	data []byte
 	at   time.Time
-	// enc holds what each transport wrote of it, made by the first
-	// session that needed it, for the others of the same epoch.
-	enc [2]atomic.Pointer[encoded]
+	// A live delivery's wire forms, made once by its hub for every
+	// session of the hub's epoch (nil: make them, see wsLine, sseEvent).
+	epoch   string
+	ws, sse []byte
 }
 
-// The transports' encodings of a delivery.
-const (
-	encWS = iota
-	encSSE
-)
-
-type encoded struct {
-	epoch string
-	b     []byte
-}
-
-// encoded returns the transport's encoding of the delivery for epoch,
-// making it with make the first time.
-func (d *delivery) encoded(kind int, epoch string, make func() []byte) []byte {
-	if e := d.enc[kind].Load(); e != nil && e.epoch == epoch {
-		return e.b
-	}
-	b := make()
-	d.enc[kind].Store(&encoded{epoch: epoch, b: b})
-	return b
-}
+// size is what the delivery holds, for the ring's bytes.
+func (d *delivery) size() int { return len(d.data) + len(d.ws) + len(d.sse) }
 
 // parseSubject reads a push subject's address: its last four tokens
 // (kind, app, id, key) after the topic's prefix.

@@ -137,11 +137,17 @@ func (o *wsSink) ready(topic string, c Cursor) {
 	o.add(wsFrame{Type: "ready", Topic: topic, Cursor: c.String()})
 }
 
+// wsLine is a message's line in a frame.
+func wsLine(topic, epoch string, d *delivery) []byte {
+	b, _ := json.Marshal(wsFrame{Type: "message", Topic: topic, Cursor: Cursor{Epoch: epoch, Seq: d.seq}.String(), Data: string(d.data)})
+	return b
+}
+
 func (o *wsSink) message(topic, epoch string, d *delivery) {
-	line := d.encoded(encWS, epoch, func() []byte {
-		b, _ := json.Marshal(wsFrame{Type: "message", Topic: topic, Cursor: Cursor{Epoch: epoch, Seq: d.seq}.String(), Data: string(d.data)})
-		return b
-	})
+	line := d.ws
+	if line == nil || d.epoch != epoch {
+		line = wsLine(topic, epoch, d)
+	}
 	if len(o.buf) > 0 {
 		o.buf = append(o.buf, '\n')
 	}

@@ -181,6 +181,11 @@ func (s *NonceStore) watch() {
 	})
 	if err != nil {
 		sub = nil
+	} else {
+		// Once per store: the subscription is in place on the server
+		// before the claim that started it returns, so a deletion right
+		// after is heard, not learned a minute later from the stream.
+		_ = s.nc.FlushTimeout(nonceReopenTimeout)
 	}
 	go func() {
 		t := time.NewTicker(nonceLearnEvery)
