@@ -97,6 +97,13 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 	if res := jetway(t, "", "push", "publish", "e2e.news", "x", "--app-key", reader, "--edge", srv.edge); res.code == 0 || !strings.Contains(res.stderr, "403") {
 		t.Errorf("reader published: %d %s%s", res.code, res.stdout, res.stderr)
 	}
+	// The edge's push counters, on /metrics and from the CLI.
+	if r := get(t, srv.admin+"/metrics"); !strings.Contains(string(r.body), "jetway_push_delivered_total{") || !strings.Contains(string(r.body), "jetway_push_delivery_seconds_bucket{") {
+		t.Errorf("/metrics has no push counters:\n%.2000s", r.body)
+	}
+	if res := jetway(t, "", "push", "stats", "--node", srv.admin); res.code != 0 || !strings.Contains(res.stdout, "connections    1") {
+		t.Errorf("push stats: %d %s%s", res.code, res.stdout, res.stderr)
+	}
 	// The CLI subscriber prints "<seq> <data>" and exits after --count.
 	res := jetway(t, "", "push", "subscribe", "e2e.news", "--app-key", reader, "--edge", srv.edge, "--from", "0", "--count", "2")
 	if res.code != 0 || !strings.HasPrefix(res.stdout, "1 m0\n2 m1\n") {

@@ -167,8 +167,19 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		}
 		return mayUse(t, a, false)
 	}
+	release, refused := e.o.Push.Admit(app.ID, addr)
+	if refused != nil {
+		code := bus.CodeRateLimited
+		if refused.Overloaded {
+			code = bus.CodeOverloaded
+		}
+		writeRefusal(w, &Error{Code: code, Message: refused.Message, RetryAfter: retryAfterSecs(refused.RetryAfter)}, id)
+		return
+	}
+	sub.Release = release
 	ss, err := e.o.Push.Open(r.Context(), sub)
 	if err != nil {
+		release()
 		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
 		return
 	}

@@ -448,3 +448,65 @@ func TestBatchPublish(t *testing.T) {
 		t.Errorf("a batch from an app that may not publish: %d %s", r.Status, r.Body)
 	}
 }
+
+// Admission: an app over its connection cap gets 429, a connect past the
+// edge's rate 503, both with Retry-After; a connection that ends frees
+// its place. The counters and the delivery histogram are on /metrics.
+func TestAdmissionAndMetrics(t *testing.T) {
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{MaxConnsPerApp: 1, ConnectRate: 3}})
+	g.PutTopic(topic)
+	pub, shop := g.PutKeyedApp("pub"), g.PutKeyedApp("shop")
+	dial := func() (*pushclient.Conn, error) {
+		return pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "orders", Transport: "ws", Header: http.Header{"X-Api-Key": {shop}}})
+	}
+	c, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := g.Do("GET", "/_jetway/sse/orders", nil, "X-Api-Key", shop)
+	if r.Status != 429 || r.Code != "RATE_LIMITED" || r.Header.Get("Retry-After") == "" {
+		t.Errorf("over the app's cap: %d %s %v", r.Status, r.Body, r.Header)
+	}
+	publish(t, g, pub, "", "one")
+	if ev := next(t, c); ev.Data != "one" {
+		t.Fatalf("%+v", ev)
+	}
+	c.Close()
+	natstestCheck(t, 5*time.Second, func() error {
+		if st := g.Push.Stats(); st.Connections != 0 {
+			return fmt.Errorf("%+v", st)
+		}
+		return nil
+	})
+	// Its place is free again; the rate (3 a second) refuses the rest.
+	var refused *pushclient.HTTPError
+	for i := range 5 {
+		c, err := dial()
+		if err == nil {
+			c.Close()
+			natstestCheck(t, 5*time.Second, func() error {
+				if st := g.Push.Stats(); st.Connections != 0 {
+					return fmt.Errorf("%+v", st)
+				}
+				return nil
+			})
+			continue
+		}
+		if !errors.As(err, &refused) || refused.Status != 503 || refused.Code != "OVERLOADED" {
+			t.Fatalf("connect %d: %v", i, err)
+		}
+		break
+	}
+	if refused == nil {
+		t.Fatal("5 connects in a second at a rate of 3: none refused")
+	}
+	var b strings.Builder
+	if err := g.Push.WritePrometheus(&b, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`jetway_push_delivered_total{node="n1"} 1`, `jetway_push_refused_total{node="n1"} 2`, `jetway_push_delivery_seconds_count{node="n1"} 1`, `jetway_push_connections{node="n1"} 0`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("metrics lack %s:\n%s", want, b.String())
+		}
+	}
+}

@@ -46,6 +46,11 @@ type Options struct {
 	// Replays caps the replay batches (direct gets) in flight at once on
 	// this edge, whatever the number of clients catching up; 0 means 32.
 	Replays int
+	// MaxConnsPerApp and MaxConnsPerIP cap this edge's connections of one
+	// app and from one client address (429 with Retry-After past them);
+	// 0: no cap. ConnectRate caps the new connections a second on this
+	// edge (503 with Retry-After: a reconnect storm is paced); 0: none.
+	MaxConnsPerApp, MaxConnsPerIP, ConnectRate int
 }
 
 // Server is an edge's push side: publishes, hubs and subscribers.
@@ -60,8 +65,12 @@ type Server struct {
 	replays chan struct{}          // a slot per replay batch in flight
 
 	stats struct {
-		conns, delivered, catchUps, replayed, writeTimeouts atomic.Int64
+		conns, delivered, catchUps, replayed, writeTimeouts, refused atomic.Int64
 	}
+
+	admitMu sync.Mutex
+	admit   *admission
+	latency histogram // publish → write of live deliveries
 
 	mu     sync.Mutex
 	hubs   map[string]*hub
@@ -103,8 +112,12 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("push: %w", err)
 	}
+	adm, err := newAdmission(o)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{o: o, log: o.Logger, nc: o.Conn, js: js, hubs: map[string]*hub{}, stop: make(chan struct{}),
-		st: map[string]streamState{}, replays: make(chan struct{}, o.Replays)}
+		st: map[string]streamState{}, replays: make(chan struct{}, o.Replays), admit: adm}
 	go s.janitor()
 	return s, nil
 }
@@ -160,6 +173,9 @@ type Stats struct {
 	// WriteTimeouts counts the connections closed because a write
 	// blocked past the write timeout (a client that does not read).
 	WriteTimeouts int64 `json:"write_timeouts"`
+	// Refused counts the connections refused at admission (a cap, the
+	// connect rate).
+	Refused int64 `json:"refused"`
 }
 
 // Stats returns the counters.
@@ -168,7 +184,8 @@ func (s *Server) Stats() Stats {
 	topics := len(s.hubs)
 	s.mu.Unlock()
 	return Stats{Connections: s.stats.conns.Load(), Topics: topics, Delivered: s.stats.delivered.Load(),
-		Replayed: s.stats.replayed.Load(), CatchUps: s.stats.catchUps.Load(), WriteTimeouts: s.stats.writeTimeouts.Load()}
+		Replayed: s.stats.replayed.Load(), CatchUps: s.stats.catchUps.Load(), WriteTimeouts: s.stats.writeTimeouts.Load(),
+		Refused: s.stats.refused.Load()}
 }
 
 // Message is one message to publish.

@@ -19,6 +19,8 @@ type Subscriber struct {
 	// Check is asked with every registry snapshot (Server.Recheck); a
 	// reason ends the connection with it.
 	Check func(*registry.Snapshot) string
+	// Release, when set, is called once the connection ends (Admit's).
+	Release func()
 }
 
 // Session is a subscription opened and not yet served: its hub is live,
@@ -39,6 +41,7 @@ type Session struct {
 	// catchUp: read from the stream after cursor before live messages.
 	catchUp bool
 	gap     *Gap
+	release func() // nil: none
 }
 
 var errClosed = errors.New("the edge is shutting down")
@@ -63,7 +66,7 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	}
 	// Read after the join: every message the hub gets from here on has
 	// an index at or above pos.
-	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb, pos: h.head.Load(), resets: h.resets.Load(), caughtUp: true}
+	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb, pos: h.head.Load(), resets: h.resets.Load(), caughtUp: true, release: c.Release}
 	if err := ss.begin(ctx, c.Topic, c.Start); err != nil {
 		s.leave(h, sb)
 		return nil, err
@@ -76,6 +79,9 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 func (ss *Session) close() {
 	ss.s.stats.conns.Add(-1)
 	ss.s.leave(ss.h, ss.sb)
+	if ss.release != nil {
+		ss.release()
+	}
 }
 
 // begin resolves the start: live only (after the stream's last message
@@ -246,6 +252,7 @@ func (ss *Session) drain(out sink) (lag, more bool) {
 		ss.pos = max(ss.pos, head) // nothing for it since the last look
 	}
 	defer func() { ss.caughtUp = !lag && !more }()
+	var now time.Time // once a drain: the write follows at once
 	for n := 0; ; {
 		if ss.pos >= h.head.Load() {
 			return false, false
@@ -261,6 +268,10 @@ func (ss *Session) drain(out sink) (lag, more bool) {
 		if ss.sb.wants(d) && d.seq > ss.cursor {
 			ss.cursor = d.seq
 			ss.s.stats.delivered.Add(1)
+			if now.IsZero() {
+				now = time.Now()
+			}
+			ss.s.latency.observe(now.Sub(d.at))
 			out.message(ss.topic, ss.epoch, d)
 			n++
 		}

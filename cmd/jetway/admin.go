@@ -61,10 +61,21 @@ func (n *node) adminHandler() http.Handler {
 		_ = json.NewEncoder(w).Encode(body)
 	})
 	mux.Handle("GET /nodes", n.tracker)
+	mux.HandleFunc("GET /push", func(w http.ResponseWriter, _ *http.Request) {
+		if n.push == nil {
+			http.Error(w, "this node serves no push clients (edges do)", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(n.push.Stats())
+	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		if n.metrics != nil {
 			_ = n.metrics.WritePrometheus(w)
+		}
+		if n.push != nil {
+			_ = n.push.WritePrometheus(w, n.id)
 		}
 		if n.worker != nil {
 			n.writeWireMetrics(w)

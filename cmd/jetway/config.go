@@ -97,6 +97,8 @@ type nodeFlags struct {
 	pprof       bool
 	accessLog   bool
 	maxInFlight int64
+	// push admission (push.Options)
+	pushPerApp, pushPerIP, pushConnectRate int
 
 	adminToken        string
 	adminTLSCert      string
@@ -157,6 +159,9 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&f.listen, "listen", ":8080", "edge HTTP address")
 		fs.Int64Var(&f.maxInFlight, "max-inflight", 10000, "requests the edge serves at once across all APIs; past it 503 OVERLOADED (0: no cap)")
 		fs.IntVar(&f.maxConns, "max-conns", 20000, "client connections the edge keeps open at once; past it new ones are closed (0: no cap)")
+		fs.IntVar(&f.pushPerApp, "push-max-conns-per-app", 0, "push connections one app may hold on this edge; past it 429 with Retry-After (0: no cap)")
+		fs.IntVar(&f.pushPerIP, "push-max-conns-per-ip", 0, "push connections one client address may hold on this edge; past it 429 with Retry-After (0: no cap)")
+		fs.IntVar(&f.pushConnectRate, "push-connect-rate", 5000, "new push connections a second this edge takes; past it 503 with Retry-After, so a reconnect storm is paced (0: no cap)")
 		fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers (slow clients are cut off)")
 		fs.DurationVar(&f.readTimeout, "read-timeout", 60*time.Second, "time a client has to send a whole request, body included")
 		fs.DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection is kept")
@@ -387,6 +392,9 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 	}{
 		{"--max-inflight", c.maxInFlight},
 		{"--max-conns", int64(c.maxConns)},
+		{"--push-max-conns-per-app", int64(c.pushPerApp)},
+		{"--push-max-conns-per-ip", int64(c.pushPerIP)},
+		{"--push-connect-rate", int64(c.pushConnectRate)},
 		{"--max-header-bytes", int64(c.maxHeaderBytes)},
 	} {
 		if n.v < 0 {

@@ -281,7 +281,8 @@ func (n *node) startEdge(ctx context.Context) error {
 		eo.AccessLog = al.With("role", string(n.role), "log", "access")
 		n.metrics.CountAccessLogDrops(n.accessLog.Dropped)
 	}
-	if n.push, err = push.New(push.Options{Conn: nc, Logger: n.log}); err != nil {
+	if n.push, err = push.New(push.Options{Conn: nc, Logger: n.log,
+		MaxConnsPerApp: f.pushPerApp, MaxConnsPerIP: f.pushPerIP, ConnectRate: f.pushConnectRate}); err != nil {
 		return err
 	}
 	eo.Push = n.push

@@ -33,6 +33,8 @@ Commands:
   subscribe TOPIC print one line per message, "<seq> <data>" (data with a line
                   break is quoted), and gaps on stderr; resumes by itself
                   after a dropped connection; exits after --count messages
+  stats           an edge's push counters: connections, topics followed,
+                  deliveries, catch-ups, write timeouts, refusals (--node)
 
 Addressing (publish): --to app APP (the app's clients), --to device APP:DEVICE
 (one device of the app); none: every subscriber.
@@ -55,6 +57,8 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	transport := fs.String("transport", "sse", "subscribe: sse or ws (tcp is not served yet)")
 	device := fs.String("device", "", "subscribe: the device this client is (messages to it are delivered too)")
 	count := fs.Int("count", 0, "subscribe: exit after this many messages (0: until interrupted)")
+	nodeURL := fs.String("node", "http://127.0.0.1:8081", "stats: the edge's admin listener (its --admin)")
+	adminToken := fs.String("admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "stats: the admin listener's token, if it has one (env JETWAY_ADMIN_TOKEN)")
 	fs.Usage = func() { groupUsage(stderr, fs, "push", pushUsage, args) }
 	args = to.take(args)
 	pos, err := parseInterspersed(fs, args)
@@ -64,8 +68,11 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if to.err != nil {
 		return fmt.Errorf("%w: %v", errUsage, to.err)
 	}
-	if err := checkSubcommand(fs, "push", pos, map[string]int{"publish": 2, "subscribe": 1}); err != nil {
+	if err := checkSubcommand(fs, "push", pos, map[string]int{"publish": 2, "subscribe": 1, "stats": 0}); err != nil {
 		return err
+	}
+	if pos[0] == "stats" {
+		return pushStats(*nodeURL, *adminToken, *rf.timeout, stdout)
 	}
 	if err := bus.ValidName(pos[1]); err != nil {
 		return fmt.Errorf("%w: topic name %q: %v", errUsage, pos[1], err)
@@ -215,6 +222,35 @@ func publishNATS(rf registryFlags, topic string, m push.Message, stdout io.Write
 		return ctx.Err()
 	}
 	printPublished(stdout, p)
+	return nil
+}
+
+// pushStats prints an edge's push counters from its admin listener.
+func pushStats(node, token string, timeout time.Duration, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(node, "/")+"/push", nil)
+	if err != nil {
+		return fmt.Errorf("%w: --node %q: %v", errUsage, node, err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("push stats: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("push stats: %s answered %d: %s", node, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	var st push.Stats
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("push stats: %s answered %q", node, b)
+	}
+	fmt.Fprintf(stdout, "connections    %d\ntopics         %d\ndelivered      %d\nreplayed       %d\ncatch-ups      %d\nwrite timeouts %d\nrefused        %d\n",
+		st.Connections, st.Topics, st.Delivered, st.Replayed, st.CatchUps, st.WriteTimeouts, st.Refused)
 	return nil
 }
 
