@@ -77,6 +77,12 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		writeError(w, bus.CodeForbidden, "origin not allowed for topic "+t.Name, id)
 		return
 	}
+	if verb == "ws" {
+		if err := subprotocolCredentials(r); err != nil {
+			writeError(w, bus.CodeBadRequest, err.Error(), id)
+			return
+		}
+	}
 	publish := verb == "publish"
 	if publish {
 		// A publish is a call like an API's: it counts against the
@@ -188,6 +194,48 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 	} else {
 		e.o.Push.ServeWS(w, r, ss)
 	}
+}
+
+// subprotocolCredentials takes a browser's credentials from the WebSocket
+// subprotocols it offers (a browser cannot set headers on a WebSocket, and
+// a URL is logged): "jetway.key.<api key>" or "jetway.bearer.<token>",
+// offered with "jetway.v1", the one the edge selects. They become the
+// request's X-Api-Key or Authorization header, as if sent so, and leave
+// the subprotocol list.
+func subprotocolCredentials(r *http.Request) error {
+	offered := r.Header.Values("Sec-WebSocket-Protocol")
+	if len(offered) == 0 {
+		return nil
+	}
+	var kept []string
+	found, v1 := false, false
+	for _, line := range offered {
+		for _, p := range strings.Split(line, ",") {
+			p = strings.TrimSpace(p)
+			switch {
+			case strings.HasPrefix(p, push.SubprotocolKey):
+				r.Header.Set("X-Api-Key", strings.TrimPrefix(p, push.SubprotocolKey))
+				found = true
+			case strings.HasPrefix(p, push.SubprotocolBearer):
+				r.Header.Set("Authorization", "Bearer "+strings.TrimPrefix(p, push.SubprotocolBearer))
+				found = true
+			case p == push.Subprotocol:
+				v1 = true
+				kept = append(kept, p)
+			case p != "":
+				kept = append(kept, p)
+			}
+		}
+	}
+	if found && !v1 {
+		return errors.New("credentials in a WebSocket subprotocol come with the subprotocol " + push.Subprotocol + ", which the edge selects")
+	}
+	if len(kept) == 0 {
+		r.Header.Del("Sec-Websocket-Protocol")
+	} else {
+		r.Header["Sec-Websocket-Protocol"] = []string{strings.Join(kept, ", ")}
+	}
+	return nil
 }
 
 // mayUse says why an app may not publish to (or subscribe to) a topic;

@@ -510,3 +510,41 @@ func TestAdmissionAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A browser cannot set a WebSocket's headers: its credentials come as a
+// subprotocol beside jetway.v1, which the edge selects.
+func TestWebSocketSubprotocolCredentials(t *testing.T) {
+	g, pub, shop := start(t)
+	url := "ws" + strings.TrimPrefix(g.URL, "http") + "/_jetway/ws/orders"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"jetway.v1", "jetway.key." + shop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if c.Subprotocol() != "jetway.v1" {
+		t.Errorf("selected %q", c.Subprotocol())
+	}
+	if _, b, err := c.Read(ctx); err != nil || !strings.Contains(string(b), `"ready"`) {
+		t.Fatalf("%s %v", b, err)
+	}
+	publish(t, g, pub, "", "hi")
+	if _, b, err := c.Read(ctx); err != nil || !strings.Contains(string(b), `"data":"hi"`) {
+		t.Fatalf("%s %v", b, err)
+	}
+	for _, c := range []struct {
+		protos []string
+		status int
+	}{
+		{[]string{"jetway.key." + shop}, 400},                   // without jetway.v1
+		{[]string{"jetway.v1", "jetway.key.jw_nope"}, 401},      // a bad key
+		{[]string{"jetway.v1", "jetway.bearer.not.a.jwt"}, 401}, // a bad token
+		{[]string{"jetway.v1"}, 401},                            // none
+	} {
+		_, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: c.protos})
+		if err == nil || resp == nil || resp.StatusCode != c.status {
+			t.Errorf("%v: %v %v", c.protos, resp, err)
+		}
+	}
+}

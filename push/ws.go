@@ -15,6 +15,17 @@ import (
 // connection with 1009.
 const MaxInboundFrame = 64 << 10
 
+// WebSocket subprotocols: the one the edge selects when offered, and the
+// two that carry a browser's credentials beside it (a browser cannot set
+// a WebSocket's headers):
+//
+//	new WebSocket(url, ["jetway.v1", "jetway.key." + apiKey])
+const (
+	Subprotocol       = "jetway.v1"
+	SubprotocolKey    = "jetway.key."
+	SubprotocolBearer = "jetway.bearer."
+)
+
 // Close codes a client sees besides the standard ones.
 const (
 	// CloseRevoked: the connection may no longer stay (its app disabled,
@@ -48,6 +59,7 @@ func (s *Server) ServeWS(w http.ResponseWriter, r *http.Request, ss *Session) {
 		// The edge has checked Origin against the topic's list.
 		InsecureSkipVerify: true,
 		CompressionMode:    websocket.CompressionDisabled,
+		Subprotocols:       []string{Subprotocol},
 	})
 	if err != nil {
 		ss.close()
