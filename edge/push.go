@@ -10,6 +10,9 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/push"
@@ -95,9 +98,12 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 			return
 		}
 	}
-	keyDigest := "" // a key's connection ends when the key is revoked
-	if tr.auth.method(r) == "key" {
+	keyDigest, bearer := "", "" // a key's connection ends when the key is revoked
+	switch tr.auth.method(r) {
+	case "key":
 		keyDigest = registry.KeyDigest(apiKey(r.Header.Clone()))
+	case "jwt":
+		bearer, _ = CutAuthScheme(r.Header.Get("Authorization"), "Bearer")
 	}
 	// The body is read after the caller is known, except for a signed
 	// request, whose signature covers the body's digest: a stranger
@@ -147,6 +153,11 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 	}
 	q := r.URL.Query()
 	sub := push.Subscriber{Topic: t, App: app.ID, Device: q.Get("device")}
+	if bearer != "" {
+		// Authenticate has verified this very token: its subject is the
+		// user messages to=user reach, its expiry the connection's end.
+		sub.User, sub.Expires = tokenSubject(strings.TrimSpace(bearer))
+	}
 	if sub.Device != "" && !validDevice.MatchString(sub.Device) {
 		writeError(w, bus.CodeBadRequest, "device is 1 to 64 letters, digits, '_' and '-'", id)
 		return
@@ -297,7 +308,12 @@ func startOf(r *http.Request) (push.Start, error) {
 // keeps; Idempotency-Key makes a retry store it once.
 func (e *Edge) publish(w http.ResponseWriter, r *http.Request, id string, t *registry.Topic, app *registry.App, body []byte) {
 	q := r.URL.Query()
-	m := push.Message{To: q.Get("to"), App: q.Get("app"), ID: q.Get("device"), Key: q.Get("key"), Data: body,
+	addr, ok := addressID(q.Get("to"), q.Get("device"), q.Get("user"))
+	if !ok {
+		writeError(w, bus.CodeBadRequest, errAddress, id)
+		return
+	}
+	m := push.Message{To: q.Get("to"), App: q.Get("app"), ID: addr, Key: q.Get("key"), Data: body,
 		IdempotencyKey: r.Header.Get("Idempotency-Key")}
 	if len(m.IdempotencyKey) > 256 {
 		writeError(w, bus.CodeBadRequest, "Idempotency-Key is at most 256 bytes", id)
@@ -336,6 +352,7 @@ type batchBody struct {
 		To             string `json:"to"`
 		App            string `json:"app"`
 		Device         string `json:"device"`
+		User           string `json:"user"`
 		Key            string `json:"key"`
 		IdempotencyKey string `json:"idempotency_key"`
 	} `json:"messages"`
@@ -363,7 +380,12 @@ func (e *Edge) publishBatch(w http.ResponseWriter, r *http.Request, id string, t
 			writeError(w, bus.CodeBadRequest, fmt.Sprintf("messages[%d].idempotency_key is at most 256 bytes", i), id)
 			return
 		}
-		ms[i] = push.Message{To: m.To, App: m.App, ID: m.Device, Key: m.Key, Data: []byte(m.Data), IdempotencyKey: m.IdempotencyKey}
+		addr, ok := addressID(m.To, m.Device, m.User)
+		if !ok {
+			writeError(w, bus.CodeBadRequest, fmt.Sprintf("messages[%d]: %s", i, errAddress), id)
+			return
+		}
+		ms[i] = push.Message{To: m.To, App: m.App, ID: addr, Key: m.Key, Data: []byte(m.Data), IdempotencyKey: m.IdempotencyKey}
 	}
 	items, err := e.o.Push.PublishBatch(r.Context(), t, app.ID, ms)
 	if err != nil {
@@ -392,6 +414,22 @@ func (e *Edge) publishBatch(w http.ResponseWriter, r *http.Request, id string, t
 	_, _ = w.Write(append(out, '\n'))
 }
 
+// addressID is the id a message's address needs: the device's for
+// to=device, the user's for to=user. ok is false when one is given where
+// it does not belong: refused, never ignored.
+func addressID(to, device, user string) (id string, ok bool) {
+	switch {
+	case to == "user" && device == "":
+		return user, true
+	case to != "user" && user == "":
+		return device, true
+	}
+	return "", false
+}
+
+// errAddress is the refusal of an id given where it does not belong.
+const errAddress = "device= goes with to=device, user= with to=user"
+
 // quoteName quotes a name from a path for a message, bounded.
 func quoteName(s string) string {
 	if len(s) > 130 {
@@ -419,4 +457,21 @@ func (e *Edge) serveBuiltin(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	e.servePush(w, r, id, canon, sent, addr)
+}
+
+// tokenSubject reads the subject and expiry of a token Authenticate has
+// verified (so it is not verified again). A subject that is not a string,
+// or longer than 256 bytes, is no user.
+func tokenSubject(token string) (user string, expires time.Time) {
+	claims := jwt.MapClaims{}
+	if _, _, err := jwt.NewParser().ParseUnverified(token, claims); err != nil {
+		return "", time.Time{}
+	}
+	if sub, ok := claims["sub"].(string); ok && len(sub) <= 256 {
+		user = sub
+	}
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		expires = exp.Time
+	}
+	return user, expires
 }

@@ -51,6 +51,8 @@ type hub struct {
 // what the server's janitor watches of its connection.
 type sub struct {
 	app, device string
+	user        string        // the subject of the token it connected with; "": none
+	expires     int64         // unix ns when its token expires (the janitor ends it); 0: never
 	wake        chan struct{} // capacity 1: a message for it is in the ring, or a ping is due
 	kick        chan string   // capacity 1: the reason the connection must end
 	// next is 1 + the ring index of the first entry for it since its
@@ -97,6 +99,8 @@ func (sb *sub) wants(d *delivery) bool {
 		return d.app == sb.app
 	case kindDev:
 		return d.app == sb.app && d.id == sb.device && sb.device != ""
+	case kindUser:
+		return d.app == sb.app && d.id == sb.user && sb.user != ""
 	}
 	return false
 }
@@ -345,6 +349,10 @@ func (s *Server) janitor() {
 					if abort := sb.abort.Load(); abort != nil {
 						(*abort)()
 					}
+					continue
+				}
+				if sb.expires != 0 && n >= sb.expires {
+					sb.end("the token expired; reconnect with a fresh one")
 					continue
 				}
 				if n-sb.wrote.Load() >= int64(s.o.Ping) {

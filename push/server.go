@@ -190,8 +190,9 @@ func (s *Server) Stats() Stats {
 
 // Message is one message to publish.
 type Message struct {
-	// To: "" (every subscriber), "app" (the clients of App) or "device"
-	// (the client of App that connected as device ID).
+	// To: "" (every subscriber), "app" (the clients of App), "device"
+	// (the client of App that connected as device ID) or "user" (the
+	// clients of App whose token's subject is ID).
 	To  string
 	App string
 	ID  string
@@ -216,15 +217,16 @@ type Published struct {
 
 // Address kinds of a message, as its subject says them.
 const (
-	kindAll = "all"
-	kindApp = "app"
-	kindDev = "dev"
+	kindAll  = "all"
+	kindApp  = "app"
+	kindDev  = "dev"
+	kindUser = "usr"
 )
 
 // Problems of a message to publish, for the caller's 400.
 var (
 	ErrTooLarge  = fmt.Errorf("a push message is at most %d bytes", registry.MaxPushMessage)
-	ErrBadTarget = errors.New(`"to" is app or device, with the app (and the device's id)`)
+	ErrBadTarget = errors.New(`"to" is app, device or user, with the app (and the device's or the user's id)`)
 	ErrNotText   = errors.New("a push message is text: UTF-8")
 )
 
@@ -415,6 +417,11 @@ func Subject(p bus.PushStore, topic string, m Message) (string, error) {
 			return "", ErrBadTarget
 		}
 		return p.Subject(topic, kindDev, m.App, m.ID, m.Key), nil
+	case "user":
+		if m.App == "" || m.ID == "" {
+			return "", ErrBadTarget
+		}
+		return p.Subject(topic, kindUser, m.App, m.ID, m.Key), nil
 	}
 	return "", ErrBadTarget
 }

@@ -15,7 +15,12 @@ type Subscriber struct {
 	Topic  *registry.Topic
 	App    string
 	Device string // "" : none
-	Start  Start
+	// User is the subject of the token the client connected with ("" :
+	// none): messages to that user of the app reach it. Expires, when
+	// set, ends the connection when the token does.
+	User    string
+	Expires time.Time
+	Start   Start
 	// Check is asked with every registry snapshot (Server.Recheck); a
 	// reason ends the connection with it.
 	Check func(*registry.Snapshot) string
@@ -58,7 +63,10 @@ const (
 // has been written.
 func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	sb := newSub(c.App, c.Device)
-	sb.check = c.Check
+	sb.check, sb.user = c.Check, c.User
+	if !c.Expires.IsZero() {
+		sb.expires = c.Expires.UnixNano()
+	}
 	store := c.Topic.Store()
 	h, err := s.join(ctx, store, c.Topic.Name, sb)
 	if err != nil {

@@ -37,7 +37,8 @@ Commands:
                   deliveries, catch-ups, write timeouts, refusals (--node)
 
 Addressing (publish): --to app APP (the app's clients), --to device APP:DEVICE
-(one device of the app); none: every subscriber.
+(one device of the app), --to user APP:USER (the clients of the app whose
+token's subject is USER); none: every subscriber.
 
 Flags:
 `
@@ -49,7 +50,7 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	edgeURL := fs.String("edge", "http://127.0.0.1:8080", "the edge to publish through and subscribe at")
 	appKey := fs.String("app-key", os.Getenv("JETWAY_APP_KEY"), "the app's API key (or JETWAY_APP_KEY)")
 	var to toFlag
-	fs.Var(&to, "to", "publish: app APP, or device APP:DEVICE (the value after --to is the kind, the next argument the address)")
+	fs.Var(&to, "to", "publish: app APP, device APP:DEVICE or user APP:USER (the value after --to is the kind, the next argument the address)")
 	key := fs.String("key", "", "publish: the key a latest_only topic keeps the newest value of")
 	idem := fs.String("idempotency-key", "", "publish: a retry with the same key is stored once")
 	from := fs.String("from", "", "subscribe: the first sequence wanted ([EPOCH:]SEQ; 0: everything kept); default live only")
@@ -108,7 +109,7 @@ type toFlag struct {
 
 func (f *toFlag) String() string { return f.kind }
 func (f *toFlag) Set(string) error {
-	return errors.New("--to takes two arguments: app APP, or device APP:DEVICE")
+	return errors.New("--to takes two arguments: app APP, device APP:DEVICE or user APP:USER")
 }
 
 // take removes "--to KIND ADDRESS" (or "-to") from args.
@@ -120,7 +121,7 @@ func (f *toFlag) take(args []string) []string {
 			continue
 		}
 		if i+2 >= len(args) {
-			f.err = errors.New("--to takes two arguments: app APP, or device APP:DEVICE")
+			f.err = errors.New("--to takes two arguments: app APP, device APP:DEVICE or user APP:USER")
 			return out
 		}
 		kind, addr := args[i+1], args[i+2]
@@ -135,9 +136,13 @@ func (f *toFlag) take(args []string) []string {
 			}
 			f.kind, f.app, f.id = "device", app, dev
 		case "user":
-			f.err = errors.New("--to user: addressing a user is not served yet; address the app or a device")
+			app, user, ok := strings.Cut(addr, ":")
+			if !ok || app == "" || user == "" {
+				f.err = fmt.Errorf("--to user %q: give APP:USER (USER: the subject of the app's users' tokens)", addr)
+			}
+			f.kind, f.app, f.id = "user", app, user
 		default:
-			f.err = fmt.Errorf("--to %q: app or device", kind)
+			f.err = fmt.Errorf("--to %q: app, device or user", kind)
 		}
 	}
 	return out
@@ -146,7 +151,11 @@ func (f *toFlag) take(args []string) []string {
 // publishEdge publishes through an edge as the app whose key is given.
 func publishEdge(edge, key, topic string, m push.Message, timeout time.Duration, stdout io.Writer) error {
 	q := url.Values{}
-	for k, v := range map[string]string{"to": m.To, "app": m.App, "device": m.ID, "key": m.Key} {
+	idParam := "device"
+	if m.To == "user" {
+		idParam = "user"
+	}
+	for k, v := range map[string]string{"to": m.To, "app": m.App, idParam: m.ID, "key": m.Key} {
 		if v != "" {
 			q.Set(k, v)
 		}
