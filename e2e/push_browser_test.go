@@ -49,7 +49,7 @@ func TestPushInBrowser(t *testing.T) {
 	}
 	publish("before") // before the page first connects: not for it (live only)
 	q := url.Values{"edge": {"ws" + strings.TrimPrefix(srv.edge, "http")}, "topic": {"web.news"}, "key": {reader}}
-	run(t, ctx, "open the page", chromedp.Navigate(page.URL+"/browser.html?"+q.Encode()))
+	run(t, ctx, "open the page", chromedp.Navigate(page.URL+"/browser.html#"+q.Encode()))
 	waitJS(t, ctx, "the subscription", `window.jetway && window.jetway.ready`)
 	publish("one")
 	waitJS(t, ctx, "a live message", `window.jetway.got.join(",") === "one"`)
@@ -57,7 +57,7 @@ func TestPushInBrowser(t *testing.T) {
 	run(t, ctx, "leave", chromedp.Navigate("about:blank"))
 	publish("two")
 	publish("three")
-	run(t, ctx, "come back", chromedp.Navigate(page.URL+"/browser.html?"+q.Encode()))
+	run(t, ctx, "come back", chromedp.Navigate(page.URL+"/browser.html#"+q.Encode()))
 	waitJS(t, ctx, "the missed messages, once, in order", `window.jetway && window.jetway.got.join(",") === "two,three"`)
 	if text := value(t, ctx, "the page's text", chromedp.Evaluate[string](`document.getElementById("messages").textContent`)); !strings.Contains(text, "three") {
 		t.Errorf("page: %q", text)
@@ -65,7 +65,7 @@ func TestPushInBrowser(t *testing.T) {
 	// The same page from an origin the topic does not list is refused.
 	other := httptest.NewServer(http.FileServer(http.Dir("../examples/push")))
 	defer other.Close()
-	run(t, ctx, "open from another origin", chromedp.Navigate(other.URL+"/browser.html?"+q.Encode()))
+	run(t, ctx, "open from another origin", chromedp.Navigate(other.URL+"/browser.html#"+q.Encode()))
 	publish("four")
 	waitJS(t, ctx, "the other origin's page loaded", `!!window.jetway`)
 	time.Sleep(1500 * time.Millisecond) // its connects are refused (403 before the upgrade)

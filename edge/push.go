@@ -157,6 +157,12 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		// Authenticate has verified this very token: its subject is the
 		// user messages to=user reach, its expiry the connection's end.
 		sub.User, sub.Expires = tokenSubject(strings.TrimSpace(bearer))
+		if !sub.Expires.IsZero() && !sub.Expires.After(time.Now()) {
+			// Within the verifier's leeway: enough for a call, not for
+			// a connection that would end at once.
+			writeRefusal(w, unauthenticated("the token has expired"), id)
+			return
+		}
 	}
 	if sub.Device != "" && !validDevice.MatchString(sub.Device) {
 		writeError(w, bus.CodeBadRequest, "device is 1 to 64 letters, digits, '_' and '-'", id)
@@ -181,6 +187,11 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		}
 		if keyDigest != "" && !hasKey(a, keyDigest) {
 			return "the app's key was revoked"
+		}
+		if bearer != "" {
+			if why := e.tokenStands(name, strings.TrimSpace(bearer), appID); why != "" {
+				return why
+			}
 		}
 		return mayUse(t, a, false)
 	}
@@ -457,6 +468,26 @@ func (e *Edge) serveBuiltin(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	e.servePush(w, r, id, canon, sent, addr)
+}
+
+// tokenStands says why a connection's token no longer admits it under the
+// edge's routes now in force ("" : it does): the app's issuer removed or
+// changed, its keys no longer verifying it, or the token naming another
+// app. A registry change reaches token connections as it does key ones.
+func (e *Edge) tokenStands(topic, token, app string) string {
+	tr := e.router.Load().topics[topic]
+	if tr == nil {
+		return "topic " + topic + " was deleted"
+	}
+	req := &http.Request{Header: http.Header{"Authorization": {"Bearer " + token}}}
+	aa, err := tr.auth.identifyBy("jwt", req, Caller{})
+	if err != nil {
+		return "the token is no longer accepted: " + err.Error()
+	}
+	if aa.app.ID != app {
+		return "the token names another app now"
+	}
+	return ""
 }
 
 // tokenSubject reads the subject and expiry of a token Authenticate has

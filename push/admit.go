@@ -24,13 +24,18 @@ func (r *Refusal) Error() string { return r.Message }
 type admission struct {
 	perApp, perIP int
 	rate          resilience.Limiter // nil: no rate
+	appRate       int                // connects one app may make a second: half the rate
 	byApp         map[string]int
-	byIP          map[netip.Addr]int
+	byIP          map[netip.Prefix]int
+	// The connects of each app in the current second, for appRate.
+	second   int64
+	connects map[string]int
 }
 
 func newAdmission(o Options) (*admission, error) {
-	a := &admission{perApp: o.MaxConnsPerApp, perIP: o.MaxConnsPerIP, byApp: map[string]int{}, byIP: map[netip.Addr]int{}}
+	a := &admission{perApp: o.MaxConnsPerApp, perIP: o.MaxConnsPerIP, byApp: map[string]int{}, byIP: map[netip.Prefix]int{}, connects: map[string]int{}}
 	if o.ConnectRate > 0 {
+		a.appRate = max(o.ConnectRate/2, 1)
 		l, err := resilience.NewLimiter(resilience.RuleConfig{Limit: o.ConnectRate, Window: time.Second})
 		if err != nil {
 			return nil, fmt.Errorf("push: connect rate: %w", err)
@@ -43,28 +48,49 @@ func newAdmission(o Options) (*admission, error) {
 // Admit counts a new connection of app from ip, or says why not; release
 // uncounts it (call it once the connection ends, or if it never opens).
 // Connections are counted on this edge: a client spread over edges by a
-// load balancer gets each edge's cap.
+// load balancer gets each edge's cap. An IPv6 client counts by its /64
+// (one host's addresses), and an address is the client's as the edge sees
+// it (behind a proxy: --trusted-proxies). One app may take at most half
+// the edge's connect rate a second, so that one tenant reconnecting in a
+// loop cannot lock out the others.
 func (s *Server) Admit(app string, ip netip.Addr) (release func(), refusal *Refusal) {
 	a := s.admit
+	var host netip.Prefix
+	if ip.IsValid() {
+		bits := 32
+		if ip = ip.Unmap(); ip.Is6() {
+			bits = 64
+		}
+		host, _ = ip.Prefix(bits)
+	}
 	s.admitMu.Lock()
 	defer s.admitMu.Unlock()
 	switch {
 	case a.perApp > 0 && a.byApp[app] >= a.perApp:
 		s.stats.refused.Add(1)
 		return nil, &Refusal{Message: fmt.Sprintf("app %s has %d connections on this edge, its cap", app, a.byApp[app]), RetryAfter: 10 * time.Second}
-	case a.perIP > 0 && ip.IsValid() && a.byIP[ip] >= a.perIP:
+	case a.perIP > 0 && host.IsValid() && a.byIP[host] >= a.perIP:
 		s.stats.refused.Add(1)
-		return nil, &Refusal{Message: fmt.Sprintf("%d connections from this address on this edge, its cap", a.byIP[ip]), RetryAfter: 10 * time.Second}
+		return nil, &Refusal{Message: fmt.Sprintf("%d connections from this address on this edge, its cap", a.byIP[host]), RetryAfter: 10 * time.Second}
 	}
 	if a.rate != nil {
-		if d := a.rate.Take(time.Now(), 0); !d.Allowed {
+		now := time.Now()
+		if sec := now.Unix(); sec != a.second {
+			a.second, a.connects = sec, map[string]int{}
+		}
+		if a.connects[app] >= a.appRate {
+			s.stats.refused.Add(1)
+			return nil, &Refusal{Overloaded: true, Message: fmt.Sprintf("app %s has made %d connects this second, its share of this edge's connect rate; come back later", app, a.connects[app]), RetryAfter: time.Second}
+		}
+		if d := a.rate.Take(now, 0); !d.Allowed {
 			s.stats.refused.Add(1)
 			return nil, &Refusal{Overloaded: true, Message: "this edge takes new push connections at its connect rate; come back later", RetryAfter: max(d.RetryAfter, time.Second)}
 		}
+		a.connects[app]++
 	}
 	a.byApp[app]++
-	if ip.IsValid() {
-		a.byIP[ip]++
+	if host.IsValid() {
+		a.byIP[host]++
 	}
 	released := false
 	return func() {
@@ -77,9 +103,9 @@ func (s *Server) Admit(app string, ip netip.Addr) (release func(), refusal *Refu
 		if a.byApp[app]--; a.byApp[app] <= 0 {
 			delete(a.byApp, app)
 		}
-		if ip.IsValid() {
-			if a.byIP[ip]--; a.byIP[ip] <= 0 {
-				delete(a.byIP, ip)
+		if host.IsValid() {
+			if a.byIP[host]--; a.byIP[host] <= 0 {
+				delete(a.byIP, host)
 			}
 		}
 	}, nil

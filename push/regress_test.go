@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -449,5 +450,39 @@ func TestBatchTimeoutIsUnknownNotRefused(t *testing.T) {
 		if strings.HasPrefix(it.Cursor, ":") {
 			t.Fatalf("item %d: a cursor without its epoch: %q", i, it.Cursor)
 		}
+	}
+}
+
+// One app connecting in a loop takes at most half the edge's connect rate:
+// another app still gets in. An IPv6 client's addresses count as one host
+// (its /64).
+func TestConnectRateShareAndIPv6Hosts(t *testing.T) {
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{ConnectRate: 4, MaxConnsPerIP: 1}})
+	// Within one second (a second boundary between two connects resets
+	// the share: then the next round refuses).
+	var refusal *push.Refusal
+	for i := 0; i < 8 && refusal == nil; i++ {
+		release, r := g.Push.Admit("evil", netip.MustParseAddr(fmt.Sprintf("10.0.0.%d", i+1)))
+		if r != nil {
+			refusal = r
+			break
+		}
+		release()
+	}
+	if refusal == nil || !refusal.Overloaded || !strings.Contains(refusal.Message, "share") {
+		t.Fatalf("one app connecting in a loop: %+v", refusal)
+	}
+	if release, r := g.Push.Admit("shop", netip.MustParseAddr("10.0.1.1")); r != nil {
+		t.Errorf("another app locked out: %v", r)
+	} else {
+		release()
+	}
+	release, r := g.Push.Admit("v6", netip.MustParseAddr("2001:db8::1"))
+	if r != nil {
+		t.Fatal(r)
+	}
+	defer release()
+	if _, r := g.Push.Admit("v6b", netip.MustParseAddr("2001:db8::2")); r == nil || r.Overloaded {
+		t.Errorf("a second address of one /64 over the per-address cap: %v", r)
 	}
 }

@@ -3,6 +3,7 @@ package push
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/jetway-gw/jetway/bus"
@@ -51,6 +52,9 @@ type Session struct {
 
 var errClosed = errors.New("the edge is shutting down")
 
+// maxExpiry is the latest expiry a connection keeps (UnixNano's end).
+var maxExpiry = time.Unix(0, math.MaxInt64)
+
 // shutdownReason ends every connection of an edge that stops; goneReason
 // is the transport's word that the client left (nothing is written).
 const (
@@ -64,8 +68,8 @@ const (
 func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	sb := newSub(c.App, c.Device)
 	sb.check, sb.user = c.Check, c.User
-	if !c.Expires.IsZero() {
-		sb.expires = c.Expires.UnixNano()
+	if !c.Expires.IsZero() && c.Expires.Before(maxExpiry) {
+		sb.expires = c.Expires.UnixNano() // later than 2262: never, in effect
 	}
 	store := c.Topic.Store()
 	h, err := s.join(ctx, store, c.Topic.Name, sb)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/push/pushclient"
 	"github.com/jetway-gw/jetway/registry"
 )
@@ -83,5 +84,91 @@ func TestUserAddressingAndTokenExpiry(t *testing.T) {
 	var ce *pushclient.CloseError
 	if !errors.As(err, &ce) || ce.Code != 4001 || !strings.Contains(ce.Reason, "expired") {
 		t.Fatalf("an expired token's connection: %+v %v", ev, err)
+	}
+}
+
+// shopIssuer makes app shop with an issuer of its own, a topic that takes
+// its tokens, and returns a token maker and the app as stored.
+func shopIssuer(t *testing.T, g *jetwaytest.Gateway) (token func(sub string, exp time.Time) string, app *registry.App) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	b64 := base64.RawURLEncoding.EncodeToString
+	jwks, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "EC", "kid": "k1", "crv": "P-256",
+		"x": b64(key.X.FillBytes(make([]byte, 32))), "y": b64(key.Y.FillBytes(make([]byte, 32)))}}})
+	f := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(f, jwks, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const iss = "https://id.shop.example"
+	app = &registry.App{ID: "shop", Status: registry.AppActive, APIs: []string{"*"},
+		JWT: &registry.JWTAuth{Issuer: iss, Algorithms: []string{"ES256"}, JWKSFile: f}}
+	g.PutApps(app)
+	g.PutTopic(`{"name":"orders","publish":["pub"],"subscribe":["*"],"auth":{"methods":["key","jwt"]}}`)
+	return func(sub string, exp time.Time) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": iss, "sub": sub, "exp": exp.Unix()})
+		tok.Header["kid"] = "k1"
+		s, err := tok.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}, app
+}
+
+// A token connection ends when the registry stops accepting its token
+// (its app's issuer removed), as a key connection does when its key goes.
+func TestTokenConnectionEndsWithItsIssuer(t *testing.T) {
+	g, pub, _ := start(t)
+	token, app := shopIssuer(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := pushclient.Dial(ctx, pushclient.Options{Edge: g.URL, Topic: "orders", Transport: "ws", Header: http.Header{"Authorization": {"Bearer " + token("alice", time.Now().Add(time.Hour))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ev, err := c.Next(ctx); err != nil || ev.Type != "ready" {
+		t.Fatalf("%+v %v", ev, err)
+	}
+	off := *app
+	off.JWT = nil
+	g.PutApps(&off)
+	publish(t, g, pub, "?to=user&app=shop&user=alice", "for alice")
+	for {
+		ev, err := c.Next(ctx)
+		var ce *pushclient.CloseError
+		if errors.As(err, &ce) && ce.Code == 4001 && strings.Contains(ce.Reason, "no longer accepted") {
+			return
+		}
+		if err != nil || ev.Type == "message" {
+			t.Fatalf("the connection of a token no longer accepted: %+v %v", ev, err)
+		}
+	}
+}
+
+// A token that expires after 2262 (UnixNano's end) never ends its
+// connection early; one already expired (within the verifier's leeway) is
+// refused a connection.
+func TestTokenExpiryBounds(t *testing.T) {
+	g, _, _ := start(t)
+	token, _ := shopIssuer(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	far := token("alice", time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC))
+	c, err := pushclient.Dial(ctx, pushclient.Options{Edge: g.URL, Topic: "orders", Transport: "ws", Header: http.Header{"Authorization": {"Bearer " + far}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ev, err := c.Next(ctx); err != nil || ev.Type != "ready" {
+		t.Fatalf("%+v %v", ev, err)
+	}
+	time.Sleep(2500 * time.Millisecond) // two janitor rounds
+	if st := g.Push.Stats(); st.Connections != 1 {
+		t.Errorf("a token good until 2300 was cut: %+v", st)
+	}
+	r := g.Do("GET", "/_jetway/sse/orders?from=0", nil, "Authorization", "Bearer "+token("bob", time.Now().Add(-5*time.Second)))
+	if r.Status != 401 {
+		t.Errorf("an expired token: %d %s", r.Status, r.Body)
 	}
 }
