@@ -517,19 +517,6 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, bus.CodeBadRequest, "request framing is ambiguous (Content-Length with Transfer-Encoding, or Transfer-Encoding on HTTP/1.0)", id)
 		return
 	}
-	if strings.HasPrefix(r.URL.Path, BuiltinPrefix) {
-		// Push connections live long: they are not in-flight calls.
-		e.serveBuiltin(w, r, id)
-		return
-	}
-	n := e.inflight.Add(1)
-	defer e.inflight.Add(-1)
-	if limit := e.o.MaxInFlight; limit > 0 {
-		if n > limit {
-			writeError(w, bus.CodeOverloaded, fmt.Sprintf("this edge is serving %d requests, its limit", limit), id)
-			return
-		}
-	}
 	// Route, authenticate and forward one string: the canonical escaped
 	// path (see canonicalPath). It is computed from the bytes the caller
 	// sent, which Go keeps in RawPath unless they are the default escaping
@@ -548,6 +535,20 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !e.o.IPRules.empty() && !e.o.IPRules.Allows(addr) {
 		writeError(w, bus.CodeForbidden, "client address not allowed", id)
 		return
+	}
+	if strings.HasPrefix(canon, BuiltinPrefix) {
+		// Push connections live long: they are not in-flight calls (a
+		// publish counts itself).
+		e.servePush(w, r, id, canon, sent, addr)
+		return
+	}
+	n := e.inflight.Add(1)
+	defer e.inflight.Add(-1)
+	if limit := e.o.MaxInFlight; limit > 0 {
+		if n > limit {
+			writeError(w, bus.CodeOverloaded, fmt.Sprintf("this edge is serving %d requests, its limit", limit), id)
+			return
+		}
 	}
 	c := e.newCall(w, id, sent, addr, chain)
 	start := time.Now()

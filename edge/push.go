@@ -450,26 +450,6 @@ func quoteName(s string) string {
 	return string(b)
 }
 
-// serveBuiltin serves a path under BuiltinPrefix: the same path checks
-// and address rules as an API call, then push.
-func (e *Edge) serveBuiltin(w http.ResponseWriter, r *http.Request, id string) {
-	sent := r.URL.RawPath
-	if sent == "" {
-		sent = r.URL.EscapedPath()
-	}
-	canon, err := canonicalPath(sent)
-	if err != nil {
-		writeError(w, bus.CodeBadRequest, "request path "+err.Error(), id)
-		return
-	}
-	addr, _ := clientAddr(r, e.o.TrustedProxies)
-	if !e.o.IPRules.empty() && !e.o.IPRules.Allows(addr) {
-		writeError(w, bus.CodeForbidden, "client address not allowed", id)
-		return
-	}
-	e.servePush(w, r, id, canon, sent, addr)
-}
-
 // tokenStands says why a connection's token no longer admits it under the
 // edge's routes now in force ("" : it does): the app's issuer removed or
 // changed, its keys no longer verifying it, or the token naming another

@@ -27,27 +27,7 @@ import (
 // and its connection ends when the token expires.
 func TestUserAddressingAndTokenExpiry(t *testing.T) {
 	g, pub, _ := start(t)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	b64 := base64.RawURLEncoding.EncodeToString
-	jwks, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "EC", "kid": "k1", "crv": "P-256",
-		"x": b64(key.X.FillBytes(make([]byte, 32))), "y": b64(key.Y.FillBytes(make([]byte, 32)))}}})
-	f := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(f, jwks, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	const iss = "https://id.shop.example"
-	g.PutApps(&registry.App{ID: "shop", Status: registry.AppActive, APIs: []string{"*"},
-		JWT: &registry.JWTAuth{Issuer: iss, Algorithms: []string{"ES256"}, JWKSFile: f}})
-	g.PutTopic(`{"name":"orders","publish":["pub"],"subscribe":["*"],"auth":{"methods":["key","jwt"]}}`)
-	token := func(sub string, exp time.Time) string {
-		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": iss, "sub": sub, "exp": exp.Unix()})
-		tok.Header["kid"] = "k1"
-		s, err := tok.SignedString(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	token, _ := shopIssuer(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	dial := func(tok string) *pushclient.Conn {
