@@ -66,8 +66,11 @@ sleep 2
 log "the same at 10 a second with one more subscriber that never reads"
 pb broadcast --subs "$SUBS" --msgs "$MSGS" --rate 10 --slow 1
 sleep 2
-log "unique messages: HTTP publish → one of 100 devices, as fast as 64 publishers go, then at $RATE/s"
+sleep 5 # the broadcasts' 10,000 connections are gone
+log "unique messages: HTTP publish → one of 100 devices, one message a request, as fast as 64 publishers go"
 pb unique --devices 100 --for 10s
-pb unique --devices 100 --for 10s --rate "$RATE"
+log "unique messages in batches of 100 a request: at $RATE/s, then as fast as they go"
+pb unique --devices 100 --for 10s --batch 100 --rate "$RATE"
+pb unique --devices 100 --for 10s --batch 100
 log "resume after 100 missed messages"
 pb resume --missed 100 --rounds 50
