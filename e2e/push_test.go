@@ -104,6 +104,29 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 	if res := jetway(t, "", "push", "stats", "--node", srv.admin); res.code != 0 || !strings.Contains(res.stdout, "connections    1") {
 		t.Errorf("push stats: %d %s%s", res.code, res.stdout, res.stderr)
 	}
+	// An operator lists the edge's connections and ends the reader's.
+	if res := jetway(t, "", "push", "connections", "--node", srv.admin); res.code != 0 || !strings.Contains(res.stdout, "e2e.news") || !strings.Contains(res.stdout, "e2e-reader") || !strings.Contains(res.stdout, "sse") {
+		t.Errorf("push connections: %d %s%s", res.code, res.stdout, res.stderr)
+	}
+	if res := jetway(t, "", "push", "kick", "e2e-reader", "--node", srv.admin); res.code != 0 || !strings.Contains(res.stdout, "ended 1 connection(s)") {
+		t.Errorf("push kick: %d %s%s", res.code, res.stdout, res.stderr)
+	}
+	func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for {
+			ev, err := c2.Next(ctx)
+			if err != nil {
+				t.Fatalf("no close after the kick: %v", err)
+			}
+			if ev.Type == "close" {
+				if !strings.Contains(ev.Reason, "operator") {
+					t.Errorf("close: %+v", ev)
+				}
+				return
+			}
+		}
+	}()
 	// The CLI subscriber prints "<seq> <data>" and exits after --count.
 	res := jetway(t, "", "push", "subscribe", "e2e.news", "--app-key", reader, "--edge", srv.edge, "--from", "0", "--count", "2")
 	if res.code != 0 || !strings.HasPrefix(res.stdout, "1 m0\n2 m1\n") {

@@ -152,7 +152,7 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		return
 	}
 	q := r.URL.Query()
-	sub := push.Subscriber{Topic: t, App: app.ID, Device: q.Get("device")}
+	sub := push.Subscriber{Topic: t, App: app.ID, Device: q.Get("device"), Transport: verb}
 	if bearer != "" {
 		// Authenticate has verified this very token: its subject is the
 		// user messages to=user reach, its expiry the connection's end.

@@ -3,6 +3,7 @@ package push
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,16 +46,23 @@ type hub struct {
 	// resets counts the consumer's errors: a subscriber that sees it
 	// change catches up from the stream, whatever the ring says.
 	resets atomic.Uint64
+	// last is the sequence of the newest message the hub got.
+	last atomic.Uint64
 }
 
 // sub is one subscriber as its hub sees it: its address and wake, and
 // what the server's janitor watches of its connection.
 type sub struct {
 	app, device string
-	user        string        // the subject of the token it connected with; "": none
-	expires     int64         // unix ns when its token expires (the janitor ends it); 0: never
-	wake        chan struct{} // capacity 1: a message for it is in the ring, or a ping is due
-	kick        chan string   // capacity 1: the reason the connection must end
+	// For jetway push connections: what it follows, over what, since
+	// when, and the cursor of its last write.
+	topic, transport string
+	since            time.Time
+	cursor           atomic.Uint64
+	user             string        // the subject of the token it connected with; "": none
+	expires          int64         // unix ns when its token expires (the janitor ends it); 0: never
+	wake             chan struct{} // capacity 1: a message for it is in the ring, or a ping is due
+	kick             chan string   // capacity 1: the reason the connection must end
 	// next is 1 + the ring index of the first entry for it since its
 	// writer last took next (0: none), so that a writer woken now and
 	// then on a busy topic skips the entries of others rather than
@@ -252,6 +260,7 @@ func (h *hub) deliver(m jetstream.Msg) {
 	}
 	h.ring[d.idx%n].Store(d)
 	h.head.Store(d.idx + 1)
+	h.last.Store(d.seq)
 	h.mu.RLock()
 	for sb := range h.subs {
 		if sb.wants(d) {
@@ -310,6 +319,66 @@ func (h *hub) shut() {
 		sb.end(shutdownReason)
 	}
 	h.mu.RUnlock()
+}
+
+// Conn is one push connection of this edge, for operators.
+type Conn struct {
+	Topic     string    `json:"topic"`
+	App       string    `json:"app"`
+	Device    string    `json:"device,omitempty"`
+	User      string    `json:"user,omitempty"`
+	Transport string    `json:"transport"`
+	Since     time.Time `json:"since"`
+	// Seq is the sequence of the last message written to it (or passed);
+	// Lag how many sequences its topic's newest message is ahead of it.
+	Seq uint64 `json:"seq"`
+	Lag uint64 `json:"lag"`
+}
+
+// Connections lists this edge's push connections, of app when given (""
+// : all), at most limit of them (0: all), the oldest first.
+func (s *Server) Connections(app string, limit int) []Conn {
+	s.mu.Lock()
+	hubs := make([]*hub, 0, len(s.hubs))
+	for _, h := range s.hubs {
+		hubs = append(hubs, h)
+	}
+	s.mu.Unlock()
+	var out []Conn
+	for _, h := range hubs {
+		last := h.last.Load()
+		h.mu.RLock()
+		for sb := range h.subs {
+			if app != "" && sb.app != app {
+				continue
+			}
+			c := Conn{Topic: sb.topic, App: sb.app, Device: sb.device, User: sb.user, Transport: sb.transport, Since: sb.since, Seq: sb.cursor.Load()}
+			if last > c.Seq {
+				c.Lag = last - c.Seq
+			}
+			out = append(out, c)
+		}
+		h.mu.RUnlock()
+	}
+	slices.SortFunc(out, func(a, b Conn) int { return a.Since.Compare(b.Since) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// Kick ends the connections of app (and of topic, when given) on this
+// edge with reason, and says how many. Clients may come back: to keep an
+// app out, disable it (every edge ends its connections then).
+func (s *Server) Kick(app, topic, reason string) int {
+	n := 0
+	for _, sb := range s.subscribers() {
+		if sb.app == app && (topic == "" || sb.topic == topic) {
+			sb.end(reason)
+			n++
+		}
+	}
+	return n
 }
 
 // subscribers returns every subscriber of every hub, copied out.

@@ -548,3 +548,47 @@ func TestWebSocketSubprotocolCredentials(t *testing.T) {
 		}
 	}
 }
+
+// An operator sees an edge's connections and ends an app's.
+func TestConnectionsAndKick(t *testing.T) {
+	g, _, shop := start(t)
+	other := g.PutKeyedApp("other")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dial := func(key, transport, device string) *pushclient.Conn {
+		c, err := pushclient.Dial(ctx, pushclient.Options{Edge: g.URL, Topic: "orders", Transport: transport, Header: http.Header{"X-Api-Key": {key}}, Device: device})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev, err := c.Next(ctx); err != nil || ev.Type != "ready" {
+			t.Fatalf("%+v %v", ev, err)
+		}
+		return c
+	}
+	a, b, o := dial(shop, "ws", "d1"), dial(shop, "sse", ""), dial(other, "ws", "")
+	defer a.Close()
+	defer b.Close()
+	defer o.Close()
+	conns := g.Push.Connections("shop", 0)
+	if len(conns) != 2 || conns[0].Device != "d1" || conns[0].Transport != "ws" || conns[1].Transport != "sse" || conns[0].Topic != "orders" {
+		t.Fatalf("%+v", conns)
+	}
+	if n := len(g.Push.Connections("", 0)); n != 3 {
+		t.Errorf("%d connections in all", n)
+	}
+	if n := g.Push.Kick("shop", "", "ended by an operator"); n != 2 {
+		t.Errorf("kicked %d", n)
+	}
+	if _, err := a.Next(ctx); err == nil || !strings.Contains(err.Error(), "operator") {
+		t.Errorf("ws: %v", err)
+	}
+	if ev, err := b.Next(ctx); err != nil || ev.Type != "close" {
+		t.Errorf("sse: %+v %v", ev, err)
+	}
+	natstestCheck(t, 5*time.Second, func() error {
+		if n := len(g.Push.Connections("", 0)); n != 1 {
+			return fmt.Errorf("%d connections left", n)
+		}
+		return nil
+	})
+}

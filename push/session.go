@@ -21,7 +21,9 @@ type Subscriber struct {
 	// set, ends the connection when the token does.
 	User    string
 	Expires time.Time
-	Start   Start
+	// Transport names it for operators ("sse", "ws").
+	Transport string
+	Start     Start
 	// Check is asked with every registry snapshot (Server.Recheck); a
 	// reason ends the connection with it.
 	Check func(*registry.Snapshot) string
@@ -68,6 +70,7 @@ const (
 func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	sb := newSub(c.App, c.Device)
 	sb.check, sb.user = c.Check, c.User
+	sb.topic, sb.transport, sb.since = c.Topic.Name, c.Transport, time.Now()
 	if !c.Expires.IsZero() && c.Expires.Before(maxExpiry) {
 		sb.expires = c.Expires.UnixNano() // later than 2262: never, in effect
 	}
@@ -224,6 +227,7 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 		if err := out.flush(); err != nil {
 			return "", err
 		}
+		ss.sb.cursor.Store(ss.cursor)
 		if ss.sb.pingDue.Swap(false) {
 			if err := out.ping(); err != nil {
 				return "", err

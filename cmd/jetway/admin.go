@@ -69,6 +69,32 @@ func (n *node) adminHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(n.push.Stats())
 	})
+	mux.HandleFunc("GET /push/connections", func(w http.ResponseWriter, r *http.Request) {
+		if n.push == nil {
+			http.Error(w, "this node serves no push clients (edges do)", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"connections": n.push.Connections(r.URL.Query().Get("app"), maxListedConns)})
+	})
+	// A JSON body, so that a web page cannot post it across origins
+	// without a preflight (the listener may have no token on loopback).
+	mux.HandleFunc("POST /push/kick", func(w http.ResponseWriter, r *http.Request) {
+		var k struct{ App, Topic string }
+		switch {
+		case n.push == nil:
+			http.Error(w, "this node serves no push clients (edges do)", http.StatusNotFound)
+			return
+		case r.Header.Get("Content-Type") != "application/json":
+			http.Error(w, `POST /push/kick takes Content-Type: application/json`, http.StatusUnsupportedMediaType)
+			return
+		case json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&k) != nil || k.App == "":
+			http.Error(w, `kick whose connections? {"app":"ID"} (and "topic":"NAME")`, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]int{"kicked": n.push.Kick(k.App, k.Topic, "ended by an operator")})
+	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		if n.metrics != nil {
@@ -123,6 +149,9 @@ func parseTime(s string) (time.Time, error) {
 	}
 	return time.Parse(time.RFC3339, s)
 }
+
+// maxListedConns bounds GET /push/connections (the oldest first).
+const maxListedConns = 10000
 
 // requireToken guards the admin listener with a bearer token, except
 // /healthz and /readyz, which load balancers and orchestrators probe

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,6 +36,10 @@ Commands:
                   after a dropped connection; exits after --count messages
   stats           an edge's push counters: connections, topics followed,
                   deliveries, catch-ups, write timeouts, refusals (--node)
+  connections     an edge's push connections: topic, app, device, user,
+                  transport, since, last sequence written (--node, --app)
+  kick APP        end an app's push connections on an edge (--topic: of one
+                  topic); its clients may come back: to keep it out, disable it
 
 Addressing (publish): --to app APP (the app's clients), --to device APP:DEVICE
 (one device of the app), --to user APP:USER (the clients of the app whose
@@ -58,8 +63,10 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	transport := fs.String("transport", "sse", "subscribe: sse or ws (tcp is not served yet)")
 	device := fs.String("device", "", "subscribe: the device this client is (messages to it are delivered too)")
 	count := fs.Int("count", 0, "subscribe: exit after this many messages (0: until interrupted)")
-	nodeURL := fs.String("node", "http://127.0.0.1:8081", "stats: the edge's admin listener (its --admin)")
-	adminToken := fs.String("admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "stats: the admin listener's token, if it has one (env JETWAY_ADMIN_TOKEN)")
+	nodeURL := fs.String("node", "http://127.0.0.1:8081", "stats, connections, kick: the edge's admin listener (its --admin)")
+	adminToken := fs.String("admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "stats, connections, kick: the admin listener's token, if it has one (env JETWAY_ADMIN_TOKEN)")
+	onlyApp := fs.String("app", "", "connections: only this app's")
+	kickTopic := fs.String("topic", "", "kick: only the connections of this topic")
 	fs.Usage = func() { groupUsage(stderr, fs, "push", pushUsage, args) }
 	args = to.take(args)
 	pos, err := parseInterspersed(fs, args)
@@ -69,11 +76,20 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if to.err != nil {
 		return fmt.Errorf("%w: %v", errUsage, to.err)
 	}
-	if err := checkSubcommand(fs, "push", pos, map[string]int{"publish": 2, "subscribe": 1, "stats": 0}); err != nil {
+	if err := checkSubcommand(fs, "push", pos, map[string]int{"publish": 2, "subscribe": 1, "stats": 0, "connections": 0, "kick": 1}); err != nil {
 		return err
 	}
-	if pos[0] == "stats" {
-		return pushStats(*nodeURL, *adminToken, *rf.timeout, stdout)
+	node := nodeClient{url: strings.TrimSuffix(*nodeURL, "/"), token: *adminToken, timeout: *rf.timeout}
+	switch pos[0] {
+	case "stats":
+		return pushStats(node, stdout)
+	case "connections":
+		return pushConnections(node, *onlyApp, stdout)
+	case "kick":
+		if err := bus.ValidName(pos[1]); err != nil {
+			return fmt.Errorf("%w: app id %q: %v", errUsage, pos[1], err)
+		}
+		return pushKick(node, pos[1], *kickTopic, stdout)
 	}
 	if err := bus.ValidName(pos[1]); err != nil {
 		return fmt.Errorf("%w: topic name %q: %v", errUsage, pos[1], err)
@@ -234,29 +250,78 @@ func publishNATS(rf registryFlags, topic string, m push.Message, stdout io.Write
 	return nil
 }
 
-// pushStats prints an edge's push counters from its admin listener.
-func pushStats(node, token string, timeout time.Duration, stdout io.Writer) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+// nodeClient asks one node's admin listener.
+type nodeClient struct {
+	url, token string
+	timeout    time.Duration
+}
+
+// do sends a request to the node and decodes its JSON answer into out.
+func (c nodeClient) do(method, path string, body []byte, out any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(node, "/")+"/push", nil)
+	req, err := http.NewRequestWithContext(ctx, method, c.url+path, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("%w: --node %q: %v", errUsage, node, err)
+		return fmt.Errorf("%w: --node %q: %v", errUsage, c.url, err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("push stats: %w", err)
+		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("push stats: %s answered %d: %s", node, resp.StatusCode, strings.TrimSpace(string(b)))
+		return fmt.Errorf("%s answered %d: %s", c.url+path, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s answered %.200q", c.url+path, b)
+	}
+	return nil
+}
+
+// pushConnections prints an edge's push connections.
+func pushConnections(node nodeClient, app string, stdout io.Writer) error {
+	var out struct{ Connections []push.Conn }
+	if err := node.do(http.MethodGet, "/push/connections?app="+url.QueryEscape(app), nil, &out); err != nil {
+		return fmt.Errorf("push connections: %w", err)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tAPP\tDEVICE\tUSER\tTRANSPORT\tSINCE\tSEQ\tLAG")
+	for _, c := range out.Connections {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", c.Topic, c.App, orDashS(c.Device), orDashS(c.User), c.Transport, c.Since.UTC().Format(time.RFC3339), c.Seq, c.Lag)
+	}
+	return tw.Flush()
+}
+
+func orDashS(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// pushKick ends an app's connections on an edge.
+func pushKick(node nodeClient, app, topic string, stdout io.Writer) error {
+	body, _ := json.Marshal(map[string]string{"app": app, "topic": topic})
+	var out struct{ Kicked int }
+	if err := node.do(http.MethodPost, "/push/kick", body, &out); err != nil {
+		return fmt.Errorf("push kick: %w", err)
+	}
+	fmt.Fprintf(stdout, "ended %d connection(s) of app %s on %s\n", out.Kicked, app, node.url)
+	return nil
+}
+
+// pushStats prints an edge's push counters from its admin listener.
+func pushStats(node nodeClient, stdout io.Writer) error {
 	var st push.Stats
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("push stats: %s answered %q", node, b)
+	if err := node.do(http.MethodGet, "/push", nil, &st); err != nil {
+		return fmt.Errorf("push stats: %w", err)
 	}
 	fmt.Fprintf(stdout, "connections    %d\ntopics         %d\ndelivered      %d\nreplayed       %d\ncatch-ups      %d\nwrite timeouts %d\nrefused        %d\n",
 		st.Connections, st.Topics, st.Delivered, st.Replayed, st.CatchUps, st.WriteTimeouts, st.Refused)
