@@ -295,13 +295,16 @@ func (h *hub) allLagging() {
 	h.mu.RUnlock()
 }
 
-// abortWriters closes the connections of the hub's subscribers that are
-// in a write.
-func (h *hub) abortWriters() {
+// abortWriters closes the connections of the hub's subscribers whose
+// write began longer ago than grace: blocked on a client that does not
+// read (a write that is just ending must not lose its connection's close
+// frame).
+func (h *hub) abortWriters(grace time.Duration) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
+	since := time.Now().Add(-grace).UnixNano()
 	for sb := range h.subs {
-		if sb.writing.Load() != 0 {
+		if w := sb.writing.Load(); w != 0 && w < since {
 			if abort := sb.abort.Load(); abort != nil {
 				(*abort)()
 			}

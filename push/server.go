@@ -146,7 +146,7 @@ func (s *Server) Close(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		for _, h := range hubs {
-			h.abortWriters()
+			h.abortWriters(closeGrace)
 		}
 		select {
 		case <-done:
@@ -157,6 +157,10 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 	}
 }
+
+// closeGrace is how long Close lets a write in progress finish before it
+// closes the connection under it.
+const closeGrace = 250 * time.Millisecond
 
 // Stats are an edge's push counters.
 type Stats struct {
