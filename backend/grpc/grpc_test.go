@@ -592,6 +592,14 @@ func TestStreamCallerThatNeverReads(t *testing.T) {
 	addr := startGRPC(t)
 	g.Publish(fmt.Sprintf(`{"name":"big","pool":"p","route":{"method":"POST","path":"/big"},"timeout":"1s","edge_concurrency":1,
 		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/StreamingOutputCall"}}`, addr))
+	// The worker has the method's schema (server reflection) before the
+	// silent call: a first call that failed on it would hold no slot.
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if r := g.Do("POST", "/big", strings.NewReader(`{"responseParameters":[{"size":1}]}`), "Accept", "application/x-ndjson"); r.Status != 200 {
+			return fmt.Errorf("a small stream: %d %s", r.Status, r.Body)
+		}
+		return nil
+	})
 	body := `{"responseParameters":[` + strings.TrimSuffix(strings.Repeat(`{"size":262144},`, 200), ",") + `]}`
 	c, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
 	if err != nil {
