@@ -139,8 +139,8 @@ func (h *hub) entry(i uint64) (*delivery, bool) {
 // join adds a subscriber to its topic's hub, starting the hub (its
 // ordered consumer, from the stream's next message) when there is none,
 // and counts the connection (Close waits for it). The hub is live when
-// join returns: every message stored after that reaches sb's queue, or
-// marks it lagging.
+// join returns: every message stored after that enters the ring at or
+// after the head the caller reads next, and wakes sb if it is for it.
 func (s *Server) join(ctx context.Context, p bus.PushStore, topic string, sb *sub) (*hub, error) {
 	key := p.Stream + " " + topic
 	s.mu.Lock()
