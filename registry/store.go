@@ -76,6 +76,9 @@ type Client struct {
 	tokens jetstream.KeyValue // the admin REST API's tokens
 	topics jetstream.KeyValue // push topics
 
+	pushErr  error // why the push streams could not be opened (PushStreamsErr)
+	replicas int   // the BucketOptions' replicas, for streams opened later
+
 	actor    string      // who the audit trail says writes (As)
 	auditErr func(error) // WithAuditErrors
 }
@@ -136,12 +139,16 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if err != nil {
 		return nil, err
 	}
-	if err := OpenPushStreams(ctx, js, o); err != nil {
-		return nil, err
-	}
+	// Push is one capability among others: without room for its streams
+	// the registry still serves APIs, and PutTopic tries again.
+	pushErr := OpenPushStreams(ctx, js, o)
 	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas, jsonSchemas: jsonSchemas,
-		tokens: tokens, topics: topics, actor: DefaultActor()}, nil
+		tokens: tokens, topics: topics, pushErr: pushErr, replicas: o.Replicas, actor: DefaultActor()}, nil
 }
+
+// PushStreamsErr is why NewClient could not open the push streams (nil
+// when it did): topics cannot be written until they open.
+func (c *Client) PushStreamsErr() error { return c.pushErr }
 
 // ErrNotFound is returned for an API or revision that does not exist.
 var ErrNotFound = errors.New("not found")

@@ -213,17 +213,37 @@ func (t *Topic) Store() bus.PushStore {
 // Push stream bounds: storage (past it the oldest messages go first, and
 // a client that wanted them gets a gap) and consumers (each edge has one
 // per topic its clients follow; the cap bounds what a compromised edge's
-// user could make).
+// user could make). A server that cannot reserve PushStreamMaxBytes gets
+// the largest halving of it that it can, down to PushStreamMinBytes.
 const (
 	PushStreamMaxBytes     = 8 << 30
+	PushStreamMinBytes     = 64 << 20
 	PushStreamMaxConsumers = 10000
 )
+
+// JetStream's codes for a stream whose MaxBytes the server cannot reserve
+// (nats-server's JSStorageResourcesExceededErr, JSInsufficientResourcesErr).
+const (
+	errCodeStorageExceeded       jetstream.ErrorCode = 10047
+	errCodeInsufficientResources jetstream.ErrorCode = 10023
+)
+
+// noRoomFor reports whether err says the server has not the storage to
+// reserve a stream's MaxBytes.
+func noRoomFor(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && (ae.ErrorCode == errCodeStorageExceeded || ae.ErrorCode == errCodeInsufficientResources)
+}
 
 // OpenPushStreams opens the two streams topics' messages are kept in
 // (bus.PushDurable, bus.PushLatest), creating them when missing: each
 // message with its own TTL (its topic's retention), duplicate publishes
 // (the same Nats-Msg-Id) dropped within 2 minutes, no rollups, deletes or
-// purges; the latest_only stream keeps one message per subject.
+// purges; the latest_only stream keeps one message per subject. Each is
+// capped at PushStreamMaxBytes, or at the largest halving of it the
+// server can reserve (a small disk, a JetStream max_store), down to
+// PushStreamMinBytes: push takes what room there is instead of refusing
+// to start.
 func OpenPushStreams(ctx context.Context, js jetstream.JetStream, o BucketOptions) error {
 	for _, p := range []bus.PushStore{bus.PushDurable, bus.PushLatest} {
 		cfg := jetstream.StreamConfig{
@@ -252,11 +272,27 @@ func OpenPushStreams(ctx context.Context, js jetstream.JetStream, o BucketOption
 		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 			return fmt.Errorf("opening stream %s: %w", p.Stream, err)
 		}
-		if _, err := js.CreateStream(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return fmt.Errorf("creating stream %s: %w", p.Stream, err)
+		if err := createPushStream(ctx, js, cfg); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// createPushStream creates the stream of cfg, halving its MaxBytes while
+// the server has not the room for it.
+func createPushStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	for {
+		_, err := js.CreateStream(ctx, cfg)
+		switch {
+		case err == nil, errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
+			return nil
+		case noRoomFor(err) && cfg.MaxBytes/2 >= PushStreamMinBytes:
+			cfg.MaxBytes /= 2
+		default:
+			return fmt.Errorf("creating stream %s (max %d MiB): %w", cfg.Name, cfg.MaxBytes>>20, err)
+		}
+	}
 }
 
 // PutTopic checks and stores a topic; every edge serves it within a
@@ -265,6 +301,11 @@ func (c *Client) PutTopic(ctx context.Context, doc []byte, opts ...WriteOption) 
 	t, err := ParseTopic("", doc)
 	if err != nil {
 		return nil, err
+	}
+	if c.pushErr != nil { // a topic needs its stream: try again, refuse with why
+		if err := OpenPushStreams(ctx, c.js, BucketOptions{Replicas: c.replicas}); err != nil {
+			return nil, err
+		}
 	}
 	js, _ := ToJSON(doc)
 	rev, err := write(ctx, c.topics, "topic", t.Name, js, opts)

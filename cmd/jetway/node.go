@@ -308,6 +308,9 @@ func (n *node) createBuckets(ctx context.Context) {
 		n.log.Warn("creating registry buckets", "err", err)
 	} else {
 		n.registry = c.As(string(n.role) + ":" + n.id) // the admin API's client (each request writes as its token)
+		if err := c.PushStreamsErr(); err != nil {
+			n.log.Warn("push unavailable: its streams could not be created; APIs are served", "err", err)
+		}
 	}
 	if hook := n.cfg.changeWebhook; hook != "" {
 		js, err := jetstream.New(n.ctl)
