@@ -590,7 +590,7 @@ func TestClientSpan(t *testing.T) {
 func TestStreamCallerThatNeverReads(t *testing.T) {
 	g := jetwaytest.Start(t)
 	addr := startGRPC(t)
-	g.Publish(fmt.Sprintf(`{"name":"big","pool":"p","route":{"method":"POST","path":"/big"},"timeout":"1s","edge_concurrency":1,
+	g.Publish(fmt.Sprintf(`{"name":"big","pool":"p","route":{"method":"POST","path":"/big"},"timeout":"3s","edge_concurrency":1,
 		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/StreamingOutputCall"}}`, addr))
 	// The worker has the method's schema (server reflection) before the
 	// silent call: a first call that failed on it would hold no slot.
@@ -600,14 +600,26 @@ func TestStreamCallerThatNeverReads(t *testing.T) {
 		}
 		return nil
 	})
+	// The silent caller reads its status line and nothing more. Only a
+	// 200 says it holds the slot: a last probe still in flight may have
+	// had it, and then the silent caller was refused and must try again.
 	body := `{"responseParameters":[` + strings.TrimSuffix(strings.Repeat(`{"size":262144},`, 200), ",") + `]}`
-	c, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(c, "POST /big HTTP/1.1\r\nHost: x\r\nAccept: application/x-ndjson\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		c, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_ = c.(*net.TCPConn).SetReadBuffer(4096)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "POST /big HTTP/1.1\r\nHost: x\r\nAccept: application/x-ndjson\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		line, err := bufio.NewReaderSize(c, 16).ReadString('\n')
+		if !strings.HasPrefix(line, "HTTP/1.1 200") {
+			_ = c.Close()
+			return fmt.Errorf("the silent caller was answered %q %v", line, err)
+		}
+		return nil
+	})
 	// While it holds the API's one edge slot, others are refused; once
 	// its deadline has passed, they are not.
 	overloaded := func() bool { return g.Do("POST", "/big", strings.NewReader(`{}`)).Code == "OVERLOADED" }
