@@ -326,11 +326,13 @@ func KeepNonces(ctx context.Context, nc *nats.Conn, o BucketOptions, onErr func(
 		t := time.NewTimer(nonceKeepEvery)
 		defer t.Stop()
 		retry := nonceReopenMin // doubles while re-creation keeps failing
+		recheck := 0            // quick checks still due after a deletion
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-kick:
+				recheck = nonceRechecks
 				// The server sends the advisory before it removes the old
 				// stream's files: a stream created at once can recover the
 				// old messages and lose its files under it, and then never
@@ -348,6 +350,14 @@ func KeepNonces(ctx context.Context, nc *nats.Conn, o BucketOptions, onErr func(
 			next := nonceKeepEvery
 			if err == nil {
 				retry = nonceReopenMin
+				if recheck > 0 {
+					// A bucket created while the old one's files were
+					// still being removed may answer the first write
+					// and lose its files just after: look again soon
+					// rather than in 30 s.
+					recheck--
+					next = 2 * nonceRecreateAfter
+				}
 			} else if ctx.Err() == nil {
 				next, retry = retry, min(2*retry, nonceKeepEvery)
 				if onErr != nil {
@@ -390,8 +400,11 @@ func keepNoncesOnce(ctx context.Context, js jetstream.JetStream, o BucketOptions
 const nonceProbeKey = "jetway-keeper-probe"
 
 // nonceKeepEvery is how often KeepNonces checks the bucket without an
-// advisory.
-const nonceKeepEvery = 30 * time.Second
+// advisory; nonceRechecks how many quicker checks follow a deletion.
+const (
+	nonceKeepEvery = 30 * time.Second
+	nonceRechecks  = 3
+)
 
 // nonceRecreateAfter is how long KeepNonces (and a store re-opening its
 // bucket) lets the server finish deleting the bucket's stream. At least a

@@ -91,13 +91,17 @@ func TestKeepNoncesForEdgesThatCannotCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleteNonces(t, admin)
+	var seen []error // the keeper's, said with the claim's last error
 	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		select {
 		case err := <-keepErrs:
-			return fmt.Errorf("keeper: %v", err)
+			seen = append(seen, err)
 		default:
 		}
-		return claim(store)
+		if err := claim(store); err != nil {
+			return fmt.Errorf("%w (the keeper's errors: %v)", err, seen)
+		}
+		return nil
 	})
 }
 
