@@ -8,13 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/push/pushclient"
 )
 
 // Push through real processes with every role as its own NATS user: a
-// client reading from a second edge process that is killed with -9 in the
-// middle of a burst resumes on the first with its cursor, and gets every
-// message once, in order; messages published while it was away included.
+// client reading over TCP from a second edge process that is killed with
+// -9 in the middle of a burst resumes on the first (over SSE) with its
+// cursor, and gets every message once, in order; messages published while
+// it was away included.
 func TestPushResumeAfterEdgeKilled(t *testing.T) {
 	t.Parallel()
 	srv, withUser := startAuthServe(t)
@@ -31,8 +33,9 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 		return m[1]
 	}
 	writer, reader := key("e2e-writer"), key("e2e-reader")
-	edge := startNode(t, "edge", "edge", "", "--nats", withUser("edge"))
+	edge := startNode(t, "edge", "edge", "", "--nats", withUser("edge"), "--push-tcp-listen", "127.0.0.1:0")
 	edge.waitReady(t)
+	tcp := "tcp://" + edge.waitLog(t, startTimeout, `"push tcp listening"`, msgIs("push tcp listening")).str("addr")
 
 	// Over HTTP, to the serve process's edge; the CLI publishes the last.
 	publish := func(i int) {
@@ -46,7 +49,7 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 	var c *pushclient.Conn
 	waitForFunc(t, func() error {
 		var err error
-		c, err = pushclient.Dial(context.Background(), pushclient.Options{Edge: edge.edge, Topic: "e2e.news", Transport: "ws", Header: http.Header{"X-Api-Key": {reader}}, From: "0"})
+		c, err = pushclient.Dial(context.Background(), pushclient.Options{Edge: tcp, Topic: "e2e.news", Transport: "tcp", Header: http.Header{"X-Api-Key": {reader}}, From: "0"})
 		return err
 	})
 	got := map[int]bool{}
@@ -131,5 +134,45 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 	res := jetway(t, "", "push", "subscribe", "e2e.news", "--app-key", reader, "--edge", srv.edge, "--from", "0", "--count", "2")
 	if res.code != 0 || !strings.HasPrefix(res.stdout, "1 m0\n2 m1\n") {
 		t.Errorf("push subscribe: %d %q %s", res.code, res.stdout, res.stderr)
+	}
+}
+
+// The serve process's push TCP listener over TLS, from the CLI: the
+// subscriber gets what is kept, then exits after --count.
+func TestPushOverTLSFromTheCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := jetwaytest.NewCA(t)
+	cf := ca.Issue(t, dir, 1, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "localhost")
+	srv := startNode(t, "serve", "serve", "", "--tls-cert", cf.Cert, "--tls-key", cf.Key, "--push-tcp-listen", "127.0.0.1:0")
+	srv.waitReady(t)
+	addr := srv.waitLog(t, startTimeout, `"push tcp listening"`, msgIs("push tcp listening")).str("addr")
+	_, port, _ := strings.Cut(addr, ":")
+	tlsEdge := "tls://localhost:" + port
+	_, httpsPort, _ := strings.Cut(strings.TrimPrefix(srv.edge, "http://"), ":")
+	httpsEdge := "https://localhost:" + httpsPort
+	if res := jetway(t, `{"name":"e2e.tls","publish":["w"],"subscribe":["r"]}`, "topic", "put", "-", "--nats", srv.natsURL); res.code != 0 {
+		t.Fatalf("topic put: %d %s%s", res.code, res.stdout, res.stderr)
+	}
+	var keys []string
+	for _, id := range []string{"w", "r"} {
+		res := jetway(t, "", "app", "create", id, "--api", "none.*", "--nats", srv.natsURL)
+		m := keyRE.FindStringSubmatch(res.stdout)
+		if res.code != 0 || m == nil {
+			t.Fatalf("app create %s: %d %s%s", id, res.code, res.stdout, res.stderr)
+		}
+		keys = append(keys, m[1])
+	}
+	for _, m := range []string{"one", "two"} {
+		waitForFunc(t, func() error {
+			if res := jetway(t, "", "push", "publish", "e2e.tls", m, "--app-key", keys[0], "--edge", httpsEdge, "--tls-ca", ca.File(t, dir, "ca.pem")); res.code != 0 {
+				return fmt.Errorf("push publish: %d %s%s", res.code, res.stdout, res.stderr)
+			}
+			return nil
+		})
+	}
+	res := jetway(t, "", "push", "subscribe", "e2e.tls", "--transport", "tcp", "--app-key", keys[1], "--edge", tlsEdge, "--tls-ca", ca.File(t, dir, "ca.pem"), "--from", "0", "--count", "2")
+	if res.code != 0 || res.stdout != "1 one\n2 two\n" {
+		t.Errorf("push subscribe over TLS: %d %q %s", res.code, res.stdout, res.stderr)
 	}
 }

@@ -536,6 +536,12 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, bus.CodeForbidden, "client address not allowed", id)
 		return
 	}
+	if _, overTCP := w.(*tcpHandshake); overTCP && !strings.HasPrefix(canon, BuiltinPrefix+"tcp/") {
+		// The connect frame's path was checked before its canonical
+		// form: nothing but a subscription is served over TCP.
+		writeError(w, bus.CodeRouteNotFound, "the push TCP listener serves /_jetway/tcp/<topic> only", id)
+		return
+	}
 	if strings.HasPrefix(canon, BuiltinPrefix) {
 		// Push connections live long: they are not in-flight calls (a
 		// publish counts itself).

@@ -46,17 +46,20 @@ func compileTopics(s *registry.Snapshot, apps *appIndex) map[string]*topicRoute 
 // validDevice admits a device id given at connect.
 var validDevice = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// servePush serves /_jetway/{publish,sse,ws}/<topic>. canon is the
-// request's canonical escaped path, sent the path as the caller sent it.
+// servePush serves /_jetway/{publish,sse,ws}/<topic>, and over the push
+// TCP listener /_jetway/tcp/<topic> (w is then its *tcpHandshake). canon
+// is the request's canonical escaped path, sent the path as the caller
+// sent it.
 func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent string, addr netip.Addr) {
 	verb, name, _ := strings.Cut(strings.TrimPrefix(canon, BuiltinPrefix), "/")
 	method := http.MethodGet
 	batch := false
-	switch verb {
-	case "publish":
+	tcp, overTCP := w.(*tcpHandshake)
+	switch {
+	case verb == "publish":
 		method = http.MethodPost
 		name, batch = strings.CutSuffix(name, "/batch")
-	case "sse", "ws":
+	case verb == "sse", verb == "ws", verb == "tcp" && overTCP:
 	default:
 		writeError(w, bus.CodeRouteNotFound, "no built-in endpoint at "+canon, id)
 		return
@@ -211,10 +214,14 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
 		return
 	}
-	if verb == "sse" {
+	switch verb {
+	case "sse":
 		e.o.Push.ServeSSE(w, r, ss)
-	} else {
+	case "ws":
 		e.o.Push.ServeWS(w, r, ss)
+	default:
+		tcp.taken = true
+		e.o.Push.ServeTCP(tcp.conn, ss)
 	}
 }
 

@@ -69,12 +69,16 @@ func start(t *testing.T) (g *jetwaytest.Gateway, pub, shop string) {
 // gets everything after its cursor, in order, then live messages; the
 // messages addressed to another app or device never reach it.
 func TestResumeAcrossTransportsAndEdges(t *testing.T) {
-	for _, transport := range []string{"sse", "ws"} {
+	for _, transport := range []string{"sse", "ws", "tcp"} {
 		t.Run(transport, func(t *testing.T) {
 			g, pub, shop := start(t)
-			edge2, _, _ := g.AddEdge(t, edgeOptions())
+			edge1 := g.URL
+			edge2, _, e2 := g.AddEdge(t, edgeOptions())
+			if transport == "tcp" {
+				edge1, edge2 = jetwaytest.ServeTCP(t, g.Edge), jetwaytest.ServeTCP(t, e2)
+			}
 			first := publish(t, g, pub, "", "one")
-			o := pushclient.Options{Edge: g.URL, Topic: "orders", Transport: transport, Header: http.Header{"X-Api-Key": {shop}}, Device: "d1", From: first}
+			o := pushclient.Options{Edge: edge1, Topic: "orders", Transport: transport, Header: http.Header{"X-Api-Key": {shop}}, Device: "d1", From: first}
 			c, err := pushclient.Dial(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)
@@ -98,7 +102,7 @@ func TestResumeAcrossTransportsAndEdges(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			three := "three\nlines\r\nhere" // WebSocket keeps the bytes
+			three := "three\nlines\r\nhere" // WebSocket and TCP keep the bytes
 			if transport == "sse" {
 				three = "three\nlines\nhere" // SSE ends each data line with LF
 			}
@@ -259,8 +263,13 @@ func TestSlowClientLosesNothing(t *testing.T) {
 // has the change; so does deleting the topic.
 func TestRevocationEndsConnections(t *testing.T) {
 	g, _, shop := start(t)
-	for _, transport := range []string{"sse", "ws"} {
-		c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "orders", Transport: transport, Header: http.Header{"X-Api-Key": {shop}}})
+	tcp := jetwaytest.ServeTCP(t, g.Edge)
+	for _, transport := range []string{"sse", "ws", "tcp"} {
+		url := g.URL
+		if transport == "tcp" {
+			url = tcp
+		}
+		c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: url, Topic: "orders", Transport: transport, Header: http.Header{"X-Api-Key": {shop}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,9 +290,9 @@ func TestRevocationEndsConnections(t *testing.T) {
 			if err != nil || ev.Type != "close" || !strings.Contains(ev.Reason, "disabled") {
 				t.Errorf("sse: %+v %v", ev, err)
 			}
-		case "ws":
+		default:
 			if !errors.As(err, &ce) || ce.Code != 4001 || !strings.Contains(ce.Reason, "disabled") {
-				t.Errorf("ws: %+v %v", ev, err)
+				t.Errorf("%s: %+v %v", transport, ev, err)
 			}
 		}
 		on := off
@@ -292,24 +301,31 @@ func TestRevocationEndsConnections(t *testing.T) {
 	}
 }
 
-// A shutting-down edge tells its WebSocket clients to reconnect (1012).
+// A shutting-down edge tells its WebSocket and TCP clients to reconnect
+// (1012).
 func TestShutdownSaysReconnect(t *testing.T) {
 	g, _, shop := start(t)
-	c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "orders", Transport: "ws", Header: http.Header{"X-Api-Key": {shop}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	var conns []*pushclient.Conn
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if ev, err := c.Next(ctx); err != nil || ev.Type != "ready" {
-		t.Fatalf("%+v %v", ev, err)
+	for transport, url := range map[string]string{"ws": g.URL, "tcp": jetwaytest.ServeTCP(t, g.Edge)} {
+		c, err := pushclient.Dial(ctx, pushclient.Options{Edge: url, Topic: "orders", Transport: transport, Header: http.Header{"X-Api-Key": {shop}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if ev, err := c.Next(ctx); err != nil || ev.Type != "ready" {
+			t.Fatalf("%s: %+v %v", transport, ev, err)
+		}
+		conns = append(conns, c)
 	}
 	go g.Push.Close(ctx)
-	_, err = c.Next(ctx)
-	var ce *pushclient.CloseError
-	if !errors.As(err, &ce) || ce.Code != 1012 {
-		t.Fatalf("%v", err)
+	for _, c := range conns {
+		_, err := c.Next(ctx)
+		var ce *pushclient.CloseError
+		if !errors.As(err, &ce) || ce.Code != 1012 || !strings.Contains(ce.Reason, "reconnect") {
+			t.Errorf("%v", err)
+		}
 	}
 }
 

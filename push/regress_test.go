@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -177,9 +178,9 @@ func TestPushStreamsRefuseRollups(t *testing.T) {
 	}
 }
 
-// A client that never reads is cut once a write has blocked past the
-// write timeout; a client of the same topic that reads keeps getting
-// everything meanwhile.
+// A client that never reads (over WebSocket or TCP) is cut once a write
+// has blocked past the write timeout; a client of the same topic that
+// reads keeps getting everything meanwhile.
 func TestNeverReadingClientIsCut(t *testing.T) {
 	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{WriteTimeout: time.Second}})
 	g.PutTopic(topic)
@@ -191,11 +192,15 @@ func TestNeverReadingClientIsCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stuck.CloseNow() // never read
+	// And one over TCP that never reads either.
+	stuckTCP := dialRaw(t, jetwaytest.ServeTCP(t, g.Edge))
+	_ = stuckTCP.c.(*net.TCPConn).SetReadBuffer(4096)
+	stuckTCP.connect("/_jetway/tcp/orders", map[string]string{"X-Api-Key": shop})
 	const n = 150
 	got := make(chan int, 1)
 	go func() { got <- len(sseSeqs(t, g.URL, shop, "", n, 20*time.Second)) }()
 	natstestCheck(t, 5*time.Second, func() error {
-		if st := g.Push.Stats(); st.Connections != 2 {
+		if st := g.Push.Stats(); st.Connections != 3 {
 			return fmt.Errorf("%d connections", st.Connections)
 		}
 		return nil
@@ -205,8 +210,8 @@ func TestNeverReadingClientIsCut(t *testing.T) {
 		publish(t, g, pub, "", pad)
 	}
 	natstestCheck(t, 10*time.Second, func() error {
-		if st := g.Push.Stats(); st.WriteTimeouts != 1 {
-			return fmt.Errorf("the stuck client is not cut: %+v", st)
+		if st := g.Push.Stats(); st.WriteTimeouts != 2 {
+			return fmt.Errorf("the stuck clients are not cut: %+v", st)
 		}
 		return nil
 	})

@@ -2,6 +2,7 @@ package push
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"net/http"
 	"sync/atomic"
@@ -121,12 +122,20 @@ func truncate(s string, n int) string {
 }
 
 type wsSink struct {
+	frames
 	c       *websocket.Conn
 	ctx     context.Context
 	timeout time.Duration
 	sb      *sub
-	buf     []byte
 	pinging atomic.Bool
+}
+
+// frames buffers the JSON objects a WebSocket or TCP connection is sent:
+// over WebSocket, one per line of a text frame; over TCP, each a frame
+// of its own behind its length (4 bytes, big-endian).
+type frames struct {
+	buf         []byte
+	lenPrefixed bool
 }
 
 type wsFrame struct {
@@ -137,15 +146,23 @@ type wsFrame struct {
 	*Gap
 }
 
-func (o *wsSink) add(f wsFrame) {
-	if len(o.buf) > 0 {
+// put buffers one object.
+func (o *frames) put(obj []byte) {
+	switch {
+	case o.lenPrefixed:
+		o.buf = binary.BigEndian.AppendUint32(o.buf, uint32(len(obj)))
+	case len(o.buf) > 0:
 		o.buf = append(o.buf, '\n')
 	}
-	b, _ := json.Marshal(f)
-	o.buf = append(o.buf, b...)
+	o.buf = append(o.buf, obj...)
 }
 
-func (o *wsSink) ready(topic string, c Cursor) {
+func (o *frames) add(f wsFrame) {
+	b, _ := json.Marshal(f)
+	o.put(b)
+}
+
+func (o *frames) ready(topic string, c Cursor) {
 	o.add(wsFrame{Type: "ready", Topic: topic, Cursor: c.String()})
 }
 
@@ -155,18 +172,17 @@ func wsLine(topic, epoch string, d *delivery) []byte {
 	return b
 }
 
-func (o *wsSink) message(topic, epoch string, d *delivery) {
+func (o *frames) message(topic, epoch string, d *delivery) {
 	line := d.ws
 	if line == nil || d.epoch != epoch {
 		line = wsLine(topic, epoch, d)
 	}
-	if len(o.buf) > 0 {
-		o.buf = append(o.buf, '\n')
-	}
-	o.buf = append(o.buf, line...)
+	o.put(line)
 }
 
-func (o *wsSink) gap(topic string, g Gap) { o.add(wsFrame{Type: "gap", Topic: topic, Gap: &g}) }
+func (o *frames) gap(topic string, g Gap) { o.add(wsFrame{Type: "gap", Topic: topic, Gap: &g}) }
+
+func (o *frames) pending() int { return len(o.buf) }
 
 func (o *wsSink) flush() error {
 	if len(o.buf) == 0 {
@@ -178,8 +194,6 @@ func (o *wsSink) flush() error {
 	o.buf = reuse(o.buf)
 	return err
 }
-
-func (o *wsSink) pending() int { return len(o.buf) }
 
 // ping sends a ping and, in a goroutine of its own (the writer goes on),
 // waits for its pong within the write timeout, closing the connection

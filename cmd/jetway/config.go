@@ -99,6 +99,7 @@ type nodeFlags struct {
 	maxInFlight int64
 	// push admission (push.Options)
 	pushPerApp, pushPerIP, pushConnectRate int
+	pushTCPListen                          string
 
 	adminToken        string
 	adminTLSCert      string
@@ -161,6 +162,7 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		fs.IntVar(&f.maxConns, "max-conns", 20000, "client connections the edge keeps open at once; past it new ones are closed (0: no cap)")
 		fs.IntVar(&f.pushPerApp, "push-max-conns-per-app", 0, "push connections one app may hold on this edge; past it 429 with Retry-After (0: no cap)")
 		fs.IntVar(&f.pushPerIP, "push-max-conns-per-ip", 0, "push connections one client address may hold on this edge; past it 429 with Retry-After (0: no cap)")
+		fs.StringVar(&f.pushTCPListen, "push-tcp-listen", "", "serve push subscriptions over raw TCP (length-prefixed JSON frames; TLS with --tls-cert) at this address; empty: not served")
 		fs.IntVar(&f.pushConnectRate, "push-connect-rate", 5000, "new push connections a second this edge takes; past it 503 with Retry-After, so a reconnect storm is paced (0: no cap)")
 		fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers (slow clients are cut off)")
 		fs.DurationVar(&f.readTimeout, "read-timeout", 60*time.Second, "time a client has to send a whole request, body included")

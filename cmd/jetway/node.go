@@ -42,7 +42,7 @@ func cmdNode(r role, args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	n := &node{role: r, cfg: cfg, log: cfg.log, id: nuid.Next(), errc: make(chan error, 3), wire: bus.NewWireVersions()}
+	n := &node{role: r, cfg: cfg, log: cfg.log, id: nuid.Next(), errc: make(chan error, 4), wire: bus.NewWireVersions()}
 	return n.run(ctx)
 }
 
@@ -70,6 +70,7 @@ type node struct {
 	watcher   *registry.Watcher
 	edge      *edge.Edge
 	push      *push.Server // the edge's push side
+	pushTCP   net.Listener // --push-tcp-listen; nil: none
 	worker    *workers.Worker
 	accessLog *otel.LineWriter // the access log's buffer, written out at shutdown
 	// firing is what the alerts this node judges say now (runAlerts);
@@ -144,6 +145,7 @@ func (n *node) run(ctx context.Context) error {
 		n.watchRegistry,
 		n.heartbeat,
 		n.listenEdge,
+		n.listenPushTCP,
 		n.listenAdmin,
 		n.startDemo,
 	} {
@@ -504,6 +506,36 @@ func (n *node) listenEdge(ctx context.Context) error {
 	return nil
 }
 
+// listenPushTCP serves push subscriptions over raw TCP on
+// --push-tcp-listen, unless it is empty; over TLS when the edge is.
+func (n *node) listenPushTCP(context.Context) error {
+	f := n.cfg
+	if n.edge == nil || f.pushTCPListen == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", f.pushTCPListen)
+	if err != nil {
+		return fmt.Errorf("push tcp listener: %w", err)
+	}
+	n.pushTCP = ln
+	ln = edge.LimitListener(ln, f.maxConns)
+	if f.certs != nil {
+		cfg := f.certs.TLSConfig()
+		cfg.NextProtos = nil // not HTTP
+		if f.tlsClientCerts {
+			cfg.ClientAuth = tls.RequestClientCert
+		}
+		ln = tls.NewListener(ln, cfg)
+	}
+	n.log.Info("push tcp listening", "addr", n.pushTCP.Addr().String(), "tls", f.certs != nil)
+	go func() {
+		if err := n.edge.ServeTCP(ln); !errors.Is(err, net.ErrClosed) {
+			n.errc <- err
+		}
+	}()
+	return nil
+}
+
 // acmeManager is the ACME client of --acme-host: its account and
 // certificates live in the registry bucket jetway_acme, so that what one
 // edge obtained every edge serves.
@@ -610,6 +642,9 @@ func (n *node) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.drain)
 	defer cancel()
 	var errs []error
+	if n.pushTCP != nil {
+		_ = n.pushTCP.Close() // no new TCP subscriptions; the open ones end below
+	}
 	if n.push != nil {
 		// Push clients are told to reconnect (elsewhere, with their
 		// cursor); their streams would otherwise hold the drain open.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -60,9 +61,10 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	idem := fs.String("idempotency-key", "", "publish: a retry with the same key is stored once")
 	from := fs.String("from", "", "subscribe: the first sequence wanted ([EPOCH:]SEQ; 0: everything kept); default live only")
 	after := fs.String("after", "", "subscribe: the cursor of the last message had ([EPOCH:]SEQ)")
-	transport := fs.String("transport", "sse", "subscribe: sse or ws (tcp is not served yet)")
+	transport := fs.String("transport", "sse", "subscribe: sse, ws or tcp (tcp: --edge is the edge's --push-tcp-listen, tcp://HOST:PORT or tls://HOST:PORT)")
 	device := fs.String("device", "", "subscribe: the device this client is (messages to it are delivered too)")
 	count := fs.Int("count", 0, "subscribe: exit after this many messages (0: until interrupted)")
+	tlsCA := fs.String("tls-ca", "", "publish, subscribe: PEM CA file to verify an https:// or tls:// edge with (default: the system's roots)")
 	nodeURL := fs.String("node", "http://127.0.0.1:8081", "stats, connections, kick: the edge's admin listener (its --admin)")
 	adminToken := fs.String("admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "stats, connections, kick: the admin listener's token, if it has one (env JETWAY_ADMIN_TOKEN)")
 	onlyApp := fs.String("app", "", "connections: only this app's")
@@ -80,6 +82,15 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	node := nodeClient{url: strings.TrimSuffix(*nodeURL, "/"), token: *adminToken, timeout: *rf.timeout}
+	var tlsConfig *tls.Config // nil: the system's roots
+	if *tlsCA != "" {
+		pool, err := bus.LoadCertPool(*tlsCA)
+		if err != nil {
+			return fmt.Errorf("%w: --tls-ca: %v", errUsage, err)
+		}
+		tlsConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig, Proxy: http.ProxyFromEnvironment}}
 	switch pos[0] {
 	case "stats":
 		return pushStats(node, stdout)
@@ -95,10 +106,10 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: topic name %q: %v", errUsage, pos[1], err)
 	}
 	if pos[0] == "subscribe" {
-		if *transport == "tcp" {
-			return fmt.Errorf("%w: --transport tcp: the TCP transport is not served yet; use sse or ws", errUsage)
+		if *transport == "tcp" && !strings.HasPrefix(*edgeURL, "tcp://") && !strings.HasPrefix(*edgeURL, "tls://") {
+			return fmt.Errorf("%w: --transport tcp: --edge is the edge's push TCP listener, tcp://HOST:PORT or tls://HOST:PORT, not %q", errUsage, *edgeURL)
 		}
-		return pushSubscribe(pushclient.Options{Edge: *edgeURL, Topic: pos[1], Transport: *transport,
+		return pushSubscribe(pushclient.Options{Edge: *edgeURL, Topic: pos[1], Transport: *transport, TLSConfig: tlsConfig, HTTPClient: hc,
 			Header: http.Header{"X-Api-Key": {*appKey}}, Device: *device, After: *after, From: *from}, *count, stdout, stderr)
 	}
 	var data []byte
@@ -113,7 +124,7 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if *appKey == "" {
 		return publishNATS(rf, pos[1], m, stdout)
 	}
-	return publishEdge(*edgeURL, *appKey, pos[1], m, *rf.timeout, stdout)
+	return publishEdge(hc, *edgeURL, *appKey, pos[1], m, *rf.timeout, stdout)
 }
 
 // toFlag is --to KIND ADDRESS: two arguments, taken off args before the
@@ -165,7 +176,7 @@ func (f *toFlag) take(args []string) []string {
 }
 
 // publishEdge publishes through an edge as the app whose key is given.
-func publishEdge(edge, key, topic string, m push.Message, timeout time.Duration, stdout io.Writer) error {
+func publishEdge(hc *http.Client, edge, key, topic string, m push.Message, timeout time.Duration, stdout io.Writer) error {
 	q := url.Values{}
 	idParam := "device"
 	if m.To == "user" {
@@ -186,7 +197,7 @@ func publishEdge(edge, key, topic string, m push.Message, timeout time.Duration,
 	if m.IdempotencyKey != "" {
 		req.Header.Set("Idempotency-Key", m.IdempotencyKey)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("publishing: %w", err)
 	}

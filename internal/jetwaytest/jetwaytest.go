@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -463,4 +464,18 @@ func NextBreakerEvent(t testing.TB, ch <-chan workers.BreakerEvent) workers.Brea
 		t.Fatal("no breaker event")
 		return workers.BreakerEvent{}
 	}
+}
+
+// ServeTCP serves e's push TCP listener on a free local port until the
+// test ends, and returns its address as pushclient dials it
+// (tcp://127.0.0.1:port).
+func ServeTCP(t testing.TB, e *edge.Edge) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = e.ServeTCP(ln) }()
+	t.Cleanup(func() { _ = ln.Close() })
+	return "tcp://" + ln.Addr().String()
 }

@@ -20,6 +20,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,11 +37,15 @@ import (
 
 // Options say what to subscribe to and how.
 type Options struct {
-	// Edge is the edge's base URL (http://host:port).
+	// Edge is the edge's base URL (http://host:port); for the TCP
+	// transport its push TCP listener, tcp://host:port or tls://host:port.
 	Edge  string
 	Topic string
-	// Transport is "sse" (default) or "ws".
+	// Transport is "sse" (default), "ws" or "tcp".
 	Transport string
+	// TLSConfig for a tls:// edge; nil: the system's roots, the edge's
+	// host name.
+	TLSConfig *tls.Config
 	// Header carries the credentials (X-Api-Key, Authorization) and an
 	// Origin if any.
 	Header http.Header
@@ -121,8 +126,10 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		return dialSSE(ctx, u.String(), o)
 	case "ws":
 		return dialWS(ctx, u.String(), o)
+	case "tcp":
+		return dialTCP(ctx, u, o)
 	}
-	return nil, fmt.Errorf("transport %q: sse or ws", transport)
+	return nil, fmt.Errorf("transport %q: sse, ws or tcp", transport)
 }
 
 func refusal(status int, body []byte) error {
@@ -256,6 +263,18 @@ type wsFrame struct {
 	Resume string `json:"resume"`
 }
 
+// event is the frame's event.
+func (f *wsFrame) event() Event {
+	ev := Event{Type: f.Type, Topic: f.Topic, Cursor: f.Cursor, Data: f.Data, Reason: f.Reason}
+	if f.Type == "message" {
+		ev.Seq = seqOf(f.Cursor)
+	}
+	if f.Type == "gap" {
+		ev.Gap = &Gap{Reason: f.Reason, Asked: f.Asked, Resume: f.Resume}
+	}
+	return ev
+}
+
 func dialWS(ctx context.Context, u string, o Options) (*Conn, error) {
 	u = "ws" + strings.TrimPrefix(u, "http")
 	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: o.Header, HTTPClient: o.HTTPClient})
@@ -287,14 +306,7 @@ func dialWS(ctx context.Context, u string, o Options) (*Conn, error) {
 				if err := json.Unmarshal(line, &f); err != nil {
 					return Event{}, fmt.Errorf("a frame that is not JSON: %w", err)
 				}
-				ev := Event{Type: f.Type, Topic: f.Topic, Cursor: f.Cursor, Data: f.Data, Reason: f.Reason}
-				if f.Type == "message" {
-					ev.Seq = seqOf(f.Cursor)
-				}
-				if f.Type == "gap" {
-					ev.Gap = &Gap{Reason: f.Reason, Asked: f.Asked, Resume: f.Resume}
-				}
-				pending = append(pending, ev)
+				pending = append(pending, f.event())
 			}
 		}
 		ev := pending[0]
@@ -304,7 +316,7 @@ func dialWS(ctx context.Context, u string, o Options) (*Conn, error) {
 	return &Conn{next: next, close: func() error { return c.Close(websocket.StatusNormalClosure, "") }}, nil
 }
 
-// CloseError is a WebSocket close from the edge: 1012 to reconnect (the
+// CloseError is a WebSocket (or TCP) close from the edge: 1012 to reconnect (the
 // edge is shutting down), 4001 revoked, 1009 a frame too large.
 type CloseError struct {
 	Code   int
