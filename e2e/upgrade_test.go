@@ -26,7 +26,7 @@ import (
 // binary a rolling upgrade starts from: the commit that landed last. Move
 // it forward when a release lands; the wire version it writes must be
 // bus.WireVersion-1 or bus.WireVersion.
-const previousRelease = "bf9c5ab2db47724935d9d7f510abbdc9950dc679"
+const previousRelease = "5e048b3f909f389aba7b6fd25636c21c7a5b155b"
 
 // buildPrevious builds the jetway binary of previousRelease from this
 // repository's history. Without that history (a source tarball, a shallow
