@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Push figures (docs/push.md, issue "Push notifications"): `jetway serve`
 # pinned to core 0, bench/cmd/pushbench pinned to core 1, in one run:
-# idle WebSocket connections held and their memory, new authenticated
+# idle WebSocket (and raw TCP) connections held and their memory, new authenticated
 # connections per second, broadcast of one topic to SUBS subscribers (and
 # again with one that never reads), durable unique messages HTTP publish →
 # client, and resume after 100 missed messages.
@@ -33,19 +33,23 @@ log "building jetway and pushbench"
 (cd "$repo" && go build -o "$tmp/jetway" ./cmd/jetway && go build -o "$tmp/pushbench" ./bench/cmd/pushbench)
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-P_EDGE=$(port); P_ADMIN=$(port); P_NATS=$(port)
+P_EDGE=$(port); P_ADMIN=$(port); P_NATS=$(port); P_TCP=$(port)
 NATS="nats://127.0.0.1:$P_NATS"
 EDGE="http://127.0.0.1:$P_EDGE"
 MAXC=$(( (CONNS > SUBS ? CONNS : SUBS) + 2000 ))
 # No connect-rate cap (its default is 5000/s): the figure is the edge's own.
-taskset -c 0 "$tmp/jetway" serve --data "$tmp/data" --log-level warn --max-conns "$MAXC" --push-connect-rate 0 \
-	--listen "127.0.0.1:$P_EDGE" --admin "127.0.0.1:$P_ADMIN" --nats-listen "127.0.0.1:$P_NATS" >"$tmp/serve.log" 2>&1 &
-pids+=($!)
-SERVE_PID=$!
-for _ in $(seq 1 600); do
-	[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P_ADMIN/readyz")" = 200 ] && break
-	sleep 0.05
-done
+serve() {
+	taskset -c 0 "$tmp/jetway" serve --data "$tmp/data" --log-level warn --max-conns "$MAXC" --push-connect-rate 0 \
+		--listen "127.0.0.1:$P_EDGE" --push-tcp-listen "127.0.0.1:$P_TCP" --admin "127.0.0.1:$P_ADMIN" --nats-listen "127.0.0.1:$P_NATS" >>"$tmp/serve.log" 2>&1 &
+	pids+=($!)
+	SERVE_PID=$!
+	for _ in $(seq 1 600); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$P_ADMIN/readyz")" = 200 ] && return
+		sleep 0.05
+	done
+	die "serve did not get ready"
+}
+serve
 jw() { "$tmp/jetway" "$@" --nats "$NATS"; }
 echo '{"name":"bench","publish":["bench-writer"],"subscribe":["bench-reader"],"retention":{"max_age":"10m"}}' | jw topic put - >&2
 key() { jw app create "$1" --api 'none.*' | sed -n 's/.*(shown once, store it now): \(jw_[^ ]*\).*/\1/p'; }
@@ -53,7 +57,7 @@ READER=$(key bench-reader)
 WRITER=$(key bench-writer)
 [ -n "$READER" ] && [ -n "$WRITER" ] || die "no app keys"
 sleep 1 # the edge applies the topic and the apps
-pb() { taskset -c 1 "$tmp/pushbench" "$1" --edge "$EDGE" --key "$READER" --pubkey "$WRITER" --topic bench --nats "$NATS" --pid "$SERVE_PID" "${@:2}"; }
+pb() { taskset -c 1 "$tmp/pushbench" "$1" --edge "$EDGE" --tcp "127.0.0.1:$P_TCP" --key "$READER" --pubkey "$WRITER" --topic bench --nats "$NATS" --pid "$SERVE_PID" "${@:2}"; }
 
 log "idle connections: $CONNS"
 pb conns --n "$CONNS"
@@ -66,6 +70,9 @@ sleep 2
 log "the same at 10 a second with one more subscriber that never reads"
 pb broadcast --subs "$SUBS" --msgs "$MSGS" --rate 10 --slow 1
 sleep 2
+log "over raw TCP: the broadcast at 10 a second"
+pb broadcast --subs "$SUBS" --msgs "$MSGS" --rate 10 --transport tcp
+sleep 2
 sleep 5 # the broadcasts' 10,000 connections are gone
 log "unique messages: HTTP publish → one of 100 devices, one message a request, as fast as 64 publishers go"
 pb unique --devices 100 --for 10s
@@ -74,3 +81,10 @@ pb unique --devices 100 --for 10s --batch 100 --rate "$RATE"
 pb unique --devices 100 --for 10s --batch 100
 log "resume after 100 missed messages"
 pb resume --missed 100 --rounds 50
+# A fresh process: the memory the WebSocket rows took is not given back
+# to the system at once, and would hide what TCP connections take.
+log "over raw TCP: idle connections, on a fresh jetway serve"
+kill "$SERVE_PID"
+wait "$SERVE_PID" 2>/dev/null || true
+serve
+pb conns --n "$CONNS" --transport tcp

@@ -20,17 +20,23 @@
 //	    a client misses 100 messages, reconnects with its cursor: the p50/p99
 //	    of connect → the last missed message
 //
+// Subscribers are WebSocket ones, or with --transport tcp --tcp ADDR of
+// the edge's push TCP listener.
+//
 // Each message's data is "t=<unix nanos of its publish> …", which the
 // subscriber reads for the latency; clocks are one machine's.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -64,6 +70,8 @@ var (
 	batch   = flag.Int("batch", 1, "unique: messages per HTTP publish (more than 1: POST …/batch)")
 	missed  = flag.Int("missed", 100, "resume: messages missed")
 	rounds  = flag.Int("rounds", 50, "resume: rounds")
+	over    = flag.String("transport", "ws", "ws, or tcp (to --tcp)")
+	tcpAddr = flag.String("tcp", "127.0.0.1:8090", "the edge's push TCP listener (--push-tcp-listen), for --transport tcp")
 )
 
 func main() {
@@ -96,24 +104,92 @@ func wsURL(query string) string {
 	return "ws" + strings.TrimPrefix(*edge, "http") + "/_jetway/ws/" + *topic + query
 }
 
+// sub is a subscription over either transport: Read returns the next
+// frame (WebSocket: objects one per line; TCP: one object).
+type sub interface {
+	Read(ctx context.Context) ([]byte, error)
+	CloseNow() error
+}
+
+type wsSub struct{ *websocket.Conn }
+
+func (s wsSub) Read(ctx context.Context) ([]byte, error) {
+	_, b, err := s.Conn.Read(ctx)
+	return b, err
+}
+
+// tcpSub reads frames of the push TCP transport; a ping is answered and
+// not returned. ctx is not watched: CloseNow ends a read.
+type tcpSub struct {
+	c  net.Conn
+	rd *bufio.Reader
+}
+
+func (s *tcpSub) Read(context.Context) ([]byte, error) {
+	for {
+		var n [4]byte
+		if _, err := io.ReadFull(s.rd, n[:]); err != nil {
+			return nil, err
+		}
+		b := make([]byte, binary.BigEndian.Uint32(n[:]))
+		if _, err := io.ReadFull(s.rd, b); err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(b, []byte(`{"type":"ping"}`)) {
+			return b, nil
+		}
+		if _, err := s.c.Write(frame(`{"type":"pong"}`)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (s *tcpSub) CloseNow() error { return s.c.Close() }
+
+func frame(obj string) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(obj))), obj...)
+}
+
 // dial opens a subscription and reads its ready frame.
-func dial(ctx context.Context, query string) (*websocket.Conn, error) {
-	c, _, err := websocket.Dial(ctx, wsURL(query), &websocket.DialOptions{HTTPHeader: http.Header{"X-Api-Key": {*key}}})
-	if err != nil {
-		return nil, err
+func dial(ctx context.Context, query string) (sub, error) {
+	s, _, err := dialFirst(ctx, query)
+	return s, err
+}
+
+// dialFirst is dial, returning the first frame too (over WebSocket,
+// messages may share it with ready).
+func dialFirst(ctx context.Context, query string) (sub, []byte, error) {
+	var s sub
+	if *over == "tcp" {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", *tcpAddr)
+		if err != nil {
+			return nil, nil, err
+		}
+		hello, _ := json.Marshal(map[string]any{"type": "connect", "path": "/_jetway/tcp/" + *topic + query, "headers": map[string]string{"X-Api-Key": *key}})
+		if _, err := c.Write(frame(string(hello))); err != nil {
+			_ = c.Close()
+			return nil, nil, err
+		}
+		s = &tcpSub{c: c, rd: bufio.NewReaderSize(c, 16<<10)}
+	} else {
+		c, _, err := websocket.Dial(ctx, wsURL(query), &websocket.DialOptions{HTTPHeader: http.Header{"X-Api-Key": {*key}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		c.SetReadLimit(16 << 20)
+		s = wsSub{c}
 	}
-	c.SetReadLimit(16 << 20)
-	_, b, err := c.Read(ctx)
+	b, err := s.Read(ctx)
 	if err != nil || !bytes.Contains(b, []byte(`"type":"ready"`)) {
-		_ = c.CloseNow()
-		return nil, fmt.Errorf("no ready frame: %q %v", b, err)
+		_ = s.CloseNow()
+		return nil, nil, fmt.Errorf("no ready frame: %q %v", b, err)
 	}
-	return c, nil
+	return s, b, nil
 }
 
 // dialMany opens count subscriptions, 256 at a time.
-func dialMany(ctx context.Context, count int, query func(i int) string) ([]*websocket.Conn, time.Duration, error) {
-	out := make([]*websocket.Conn, count)
+func dialMany(ctx context.Context, count int, query func(i int) string) ([]sub, time.Duration, error) {
+	out := make([]sub, count)
 	sem := make(chan struct{}, 256)
 	var first error
 	var mu sync.Mutex
@@ -124,7 +200,7 @@ func dialMany(ctx context.Context, count int, query func(i int) string) ([]*webs
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			var c *websocket.Conn
+			var c sub
 			var err error
 			for try := 0; try < 5; try++ {
 				if c, err = dial(ctx, query(i)); err == nil {
@@ -210,10 +286,10 @@ func (l *latencies) pct(p float64) time.Duration {
 
 // readAll reads a subscription's frames, counting messages and timing a
 // sample of them (every 16th), until ctx ends.
-func readAll(ctx context.Context, c *websocket.Conn, got *atomic.Int64, lat *latencies, sample bool) {
+func readAll(ctx context.Context, c sub, got *atomic.Int64, lat *latencies, sample bool) {
 	var seen int
 	for {
-		_, b, err := c.Read(ctx)
+		b, err := c.Read(ctx)
 		if err != nil {
 			return
 		}
@@ -474,15 +550,14 @@ func benchResume() error {
 			}
 		}
 		start := time.Now()
-		c, _, err := websocket.Dial(ctx, wsURL("?after="+last), &websocket.DialOptions{HTTPHeader: http.Header{"X-Api-Key": {*key}}})
+		c, first, err := dialFirst(ctx, "?after="+last)
 		if err != nil {
 			return fmt.Errorf("round %d: %w", r, err)
 		}
-		c.SetReadLimit(16 << 20)
-		seen := 0
+		seen := bytes.Count(first, []byte(`"type":"message"`))
 		for seen < *missed {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, b, err := c.Read(rctx)
+			b, err := c.Read(rctx)
 			cancel()
 			if err != nil {
 				return fmt.Errorf("round %d after %d: %w", r, seen, err)
