@@ -75,11 +75,12 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			MetricsPrefix + UserEdge + ".*",
 			AlertPrefix + ">",
 			HeartbeatPrefix + UserEdge + ".*",
-			"$KV." + BucketNonces + ".>", // claim a nonce (KV create)
-			"$KV." + BucketACME + ".>",   // store what ACME obtained, for every edge
-			"$KV." + BucketCache + ".>",  // keep an answer for every edge (cache.shared)
+			"$KV." + BucketNonces + ".>",   // claim a nonce (KV create)
+			"$KV." + BucketACME + ".>",     // store what ACME obtained, for every edge
+			"$KV." + BucketCache + ".>",    // keep an answer for every edge (cache.shared)
+			"$KV." + BucketPushAcks + ".>", // a push client's ack (KV create, update)
 		}
-		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts, BucketACME, BucketJSONSchemas, BucketTopics} {
+		for _, b := range []string{BucketAPIs, BucketFlags, BucketAlerts, BucketApps, BucketNonces, BucketCerts, BucketACME, BucketJSONSchemas, BucketTopics, BucketPushAcks} {
 			pub = append(pub, kvRead(b)...)
 		}
 		// Push: publish a topic's messages (a JetStream publish: its ack

@@ -89,7 +89,7 @@ func TestRolePermissionsOnServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	kvs := map[string]jetstream.KeyValue{}
-	for _, b := range []string{BucketAPIs, BucketFlags, BucketApps, BucketAlerts, BucketNonces, BucketCache} {
+	for _, b := range []string{BucketAPIs, BucketFlags, BucketApps, BucketAlerts, BucketNonces, BucketCache, BucketPushAcks} {
 		kv, err := ajs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b})
 		if err != nil {
 			t.Fatal(err)
@@ -223,6 +223,23 @@ func TestRolePermissionsOnServer(t *testing.T) {
 	if _, err := nonces.Create(ctx, "n1", []byte("1")); err != nil {
 		t.Fatalf("edge claims a nonce: %v", err)
 	}
+	// Edges keep push clients' acks (create, read, compare-and-set);
+	// workers do not touch them.
+	acks, err := ejs.KeyValue(ctx, BucketPushAcks)
+	if err != nil {
+		t.Fatalf("edge opens the ack bucket: %v", err)
+	}
+	rev, err := acks.Create(ctx, "orders.shop.d.d1", []byte("1:1"))
+	if err != nil {
+		t.Fatalf("edge stores an ack: %v", err)
+	}
+	if e, err := acks.Get(ctx, "orders.shop.d.d1"); err != nil || string(e.Value()) != "1:1" {
+		t.Fatalf("edge reads an ack: %v %v", e, err)
+	}
+	if _, err := acks.Update(ctx, "orders.shop.d.d1", []byte("1:2"), rev); err != nil {
+		t.Fatalf("edge moves an ack forward: %v", err)
+	}
+	worker.denied(t, "worker writes an ack", "$KV."+BucketPushAcks+".orders.shop.a", func() { _ = worker.Publish("$KV."+BucketPushAcks+".orders.shop.a", []byte("1:9")) })
 	// Edges keep answers in the shared cache and read them back; workers
 	// do neither.
 	if err := edge.Publish("$KV."+BucketCache+".a.p.b.c", []byte("answer")); err != nil {

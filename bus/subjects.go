@@ -192,6 +192,7 @@ const (
 	BucketCache       = "jetway_cache"        // the shared response cache (cache.shared): edges read and write
 	BucketAdminTokens = "jetway_admin_tokens" // the admin REST API's tokens (digests only): the admin only
 	BucketTopics      = "jetway_topics"       // push topics: edges read
+	BucketPushAcks    = "jetway_push_acks"    // push subscribers' cumulative acks: edges read and write
 )
 
 // PushStore is where push messages are kept (push/): a stream and the

@@ -80,6 +80,18 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 		publish(i)
 	}
 	read(c, 10) // half of the burst read; the rest in flight or queued
+	// Acks, stored by the edge process as the edge's NATS user: a device
+	// that acks what it printed goes on after it from any edge, over
+	// SSE or a pull.
+	if res := jetway(t, "", "push", "subscribe", "e2e.news", "--app-key", reader, "--edge", edge.edge, "--device", "d9", "--after", "ack", "--ack", "--count", "3"); res.code != 0 || res.stdout != "1 m0\n2 m1\n3 m2\n" {
+		t.Fatalf("push subscribe --after ack --ack: %d %q %s", res.code, res.stdout, res.stderr)
+	}
+	if res := jetway(t, "", "push", "pull", "e2e.news", "--app-key", reader, "--edge", srv.edge, "--device", "d9", "--max", "2", "--ack"); res.code != 0 || res.stdout != "4 m3\n5 m4\n" {
+		t.Fatalf("push pull --ack: %d %q %s", res.code, res.stdout, res.stderr)
+	}
+	if res := jetway(t, "", "push", "ack", "e2e.news", "2", "--app-key", reader, "--edge", edge.edge, "--device", "d9"); res.code != 0 || !strings.HasSuffix(strings.TrimSpace(res.stdout), ":5") {
+		t.Fatalf("push ack of an earlier cursor: %d %q %s (the stored ack must stay at 5)", res.code, res.stdout, res.stderr)
+	}
 	edge.kill9(t)
 	for i := 20; i < 30; i++ {
 		publish(i) // while the client is away

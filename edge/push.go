@@ -2,13 +2,16 @@ package edge
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,7 +49,7 @@ func compileTopics(s *registry.Snapshot, apps *appIndex) map[string]*topicRoute 
 // validDevice admits a device id given at connect.
 var validDevice = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// servePush serves /_jetway/{publish,sse,ws}/<topic>, and over the push
+// servePush serves /_jetway/{publish,sse,ws,pull,ack}/<topic>, and over the push
 // TCP listener /_jetway/tcp/<topic> (w is then its *tcpHandshake). canon
 // is the request's canonical escaped path, sent the path as the caller
 // sent it.
@@ -59,7 +62,9 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 	case verb == "publish":
 		method = http.MethodPost
 		name, batch = strings.CutSuffix(name, "/batch")
-	case verb == "sse", verb == "ws", verb == "tcp" && overTCP:
+	case verb == "ack":
+		method = http.MethodPost
+	case verb == "sse", verb == "ws", verb == "pull", verb == "tcp" && overTCP:
 	default:
 		writeError(w, bus.CodeRouteNotFound, "no built-in endpoint at "+canon, id)
 		return
@@ -90,10 +95,11 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		}
 	}
 	publish := verb == "publish"
-	if publish {
-		// A publish is a call like an API's: it counts against the
-		// edge's in-flight cap before its body is read (a subscription,
-		// long-lived, does not count).
+	if method == http.MethodPost {
+		// A publish or an ack is a call like an API's: it counts against
+		// the edge's in-flight cap before its body is read (a
+		// subscription, long-lived, does not count; a pull is admitted
+		// as a connection).
 		n := e.inflight.Add(1)
 		defer e.inflight.Add(-1)
 		if limit := e.o.MaxInFlight; limit > 0 && n > limit {
@@ -121,10 +127,13 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		}
 	}
 	var body []byte
-	if publish {
+	if method == http.MethodPost {
 		limit, tooLarge := int64(registry.MaxPushMessage), push.ErrTooLarge.Error()
-		if batch {
+		switch {
+		case batch:
 			limit, tooLarge = maxBatchBody, fmt.Sprintf("a batch is at most %d bytes", maxBatchBody)
+		case verb == "ack":
+			limit, tooLarge = maxAckBody, fmt.Sprintf("an ack is at most %d bytes", maxAckBody)
 		}
 		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit)); err != nil {
 			var mbe *http.MaxBytesError
@@ -171,9 +180,24 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		writeError(w, bus.CodeBadRequest, "device is 1 to 64 letters, digits, '_' and '-'", id)
 		return
 	}
+	if verb == "ack" {
+		e.ack(w, r, id, sub, body)
+		return
+	}
 	if sub.Start, err = startOf(r); err != nil {
 		writeError(w, bus.CodeBadRequest, err.Error(), id)
 		return
+	}
+	var pullMax int
+	var pullWait time.Duration
+	if verb == "pull" {
+		if pullMax, pullWait, err = pullParams(q); err != nil {
+			writeError(w, bus.CodeBadRequest, err.Error(), id)
+			return
+		}
+		if sub.Start == (push.Start{}) { // a pull goes on from the ack by default
+			sub.Start.Acked = true
+		}
 	}
 	appID, store := app.ID, t.Store()
 	sub.Check = func(s *registry.Snapshot) string {
@@ -217,6 +241,8 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 	switch verb {
 	case "sse":
 		e.o.Push.ServeSSE(w, r, ss)
+	case "pull":
+		e.pull(w, r, id, ss, pullMax, pullWait)
 	case "ws":
 		e.o.Push.ServeWS(w, r, ss)
 	default:
@@ -293,8 +319,9 @@ func hasKey(a *registry.App, digest string) bool {
 }
 
 // startOf reads where a subscription starts: after=CURSOR or
-// Last-Event-ID (the last message the client has), or from=CURSOR (the
-// first it wants); none: live messages only.
+// Last-Event-ID (the last message the client has), after=ack (the last
+// it acked), or from=CURSOR (the first it wants); none: live messages
+// only.
 func startOf(r *http.Request) (push.Start, error) {
 	q := r.URL.Query()
 	after, from := q.Get("after"), q.Get("from")
@@ -304,6 +331,10 @@ func startOf(r *http.Request) (push.Start, error) {
 	var st push.Start
 	if after != "" && from != "" {
 		return st, errors.New("give after (or Last-Event-ID) or from, not both")
+	}
+	if after == "ack" {
+		st.Acked = true
+		return st, nil
 	}
 	for _, c := range []struct {
 		text string
@@ -349,12 +380,17 @@ func (e *Edge) publish(w http.ResponseWriter, r *http.Request, id string, t *reg
 		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
 		return
 	}
-	b, _ := json.Marshal(out)
-	w.Header().Set("Content-Type", "application/json")
 	status := http.StatusOK
 	if !out.Stored {
 		status = http.StatusAccepted
 	}
+	writeJSON(w, status, out)
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
@@ -424,12 +460,10 @@ func (e *Edge) publishBatch(w http.ResponseWriter, r *http.Request, id string, t
 		writeError(w, bus.CodeBusUnavailable, "push: "+items[0].Error, id)
 		return
 	}
-	out, _ := json.Marshal(struct {
+	writeJSON(w, http.StatusOK, struct {
 		Topic   string           `json:"topic"`
 		Results []push.BatchItem `json:"results"`
 	}{t.Name, items})
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(append(out, '\n'))
 }
 
 // addressID is the id a message's address needs: the device's for
@@ -492,4 +526,81 @@ func tokenSubject(token string) (user string, expires time.Time) {
 		expires = exp.Time
 	}
 	return user, expires
+}
+
+// maxAckBody bounds an ack's body.
+const maxAckBody = 1 << 10
+
+// ack stores a subscriber's ack: the body is {"cursor":"E:S"}, the
+// subscriber the app with device= or the token's user, as a connection
+// would be. The answer is the ack stored now, {"topic":…,"acked":"E:S"}:
+// the one sent, or a later one already stored.
+func (e *Edge) ack(w http.ResponseWriter, r *http.Request, id string, sub push.Subscriber, body []byte) {
+	var b struct {
+		Cursor string `json:"cursor"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil || dec.More() || b.Cursor == "" {
+		writeError(w, bus.CodeBadRequest, `an ack is {"cursor":"EPOCH:SEQ"}: the cursor of the last message handled`, id)
+		return
+	}
+	at, err := push.ParseCursor(b.Cursor)
+	if err != nil {
+		writeError(w, bus.CodeBadRequest, err.Error(), id)
+		return
+	}
+	stored, err := e.o.Push.Ack(r.Context(), sub, at)
+	switch {
+	case errors.Is(err, push.ErrBadCursor):
+		writeError(w, bus.CodeBadRequest, err.Error(), id)
+		return
+	case err != nil:
+		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Topic string `json:"topic"`
+		Acked string `json:"acked"`
+	}{sub.Topic.Name, stored.String()})
+}
+
+// pullParams reads a pull's max= (messages, 1 to push.MaxPullMessages;
+// default push.DefaultPullMessages) and wait= (how long to wait for the
+// first, a duration up to push.MaxPullWait; default 0: answer at once).
+func pullParams(q url.Values) (max int, wait time.Duration, err error) {
+	max = push.DefaultPullMessages
+	if s := q.Get("max"); s != "" {
+		if max, err = strconv.Atoi(s); err != nil || max < 1 || max > push.MaxPullMessages {
+			return 0, 0, fmt.Errorf("max is 1 to %d messages", push.MaxPullMessages)
+		}
+	}
+	if s := q.Get("wait"); s != "" {
+		if wait, err = time.ParseDuration(s); err != nil || wait < 0 || wait > push.MaxPullWait {
+			return 0, 0, fmt.Errorf("wait is a duration (30s) up to %s", push.MaxPullWait)
+		}
+	}
+	return max, wait, nil
+}
+
+// pull answers one pull: the messages, or why there are none (503 when
+// the edge is shutting down, 403 when the subscription was revoked while
+// it waited).
+func (e *Edge) pull(w http.ResponseWriter, r *http.Request, id string, ss *push.Session, max int, wait time.Duration) {
+	// The request is read: a read deadline must not end the wait.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	p, err := e.o.Push.Pull(r.Context(), ss, max, wait)
+	var ended *push.Ended
+	switch {
+	case errors.As(err, &ended) && ended.Shutdown:
+		writeRefusal(w, &Error{Code: bus.CodeOverloaded, Message: ended.Reason, RetryAfter: 1}, id)
+	case errors.As(err, &ended):
+		writeError(w, bus.CodeForbidden, ended.Reason, id)
+	case errors.Is(err, context.Canceled):
+		// The client left: nothing to answer.
+	case err != nil:
+		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
+	default:
+		writeJSON(w, http.StatusOK, p)
+	}
 }

@@ -57,6 +57,9 @@ type Start struct {
 	After *Cursor
 	// From is the first sequence the client wants (from=), inclusive.
 	From *Cursor
+	// Acked starts after the subscriber's stored ack (after=ack), or at
+	// the first message the stream keeps when it has none.
+	Acked bool
 }
 
 // Gap is what a client is told when it cannot get everything it asked

@@ -48,6 +48,9 @@ func (s *Server) WritePrometheus(w io.Writer, node string) error {
 		{"jetway_push_catch_ups_total", "Times a client fell behind the live ring and caught up from the stream.", "counter", st.CatchUps},
 		{"jetway_push_write_timeouts_total", "Connections closed because a write blocked past the write timeout.", "counter", st.WriteTimeouts},
 		{"jetway_push_refused_total", "Connections refused at admission (a cap, the connect rate).", "counter", st.Refused},
+		{"jetway_push_acks_total", "Acks received from push clients (connections and HTTP).", "counter", st.Acks},
+		{"jetway_push_ack_writes_total", "Bucket writes of connections' acks (the acks of one subscriber within 100ms are one).", "counter", st.AcksStored},
+		{"jetway_push_ack_errors_total", "Connections' acks not stored (a bucket error, or the queue full): their messages are sent again on resume.", "counter", st.AckErrors},
 	} {
 		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %d\n", m.name, m.help, m.name, m.typ, m.name, lbl, m.v)
 	}

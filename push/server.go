@@ -65,8 +65,10 @@ type Server struct {
 	replays chan struct{}          // a slot per replay batch in flight
 
 	stats struct {
-		conns, delivered, catchUps, replayed, writeTimeouts, refused atomic.Int64
+		conns, delivered, catchUps, replayed, writeTimeouts, refused, acks atomic.Int64
 	}
+	acks     acker
+	acksDone chan struct{} // closed when the ack writer has written the last
 
 	admitMu sync.Mutex
 	admit   *admission
@@ -117,8 +119,10 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{o: o, log: o.Logger, nc: o.Conn, js: js, hubs: map[string]*hub{}, stop: make(chan struct{}),
-		st: map[string]streamState{}, replays: make(chan struct{}, o.Replays), admit: adm}
+		st: map[string]streamState{}, replays: make(chan struct{}, o.Replays), admit: adm, acksDone: make(chan struct{})}
+	s.acks.pending, s.acks.wake = map[string]Cursor{}, make(chan struct{}, 1)
 	go s.janitor()
+	go s.ackWriter(s.acksDone)
 	return s, nil
 }
 
@@ -150,7 +154,13 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 		select {
 		case <-done:
-			return nil
+			// The acks the connections sent last are written.
+			select {
+			case <-s.acksDone:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
@@ -180,6 +190,13 @@ type Stats struct {
 	// Refused counts the connections refused at admission (a cap, the
 	// connect rate).
 	Refused int64 `json:"refused"`
+	// Acks counts the acks received (connections' and HTTP's);
+	// AcksStored the bucket writes of connections' acks (many acks of
+	// one key within 100 ms are one write), AckErrors those that failed
+	// or were dropped (the client is sent those messages again).
+	Acks       int64 `json:"acks"`
+	AcksStored int64 `json:"acks_stored"`
+	AckErrors  int64 `json:"ack_errors"`
 }
 
 // Stats returns the counters.
@@ -189,7 +206,8 @@ func (s *Server) Stats() Stats {
 	s.mu.Unlock()
 	return Stats{Connections: s.stats.conns.Load(), Topics: topics, Delivered: s.stats.delivered.Load(),
 		Replayed: s.stats.replayed.Load(), CatchUps: s.stats.catchUps.Load(), WriteTimeouts: s.stats.writeTimeouts.Load(),
-		Refused: s.stats.refused.Load()}
+		Refused: s.stats.refused.Load(), Acks: s.stats.acks.Load(), AcksStored: s.acks.stored.Load(),
+		AckErrors: s.acks.failed.Load() + s.acks.dropped.Load()}
 }
 
 // Message is one message to publish.

@@ -50,6 +50,7 @@ type Session struct {
 	catchUp bool
 	gap     *Gap
 	release func() // nil: none
+	ackKey  string // where its acks are kept
 }
 
 var errClosed = errors.New("the edge is shutting down")
@@ -81,7 +82,8 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	}
 	// Read after the join: every message the hub gets from here on has
 	// an index at or above pos.
-	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb, pos: h.head.Load(), resets: h.resets.Load(), caughtUp: true, release: c.Release}
+	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb, pos: h.head.Load(), resets: h.resets.Load(), caughtUp: true, release: c.Release,
+		ackKey: ackKey(c.Topic.Name, c.App, c.Device, c.User)}
 	if err := ss.begin(ctx, c.Topic, c.Start); err != nil {
 		s.leave(h, sb)
 		return nil, err
@@ -110,6 +112,16 @@ func (ss *Session) begin(ctx context.Context, t *registry.Topic, start Start) er
 		return err
 	}
 	ss.epoch = st.epoch
+	if start.Acked {
+		acked, ok, err := ss.s.loadAck(ctx, ss.ackKey)
+		if err != nil {
+			return err
+		}
+		start = Start{After: &acked}
+		if !ok { // never acked: everything the stream keeps for it
+			start = Start{From: &Cursor{}}
+		}
+	}
 	var asked Cursor
 	switch {
 	case start.After != nil:
@@ -224,10 +236,9 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 			catchUp = true
 			continue
 		}
-		if err := out.flush(); err != nil {
+		if err := ss.flush(out); err != nil {
 			return "", err
 		}
-		ss.sb.cursor.Store(ss.cursor)
 		if ss.sb.pingDue.Swap(false) {
 			if err := out.ping(); err != nil {
 				return "", err
@@ -314,7 +325,7 @@ func (ss *Session) replay(ctx context.Context, out sink) (reason string, err err
 			}
 			ss.cursor = d.seq
 			if out.pending() >= batchBytes {
-				if err := out.flush(); err != nil {
+				if err := ss.flush(out); err != nil {
 					return "", err
 				}
 			}
@@ -323,7 +334,7 @@ func (ss *Session) replay(ctx context.Context, out sink) (reason string, err err
 		if !more {
 			return "", nil
 		}
-		if err := out.flush(); err != nil {
+		if err := ss.flush(out); err != nil {
 			return "", err
 		}
 		select {
@@ -336,6 +347,14 @@ func (ss *Session) replay(ctx context.Context, out sink) (reason string, err err
 		default:
 		}
 	}
+}
+
+// flush writes what out holds. The subscriber's cursor says the last
+// sequence written before the write starts: a client may ack a message
+// as soon as it reads it.
+func (ss *Session) flush(out sink) error {
+	ss.sb.cursor.Store(ss.cursor)
+	return out.flush()
 }
 
 // reuse empties a written buffer, keeping it only when small.

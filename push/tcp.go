@@ -3,7 +3,6 @@ package push
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 //	edge   → {"type":"ready","topic":"orders","cursor":"E:S"}
 //	edge   → {"type":"message","topic":"orders","cursor":"E:S","data":"…"}
 //	edge   → {"type":"ping"}                         client → {"type":"pong"}
+//	client → {"type":"ack","cursor":"E:S"}           (the last message handled)
 //	edge   → {"type":"close","code":1012,"reason":"…"}
 //
 // The objects are the WebSocket transport's (one per frame rather than one
@@ -33,6 +33,7 @@ const (
 	CodeServiceRestart = 1012 // the edge is shutting down: reconnect, to any edge
 	CodeTooLarge       = 1009 // a client frame over MaxInboundFrame
 	CodeInvalid        = 1007 // a client frame that is not a JSON object
+	CodePolicy         = 1008 // a bad ack (another epoch, past what was sent)
 	CodeRevoked        = int(CloseRevoked)
 )
 
@@ -105,14 +106,12 @@ func (s *Server) serveTCP(c net.Conn, ss *Session) {
 			if err != nil {
 				return
 			}
-			var f struct {
-				Type string `json:"type"`
-			}
-			if err := json.Unmarshal(b, &f); err != nil {
-				closed <- tcpClose{Code: CodeInvalid, Reason: "a client frame is one JSON object"}
+			typ, code, err := ss.clientFrame(b)
+			if err != nil {
+				closed <- tcpClose{Code: code, Reason: truncate(err.Error(), 120)}
 				return
 			}
-			if f.Type == "pong" {
+			if typ == "pong" {
 				select {
 				case out.pong <- struct{}{}:
 				default:

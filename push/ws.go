@@ -42,9 +42,11 @@ const (
 //	{"type":"message","topic":T,"cursor":"E:S","data":"..."}
 //	{"type":"gap","topic":T,"reason":"expired","asked":"E:S","resume":"E:S"}
 //
-// The client resumes by connecting with after=<the last cursor it has>.
-// Frames from the client are JSON objects ({"type":"ping"}); a frame over
-// 64 KiB closes with 1009, a text frame that is not UTF-8 with 1007. A
+// The client resumes by connecting with after=<the last cursor it has>,
+// or after=ack: after the last it acked. Frames from the client are JSON
+// objects, {"type":"ack","cursor":"E:S"} the one it sends (others are
+// ignored); a frame over 64 KiB closes with 1009, one that is not UTF-8
+// or not a JSON object with 1007, a bad ack with 1008. A
 // shutting-down edge closes with 1012 (reconnect, to any edge); a
 // revoked subscription with 4001. It closes the session.
 //
@@ -80,7 +82,11 @@ func (s *Server) serveWS(ctx context.Context, cancel context.CancelFunc, c *webs
 	c.SetReadLimit(MaxInboundFrame)
 	abort := func() { _ = c.CloseNow() } // a write blocked past the timeout
 	ss.sb.abort.Store(&abort)
-	closed := make(chan websocket.StatusCode, 1)
+	type closing struct {
+		code   websocket.StatusCode
+		reason string
+	}
+	closed := make(chan closing, 1)
 	go func() { // the client's frames; its end ends the session
 		defer cancel()
 		defer ss.sb.end(goneReason)
@@ -90,7 +96,11 @@ func (s *Server) serveWS(ctx context.Context, cancel context.CancelFunc, c *webs
 				return // over the read limit, the library has closed with 1009
 			}
 			if typ == websocket.MessageText && !utf8.Valid(b) {
-				closed <- websocket.StatusInvalidFramePayloadData
+				closed <- closing{code: websocket.StatusInvalidFramePayloadData}
+				return
+			}
+			if _, code, err := ss.clientFrame(b); err != nil {
+				closed <- closing{websocket.StatusCode(code), truncate(err.Error(), 120)}
 				return
 			}
 		}
@@ -98,8 +108,8 @@ func (s *Server) serveWS(ctx context.Context, cancel context.CancelFunc, c *webs
 	out := &wsSink{c: c, ctx: ctx, timeout: s.o.WriteTimeout, sb: ss.sb}
 	reason, err := ss.pump(ctx, out)
 	select {
-	case code := <-closed:
-		_ = c.Close(code, "")
+	case cl := <-closed:
+		_ = c.Close(cl.code, cl.reason)
 		return
 	default:
 	}

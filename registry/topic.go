@@ -276,7 +276,51 @@ func OpenPushStreams(ctx context.Context, js jetstream.JetStream, o BucketOption
 			return err
 		}
 	}
-	return nil
+	return OpenPushAcks(ctx, js, o)
+}
+
+// BucketPushAcks keeps push subscribers' cumulative acks (push/ack.go):
+// edges read and write it.
+const BucketPushAcks = bus.BucketPushAcks
+
+// Ack bucket bounds: one value per subscriber (about 100 bytes with its
+// key), each kept MaxTopicMaxAge after its last write — an ack older than
+// any topic's retention points at nothing. PushAcksMaxBytes holds about
+// a million subscribers; past it a new subscriber's first ack is refused
+// (KV buckets discard new writes), and it resumes from what the stream
+// keeps. A server without the room gets the largest halving it can take.
+const (
+	PushAcksMaxBytes = 128 << 20
+	PushAcksMinBytes = 8 << 20
+)
+
+// OpenPushAcks opens the push ack bucket, creating it when missing.
+func OpenPushAcks(ctx context.Context, js jetstream.JetStream, o BucketOptions) error {
+	if _, err := js.KeyValue(ctx, BucketPushAcks); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("opening bucket %s: %w", BucketPushAcks, err)
+	}
+	cfg := jetstream.KeyValueConfig{
+		Bucket:      BucketPushAcks,
+		Description: "Jetway push acks (key = topic.app.d|u|a[.id], value = the last cursor acked): edges read and write",
+		History:     1,
+		TTL:         MaxTopicMaxAge,
+		MaxBytes:    PushAcksMaxBytes,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(o.Replicas, 1),
+	}
+	for {
+		_, err := js.CreateKeyValue(ctx, cfg)
+		switch {
+		case err == nil, errors.Is(err, jetstream.ErrBucketExists):
+			return nil
+		case noRoomFor(err) && cfg.MaxBytes/2 >= PushAcksMinBytes:
+			cfg.MaxBytes /= 2
+		default:
+			return fmt.Errorf("creating bucket %s (max %d MiB): %w", BucketPushAcks, cfg.MaxBytes>>20, err)
+		}
+	}
 }
 
 // createPushStream creates the stream of cfg, halving its MaxBytes while

@@ -34,9 +34,17 @@ Commands:
                   admin (--nats, no --app-key)
   subscribe TOPIC print one line per message, "<seq> <data>" (data with a line
                   break is quoted), and gaps on stderr; resumes by itself
-                  after a dropped connection; exits after --count messages
+                  after a dropped connection; exits after --count messages;
+                  --ack acknowledges each message printed, so that the next
+                  run with --after ack (on any edge) goes on after it
+  pull TOPIC      print the messages after a cursor (--after; default: after
+                  the last acked), at most --max, waiting up to --wait for
+                  the first (HTTP long poll); --ack acknowledges them
+  ack TOPIC CURSOR
+                  acknowledge every message up to CURSOR and print the ack
+                  stored now (a later one stays: acks only move forward)
   stats           an edge's push counters: connections, topics followed,
-                  deliveries, catch-ups, write timeouts, refusals (--node)
+                  deliveries, catch-ups, write timeouts, refusals, acks (--node)
   connections     an edge's push connections: topic, app, device, user,
                   transport, since, last sequence written (--node, --app)
   kick APP        end an app's push connections on an edge (--topic: of one
@@ -60,9 +68,12 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	key := fs.String("key", "", "publish: the key a latest_only topic keeps the newest value of")
 	idem := fs.String("idempotency-key", "", "publish: a retry with the same key is stored once")
 	from := fs.String("from", "", "subscribe: the first sequence wanted ([EPOCH:]SEQ; 0: everything kept); default live only")
-	after := fs.String("after", "", "subscribe: the cursor of the last message had ([EPOCH:]SEQ)")
+	after := fs.String("after", "", "subscribe, pull: the cursor of the last message had ([EPOCH:]SEQ), or ack: after the last acknowledged")
+	ackEach := fs.Bool("ack", false, "subscribe, pull: acknowledge the messages printed")
+	pullMax := fs.Int("max", 0, "pull: at most this many messages (1 to 1000; default 100)")
+	pullWait := fs.Duration("wait", 0, "pull: wait up to this long for the first message (up to 60s; default: answer at once)")
 	transport := fs.String("transport", "sse", "subscribe: sse, ws or tcp (tcp: --edge is the edge's --push-tcp-listen, tcp://HOST:PORT or tls://HOST:PORT)")
-	device := fs.String("device", "", "subscribe: the device this client is (messages to it are delivered too)")
+	device := fs.String("device", "", "subscribe, pull, ack: the device this client is (messages to it are delivered too; its acks are its own)")
 	count := fs.Int("count", 0, "subscribe: exit after this many messages (0: until interrupted)")
 	tlsCA := fs.String("tls-ca", "", "publish, subscribe: PEM CA file to verify an https:// or tls:// edge with (default: the system's roots)")
 	nodeURL := fs.String("node", "http://127.0.0.1:8081", "stats, connections, kick: the edge's admin listener (its --admin)")
@@ -78,7 +89,7 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if to.err != nil {
 		return fmt.Errorf("%w: %v", errUsage, to.err)
 	}
-	if err := checkSubcommand(fs, "push", pos, map[string]int{"publish": 2, "subscribe": 1, "stats": 0, "connections": 0, "kick": 1}); err != nil {
+	if err := checkSubcommand(fs, "push", pos, map[string]int{"publish": 2, "subscribe": 1, "pull": 1, "ack": 2, "stats": 0, "connections": 0, "kick": 1}); err != nil {
 		return err
 	}
 	node := nodeClient{url: strings.TrimSuffix(*nodeURL, "/"), token: *adminToken, timeout: *rf.timeout}
@@ -105,12 +116,28 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := bus.ValidName(pos[1]); err != nil {
 		return fmt.Errorf("%w: topic name %q: %v", errUsage, pos[1], err)
 	}
-	if pos[0] == "subscribe" {
+	po := pushclient.Options{Edge: *edgeURL, Topic: pos[1], Transport: *transport, TLSConfig: tlsConfig, HTTPClient: hc,
+		Header: http.Header{"X-Api-Key": {*appKey}}, Device: *device, After: *after, From: *from}
+	switch pos[0] {
+	case "subscribe":
 		if *transport == "tcp" && !strings.HasPrefix(*edgeURL, "tcp://") && !strings.HasPrefix(*edgeURL, "tls://") {
 			return fmt.Errorf("%w: --transport tcp: --edge is the edge's push TCP listener, tcp://HOST:PORT or tls://HOST:PORT, not %q", errUsage, *edgeURL)
 		}
-		return pushSubscribe(pushclient.Options{Edge: *edgeURL, Topic: pos[1], Transport: *transport, TLSConfig: tlsConfig, HTTPClient: hc,
-			Header: http.Header{"X-Api-Key": {*appKey}}, Device: *device, After: *after, From: *from}, *count, stdout, stderr)
+		return pushSubscribe(po, *count, *ackEach, stdout, stderr)
+	case "pull":
+		if *pullMax < 0 || *pullMax > push.MaxPullMessages || *pullWait < 0 || *pullWait > push.MaxPullWait {
+			return fmt.Errorf("%w: --max is 1 to %d, --wait up to %s", errUsage, push.MaxPullMessages, push.MaxPullWait)
+		}
+		return pushPull(po, *pullMax, *pullWait, *ackEach, *rf.timeout, stdout, stderr)
+	case "ack":
+		ctx, cancel := context.WithTimeout(context.Background(), *rf.timeout)
+		defer cancel()
+		acked, err := pushclient.Ack(ctx, po, pos[2])
+		if err != nil {
+			return fmt.Errorf("push ack: %w", err)
+		}
+		fmt.Fprintln(stdout, acked)
+		return nil
 	}
 	var data []byte
 	if pos[2] == "-" {
@@ -334,13 +361,50 @@ func pushStats(node nodeClient, stdout io.Writer) error {
 	if err := node.do(http.MethodGet, "/push", nil, &st); err != nil {
 		return fmt.Errorf("push stats: %w", err)
 	}
-	fmt.Fprintf(stdout, "connections    %d\ntopics         %d\ndelivered      %d\nreplayed       %d\ncatch-ups      %d\nwrite timeouts %d\nrefused        %d\n",
-		st.Connections, st.Topics, st.Delivered, st.Replayed, st.CatchUps, st.WriteTimeouts, st.Refused)
+	fmt.Fprintf(stdout, "connections    %d\ntopics         %d\ndelivered      %d\nreplayed       %d\ncatch-ups      %d\nwrite timeouts %d\nrefused        %d\nacks           %d\nack errors     %d\n",
+		st.Connections, st.Topics, st.Delivered, st.Replayed, st.CatchUps, st.WriteTimeouts, st.Refused, st.Acks, st.AckErrors)
 	return nil
 }
 
-// pushSubscribe prints messages until count (0: until interrupted).
-func pushSubscribe(o pushclient.Options, count int, stdout, stderr io.Writer) error {
+// pushPull prints the messages of one pull, and acks them when asked.
+func pushPull(o pushclient.Options, max int, wait time.Duration, ack bool, timeout time.Duration, stdout, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), wait+timeout)
+	defer cancel()
+	p, err := pushclient.Pull(ctx, o, max, wait)
+	if err != nil {
+		return fmt.Errorf("push pull: %w", err)
+	}
+	for _, g := range p.Gaps {
+		printGap(stderr, g)
+	}
+	for _, m := range p.Messages {
+		printMessage(stdout, m.Cursor, m.Data)
+	}
+	if ack && len(p.Messages)+len(p.Gaps) > 0 {
+		if _, err := pushclient.Ack(ctx, o, p.Cursor); err != nil {
+			return fmt.Errorf("push pull: acknowledging %s: %w", p.Cursor, err)
+		}
+	}
+	return nil
+}
+
+// printMessage prints "<seq> <data>", data quoted when it has a line
+// break.
+func printMessage(w io.Writer, cursor, data string) {
+	if strings.ContainsAny(data, "\r\n") {
+		data = strconv.Quote(data)
+	}
+	_, seq, _ := strings.Cut(cursor, ":")
+	fmt.Fprintf(w, "%s %s\n", seq, data)
+}
+
+func printGap(w io.Writer, g pushclient.Gap) {
+	fmt.Fprintf(w, "gap: %s (asked %s; going on after %s)\n", g.Reason, g.Asked, g.Resume)
+}
+
+// pushSubscribe prints messages until count (0: until interrupted), each
+// acked after it is printed when ack is set.
+func pushSubscribe(o pushclient.Options, count int, ack bool, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	sub := pushclient.Subscribe(o)
@@ -355,14 +419,15 @@ func pushSubscribe(o pushclient.Options, count int, stdout, stderr io.Writer) er
 		}
 		switch ev.Type {
 		case "message":
-			data := ev.Data
-			if strings.ContainsAny(data, "\r\n") {
-				data = strconv.Quote(data)
-			}
-			fmt.Fprintf(stdout, "%d %s\n", ev.Seq, data)
+			printMessage(stdout, ev.Cursor, ev.Data)
 			n++
+			if ack {
+				if err := sub.Ack(ctx, ev.Cursor); err != nil {
+					return fmt.Errorf("acknowledging %s: %w", ev.Cursor, err)
+				}
+			}
 		case "gap":
-			fmt.Fprintf(stderr, "gap: %s (asked %s; going on after %s)\n", ev.Gap.Reason, ev.Gap.Asked, ev.Gap.Resume)
+			printGap(stderr, *ev.Gap)
 		case "close":
 			fmt.Fprintf(stderr, "the edge closed the connection: %s; reconnecting\n", ev.Reason)
 		}

@@ -52,8 +52,9 @@ type Options struct {
 	// Device, when set, also receives the messages sent to this device of
 	// the app.
 	Device string
-	// After is the cursor of the last message the client has; From the
-	// first it wants. Neither: live messages only.
+	// After is the cursor of the last message the client has, or "ack":
+	// after the last it acknowledged (everything kept when none); From
+	// the first it wants. Neither: live messages only.
 	After, From string
 	// HTTPClient for SSE; nil: one without a timeout (a stream is long).
 	HTTPClient *http.Client
@@ -95,7 +96,15 @@ func (e *HTTPError) Error() string {
 type Conn struct {
 	next  func(ctx context.Context) (Event, error)
 	close func() error
+	ack   func(ctx context.Context, cursor string) error
 }
+
+// Ack acknowledges every message up to cursor (the last one handled): a
+// connection that starts with After "ack", on any edge, goes on after
+// it. Over WebSocket and TCP it is a frame of the connection (the edge
+// stores it within 100 ms; a bad one closes the connection with 1008),
+// over SSE a POST /_jetway/ack. Safe to call while Next runs.
+func (c *Conn) Ack(ctx context.Context, cursor string) error { return c.ack(ctx, cursor) }
 
 // Next returns the next event; an error ends the connection.
 func (c *Conn) Next(ctx context.Context) (Event, error) { return c.next(ctx) }
@@ -183,7 +192,10 @@ func dialSSE(ctx context.Context, u string, o Options) (*Conn, error) {
 		case <-ctx.Done():
 			return Event{}, ctx.Err()
 		}
-	}, close: closeFn}, nil
+	}, close: closeFn, ack: func(ctx context.Context, cursor string) error {
+		_, err := Ack(ctx, o, cursor)
+		return err
+	}}, nil
 }
 
 // readSSE parses an event stream until it ends.
@@ -313,7 +325,10 @@ func dialWS(ctx context.Context, u string, o Options) (*Conn, error) {
 		pending = pending[1:]
 		return ev, nil
 	}
-	return &Conn{next: next, close: func() error { return c.Close(websocket.StatusNormalClosure, "") }}, nil
+	ack := func(ctx context.Context, cursor string) error {
+		return c.Write(ctx, websocket.MessageText, ackFrame(cursor))
+	}
+	return &Conn{next: next, close: func() error { return c.Close(websocket.StatusNormalClosure, "") }, ack: ack}, nil
 }
 
 // CloseError is a WebSocket (or TCP) close from the edge: 1012 to reconnect (the
@@ -423,6 +438,18 @@ func (s *Subscription) backoff(ctx context.Context) error {
 	case <-time.After(s.wait):
 		return nil
 	}
+}
+
+// Ack acknowledges every message up to cursor over the connection, or
+// over HTTP between connections (SSE and WebSocket subscriptions). Call
+// it from the goroutine that calls Next (the one that handled the
+// message).
+func (s *Subscription) Ack(ctx context.Context, cursor string) error {
+	if s.conn != nil {
+		return s.conn.Ack(ctx, cursor)
+	}
+	_, err := Ack(ctx, s.o, cursor)
+	return err
 }
 
 // Close ends the subscription.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"sync"
 	"time"
 )
 
@@ -81,14 +82,28 @@ func dialTCP(ctx context.Context, u *url.URL, o Options) (*Conn, error) {
 		return nil, err
 	}
 	tc.pending = &first
-	return &Conn{next: tc.next, close: c.Close}, nil
+	return &Conn{next: tc.next, close: c.Close, ack: tc.ack}, nil
 }
 
 type tcpConn struct {
 	c       net.Conn
 	rd      *bufio.Reader
 	topic   string
-	pending *Event // the first, read by dialTCP
+	pending *Event     // the first, read by dialTCP
+	wmu     sync.Mutex // writes: a pong from the reader, an ack from anyone
+}
+
+func (t *tcpConn) write(b []byte) error {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	_, err := t.c.Write(b)
+	return err
+}
+
+func (t *tcpConn) ack(ctx context.Context, cursor string) error {
+	stop := context.AfterFunc(ctx, func() { _ = t.c.SetWriteDeadline(time.Unix(1, 0)) })
+	defer stop()
+	return t.write(frame(ackFrame(cursor)))
 }
 
 func frame(obj []byte) []byte {
@@ -133,7 +148,7 @@ func (t *tcpConn) read() (Event, error) {
 		}
 		switch f.Type {
 		case "ping":
-			if _, err := t.c.Write(frame([]byte(`{"type":"pong"}`))); err != nil {
+			if err := t.write(frame([]byte(`{"type":"pong"}`))); err != nil {
 				return Event{}, err
 			}
 			continue
