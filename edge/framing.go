@@ -49,7 +49,9 @@ import (
 // short) is one the server refuses itself; it is marked refused all the
 // same, should the server ever serve it. After HTTP/1.0 without keep-alive,
 // Connection: close or an upgrade the server or the edge closes after the
-// response, so what follows is never served, whatever the guard makes of it.
+// response, so what follows is never served, whatever the guard makes of it;
+// except an upgrade the edge takes (a WebSocket: upgradeConn), after which
+// the bytes pass unwatched.
 //
 // Put the guard outermost, and set ConnContext and
 // DisableGeneralOptionsHandler on the http.Server (the edge must see every
@@ -137,6 +139,10 @@ type framingConn struct {
 	// handed over (nil for one handed over unchecked).
 	onBlock func(block []byte)
 
+	// upgraded: the edge has taken the connection over (a WebSocket):
+	// what follows the request is not HTTP, and passes unwatched.
+	upgraded atomic.Bool
+
 	badAt  atomic.Int64 // number of the ambiguous block; 0: none
 	offAt  atomic.Int64 // number of the block after which the watch ended; 0: watching
 	served atomic.Int64 // requests the edge has served (framingVerdict)
@@ -144,7 +150,7 @@ type framingConn struct {
 
 // Read is called by one goroutine at a time (the server's reader).
 func (c *framingConn) Read(p []byte) (int, error) {
-	for c.off == len(c.out) {
+	for c.upgrade(); c.off == len(c.out); c.upgrade() {
 		if err := c.err; err != nil {
 			// Returned once: the server aborts its background read with
 			// a past deadline and then reads on.
@@ -194,6 +200,17 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// upgrade stops the watch once the edge has taken the connection over:
+// frames the client sent at once, held as if a header block, are the
+// WebSocket's.
+func (c *framingConn) upgrade() {
+	if c.state != watchOff && c.upgraded.Load() {
+		c.state = watchOff
+		c.out = append(c.out, c.hdr...)
+		c.hdr = nil
+	}
 }
 
 // isTimeout reports whether err is a timeout. Its own function, so that
@@ -387,4 +404,18 @@ func parseLength(v []byte) (int64, bool) {
 		n = n*10 + int64(d-'0')
 	}
 	return n, true
+}
+
+// upgradeConn tells the framing guard of r's connection, if any, that the
+// edge takes the connection over after this request (a WebSocket): what
+// the client sends next is frames, not requests, and must pass as it
+// comes. Should the upgrade fail instead, the connection closes after the
+// refusal: no request after it is read unwatched.
+func upgradeConn(w http.ResponseWriter, r *http.Request) {
+	fc, _ := r.Context().Value(framingKey{}).(*framingConn)
+	if fc == nil || r.ProtoMajor == 2 {
+		return
+	}
+	w.Header().Set("Connection", "close") // a successful upgrade answers "Upgrade"
+	fc.upgraded.Store(true)
 }

@@ -244,6 +244,7 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 	case "pull":
 		e.pull(w, r, id, ss, pullMax, pullWait)
 	case "ws":
+		upgradeConn(w, r)
 		e.o.Push.ServeWS(w, r, ss)
 	default:
 		tcp.taken = true

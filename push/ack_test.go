@@ -3,6 +3,7 @@ package push_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
+	"github.com/jetway-gw/jetway/push"
 	"github.com/jetway-gw/jetway/push/pushclient"
 	"github.com/jetway-gw/jetway/registry"
 )
@@ -300,5 +303,61 @@ func TestPullEndsWhenRevoked(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pull of a disabled app went on waiting")
+	}
+}
+
+// Behind the edge's framing guard (as jetway serve and edge listen), a
+// WebSocket's frames from the client pass as they come: its pongs keep
+// the connection, its acks are stored. The guard once held them as an
+// unfinished header block, and pings timed out.
+func TestWebSocketFramesPassTheFramingGuard(t *testing.T) {
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{Ping: 200 * time.Millisecond, WriteTimeout: 500 * time.Millisecond}})
+	g.PutTopic(topic)
+	pub, shop := g.PutKeyedApp("pub"), g.PutKeyedApp("shop")
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: g.Edge, ConnContext: edge.ConnContext, DisableGeneralOptionsHandler: true}
+	go func() { _ = srv.Serve(edge.GuardFraming(inner, 0)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	guarded := "http://" + inner.Addr().String()
+	one := publish(t, g, pub, "", "one")
+	o := pushclient.Options{Edge: guarded, Topic: "orders", Transport: "ws", Header: http.Header{"X-Api-Key": {shop}}, Device: "d1", From: "0"}
+	c, err := pushclient.Dial(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ev := next(t, c); ev.Cursor != one {
+		t.Fatalf("%+v", ev)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ack(ctx, one); err != nil {
+		t.Fatal(err)
+	}
+	two := publish(t, g, pub, "", "two")
+	pullUntil(t, pushclient.Options{Edge: g.URL, Topic: "orders", Header: o.Header, Device: "d1"}, "two")
+	// Read on (a WebSocket answers pings while it reads): several pings
+	// go by, each answered, and the connection stays and delivers.
+	events := make(chan pushclient.Event, 16)
+	go func() {
+		for {
+			ev, err := c.Next(context.Background())
+			if err != nil {
+				close(events)
+				return
+			}
+			events <- ev
+		}
+	}()
+	if ev := <-events; ev.Cursor != two {
+		t.Fatalf("%+v", ev)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	three := publish(t, g, pub, "", "three")
+	if ev, ok := <-events; !ok || ev.Cursor != three {
+		t.Fatalf("after the pings: %+v (open %v)", ev, ok)
 	}
 }
