@@ -90,6 +90,10 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			pub = append(pub, p.Prefix+">", "$JS.API.CONSUMER.MSG.NEXT."+p.Stream+".*")
 			pub = append(pub, streamRead(p.Stream)...)
 		}
+		// Groups (push/group.go): a durable consumer per app and group on
+		// the durable stream, whose messages the edge acks, nacks and
+		// terminates for its clients.
+		pub = append(pub, "$JS.ACK."+PushDurable.Stream+".>")
 		// The shared cache is read by direct gets only: no consumers.
 		pub = append(pub, "$JS.API.STREAM.INFO.KV_"+BucketCache, "$JS.API.DIRECT.GET.KV_"+BucketCache+".>")
 		sub := []string{

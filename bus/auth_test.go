@@ -239,6 +239,12 @@ func TestRolePermissionsOnServer(t *testing.T) {
 	if _, err := acks.Update(ctx, "orders.shop.d.d1", []byte("1:2"), rev); err != nil {
 		t.Fatalf("edge moves an ack forward: %v", err)
 	}
+	if err := edge.Publish("$JS.ACK."+PushDurable.Stream+".g1.1.1.1.1.0", []byte("+ACK")); err != nil {
+		t.Fatal(err)
+	}
+	edge.allowed(t, "edge acks a group's message")
+	edge.denied(t, "edge acks a message of another stream", "$JS.ACK.KV_"+BucketApps+".c.1.1.1.1.0", func() { _ = edge.Publish("$JS.ACK.KV_"+BucketApps+".c.1.1.1.1.0", []byte("+ACK")) })
+	worker.denied(t, "worker acks a group's message", "$JS.ACK."+PushDurable.Stream+".g1.1.1.1.1.0", func() { _ = worker.Publish("$JS.ACK."+PushDurable.Stream+".g1.1.1.1.1.0", []byte("+ACK")) })
 	worker.denied(t, "worker writes an ack", "$KV."+BucketPushAcks+".orders.shop.a", func() { _ = worker.Publish("$KV."+BucketPushAcks+".orders.shop.a", []byte("1:9")) })
 	// Edges keep answers in the shared cache and read them back; workers
 	// do neither.

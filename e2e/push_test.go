@@ -147,6 +147,7 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 	if res.code != 0 || !strings.HasPrefix(res.stdout, "1 m0\n2 m1\n") {
 		t.Errorf("push subscribe: %d %q %s", res.code, res.stdout, res.stderr)
 	}
+	pushGroupAsEdgeUser(t, admin, srv.edge, srv.edge, writer, reader)
 }
 
 // The serve process's push TCP listener over TLS, from the CLI: the
@@ -186,5 +187,68 @@ func TestPushOverTLSFromTheCLI(t *testing.T) {
 	res := jetway(t, "", "push", "subscribe", "e2e.tls", "--transport", "tcp", "--app-key", keys[1], "--edge", tlsEdge, "--tls-ca", ca.File(t, dir, "ca.pem"), "--from", "0", "--count", "2")
 	if res.code != 0 || res.stdout != "1 one\n2 two\n" {
 		t.Errorf("push subscribe over TLS: %d %q %s", res.code, res.stdout, res.stderr)
+	}
+}
+
+// pushGroupAsEdgeUser: a group member on an edge process whose NATS user
+// is the edge's (least privilege) gets a message, acks it by its receipt,
+// and a pull of the group finds nothing left; the consumer is the edge's
+// to make.
+func pushGroupAsEdgeUser(t *testing.T, admin, edgeURL, publishURL, writer, reader string) {
+	t.Helper()
+	if res := jetway(t, `{"name":"e2e.jobs","publish":["e2e-writer"],"subscribe":["e2e-reader"],"groups":{"names":["workers"]}}`, "topic", "put", "-", "--nats", admin); res.code != 0 {
+		t.Fatalf("topic put: %d %s%s", res.code, res.stdout, res.stderr)
+	}
+	o := pushclient.Options{Edge: edgeURL, Topic: "e2e.jobs", Transport: "ws", Header: http.Header{"X-Api-Key": {reader}}, Group: "workers"}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var c *pushclient.Conn
+	waitForFunc(t, func() error { // the edge may not have the topic yet
+		var err error
+		c, err = pushclient.Dial(ctx, o)
+		return err
+	})
+	defer c.Close()
+	if ev, err := c.Next(ctx); err != nil || ev.Type != "ready" {
+		t.Fatalf("group member: %+v %v", ev, err)
+	}
+	waitForFunc(t, func() error {
+		r, err := do(http.MethodPost, publishURL+"/_jetway/publish/e2e.jobs", strings.NewReader("job"), http.Header{"X-Api-Key": {writer}})
+		if err == nil && r.status != http.StatusOK {
+			err = fmt.Errorf("%d %s", r.status, r.body)
+		}
+		return err
+	})
+	ev, err := c.Next(ctx)
+	if err != nil || ev.Data != "job" || ev.Receipt == "" {
+		t.Fatalf("group message: %+v %v", ev, err)
+	}
+	// Given back (a nack the edge sends on its user's behalf): again at
+	// once, not after the 30s ack wait.
+	if err := c.Nack(ctx, ev.Receipt, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err = c.Next(ctx); err != nil || ev.Data != "job" || ev.Attempt != 2 {
+		t.Fatalf("after the nack: %+v %v", ev, err)
+	}
+	if err := c.AckReceipt(ctx, ev.Receipt); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	o.Transport = ""
+	time.Sleep(200 * time.Millisecond) // the ack is on its way; a pull must not get the message again
+	if p, err := pushclient.Pull(ctx, o, 0, 0); err != nil || len(p.Messages) != 0 {
+		t.Fatalf("pull after the ack: %+v %v", p, err)
+	}
+	// From the CLI: a pull of the group prints the next job and acks it;
+	// the one after finds nothing.
+	if r, err := do(http.MethodPost, publishURL+"/_jetway/publish/e2e.jobs", strings.NewReader("job2"), http.Header{"X-Api-Key": {writer}}); err != nil || r.status != http.StatusOK {
+		t.Fatalf("publish: %v %v", r, err)
+	}
+	for _, want := range []string{" job2\n", ""} {
+		res := jetway(t, "", "push", "pull", "e2e.jobs", "--group", "workers", "--ack", "--app-key", reader, "--edge", edgeURL)
+		if res.code != 0 || !strings.HasSuffix(res.stdout, want) || (want == "" && res.stdout != "") {
+			t.Fatalf("push pull --group: %d %q %s (want %q)", res.code, res.stdout, res.stderr, want)
+		}
 	}
 }

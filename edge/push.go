@@ -180,7 +180,15 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		writeError(w, bus.CodeBadRequest, "device is 1 to 64 letters, digits, '_' and '-'", id)
 		return
 	}
+	if sub.Group, sub.Prefetch, err = groupParams(q, verb, t); err != nil {
+		writeError(w, bus.CodeBadRequest, err.Error(), id)
+		return
+	}
 	if verb == "ack" {
+		if sub.Group != "" {
+			e.ackGroup(w, r, id, sub, body)
+			return
+		}
 		e.ack(w, r, id, sub, body)
 		return
 	}
@@ -199,7 +207,7 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 			sub.Start.Acked = true
 		}
 	}
-	appID, store := app.ID, t.Store()
+	appID, store, group := app.ID, t.Store(), sub.Group
 	sub.Check = func(s *registry.Snapshot) string {
 		t := s.Topics[name]
 		if t == nil {
@@ -207,6 +215,9 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		}
 		if t.Store() != store {
 			return "topic " + name + " changed its mode; reconnect"
+		}
+		if group != "" && !t.HasGroup(group) {
+			return "topic " + name + " no longer has group " + group
 		}
 		a := s.Apps[appID]
 		if a == nil || a.Status != registry.AppActive {
@@ -529,8 +540,8 @@ func tokenSubject(token string) (user string, expires time.Time) {
 	return user, expires
 }
 
-// maxAckBody bounds an ack's body.
-const maxAckBody = 1 << 10
+// maxAckBody bounds an ack's body: a cursor, or a group's receipts.
+const maxAckBody = 128 << 10
 
 // ack stores a subscriber's ack: the body is {"cursor":"E:S"}, the
 // subscriber the app with device= or the token's user, as a connection
@@ -604,4 +615,61 @@ func (e *Edge) pull(w http.ResponseWriter, r *http.Request, id string, ss *push.
 	default:
 		writeJSON(w, http.StatusOK, p)
 	}
+}
+
+// groupParams reads a group subscription's group= and prefetch= (how many
+// unacked messages the connection holds, 1 to push.MaxPrefetch). A group
+// is one the topic lists, over a transport that acks on its connection
+// (ws, tcp) or by receipt (pull, ack): not SSE.
+func groupParams(q url.Values, verb string, t *registry.Topic) (group string, prefetch int, err error) {
+	group = q.Get("group")
+	if s := q.Get("prefetch"); s != "" {
+		if group == "" {
+			return "", 0, errors.New("prefetch= goes with group=")
+		}
+		if prefetch, err = strconv.Atoi(s); err != nil || prefetch < 1 || prefetch > push.MaxPrefetch {
+			return "", 0, fmt.Errorf("prefetch is 1 to %d messages", push.MaxPrefetch)
+		}
+	}
+	switch {
+	case group == "":
+		return "", 0, nil
+	case !validDevice.MatchString(group):
+		return "", 0, errors.New("group is 1 to 64 letters, digits, '_' and '-'")
+	case !t.HasGroup(group):
+		return "", 0, fmt.Errorf("topic %s has no group %q (its groups.names)", t.Name, group)
+	case verb == "sse":
+		return "", 0, errors.New("a group's messages are acked one by one: subscribe over ws, tcp or pull, not sse")
+	case q.Get("after") != "" || q.Get("from") != "" || q.Get("device") != "":
+		return "", 0, errors.New("a group starts where the group is: no after=, from= or device=")
+	}
+	return group, prefetch, nil
+}
+
+// ackGroup acks and nacks a group's messages by their receipts: the body
+// is {"ack":["receipt",…],"nack":[…],"delay":"10s"}; the answer says how
+// many of each were sent.
+func (e *Edge) ackGroup(w http.ResponseWriter, r *http.Request, id string, sub push.Subscriber, body []byte) {
+	var a push.GroupAcks
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil || dec.More() {
+		writeError(w, bus.CodeBadRequest, `a group's ack is {"ack":["receipt",...],"nack":["receipt",...],"delay":"10s"}`, id)
+		return
+	}
+	acked, nacked, err := e.o.Push.AckGroup(r.Context(), sub, a)
+	switch {
+	case errors.Is(err, push.ErrBadReceipt), errors.Is(err, push.ErrBadGroup):
+		writeError(w, bus.CodeBadRequest, err.Error(), id)
+		return
+	case err != nil:
+		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Topic  string `json:"topic"`
+		Group  string `json:"group"`
+		Acked  int    `json:"acked"`
+		Nacked int    `json:"nacked"`
+	}{sub.Topic.Name, sub.Group, acked, nacked})
 }

@@ -293,13 +293,28 @@ func (ss *Session) ack(text string) error {
 // is not a JSON object, 1008 for a bad ack.
 func (ss *Session) clientFrame(b []byte) (typ string, code int, err error) {
 	var f struct {
-		Type   string `json:"type"`
-		Cursor string `json:"cursor"`
+		Type    string `json:"type"`
+		Cursor  string `json:"cursor"`
+		Receipt string `json:"receipt"`
+		Delay   string `json:"delay"`
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
 		return "", CodeInvalid, errors.New("a client frame is one JSON object")
 	}
-	if f.Type == "ack" {
+	switch {
+	case (f.Type == "ack" || f.Type == "nack") && ss.grp != nil:
+		var delay time.Duration
+		if f.Delay != "" {
+			if delay, err = time.ParseDuration(f.Delay); err != nil || delay < 0 || delay > MaxNackDelay {
+				return f.Type, CodePolicy, fmt.Errorf("%s: delay is a duration up to %s", f.Type, MaxNackDelay)
+			}
+		}
+		if err := ss.groupAck(f.Receipt, f.Type == "nack", delay); err != nil {
+			return f.Type, CodePolicy, fmt.Errorf("%s: %w", f.Type, err)
+		}
+	case f.Type == "nack":
+		return f.Type, CodePolicy, errors.New("nack: only a group's messages are nacked")
+	case f.Type == "ack":
 		if err := ss.ack(f.Cursor); err != nil {
 			return f.Type, CodePolicy, fmt.Errorf("ack: %w", err)
 		}

@@ -60,6 +60,7 @@ type sub struct {
 	since            time.Time
 	cursor           atomic.Uint64
 	user             string        // the subject of the token it connected with; "": none
+	group            string        // a group member's group (its messages come from the group's consumer, not the hub)
 	expires          int64         // unix ns when its token expires (the janitor ends it); 0: never
 	wake             chan struct{} // capacity 1: a message for it is in the ring, or a ping is due
 	kick             chan string   // capacity 1: the reason the connection must end
@@ -100,6 +101,9 @@ func newSub(app, device string) *sub {
 
 // wants reports whether a message is addressed to the subscriber.
 func (sb *sub) wants(d *delivery) bool {
+	if sb.group != "" {
+		return false
+	}
 	switch d.kind {
 	case kindAll:
 		return true

@@ -36,6 +36,10 @@ type Pulled struct {
 type PulledMessage struct {
 	Cursor string `json:"cursor"`
 	Data   string `json:"data"`
+	// A group's message: the receipt it is acked by, and which delivery
+	// of it this is.
+	Receipt string `json:"receipt,omitempty"`
+	Attempt uint64 `json:"attempt,omitempty"`
 }
 
 // Ended is a pull that ended before it had anything: the edge shutting
@@ -62,6 +66,16 @@ func (s *Server) Pull(ctx context.Context, ss *Session, max int, wait time.Durat
 		max = DefaultPullMessages
 	}
 	out := &pullSink{max: max}
+	if ss.grp != nil {
+		ss.grp.pull = true
+		if err := ss.groupPull(ctx, out, max, min(wait, MaxPullWait)); err != nil {
+			for _, m := range out.msgs { // nobody will have them: at once to another
+				_ = ss.s.nc.Publish(ackPrefix+m.Receipt, nakBody(0))
+			}
+			return nil, err
+		}
+		return &Pulled{Topic: ss.topic, Messages: append([]PulledMessage{}, out.msgs...), Cursor: Cursor{Epoch: ss.epoch, Seq: ss.cursor}.String()}, nil
+	}
 	t := time.AfterFunc(min(wait, MaxPullWait), func() { ss.sb.end(waitReason) })
 	defer t.Stop()
 	stop := context.AfterFunc(ctx, func() { ss.sb.end(goneReason) })
@@ -104,7 +118,7 @@ func (o *pullSink) message(_, epoch string, d *delivery) {
 	if o.full {
 		return
 	}
-	m := PulledMessage{Cursor: Cursor{Epoch: epoch, Seq: d.seq}.String(), Data: string(d.data)}
+	m := PulledMessage{Cursor: Cursor{Epoch: epoch, Seq: d.seq}.String(), Data: string(d.data), Receipt: d.receipt, Attempt: d.attempt}
 	o.msgs = append(o.msgs, m)
 	o.bytes += len(m.Cursor) + len(m.Data) + 32
 	o.last = d.seq

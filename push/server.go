@@ -65,7 +65,7 @@ type Server struct {
 	replays chan struct{}          // a slot per replay batch in flight
 
 	stats struct {
-		conns, delivered, catchUps, replayed, writeTimeouts, refused, acks atomic.Int64
+		conns, delivered, catchUps, replayed, writeTimeouts, refused, acks, deadLetters atomic.Int64
 	}
 	acks     acker
 	acksDone chan struct{} // closed when the ack writer has written the last
@@ -197,6 +197,9 @@ type Stats struct {
 	Acks       int64 `json:"acks"`
 	AcksStored int64 `json:"acks_stored"`
 	AckErrors  int64 `json:"ack_errors"`
+	// DeadLetters counts the group messages this edge wrote off as dead
+	// letters (delivered max_deliver times).
+	DeadLetters int64 `json:"dead_letters"`
 }
 
 // Stats returns the counters.
@@ -207,7 +210,7 @@ func (s *Server) Stats() Stats {
 	return Stats{Connections: s.stats.conns.Load(), Topics: topics, Delivered: s.stats.delivered.Load(),
 		Replayed: s.stats.replayed.Load(), CatchUps: s.stats.catchUps.Load(), WriteTimeouts: s.stats.writeTimeouts.Load(),
 		Refused: s.stats.refused.Load(), Acks: s.stats.acks.Load(), AcksStored: s.acks.stored.Load(),
-		AckErrors: s.acks.failed.Load() + s.acks.dropped.Load()}
+		AckErrors: s.acks.failed.Load() + s.acks.dropped.Load(), DeadLetters: s.stats.deadLetters.Load()}
 }
 
 // Message is one message to publish.
@@ -243,6 +246,7 @@ const (
 	kindApp  = "app"
 	kindDev  = "dev"
 	kindUser = "usr"
+	kindDLQ  = "dlq" // a group's dead letter (group.go): delivered to no one
 )
 
 // Problems of a message to publish, for the caller's 400.

@@ -29,6 +29,11 @@ type Subscriber struct {
 	Check func(*registry.Snapshot) string
 	// Release, when set, is called once the connection ends (Admit's).
 	Release func()
+	// Group, when set, makes the connection a member of the app's group
+	// of that name (group.go): Start is not used. Prefetch is how many
+	// unacked messages it holds at most (0: DefaultPrefetch).
+	Group    string
+	Prefetch int
 }
 
 // Session is a subscription opened and not yet served: its hub is live,
@@ -49,8 +54,9 @@ type Session struct {
 	// catchUp: read from the stream after cursor before live messages.
 	catchUp bool
 	gap     *Gap
-	release func() // nil: none
-	ackKey  string // where its acks are kept
+	release func()      // nil: none
+	ackKey  string      // where its acks are kept
+	grp     *groupState // a group member's; nil: none
 }
 
 var errClosed = errors.New("the edge is shutting down")
@@ -70,7 +76,7 @@ const (
 // has been written.
 func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	sb := newSub(c.App, c.Device)
-	sb.check, sb.user = c.Check, c.User
+	sb.check, sb.user, sb.group = c.Check, c.User, c.Group
 	sb.topic, sb.transport, sb.since = c.Topic.Name, c.Transport, time.Now()
 	if !c.Expires.IsZero() && c.Expires.Before(maxExpiry) {
 		sb.expires = c.Expires.UnixNano() // later than 2262: never, in effect
@@ -84,7 +90,11 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	// an index at or above pos.
 	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb, pos: h.head.Load(), resets: h.resets.Load(), caughtUp: true, release: c.Release,
 		ackKey: ackKey(c.Topic.Name, c.App, c.Device, c.User)}
-	if err := ss.begin(ctx, c.Topic, c.Start); err != nil {
+	begin := func() error { return ss.begin(ctx, c.Topic, c.Start) }
+	if c.Group != "" {
+		begin = func() error { return ss.openGroup(ctx, c) }
+	}
+	if err := begin(); err != nil {
 		s.leave(h, sb)
 		return nil, err
 	}
@@ -213,6 +223,9 @@ const (
 // for it, a due ping (the server's janitor), the client leaving (its
 // transport) and the edge stopping all come through them.
 func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error) {
+	if ss.grp != nil {
+		return ss.groupPump(ctx, out)
+	}
 	s := ss.s
 	out.ready(ss.topic, Cursor{Epoch: ss.epoch, Seq: ss.cursor})
 	if ss.gap != nil {

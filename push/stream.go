@@ -59,6 +59,10 @@ type delivery struct {
 	id   string
 	data []byte
 	at   time.Time
+	// A group's message (group.go): the receipt it is acked by, and
+	// which delivery of it this is.
+	receipt string
+	attempt uint64
 	// A live delivery's wire forms, made once by its hub for every
 	// session of the hub's epoch (nil: make them, see wsLine, sseEvent).
 	epoch   string

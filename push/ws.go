@@ -149,10 +149,12 @@ type frames struct {
 }
 
 type wsFrame struct {
-	Type   string `json:"type"`
-	Topic  string `json:"topic"`
-	Cursor string `json:"cursor,omitempty"`
-	Data   string `json:"data,omitempty"`
+	Type    string `json:"type"`
+	Topic   string `json:"topic"`
+	Cursor  string `json:"cursor,omitempty"`
+	Data    string `json:"data,omitempty"`
+	Receipt string `json:"receipt,omitempty"` // a group's message
+	Attempt uint64 `json:"attempt,omitempty"`
 	*Gap
 }
 
@@ -178,7 +180,8 @@ func (o *frames) ready(topic string, c Cursor) {
 
 // wsLine is a message's line in a frame.
 func wsLine(topic, epoch string, d *delivery) []byte {
-	b, _ := json.Marshal(wsFrame{Type: "message", Topic: topic, Cursor: Cursor{Epoch: epoch, Seq: d.seq}.String(), Data: string(d.data)})
+	b, _ := json.Marshal(wsFrame{Type: "message", Topic: topic, Cursor: Cursor{Epoch: epoch, Seq: d.seq}.String(), Data: string(d.data),
+		Receipt: d.receipt, Attempt: d.attempt})
 	return b
 }
 

@@ -71,8 +71,48 @@ type Topic struct {
 	// connect; a request with any other Origin, "null" included, is
 	// refused. None: only clients that send no Origin (not browsers).
 	Origins []string `json:"origins,omitempty"`
+	// Groups, when set, lets apps consume the topic in groups (one
+	// durable queue per app and group name: push/group.go).
+	Groups *TopicGroups `json:"groups,omitempty"`
 
 	Revision uint64 `json:"-"`
+}
+
+// TopicGroups are a topic's consumer groups.
+type TopicGroups struct {
+	Names      []string `json:"names"`
+	AckWait    Duration `json:"ack_wait,omitempty"`
+	MaxDeliver int      `json:"max_deliver,omitempty"`
+}
+
+// Group bounds and defaults.
+const (
+	DefaultGroupAckWait    = 30 * time.Second
+	MinGroupAckWait        = time.Second
+	MaxGroupAckWait        = time.Hour
+	DefaultGroupMaxDeliver = 5
+)
+
+// HasGroup reports whether clients may consume the topic in group name.
+func (t *Topic) HasGroup(name string) bool {
+	return t.Groups != nil && slices.Contains(t.Groups.Names, name)
+}
+
+// GroupAckWait is how long a group's delivered message waits for its ack.
+func (t *Topic) GroupAckWait() time.Duration {
+	if t.Groups != nil && t.Groups.AckWait > 0 {
+		return time.Duration(t.Groups.AckWait)
+	}
+	return DefaultGroupAckWait
+}
+
+// GroupMaxDeliver is how many times a group's message is delivered before
+// it becomes a dead letter.
+func (t *Topic) GroupMaxDeliver() int {
+	if t.Groups != nil && t.Groups.MaxDeliver > 0 {
+		return t.Groups.MaxDeliver
+	}
+	return DefaultGroupMaxDeliver
 }
 
 // TopicAuth is how a topic's apps authenticate.
@@ -175,6 +215,14 @@ func ParseTopic(key string, doc []byte) (*Topic, error) {
 	for _, o := range t.Origins {
 		if !validOrigin(o) {
 			add("origins", "%q is not an origin (scheme://host[:port], lower case, no path)", o)
+		}
+	}
+	if g := t.Groups; g != nil {
+		if t.ModeOrDefault() == TopicLatestOnly {
+			add("groups", "a latest_only topic keeps values, not a queue: no groups")
+		}
+		if d := time.Duration(g.AckWait); d != 0 && (d < MinGroupAckWait || d > MaxGroupAckWait) {
+			add("groups.ack_wait", "must be from %v to %v", MinGroupAckWait, MaxGroupAckWait)
 		}
 	}
 	if len(ps) > 0 {

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -42,7 +43,13 @@ Commands:
                   the first (HTTP long poll); --ack acknowledges them
   ack TOPIC CURSOR
                   acknowledge every message up to CURSOR and print the ack
-                  stored now (a later one stays: acks only move forward)
+                  stored now (a later one stays: acks only move forward);
+                  with --group, CURSOR is a receipt: ack that one message
+
+Groups (--group NAME, a name in the topic's groups.names): each message for
+the app goes to one member; subscribe (ws or tcp) and pull print it and, with
+--ack, ack it by its receipt once printed; without --ack it comes again after
+the topic's ack_wait.
   stats           an edge's push counters: connections, topics followed,
                   deliveries, catch-ups, write timeouts, refusals, acks (--node)
   connections     an edge's push connections: topic, app, device, user,
@@ -70,6 +77,8 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	from := fs.String("from", "", "subscribe: the first sequence wanted ([EPOCH:]SEQ; 0: everything kept); default live only")
 	after := fs.String("after", "", "subscribe, pull: the cursor of the last message had ([EPOCH:]SEQ), or ack: after the last acknowledged")
 	ackEach := fs.Bool("ack", false, "subscribe, pull: acknowledge the messages printed")
+	group := fs.String("group", "", "subscribe, pull, ack: consume as a member of the app's group of this name")
+	prefetch := fs.Int("prefetch", 0, "subscribe --group: unacked messages the connection holds (1 to 100; default 10)")
 	pullMax := fs.Int("max", 0, "pull: at most this many messages (1 to 1000; default 100)")
 	pullWait := fs.Duration("wait", 0, "pull: wait up to this long for the first message (up to 60s; default: answer at once)")
 	transport := fs.String("transport", "sse", "subscribe: sse, ws or tcp (tcp: --edge is the edge's --push-tcp-listen, tcp://HOST:PORT or tls://HOST:PORT)")
@@ -116,8 +125,11 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := bus.ValidName(pos[1]); err != nil {
 		return fmt.Errorf("%w: topic name %q: %v", errUsage, pos[1], err)
 	}
+	if *group != "" && !slices.Contains(given(fs), "transport") {
+		*transport = "ws" // a group acks each message: not over SSE
+	}
 	po := pushclient.Options{Edge: *edgeURL, Topic: pos[1], Transport: *transport, TLSConfig: tlsConfig, HTTPClient: hc,
-		Header: http.Header{"X-Api-Key": {*appKey}}, Device: *device, After: *after, From: *from}
+		Header: http.Header{"X-Api-Key": {*appKey}}, Device: *device, After: *after, From: *from, Group: *group, Prefetch: *prefetch}
 	switch pos[0] {
 	case "subscribe":
 		if *transport == "tcp" && !strings.HasPrefix(*edgeURL, "tcp://") && !strings.HasPrefix(*edgeURL, "tls://") {
@@ -132,6 +144,13 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	case "ack":
 		ctx, cancel := context.WithTimeout(context.Background(), *rf.timeout)
 		defer cancel()
+		if *group != "" {
+			if err := pushclient.AckGroup(ctx, po, []string{pos[2]}, nil, 0); err != nil {
+				return fmt.Errorf("push ack: %w", err)
+			}
+			fmt.Fprintln(stdout, "acked", pos[2])
+			return nil
+		}
 		acked, err := pushclient.Ack(ctx, po, pos[2])
 		if err != nil {
 			return fmt.Errorf("push ack: %w", err)
@@ -380,7 +399,17 @@ func pushPull(o pushclient.Options, max int, wait time.Duration, ack bool, timeo
 	for _, m := range p.Messages {
 		printMessage(stdout, m.Cursor, m.Data)
 	}
-	if ack && len(p.Messages)+len(p.Gaps) > 0 {
+	if ack && o.Group != "" && len(p.Messages) > 0 {
+		receipts := make([]string, len(p.Messages))
+		for i, m := range p.Messages {
+			receipts[i] = m.Receipt
+		}
+		if err := pushclient.AckGroup(ctx, o, receipts, nil, 0); err != nil {
+			return fmt.Errorf("push pull: acknowledging: %w", err)
+		}
+		return nil
+	}
+	if ack && o.Group == "" && len(p.Messages)+len(p.Gaps) > 0 {
 		if _, err := pushclient.Ack(ctx, o, p.Cursor); err != nil {
 			return fmt.Errorf("push pull: acknowledging %s: %w", p.Cursor, err)
 		}
@@ -421,7 +450,11 @@ func pushSubscribe(o pushclient.Options, count int, ack bool, stdout, stderr io.
 		case "message":
 			printMessage(stdout, ev.Cursor, ev.Data)
 			n++
-			if ack {
+			if ack && ev.Receipt != "" {
+				if err := sub.AckReceipt(ctx, ev.Receipt); err != nil {
+					return fmt.Errorf("acknowledging %s: %w", ev.Receipt, err)
+				}
+			} else if ack {
 				if err := sub.Ack(ctx, ev.Cursor); err != nil {
 					return fmt.Errorf("acknowledging %s: %w", ev.Cursor, err)
 				}

@@ -58,6 +58,12 @@ type Options struct {
 	After, From string
 	// HTTPClient for SSE; nil: one without a timeout (a stream is long).
 	HTTPClient *http.Client
+	// Group, when set, makes the connection (ws, tcp) or pull a member
+	// of the app's group of that name: each message goes to one member,
+	// which acks it by its Receipt (AckReceipt, Nack; AckGroup over
+	// HTTP). Prefetch is how many unacked messages it holds (0: 10).
+	Group    string
+	Prefetch int
 }
 
 // Event is one thing a subscription tells its reader.
@@ -72,6 +78,10 @@ type Event struct {
 	Data   string
 	Gap    *Gap
 	Reason string
+	// A group's message: the receipt it is acked by, and which delivery
+	// of it this is (2 and up: delivered before, not acked in time).
+	Receipt string
+	Attempt uint64
 }
 
 // Gap is a gap the edge reported.
@@ -97,6 +107,30 @@ type Conn struct {
 	next  func(ctx context.Context) (Event, error)
 	close func() error
 	ack   func(ctx context.Context, cursor string) error
+	send  func(ctx context.Context, frame []byte) error // nil: SSE, which sends none
+}
+
+// AckReceipt acks one message of a group connection by its receipt.
+func (c *Conn) AckReceipt(ctx context.Context, receipt string) error {
+	return c.frame(ctx, map[string]string{"type": "ack", "receipt": receipt})
+}
+
+// Nack gives one message of a group connection back: it is delivered
+// again (to any member) after delay (0: at once).
+func (c *Conn) Nack(ctx context.Context, receipt string, delay time.Duration) error {
+	f := map[string]string{"type": "nack", "receipt": receipt}
+	if delay > 0 {
+		f["delay"] = delay.String()
+	}
+	return c.frame(ctx, f)
+}
+
+func (c *Conn) frame(ctx context.Context, f map[string]string) error {
+	if c.send == nil {
+		return errors.New("an SSE connection sends no frames: ack over HTTP")
+	}
+	b, _ := json.Marshal(f)
+	return c.send(ctx, b)
 }
 
 // Ack acknowledges every message up to cursor (the last one handled): a
@@ -119,11 +153,7 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 		return nil, fmt.Errorf("edge URL: %w", err)
 	}
 	q := url.Values{}
-	for k, v := range map[string]string{"device": o.Device, "after": o.After, "from": o.From} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
+	setQuery(q, o)
 	transport := o.Transport
 	if transport == "" {
 		transport = "sse"
@@ -266,18 +296,20 @@ func seqOf(cursor string) uint64 {
 }
 
 type wsFrame struct {
-	Type   string `json:"type"`
-	Topic  string `json:"topic"`
-	Cursor string `json:"cursor"`
-	Data   string `json:"data"`
-	Reason string `json:"reason"`
-	Asked  string `json:"asked"`
-	Resume string `json:"resume"`
+	Type    string `json:"type"`
+	Topic   string `json:"topic"`
+	Cursor  string `json:"cursor"`
+	Data    string `json:"data"`
+	Reason  string `json:"reason"`
+	Asked   string `json:"asked"`
+	Resume  string `json:"resume"`
+	Receipt string `json:"receipt"`
+	Attempt uint64 `json:"attempt"`
 }
 
 // event is the frame's event.
 func (f *wsFrame) event() Event {
-	ev := Event{Type: f.Type, Topic: f.Topic, Cursor: f.Cursor, Data: f.Data, Reason: f.Reason}
+	ev := Event{Type: f.Type, Topic: f.Topic, Cursor: f.Cursor, Data: f.Data, Reason: f.Reason, Receipt: f.Receipt, Attempt: f.Attempt}
 	if f.Type == "message" {
 		ev.Seq = seqOf(f.Cursor)
 	}
@@ -325,10 +357,9 @@ func dialWS(ctx context.Context, u string, o Options) (*Conn, error) {
 		pending = pending[1:]
 		return ev, nil
 	}
-	ack := func(ctx context.Context, cursor string) error {
-		return c.Write(ctx, websocket.MessageText, ackFrame(cursor))
-	}
-	return &Conn{next: next, close: func() error { return c.Close(websocket.StatusNormalClosure, "") }, ack: ack}, nil
+	send := func(ctx context.Context, b []byte) error { return c.Write(ctx, websocket.MessageText, b) }
+	ack := func(ctx context.Context, cursor string) error { return send(ctx, ackFrame(cursor)) }
+	return &Conn{next: next, close: func() error { return c.Close(websocket.StatusNormalClosure, "") }, ack: ack, send: send}, nil
 }
 
 // CloseError is a WebSocket (or TCP) close from the edge: 1012 to reconnect (the
@@ -368,7 +399,7 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 	for {
 		if s.conn == nil {
 			o := s.o
-			if s.last != "" {
+			if s.last != "" && o.Group == "" { // a group goes on where the group is
 				o.After, o.From = s.last, ""
 			}
 			c, err := Dial(ctx, o)
@@ -450,6 +481,15 @@ func (s *Subscription) Ack(ctx context.Context, cursor string) error {
 	}
 	_, err := Ack(ctx, s.o, cursor)
 	return err
+}
+
+// AckReceipt acks one message of a group subscription by its receipt,
+// over the connection, or over HTTP between connections.
+func (s *Subscription) AckReceipt(ctx context.Context, receipt string) error {
+	if s.conn != nil {
+		return s.conn.AckReceipt(ctx, receipt)
+	}
+	return AckGroup(ctx, s.o, []string{receipt}, nil, 0)
 }
 
 // Close ends the subscription.

@@ -24,8 +24,10 @@ func ackFrame(cursor string) []byte {
 type Pulled struct {
 	Topic    string `json:"topic"`
 	Messages []struct {
-		Cursor string `json:"cursor"`
-		Data   string `json:"data"`
+		Cursor  string `json:"cursor"`
+		Data    string `json:"data"`
+		Receipt string `json:"receipt"` // a group's message
+		Attempt uint64 `json:"attempt"`
 	} `json:"messages"`
 	Gaps   []Gap  `json:"gaps"`
 	Cursor string `json:"cursor"`
@@ -37,11 +39,7 @@ type Pulled struct {
 // default (100).
 func Pull(ctx context.Context, o Options, max int, wait time.Duration) (*Pulled, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"device": o.Device, "after": o.After, "from": o.From} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
+	setQuery(q, o)
 	if max > 0 {
 		q.Set("max", strconv.Itoa(max))
 	}
@@ -72,6 +70,32 @@ func Ack(ctx context.Context, o Options, cursor string) (string, error) {
 		return "", err
 	}
 	return out.Acked, nil
+}
+
+// AckGroup acks and nacks messages of o.Group by their receipts over HTTP
+// (POST /_jetway/ack?group=), on any edge; the nacked ones are delivered
+// again after delay (0: at once).
+func AckGroup(ctx context.Context, o Options, ack, nack []string, delay time.Duration) error {
+	q := url.Values{"group": {o.Group}}
+	b := map[string]any{"ack": ack, "nack": nack}
+	if delay > 0 {
+		b["delay"] = delay.String()
+	}
+	body, _ := json.Marshal(b)
+	var out struct{}
+	return call(ctx, o, http.MethodPost, "ack", q, body, &out)
+}
+
+// setQuery sets the query parameters of o's subscription.
+func setQuery(q url.Values, o Options) {
+	for k, v := range map[string]string{"device": o.Device, "after": o.After, "from": o.From, "group": o.Group} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if o.Prefetch > 0 {
+		q.Set("prefetch", strconv.Itoa(o.Prefetch))
+	}
 }
 
 // call makes one request of a built-in push endpoint and decodes its

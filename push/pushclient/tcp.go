@@ -82,7 +82,7 @@ func dialTCP(ctx context.Context, u *url.URL, o Options) (*Conn, error) {
 		return nil, err
 	}
 	tc.pending = &first
-	return &Conn{next: tc.next, close: c.Close, ack: tc.ack}, nil
+	return &Conn{next: tc.next, close: c.Close, ack: tc.ack, send: tc.send}, nil
 }
 
 type tcpConn struct {
@@ -100,10 +100,12 @@ func (t *tcpConn) write(b []byte) error {
 	return err
 }
 
-func (t *tcpConn) ack(ctx context.Context, cursor string) error {
+func (t *tcpConn) ack(ctx context.Context, cursor string) error { return t.send(ctx, ackFrame(cursor)) }
+
+func (t *tcpConn) send(ctx context.Context, obj []byte) error {
 	stop := context.AfterFunc(ctx, func() { _ = t.c.SetWriteDeadline(time.Unix(1, 0)) })
 	defer stop()
-	return t.write(frame(ackFrame(cursor)))
+	return t.write(frame(obj))
 }
 
 func frame(obj []byte) []byte {
