@@ -169,6 +169,7 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		// Authenticate has verified this very token: its subject is the
 		// user messages to=user reach, its expiry the connection's end.
 		sub.User, sub.Expires = tokenSubject(strings.TrimSpace(bearer))
+		sub.Token = true
 		if !sub.Expires.IsZero() && !sub.Expires.After(time.Now()) {
 			// Within the verifier's leeway: enough for a call, not for
 			// a connection that would end at once.
@@ -337,8 +338,10 @@ func hasKey(a *registry.App, digest string) bool {
 func startOf(r *http.Request) (push.Start, error) {
 	q := r.URL.Query()
 	after, from := q.Get("after"), q.Get("from")
-	if after == "" {
-		after = r.Header.Get("Last-Event-ID")
+	if lei := r.Header.Get("Last-Event-ID"); lei != "" && (after == "" || after == "ack") {
+		// A browser's EventSource reconnects to the same URL with the
+		// last id it got: newer than any ack it sent.
+		after = lei
 	}
 	var st push.Start
 	if after != "" && from != "" {
@@ -399,12 +402,16 @@ func (e *Edge) publish(w http.ResponseWriter, r *http.Request, id string, t *reg
 	writeJSON(w, status, out)
 }
 
-// writeJSON answers with v as JSON.
+// writeJSON answers with v as JSON (no HTML escaping: a message of '<'
+// stays one byte, not six).
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, _ := json.Marshal(v)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b.Bytes())
 }
 
 // maxBatchBody bounds a batch publish's body.
@@ -563,9 +570,10 @@ func (e *Edge) ack(w http.ResponseWriter, r *http.Request, id string, sub push.S
 		return
 	}
 	stored, err := e.o.Push.Ack(r.Context(), sub, at)
+	var bad *push.BadAck
 	switch {
-	case errors.Is(err, push.ErrBadCursor):
-		writeError(w, bus.CodeBadRequest, err.Error(), id)
+	case errors.As(err, &bad):
+		writeError(w, bus.CodeBadRequest, "ack: "+err.Error(), id)
 		return
 	case err != nil:
 		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
@@ -599,22 +607,29 @@ func pullParams(q url.Values) (max int, wait time.Duration, err error) {
 // the edge is shutting down, 403 when the subscription was revoked while
 // it waited).
 func (e *Edge) pull(w http.ResponseWriter, r *http.Request, id string, ss *push.Session, max int, wait time.Duration) {
-	// The request is read: a read deadline must not end the wait.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-	p, err := e.o.Push.Pull(r.Context(), ss, max, wait)
-	var ended *push.Ended
-	switch {
-	case errors.As(err, &ended) && ended.Shutdown:
-		writeRefusal(w, &Error{Code: bus.CodeOverloaded, Message: ended.Reason, RetryAfter: 1}, id)
-	case errors.As(err, &ended):
-		writeError(w, bus.CodeForbidden, ended.Reason, id)
-	case errors.Is(err, context.Canceled):
-		// The client left: nothing to answer.
-	case err != nil:
-		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
-	default:
-		writeJSON(w, http.StatusOK, p)
-	}
+	// The request is read: a read deadline must not end the wait; the
+	// answer's write has its own, so a client that never reads does not
+	// keep the pull (and its admission) forever.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	e.o.Push.Pull(r.Context(), ss, max, wait, func(p *push.Pulled, err error) {
+		_ = rc.SetWriteDeadline(time.Now().Add(e.o.Push.WriteTimeout()))
+		var ended *push.Ended
+		switch {
+		case errors.As(err, &ended) && ended.Shutdown:
+			writeRefusal(w, &Error{Code: bus.CodeOverloaded, Message: ended.Reason, RetryAfter: 1}, id)
+		case errors.As(err, &ended) && ended.Expired:
+			writeRefusal(w, unauthenticated(ended.Reason), id)
+		case errors.As(err, &ended):
+			writeError(w, bus.CodeForbidden, ended.Reason, id)
+		case errors.Is(err, context.Canceled):
+			// The client left: nothing to answer.
+		case err != nil:
+			writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
+		default:
+			writeJSON(w, http.StatusOK, p)
+		}
+	})
 }
 
 // groupParams reads a group subscription's group= and prefetch= (how many

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,11 +21,13 @@ import (
 // Acknowledgements are cumulative: a client acks the cursor of the last
 // message it has handled, and whatever it connects to next — any edge,
 // any transport, hours later — can start after it (after=ack). An ack is
-// kept per topic and subscriber in the bus.BucketPushAcks bucket, under
+// kept per stream, topic and subscriber in the bus.BucketPushAcks bucket
+// (the stream: a topic that changes mode has the other's cursors), under
 //
-//	<topic>.<app>.d.<device>   a connection that named its device
-//	<topic>.<app>.u.<user>     one with a token (its subject) and no device
-//	<topic>.<app>.a            one with neither: the app's
+//	<stream>.<topic>.<app>.d.<device>[.<user>]  a connection that named its device (and had a token's user)
+//	<stream>.<topic>.<app>.u.<user>             one with a token (its subject) and no device
+//	<stream>.<topic>.<app>.t                    one with a token without a subject
+//	<stream>.<topic>.<app>.a                    one with neither: the app's key
 //
 // each token itself when it is letters, digits, '_' and '-' (at most 64),
 // otherwise '=' and its base64url. An ack only moves forward: a stored ack
@@ -33,14 +36,19 @@ import (
 // a subscriber back. A lost ack costs redelivery, never loss: the client
 // resumes from an earlier ack and drops sequences it has (pushclient does).
 
-// ackKey is the key of a subscriber's ack.
-func ackKey(topic, app, device, user string) string {
-	k := ackToken(topic) + "." + ackToken(app)
+// ackKey is the key of a subscriber's ack. token says it connected with a
+// token (user is its subject, "" when it had none).
+func ackKey(stream, topic, app, device, user string, token bool) string {
+	k := stream + "." + ackToken(topic) + "." + ackToken(app)
 	switch {
+	case device != "" && user != "":
+		return k + ".d." + ackToken(device) + "." + ackToken(user)
 	case device != "":
 		return k + ".d." + ackToken(device)
 	case user != "":
 		return k + ".u." + ackToken(user)
+	case token:
+		return k + ".t"
 	}
 	return k + ".a"
 }
@@ -66,6 +74,25 @@ func later(a, b Cursor) bool {
 		return a.Epoch > b.Epoch
 	}
 	return a.Seq > b.Seq
+}
+
+// BadAck is an ack the client should not have sent: of another epoch, or
+// past what it was sent.
+type BadAck struct{ Reason string }
+
+func (e *BadAck) Error() string { return e.Reason }
+
+// ErrAcksFull is returned when the ack bucket has no room for a new
+// subscriber's ack (the subscriber resumes from what the stream keeps).
+var ErrAcksFull = errors.New("the push ack bucket " + bus.BucketPushAcks + " is full: no room for a new subscriber's ack")
+
+// ackStoreErr names a full bucket.
+func ackStoreErr(err error) error {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) && strings.Contains(ae.Description, "maximum bytes") || strings.Contains(err.Error(), "maximum bytes exceeded") {
+		return ErrAcksFull
+	}
+	return fmt.Errorf("storing the ack: %w", err)
 }
 
 // ErrNoAckBucket is returned while the ack bucket does not exist.
@@ -140,7 +167,7 @@ func (s *Server) storeAck(ctx context.Context, key string, c Cursor) (Cursor, er
 			}
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return Cursor{}, fmt.Errorf("storing the ack: %w", err)
+			return Cursor{}, ackStoreErr(err)
 		}
 	}
 	return Cursor{}, errors.New("storing the ack: too many concurrent writers of it")
@@ -154,6 +181,7 @@ type acker struct {
 
 	mu      sync.Mutex
 	pending map[string]Cursor
+	closed  bool          // the writer has written the last: no more are taken
 	wake    chan struct{} // capacity 1: pending has keys
 
 	stored, failed, dropped atomic.Int64
@@ -174,6 +202,10 @@ func (s *Server) ackLater(key string, c Cursor) bool {
 	a.mu.Lock()
 	old, had := a.pending[key]
 	switch {
+	case a.closed:
+		a.mu.Unlock()
+		a.dropped.Add(1)
+		return false
 	case had && !later(c, old):
 	case !had && len(a.pending) >= ackMaxPending:
 		a.mu.Unlock()
@@ -190,20 +222,23 @@ func (s *Server) ackLater(key string, c Cursor) bool {
 	return true
 }
 
-// ackWriter writes the queued acks until the server closes, then once
-// more (Close waits for it, within its context).
+// ackWriter writes the queued acks until Close has ended the connections,
+// then once more (Close waits for it, within its context).
 func (s *Server) ackWriter(done chan<- struct{}) {
 	defer close(done)
 	for {
 		select {
 		case <-s.acks.wake:
-		case <-s.stop:
+		case <-s.acksStop:
+			s.acks.mu.Lock()
+			s.acks.closed = true
+			s.acks.mu.Unlock()
 			s.flushAcks(context.Background())
 			return
 		}
 		select { // coalesce
 		case <-time.After(ackFlush):
-		case <-s.stop:
+		case <-s.acksStop:
 		}
 		s.flushAcks(context.Background())
 	}
@@ -240,7 +275,7 @@ func (s *Server) flushAcks(ctx context.Context) {
 // Ack stores the ack of a subscriber that is not connected (HTTP: POST
 // /_jetway/ack/<topic>) and returns the ack stored now. The cursor must be
 // of the topic's stream as it is (its epoch; none: the current one) and
-// not past its last message: ErrBadCursor otherwise.
+// not past its last message: a *BadAck otherwise.
 func (s *Server) Ack(ctx context.Context, c Subscriber, at Cursor) (Cursor, error) {
 	st, err := s.state(ctx, c.Topic.Store(), time.Time{})
 	if err != nil {
@@ -257,12 +292,12 @@ func (s *Server) Ack(ctx context.Context, c Subscriber, at Cursor) (Cursor, erro
 	}
 	switch {
 	case at.Epoch != st.epoch:
-		return Cursor{}, fmt.Errorf("%w: cursor %s is of another epoch of the stream (now %s)", ErrBadCursor, at, st.epoch)
+		return Cursor{}, &BadAck{fmt.Sprintf("cursor %s is of another epoch of the stream (now %s)", at, st.epoch)}
 	case at.Seq > st.last:
-		return Cursor{}, fmt.Errorf("%w: cursor %s is past the stream's last message (%d)", ErrBadCursor, at, st.last)
+		return Cursor{}, &BadAck{fmt.Sprintf("cursor %s is past the stream's last message (%d)", at, st.last)}
 	}
 	s.stats.acks.Add(1)
-	return s.storeAck(ctx, ackKey(c.Topic.Name, c.App, c.Device, c.User), at)
+	return s.storeAck(ctx, c.ackKey(), at)
 }
 
 // ack is a connection's ack: of its epoch (none: its epoch), not past what
@@ -276,10 +311,10 @@ func (ss *Session) ack(text string) error {
 	case c.Epoch == "":
 		c.Epoch = ss.epoch
 	case c.Epoch != ss.epoch:
-		return fmt.Errorf("%w: cursor %s is of another epoch (this connection's is %s)", ErrBadCursor, c, ss.epoch)
+		return &BadAck{fmt.Sprintf("%s is of another epoch than this connection's (%s)", c, ss.epoch)}
 	}
 	if sent := ss.sb.cursor.Load(); c.Seq > sent {
-		return fmt.Errorf("%w: cursor %s is past the last message sent (%s)", ErrBadCursor, c, strconv.FormatUint(sent, 10))
+		return &BadAck{fmt.Sprintf("%s is past the last message sent (%s)", c, strconv.FormatUint(sent, 10))}
 	}
 	ss.s.stats.acks.Add(1)
 	ss.s.ackLater(ss.ackKey, c)

@@ -428,7 +428,7 @@ func (s *Server) janitor() {
 					continue
 				}
 				if sb.expires != 0 && n >= sb.expires {
-					sb.end("the token expired; reconnect with a fresh one")
+					sb.end(expiredReason)
 					continue
 				}
 				if n-sb.wrote.Load() >= int64(s.o.Ping) {

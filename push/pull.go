@@ -48,6 +48,7 @@ type PulledMessage struct {
 type Ended struct {
 	Reason   string
 	Shutdown bool
+	Expired  bool // the token it came with expired (401)
 }
 
 func (e *Ended) Error() string { return e.Reason }
@@ -59,9 +60,20 @@ const waitReason = "\x00the wait is over"
 var errPulled = errors.New("pulled")
 
 // Pull serves a session as one pull: up to max messages after its start,
-// waiting up to wait for the first. It closes the session.
-func (s *Server) Pull(ctx context.Context, ss *Session, max int, wait time.Duration) (*Pulled, error) {
+// waiting up to wait for the first, and answers with write — the pull's
+// or its error — within the session (the connection counts against the
+// caps until the answer is written; the edge bounds the write by
+// WriteTimeout). It closes the session.
+func (s *Server) Pull(ctx context.Context, ss *Session, max int, wait time.Duration, write func(*Pulled, error)) {
 	defer ss.close()
+	p, err := s.pull(ctx, ss, max, wait)
+	write(p, err)
+}
+
+// WriteTimeout is how long a write to a client may block.
+func (s *Server) WriteTimeout() time.Duration { return s.o.WriteTimeout }
+
+func (s *Server) pull(ctx context.Context, ss *Session, max int, wait time.Duration) (*Pulled, error) {
 	if max <= 0 || max > MaxPullMessages {
 		max = DefaultPullMessages
 	}
@@ -88,7 +100,7 @@ func (s *Server) Pull(ctx context.Context, ss *Session, max int, wait time.Durat
 	case reason == goneReason:
 		return nil, context.Canceled
 	case len(out.msgs) == 0 && len(out.gaps) == 0:
-		return nil, &Ended{Reason: reason, Shutdown: reason == shutdownReason}
+		return nil, &Ended{Reason: reason, Shutdown: reason == shutdownReason, Expired: reason == expiredReason}
 	}
 	cursor := ss.cursor
 	if out.full {

@@ -69,6 +69,8 @@ type Server struct {
 	}
 	acks     acker
 	acksDone chan struct{} // closed when the ack writer has written the last
+	acksStop chan struct{} // closed by Close once the connections have ended
+	stopAcks sync.Once
 
 	admitMu sync.Mutex
 	admit   *admission
@@ -119,7 +121,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{o: o, log: o.Logger, nc: o.Conn, js: js, hubs: map[string]*hub{}, stop: make(chan struct{}),
-		st: map[string]streamState{}, replays: make(chan struct{}, o.Replays), admit: adm, acksDone: make(chan struct{})}
+		st: map[string]streamState{}, replays: make(chan struct{}, o.Replays), admit: adm, acksDone: make(chan struct{}), acksStop: make(chan struct{})}
 	s.acks.pending, s.acks.wake = map[string]Cursor{}, make(chan struct{}, 1)
 	go s.janitor()
 	go s.ackWriter(s.acksDone)
@@ -155,6 +157,7 @@ func (s *Server) Close(ctx context.Context) error {
 		select {
 		case <-done:
 			// The acks the connections sent last are written.
+			s.stopAcks.Do(func() { close(s.acksStop) })
 			select {
 			case <-s.acksDone:
 				return nil
@@ -162,6 +165,7 @@ func (s *Server) Close(ctx context.Context) error {
 				return ctx.Err()
 			}
 		case <-ctx.Done():
+			s.stopAcks.Do(func() { close(s.acksStop) })
 			return ctx.Err()
 		case <-t.C:
 		}

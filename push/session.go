@@ -21,6 +21,9 @@ type Subscriber struct {
 	// set, ends the connection when the token does.
 	User    string
 	Expires time.Time
+	// Token: it connected with a token (its acks are not the app's, even
+	// when the token names no user).
+	Token bool
 	// Transport names it for operators ("sse", "ws").
 	Transport string
 	Start     Start
@@ -34,6 +37,11 @@ type Subscriber struct {
 	// unacked messages it holds at most (0: DefaultPrefetch).
 	Group    string
 	Prefetch int
+}
+
+// ackKey is where the subscriber's acks are kept.
+func (c *Subscriber) ackKey() string {
+	return ackKey(c.Topic.Store().Stream, c.Topic.Name, c.App, c.Device, c.User, c.Token)
 }
 
 // Session is a subscription opened and not yet served: its hub is live,
@@ -69,6 +77,7 @@ var maxExpiry = time.Unix(0, math.MaxInt64)
 const (
 	shutdownReason = "the edge is shutting down; reconnect"
 	goneReason     = "\x00the client left"
+	expiredReason  = "the token expired; reconnect with a fresh one"
 )
 
 // Open joins a subscriber to its topic's hub and resolves where it starts.
@@ -89,7 +98,7 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	// Read after the join: every message the hub gets from here on has
 	// an index at or above pos.
 	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb, pos: h.head.Load(), resets: h.resets.Load(), caughtUp: true, release: c.Release,
-		ackKey: ackKey(c.Topic.Name, c.App, c.Device, c.User)}
+		ackKey: c.ackKey()}
 	begin := func() error { return ss.begin(ctx, c.Topic, c.Start) }
 	if c.Group != "" {
 		begin = func() error { return ss.openGroup(ctx, c) }
@@ -98,6 +107,9 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 		s.leave(h, sb)
 		return nil, err
 	}
+	// The client has everything up to its start: it may ack that before
+	// the first write.
+	sb.cursor.Store(ss.cursor)
 	s.stats.conns.Add(1)
 	return ss, nil
 }

@@ -450,13 +450,15 @@ func pushSubscribe(o pushclient.Options, count int, ack bool, stdout, stderr io.
 		case "message":
 			printMessage(stdout, ev.Cursor, ev.Data)
 			n++
+			// An ack that does not get through costs a redelivery, not
+			// the subscription: say so and go on.
 			if ack && ev.Receipt != "" {
 				if err := sub.AckReceipt(ctx, ev.Receipt); err != nil {
-					return fmt.Errorf("acknowledging %s: %w", ev.Receipt, err)
+					fmt.Fprintf(stderr, "acknowledging %s: %v (it comes again after the group's ack_wait)\n", ev.Receipt, err)
 				}
 			} else if ack {
 				if err := sub.Ack(ctx, ev.Cursor); err != nil {
-					return fmt.Errorf("acknowledging %s: %w", ev.Cursor, err)
+					fmt.Fprintf(stderr, "acknowledging %s: %v (it comes again on the next --after ack)\n", ev.Cursor, err)
 				}
 			}
 		case "gap":

@@ -99,7 +99,7 @@ type HTTPError struct {
 }
 
 func (e *HTTPError) Error() string {
-	return fmt.Sprintf("subscribing: %d %s: %s", e.Status, e.Code, e.Message)
+	return fmt.Sprintf("the edge refused: %d %s: %s", e.Status, e.Code, e.Message)
 }
 
 // Conn is one connection to an edge.
@@ -477,17 +477,31 @@ func (s *Subscription) backoff(ctx context.Context) error {
 // message).
 func (s *Subscription) Ack(ctx context.Context, cursor string) error {
 	if s.conn != nil {
-		return s.conn.Ack(ctx, cursor)
+		err := s.conn.Ack(ctx, cursor)
+		if err == nil || !s.overHTTP() {
+			return err
+		}
+		// The edge ended the connection under the messages still read
+		// from it: over HTTP, then.
 	}
 	_, err := Ack(ctx, s.o, cursor)
 	return err
+}
+
+// overHTTP reports whether the subscription's edge takes HTTP requests
+// (not a TCP listener).
+func (s *Subscription) overHTTP() bool {
+	return strings.HasPrefix(s.o.Edge, "http://") || strings.HasPrefix(s.o.Edge, "https://")
 }
 
 // AckReceipt acks one message of a group subscription by its receipt,
 // over the connection, or over HTTP between connections.
 func (s *Subscription) AckReceipt(ctx context.Context, receipt string) error {
 	if s.conn != nil {
-		return s.conn.AckReceipt(ctx, receipt)
+		err := s.conn.AckReceipt(ctx, receipt)
+		if err == nil || !s.overHTTP() {
+			return err
+		}
 	}
 	return AckGroup(ctx, s.o, []string{receipt}, nil, 0)
 }
