@@ -78,23 +78,10 @@ func (ss *Session) openGroup(ctx context.Context, c Subscriber) error {
 		return err
 	}
 	ss.epoch = st.epoch
-	prefix := ss.store.TopicPrefix(t.Name)
 	name := GroupConsumer(t.Name, c.App, c.Group)
-	ctx, cancel := context.WithTimeout(ctx, ss.s.o.RequestTimeout)
-	defer cancel()
-	cons, err := ss.s.js.CreateOrUpdateConsumer(ctx, ss.store.Stream, jetstream.ConsumerConfig{
-		Durable:        name,
-		Description:    fmt.Sprintf("Jetway group %q of app %q on topic %q", c.Group, c.App, t.Name),
-		FilterSubjects: []string{prefix + kindAll + ".>", prefix + kindApp + "." + bus.PushToken(c.App) + ".>"},
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        t.GroupAckWait(),
-		MaxDeliver:     -1, // the edge counts, and writes the dead letter
-		MaxAckPending:  groupMaxAckPending,
-		DeliverPolicy:  jetstream.DeliverNewPolicy,
-		Metadata:       map[string]string{"jetway_topic": t.Name, "jetway_app": c.App, "jetway_group": c.Group},
-	})
+	cons, err := ss.s.groupConsumer(ctx, ss.store, t, c.App, c.Group, name)
 	if err != nil {
-		return fmt.Errorf("opening group %s's consumer: %w", c.Group, err)
+		return err
 	}
 	prefetch := c.Prefetch
 	if prefetch <= 0 || prefetch > MaxPrefetch {
@@ -109,6 +96,32 @@ func (ss *Session) openGroup(ctx context.Context, c Subscriber) error {
 	return nil
 }
 
+// groupConsumer makes the group's consumer, or updates it to the topic's
+// settings: once per member connection (a JetStream API call), so that a
+// consumer deleted by an operator is made again by the next member rather
+// than followed by a handle of one that is gone (its pulls would find no
+// responder, and no heartbeat would ever be missed).
+func (s *Server) groupConsumer(ctx context.Context, store bus.PushStore, t *registry.Topic, app, group, name string) (jetstream.Consumer, error) {
+	prefix := store.TopicPrefix(t.Name)
+	ctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
+	defer cancel()
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, store.Stream, jetstream.ConsumerConfig{
+		Durable:        name,
+		Description:    fmt.Sprintf("Jetway group %q of app %q on topic %q", group, app, t.Name),
+		FilterSubjects: []string{prefix + kindAll + ".>", prefix + kindApp + "." + bus.PushToken(app) + ".>"},
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        t.GroupAckWait(),
+		MaxDeliver:     -1, // the edge counts, and writes the dead letter
+		MaxAckPending:  groupMaxAckPending,
+		DeliverPolicy:  jetstream.DeliverNewPolicy,
+		Metadata:       map[string]string{"jetway_topic": t.Name, "jetway_app": app, "jetway_group": group},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening group %s's consumer: %w", group, err)
+	}
+	return cons, nil
+}
+
 // ErrBadGroup is a group a topic does not have, or a group subscription
 // over a transport that cannot ack.
 var ErrBadGroup = errors.New("bad group")
@@ -118,7 +131,11 @@ var ErrBadGroup = errors.New("bad group")
 func (ss *Session) groupPump(ctx context.Context, out sink) (reason string, err error) {
 	g, sb := ss.grp, ss.sb
 	out.ready(ss.topic, Cursor{Epoch: ss.epoch})
-	iter, err := g.cons.Messages(jetstream.PullMaxMessages(g.prefetch))
+	// A consumer deleted under a member ends it (the server's "consumer
+	// deleted"), as do missing heartbeats: it reconnects, and its edge
+	// makes the consumer again.
+	iter, err := g.cons.Messages(jetstream.PullMaxMessages(g.prefetch), jetstream.PullExpiry(15*time.Second),
+		jetstream.PullHeartbeat(5*time.Second), jetstream.WithMessagesErrOnMissingHeartbeat(true))
 	if err != nil {
 		return "", fmt.Errorf("following group %s: %w", g.group, err)
 	}

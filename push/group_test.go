@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
+	"github.com/jetway-gw/jetway/push"
 	"github.com/jetway-gw/jetway/push/pushclient"
 )
 
@@ -303,6 +304,62 @@ func TestGroupRefusals(t *testing.T) {
 	} {
 		if _, err := g.Client.PutTopic(ctx, []byte(doc)); err == nil {
 			t.Errorf("stored %s", doc)
+		}
+	}
+}
+
+// A group's consumer deleted under it (an operator's nats consumer rm)
+// ends its members, and is made again by the next: nobody keeps
+// following a consumer that is gone.
+func TestGroupConsumerDeletedIsMadeAgain(t *testing.T) {
+	g, pub, shop := startGroups(t, "1h", 5)
+	c := member(t, g.URL, "ws", shop, 1)
+	js, _ := jetstream.New(g.Conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	if err := js.DeleteConsumer(ctx, bus.PushDurable.Stream, push.GroupConsumer("jobs", "shop", "workers")); err != nil {
+		t.Fatal(err)
+	}
+	for { // the member connected then is ended
+		ev, err := c.Next(ctx)
+		if err != nil {
+			break
+		}
+		if ev.Type == "message" {
+			t.Fatalf("%+v", ev)
+		}
+	}
+	for {
+		c, err := pushclient.Dial(ctx, pushclient.Options{Edge: g.URL, Topic: "jobs", Transport: "ws", Header: http.Header{"X-Api-Key": {shop}}, Group: "workers"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		publishTo(t, g, pub, "jobs", "", "again")
+		got := make(chan string, 1)
+		go func() {
+			for {
+				ev, err := c.Next(ctx)
+				if err != nil {
+					close(got)
+					return
+				}
+				if ev.Type == "message" {
+					got <- ev.Data
+					return
+				}
+			}
+		}()
+		select {
+		case d, ok := <-got:
+			c.Close()
+			if ok && d == "again" {
+				return
+			}
+		case <-time.After(3 * time.Second):
+			c.Close()
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no member got a message after the consumer was deleted")
 		}
 	}
 }
