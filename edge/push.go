@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -209,6 +210,29 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		}
 	}
 	appID, store, group := app.ID, t.Store(), sub.Group
+	// The token the connection stands on: the one it came with, then
+	// each fresh one its client sends over it.
+	var token atomic.Pointer[string]
+	if bearer != "" {
+		tok := strings.TrimSpace(bearer)
+		token.Store(&tok)
+		user := sub.User
+		sub.Refresh = func(fresh string) (time.Time, error) {
+			fresh = strings.TrimSpace(fresh)
+			if why := e.tokenStands(name, fresh, appID); why != "" {
+				return time.Time{}, errors.New(why)
+			}
+			u, exp := tokenSubject(fresh)
+			switch {
+			case u != user:
+				return time.Time{}, fmt.Errorf("the token is of another user (%q, the connection's is %q)", truncateID(u), truncateID(user))
+			case !exp.IsZero() && !exp.After(time.Now()):
+				return time.Time{}, errors.New("the token has expired")
+			}
+			token.Store(&fresh)
+			return exp, nil
+		}
+	}
 	sub.Check = func(s *registry.Snapshot) string {
 		t := s.Topics[name]
 		if t == nil {
@@ -227,8 +251,8 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		if keyDigest != "" && !hasKey(a, keyDigest) {
 			return "the app's key was revoked"
 		}
-		if bearer != "" {
-			if why := e.tokenStands(name, strings.TrimSpace(bearer), appID); why != "" {
+		if tok := token.Load(); tok != nil {
+			if why := e.tokenStands(name, *tok, appID); why != "" {
 				return why
 			}
 		}
@@ -687,4 +711,12 @@ func (e *Edge) ackGroup(w http.ResponseWriter, r *http.Request, id string, sub p
 		Acked  int    `json:"acked"`
 		Nacked int    `json:"nacked"`
 	}{sub.Topic.Name, sub.Group, acked, nacked})
+}
+
+// truncateID bounds an id quoted in a close reason.
+func truncateID(s string) string {
+	if len(s) > 24 {
+		return s[:24] + "…"
+	}
+	return s
 }

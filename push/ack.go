@@ -332,6 +332,7 @@ func (ss *Session) clientFrame(b []byte) (typ string, code int, err error) {
 		Cursor  string `json:"cursor"`
 		Receipt string `json:"receipt"`
 		Delay   string `json:"delay"`
+		Token   string `json:"token"`
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
 		return "", CodeInvalid, errors.New("a client frame is one JSON object")
@@ -349,10 +350,32 @@ func (ss *Session) clientFrame(b []byte) (typ string, code int, err error) {
 		}
 	case f.Type == "nack":
 		return f.Type, CodePolicy, errors.New("nack: only a group's messages are nacked")
+	case f.Type == "token":
+		if err := ss.refreshToken(f.Token); err != nil {
+			return f.Type, CodePolicy, fmt.Errorf("token: %w", err)
+		}
 	case f.Type == "ack":
 		if err := ss.ack(f.Cursor); err != nil {
 			return f.Type, CodePolicy, fmt.Errorf("ack: %w", err)
 		}
 	}
 	return f.Type, 0, nil
+}
+
+// refreshToken takes a fresh token a connection's client sent: the
+// connection then ends at its expiry instead of the old one's.
+func (ss *Session) refreshToken(token string) error {
+	if ss.refresh == nil {
+		return errors.New("this connection was not made with a token")
+	}
+	exp, err := ss.refresh(token)
+	if err != nil {
+		return err
+	}
+	n := int64(0)
+	if !exp.IsZero() && exp.Before(maxExpiry) {
+		n = exp.UnixNano()
+	}
+	ss.sb.expires.Store(n)
+	return nil
 }

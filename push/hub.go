@@ -61,7 +61,7 @@ type sub struct {
 	cursor           atomic.Uint64
 	user             string        // the subject of the token it connected with; "": none
 	group            string        // a group member's group (its messages come from the group's consumer, not the hub)
-	expires          int64         // unix ns when its token expires (the janitor ends it); 0: never
+	expires          atomic.Int64  // unix ns when its token expires (the janitor ends it); 0: never
 	wake             chan struct{} // capacity 1: a message for it is in the ring, or a ping is due
 	kick             chan string   // capacity 1: the reason the connection must end
 	// next is 1 + the ring index of the first entry for it since its
@@ -427,7 +427,7 @@ func (s *Server) janitor() {
 					}
 					continue
 				}
-				if sb.expires != 0 && n >= sb.expires {
+				if exp := sb.expires.Load(); exp != 0 && n >= exp {
 					sb.end(expiredReason)
 					continue
 				}

@@ -24,6 +24,10 @@ type Subscriber struct {
 	// Token: it connected with a token (its acks are not the app's, even
 	// when the token names no user).
 	Token bool
+	// Refresh, for a token connection, checks a fresh token the client
+	// sends over it (WebSocket, TCP) — the same app and user — and returns
+	// its expiry, which becomes the connection's; an error is why not.
+	Refresh func(token string) (time.Time, error)
 	// Transport names it for operators ("sse", "ws").
 	Transport string
 	Start     Start
@@ -65,6 +69,7 @@ type Session struct {
 	release func()      // nil: none
 	ackKey  string      // where its acks are kept
 	grp     *groupState // a group member's; nil: none
+	refresh func(token string) (time.Time, error)
 }
 
 var errClosed = errors.New("the edge is shutting down")
@@ -88,7 +93,7 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	sb.check, sb.user, sb.group = c.Check, c.User, c.Group
 	sb.topic, sb.transport, sb.since = c.Topic.Name, c.Transport, time.Now()
 	if !c.Expires.IsZero() && c.Expires.Before(maxExpiry) {
-		sb.expires = c.Expires.UnixNano() // later than 2262: never, in effect
+		sb.expires.Store(c.Expires.UnixNano()) // later than 2262: never, in effect
 	}
 	store := c.Topic.Store()
 	h, err := s.join(ctx, store, c.Topic.Name, sb)
@@ -98,7 +103,7 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	// Read after the join: every message the hub gets from here on has
 	// an index at or above pos.
 	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb, pos: h.head.Load(), resets: h.resets.Load(), caughtUp: true, release: c.Release,
-		ackKey: c.ackKey()}
+		ackKey: c.ackKey(), refresh: c.Refresh}
 	begin := func() error { return ss.begin(ctx, c.Topic, c.Start) }
 	if c.Group != "" {
 		begin = func() error { return ss.openGroup(ctx, c) }

@@ -152,3 +152,78 @@ func TestTokenExpiryBounds(t *testing.T) {
 		t.Errorf("an expired token: %d %s", r.Status, r.Body)
 	}
 }
+
+// A token connection takes a fresh token over the connection and lives on
+// past the old one's expiry; a fresh token of another user, or one the
+// issuer did not sign, closes it with 1008 and why.
+func TestTokenRefreshOverTheConnection(t *testing.T) {
+	g, pub, _ := start(t)
+	token, _ := shopIssuer(t, g)
+	tcp := jetwaytest.ServeTCP(t, g.Edge)
+	for _, transport := range []string{"ws", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			edgeURL := g.URL
+			if transport == "tcp" {
+				edgeURL = tcp
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			dial := func(exp time.Time) *pushclient.Conn {
+				c, err := pushclient.Dial(ctx, pushclient.Options{Edge: edgeURL, Topic: "orders", Transport: transport, Header: http.Header{"Authorization": {"Bearer " + token("alice", exp)}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = c.Close() })
+				if ev, err := c.Next(ctx); err != nil || ev.Type != "ready" {
+					t.Fatalf("%+v %v", ev, err)
+				}
+				return c
+			}
+			c := dial(time.Now().Add(2 * time.Second))
+			if err := c.Refresh(ctx, token("alice", time.Now().Add(time.Hour))); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(3500 * time.Millisecond) // past the first token's expiry, and a janitor round
+			cursor := publish(t, g, pub, "?to=user&app=shop&user=alice", "still here")
+			if ev := next(t, c); ev.Cursor != cursor {
+				t.Fatalf("after the refresh: %+v", ev)
+			}
+			for _, bad := range []struct{ name, token string }{
+				{"another user", token("bob", time.Now().Add(time.Hour))},
+				{"not a token", "x.y.z"},
+				{"expired", token("alice", time.Now().Add(-time.Hour))},
+			} {
+				c := dial(time.Now().Add(time.Hour))
+				if err := c.Refresh(ctx, bad.token); err != nil {
+					t.Fatal(err)
+				}
+				var err error
+				for err == nil {
+					_, err = c.Next(ctx)
+				}
+				var ce *pushclient.CloseError
+				if !errors.As(err, &ce) || ce.Code != 1008 || !strings.Contains(ce.Reason, "token") {
+					t.Errorf("%s: %v", bad.name, err)
+				}
+			}
+		})
+	}
+	// A key connection has no token to refresh.
+	c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "orders", Transport: "ws", Header: http.Header{"X-Api-Key": {pub}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Refresh(ctx, token("alice", time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, err = c.Next(ctx)
+	}
+	var ce *pushclient.CloseError
+	if !errors.As(err, &ce) || ce.Code != 1008 || !strings.Contains(ce.Reason, "not made with a token") {
+		t.Errorf("a key connection's refresh: %v", err)
+	}
+}

@@ -125,6 +125,14 @@ func (c *Conn) Nack(ctx context.Context, receipt string, delay time.Duration) er
 	return c.frame(ctx, f)
 }
 
+// Refresh hands a token connection a fresh token (of the same app and
+// user) before its token expires: the connection then ends at the fresh
+// one's expiry. A token the edge does not take closes the connection
+// (1008, with why).
+func (c *Conn) Refresh(ctx context.Context, token string) error {
+	return c.frame(ctx, map[string]string{"type": "token", "token": token})
+}
+
 func (c *Conn) frame(ctx context.Context, f map[string]string) error {
 	if c.send == nil {
 		return errors.New("an SSE connection sends no frames: ack over HTTP")
