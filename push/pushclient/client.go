@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -96,6 +97,9 @@ type HTTPError struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter is the edge's Retry-After (a 503 OVERLOADED or a 429
+	// past a cap): when to try again; 0: none said.
+	RetryAfter time.Duration
 }
 
 func (e *HTTPError) Error() string {
@@ -179,10 +183,14 @@ func Dial(ctx context.Context, o Options) (*Conn, error) {
 	return nil, fmt.Errorf("transport %q: sse, ws or tcp", transport)
 }
 
-func refusal(status int, body []byte) error {
+func refusal(resp *http.Response, body []byte) error {
 	var e struct{ Code, Message string }
 	_ = json.Unmarshal(body, &e)
-	return &HTTPError{Status: status, Code: e.Code, Message: e.Message}
+	he := &HTTPError{Status: resp.StatusCode, Code: e.Code, Message: e.Message}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		he.RetryAfter = time.Duration(s) * time.Second
+	}
+	return he
 }
 
 func dialSSE(ctx context.Context, u string, o Options) (*Conn, error) {
@@ -209,7 +217,7 @@ func dialSSE(ctx context.Context, u string, o Options) (*Conn, error) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		_ = resp.Body.Close()
 		cancel()
-		return nil, refusal(resp.StatusCode, b)
+		return nil, refusal(resp, b)
 	}
 	rd := bufio.NewReaderSize(resp.Body, 64<<10)
 	events := make(chan Event, 64)
@@ -336,7 +344,7 @@ func dialWS(ctx context.Context, u string, o Options) (*Conn, error) {
 			if resp.Body != nil {
 				b, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			}
-			return nil, refusal(resp.StatusCode, b)
+			return nil, refusal(resp, b)
 		}
 		return nil, err
 	}
@@ -416,7 +424,11 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 				if errors.As(err, &he) && he.Status != http.StatusServiceUnavailable {
 					return Event{}, err
 				}
-				if err := s.backoff(ctx); err != nil {
+				var after time.Duration
+				if he != nil {
+					after = he.RetryAfter
+				}
+				if err := s.backoff(ctx, after); err != nil {
 					return Event{}, err
 				}
 				continue
@@ -469,12 +481,19 @@ func sameEpoch(a, b string) bool {
 	return ea == eb
 }
 
-func (s *Subscription) backoff(ctx context.Context) error {
+// backoff waits before the next dial: doubling from 100ms to 5s, and at
+// least the edge's Retry-After, spread over up to twice that so that the
+// clients a storm refused together do not all come back together.
+func (s *Subscription) backoff(ctx context.Context, retryAfter time.Duration) error {
 	s.wait = min(max(s.wait*2, 100*time.Millisecond), 5*time.Second)
+	wait := s.wait
+	if retryAfter > 0 {
+		wait = max(wait, retryAfter+rand.N(retryAfter))
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(s.wait):
+	case <-time.After(wait):
 		return nil
 	}
 }

@@ -134,7 +134,7 @@ func call(ctx context.Context, o Options, method, verb string, q url.Values, bod
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return refusal(resp.StatusCode, b)
+		return refusal(resp, b)
 	}
 	return json.Unmarshal(b, out)
 }

@@ -157,7 +157,7 @@ func (t *tcpConn) read() (Event, error) {
 		case "error":
 			var code string
 			_ = json.Unmarshal(f.Code, &code)
-			return Event{}, &HTTPError{Status: f.Status, Code: code, Message: f.Message}
+			return Event{}, &HTTPError{Status: f.Status, Code: code, Message: f.Message, RetryAfter: time.Duration(f.RetryAfter) * time.Second}
 		case "close":
 			var code int
 			_ = json.Unmarshal(f.Code, &code)
