@@ -72,7 +72,6 @@ type Server struct {
 	acksStop chan struct{} // closed by Close once the connections have ended
 	stopAcks sync.Once
 
-
 	admitMu sync.Mutex
 	admit   *admission
 	latency histogram // publish → write of live deliveries
