@@ -186,6 +186,12 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		writeError(w, bus.CodeBadRequest, err.Error(), id)
 		return
 	}
+	if sub.Group != "" && sub.Token {
+		// A group is an app's back end; a token of its issuer is one of
+		// its users, who must not take (or ack away) the back end's work.
+		writeError(w, bus.CodeForbidden, "a group is consumed with the app's key or signature, not a user's token", id)
+		return
+	}
 	if verb == "ack" {
 		if sub.Group != "" {
 			e.ackGroup(w, r, id, sub, body)
@@ -271,7 +277,11 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 	ss, err := e.o.Push.Open(r.Context(), sub)
 	if err != nil {
 		release()
-		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
+		code := bus.CodeBusUnavailable
+		if errors.Is(err, push.ErrBadGroup) { // the topic changed under the request
+			code = bus.CodeBadRequest
+		}
+		writeError(w, code, "push: "+err.Error(), id)
 		return
 	}
 	switch verb {
@@ -423,19 +433,20 @@ func (e *Edge) publish(w http.ResponseWriter, r *http.Request, id string, t *reg
 	if !out.Stored {
 		status = http.StatusAccepted
 	}
-	writeJSON(w, status, out)
+	_ = writeJSON(w, status, out)
 }
 
 // writeJSON answers with v as JSON (no HTML escaping: a message of '<'
 // stays one byte, not six).
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func writeJSON(w http.ResponseWriter, status int, v any) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(b.Bytes())
+	_, err := w.Write(b.Bytes())
+	return err
 }
 
 // maxBatchBody bounds a batch publish's body.
@@ -503,7 +514,7 @@ func (e *Edge) publishBatch(w http.ResponseWriter, r *http.Request, id string, t
 		writeError(w, bus.CodeBusUnavailable, "push: "+items[0].Error, id)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	_ = writeJSON(w, http.StatusOK, struct {
 		Topic   string           `json:"topic"`
 		Results []push.BatchItem `json:"results"`
 	}{t.Name, items})
@@ -603,7 +614,7 @@ func (e *Edge) ack(w http.ResponseWriter, r *http.Request, id string, sub push.S
 		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	_ = writeJSON(w, http.StatusOK, struct {
 		Topic string `json:"topic"`
 		Acked string `json:"acked"`
 	}{sub.Topic.Name, stored.String()})
@@ -636,7 +647,7 @@ func (e *Edge) pull(w http.ResponseWriter, r *http.Request, id string, ss *push.
 	// keep the pull (and its admission) forever.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
-	e.o.Push.Pull(r.Context(), ss, max, wait, func(p *push.Pulled, err error) {
+	e.o.Push.Pull(r.Context(), ss, max, wait, func(p *push.Pulled, err error) error {
 		_ = rc.SetWriteDeadline(time.Now().Add(e.o.Push.WriteTimeout()))
 		var ended *push.Ended
 		switch {
@@ -651,8 +662,12 @@ func (e *Edge) pull(w http.ResponseWriter, r *http.Request, id string, ss *push.
 		case err != nil:
 			writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
 		default:
-			writeJSON(w, http.StatusOK, p)
+			if err := writeJSON(w, http.StatusOK, p); err != nil {
+				return err
+			}
+			return rc.Flush() // written, or the messages go back (a group's)
 		}
+		return nil
 	})
 }
 
@@ -705,7 +720,7 @@ func (e *Edge) ackGroup(w http.ResponseWriter, r *http.Request, id string, sub p
 		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	_ = writeJSON(w, http.StatusOK, struct {
 		Topic  string `json:"topic"`
 		Group  string `json:"group"`
 		Acked  int    `json:"acked"`

@@ -51,11 +51,11 @@ type groupState struct {
 	topic      *registry.Topic
 	app, group string
 	name       string // the consumer's
-	cons       jetstream.Consumer
 	prefetch   int
 	pull       bool
 
-	credits chan struct{} // a token per message the member may take
+	s        *Server
+	released chan struct{} // capacity 1: the member holds fewer than prefetch now
 
 	mu   sync.Mutex
 	held map[string]time.Time // receipt → when the server delivers it again
@@ -79,19 +79,15 @@ func (ss *Session) openGroup(ctx context.Context, c Subscriber) error {
 	}
 	ss.epoch = st.epoch
 	name := GroupConsumer(t.Name, c.App, c.Group)
-	cons, err := ss.s.groupConsumer(ctx, ss.store, t, c.App, c.Group, name)
-	if err != nil {
+	if err := ss.s.groupConsumer(ctx, ss.store, t, c.App, c.Group, name); err != nil {
 		return err
 	}
 	prefetch := c.Prefetch
 	if prefetch <= 0 || prefetch > MaxPrefetch {
 		prefetch = DefaultPrefetch
 	}
-	g := &groupState{topic: t, app: c.App, group: c.Group, name: name, cons: cons, prefetch: prefetch,
-		credits: make(chan struct{}, prefetch), held: map[string]time.Time{}}
-	for range prefetch {
-		g.credits <- struct{}{}
-	}
+	g := &groupState{s: ss.s, topic: t, app: c.App, group: c.Group, name: name, prefetch: prefetch,
+		released: make(chan struct{}, 1), held: map[string]time.Time{}}
 	ss.grp = g
 	return nil
 }
@@ -101,11 +97,11 @@ func (ss *Session) openGroup(ctx context.Context, c Subscriber) error {
 // consumer deleted by an operator is made again by the next member rather
 // than followed by a handle of one that is gone (its pulls would find no
 // responder, and no heartbeat would ever be missed).
-func (s *Server) groupConsumer(ctx context.Context, store bus.PushStore, t *registry.Topic, app, group, name string) (jetstream.Consumer, error) {
+func (s *Server) groupConsumer(ctx context.Context, store bus.PushStore, t *registry.Topic, app, group, name string) error {
 	prefix := store.TopicPrefix(t.Name)
 	ctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, store.Stream, jetstream.ConsumerConfig{
+	_, err := s.js.CreateOrUpdateConsumer(ctx, store.Stream, jetstream.ConsumerConfig{
 		Durable:        name,
 		Description:    fmt.Sprintf("Jetway group %q of app %q on topic %q", group, app, t.Name),
 		FilterSubjects: []string{prefix + kindAll + ".>", prefix + kindApp + "." + bus.PushToken(app) + ".>"},
@@ -114,12 +110,16 @@ func (s *Server) groupConsumer(ctx context.Context, store bus.PushStore, t *regi
 		MaxDeliver:     -1, // the edge counts, and writes the dead letter
 		MaxAckPending:  groupMaxAckPending,
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
-		Metadata:       map[string]string{"jetway_topic": t.Name, "jetway_app": app, "jetway_group": group},
+		// A group nobody has used for the longest retention is forgotten
+		// (what it had not taken is gone by then): abandoned names do not
+		// keep the stream's consumers for ever.
+		InactiveThreshold: registry.MaxTopicMaxAge,
+		Metadata:          map[string]string{"jetway_topic": t.Name, "jetway_app": app, "jetway_group": group},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("opening group %s's consumer: %w", group, err)
+		return fmt.Errorf("opening group %s's consumer: %w", group, err)
 	}
-	return cons, nil
+	return nil
 }
 
 // ErrBadGroup is a group a topic does not have, or a group subscription
@@ -127,70 +127,29 @@ func (s *Server) groupConsumer(ctx context.Context, store bus.PushStore, t *regi
 var ErrBadGroup = errors.New("bad group")
 
 // groupPump serves a member connection until its client leaves, its
-// connection is ended or a write fails.
+// connection is ended or a write fails. It pulls from the group's consumer
+// exactly as many messages as the member may take (its credit: prefetch
+// less what it holds unacked), no more: a member never sits on messages
+// another could have, and what it is sent is what it was given.
 func (ss *Session) groupPump(ctx context.Context, out sink) (reason string, err error) {
 	g, sb := ss.grp, ss.sb
 	out.ready(ss.topic, Cursor{Epoch: ss.epoch})
-	// A consumer deleted under a member ends it (the server's "consumer
-	// deleted"), as do missing heartbeats: it reconnects, and its edge
-	// makes the consumer again.
-	iter, err := g.cons.Messages(jetstream.PullMaxMessages(g.prefetch), jetstream.PullExpiry(15*time.Second),
-		jetstream.PullHeartbeat(5*time.Second), jetstream.WithMessagesErrOnMissingHeartbeat(true))
-	if err != nil {
-		return "", fmt.Errorf("following group %s: %w", g.group, err)
-	}
-	done := make(chan struct{})
-	msgs := make(chan jetstream.Msg)
-	errc := make(chan error, 1)
-	go func() { // the only caller of iter.Next; after done it gives back what it gets
-		for {
-			select {
-			case <-g.credits:
-			case <-done:
-			}
-			m, err := iter.Next()
-			if err != nil {
-				errc <- err
-				return
-			}
-			select {
-			case <-done:
-				_ = m.Nak()
-				continue
-			default:
-			}
-			select {
-			case msgs <- m:
-			case <-done:
-				_ = m.Nak()
-			}
-		}
-	}()
-	defer func() {
-		close(done)
-		iter.Drain() // the goroutine gives back what the iterator holds, then ends
-		ss.s.groupGiveBack(g)
-	}()
+	defer ss.s.groupGiveBack(g)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		if err := ss.flush(out); err != nil {
 			return "", err
 		}
-		select {
-		case m := <-msgs:
-			ss.groupDeliver(ctx, out, m)
-			for n := 1; n < batchMax && out.pending() < batchBytes; n++ {
-				select {
-				case m := <-msgs:
-					ss.groupDeliver(ctx, out, m)
-					continue
-				default:
-				}
-				break
+		if k := g.credit(); k > 0 {
+			reason, err := ss.groupFetch(ctx, out, tick.C, k, min(k, 4)*groupMsgBytes, groupPullWait)
+			if err != nil || reason != "" {
+				return reason, err
 			}
-		case err := <-errc:
-			return "", fmt.Errorf("following group %s: %w", g.group, err)
+			continue
+		}
+		select { // holding all it may: until it acks one, or one's wait is over
+		case <-g.released:
 		case <-sb.wake:
 			if sb.pingDue.Swap(false) {
 				if err := out.ping(); err != nil {
@@ -205,61 +164,173 @@ func (ss *Session) groupPump(ctx context.Context, out sink) (reason string, err 
 	}
 }
 
+// Group pulls: how long a member's pull waits at the server (then it is
+// made again), and the bytes a message may take (the stream's largest, so
+// that a pull's byte budget never refuses one).
+const (
+	groupPullWait  = 15 * time.Second
+	groupMsgBytes  = registry.MaxPushMessage + 64<<10
+	groupPullBytes = 4 << 20 // a group pull's answer holds at most this (and at least one message)
+)
+
+// groupMsg is a message a group pull brought: its subject, its ack
+// subject (the receipt after "$JS.ACK."), which delivery it is.
+type groupMsg struct {
+	subject, reply string
+	data           []byte
+	seq, delivered uint64
+}
+
+// groupFetch sends one pull request for up to batch messages and maxBytes
+// to the group's consumer — waiting up to wait for them, or not at all
+// (wait 0) — and delivers each as it comes, flushing what it has whenever
+// no more is at hand. It ends when the request is done; with the kick's
+// reason, or ctx's error, when those come first, giving back (nack) what
+// came and was not delivered. A member's pings and expiries go on
+// meanwhile.
+func (ss *Session) groupFetch(ctx context.Context, out sink, tick <-chan time.Time, batch, maxBytes int, wait time.Duration) (reason string, err error) {
+	g, sb, s := ss.grp, ss.sb, ss.s
+	ch := make(chan *nats.Msg, batch+8)
+	inbox := s.nc.NewInbox()
+	sub, err := s.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return "", fmt.Errorf("pulling group %s: %w", g.group, err)
+	}
+	giveBack := func() {
+		_ = sub.Unsubscribe()
+		for {
+			select {
+			case m := <-ch:
+				if m.Header.Get("Status") == "" && m.Reply != "" {
+					_ = s.nc.Publish(m.Reply, nakBody(0))
+				}
+			default:
+				return
+			}
+		}
+	}
+	defer giveBack()
+	req := map[string]any{"batch": batch, "max_bytes": maxBytes}
+	if wait > 0 {
+		req["expires"] = int64(wait)
+	} else {
+		req["no_wait"] = true
+	}
+	b, _ := json.Marshal(req)
+	if err := s.nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT."+ss.store.Stream+"."+g.name, inbox, b); err != nil {
+		return "", fmt.Errorf("pulling group %s: %w", g.group, err)
+	}
+	deadline := time.NewTimer(wait + s.o.RequestTimeout) // the server's end of the request, or ours
+	defer deadline.Stop()
+	for got := 0; got < batch; {
+		select {
+		case m := <-ch:
+			switch status := m.Header.Get("Status"); status {
+			case "":
+				got++
+				ss.groupDeliver(ctx, out, groupMsgOf(m))
+				if len(ch) == 0 && !g.pull { // a pull's answer is written once, at its end
+					if err := ss.flush(out); err != nil {
+						return "", err
+					}
+				}
+			case "100": // a heartbeat
+			case "404", "408": // nothing now; the wait is over
+				return "", nil
+			case "409":
+				if d := m.Header.Get("Description"); strings.Contains(d, "Consumer Deleted") || strings.Contains(d, "Consumer is push based") {
+					return "", fmt.Errorf("pulling group %s: %s", g.group, d)
+				}
+				return "", nil // the batch's bytes, or the server's pull requests: the next pull
+			default:
+				return "", fmt.Errorf("pulling group %s: %s %s", g.group, status, m.Header.Get("Description"))
+			}
+		case r := <-sb.kick:
+			return r, nil
+		case <-sb.wake:
+			if sb.pingDue.Swap(false) {
+				if err := out.ping(); err != nil {
+					return "", err
+				}
+			}
+		case now := <-tick:
+			g.expire(now)
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-deadline.C:
+			return "", nil
+		}
+	}
+	return "", nil
+}
+
+// groupMsgOf reads a consumer's message: its ack subject says which
+// delivery it is and its stream sequence.
+func groupMsgOf(m *nats.Msg) groupMsg {
+	gm := groupMsg{subject: m.Subject, reply: m.Reply, data: m.Data}
+	toks := strings.Split(strings.TrimPrefix(m.Reply, ackPrefix), ".")
+	if len(toks) == 7 {
+		gm.delivered, _ = strconv.ParseUint(toks[2], 10, 64)
+		gm.seq, _ = strconv.ParseUint(toks[3], 10, 64)
+	}
+	return gm
+}
+
 // groupDeliver buffers one message of the group for the member, or writes
 // it off as a dead letter when it has been delivered max_deliver times.
-func (ss *Session) groupDeliver(ctx context.Context, out sink, m jetstream.Msg) {
+func (ss *Session) groupDeliver(ctx context.Context, out sink, m groupMsg) {
 	g := ss.grp
-	md, err := m.Metadata()
-	if err != nil {
-		_ = m.Term() // not a consumer's message
-		g.credit()
+	if m.delivered == 0 || m.seq == 0 {
+		_ = ss.s.nc.Publish(m.reply, []byte("+TERM")) // not a consumer's message
 		return
 	}
-	if ps, ok := out.(*pullSink); ok && ps.full { // no room in this answer: the next one's
-		_ = m.Nak()
+	if int(m.delivered) > g.topic.GroupMaxDeliver() {
+		ss.s.deadLetter(ctx, g, m)
 		return
 	}
-	if int(md.NumDelivered) > g.topic.GroupMaxDeliver() {
-		ss.s.deadLetter(ctx, g, m, md)
-		g.credit()
-		return
-	}
-	receipt := strings.TrimPrefix(m.Reply(), ackPrefix)
+	receipt := strings.TrimPrefix(m.reply, ackPrefix)
 	if !g.pull {
 		g.mu.Lock()
 		g.held[receipt] = time.Now().Add(g.topic.GroupAckWait())
 		g.mu.Unlock()
+		ss.s.heldBy.Store(receipt, g) // an HTTP ack on this edge frees the member too
 	}
-	d := &delivery{seq: md.Sequence.Stream, data: m.Data(), receipt: receipt, attempt: md.NumDelivered}
+	d := &delivery{seq: m.seq, data: m.data, receipt: receipt, attempt: m.delivered}
 	ss.s.stats.delivered.Add(1)
-	if md.Sequence.Stream > ss.cursor {
-		ss.cursor = md.Sequence.Stream
-	}
+	ss.cursor = max(ss.cursor, m.seq)
 	out.message(ss.topic, ss.epoch, d)
 }
 
-// credit lets the member take one more message.
-func (g *groupState) credit() {
+// credit is how many more messages the member may take now.
+func (g *groupState) credit() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return max(g.prefetch-len(g.held), 0)
+}
+
+// wakeUp tells a member's pump that it may take more.
+func (g *groupState) wakeUp() {
 	select {
-	case g.credits <- struct{}{}:
+	case g.released <- struct{}{}:
 	default:
 	}
 }
 
 // expire forgets the messages whose ack wait is over (the server delivers
-// them again, maybe to another member) and gives their credit back.
+// them again, maybe to another member): the member may take others.
 func (g *groupState) expire(now time.Time) {
 	g.mu.Lock()
 	n := 0
 	for r, at := range g.held {
 		if now.After(at) {
 			delete(g.held, r)
+			g.s.heldBy.Delete(r)
 			n++
 		}
 	}
 	g.mu.Unlock()
-	for range n {
-		g.credit()
+	if n > 0 {
+		g.wakeUp()
 	}
 }
 
@@ -271,7 +342,8 @@ func (g *groupState) release(receipt string) bool {
 	delete(g.held, receipt)
 	g.mu.Unlock()
 	if ok {
-		g.credit()
+		g.s.heldBy.Delete(receipt)
+		g.wakeUp()
 	}
 	return ok
 }
@@ -284,6 +356,7 @@ func (s *Server) groupGiveBack(g *groupState) {
 	g.held = map[string]time.Time{}
 	g.mu.Unlock()
 	for r := range held {
+		s.heldBy.Delete(r)
 		_ = s.nc.Publish(ackPrefix+r, nakBody(0))
 	}
 }
@@ -369,9 +442,19 @@ func (s *Server) AckGroup(ctx context.Context, c Subscriber, a GroupAcks) (acked
 		}
 	}
 	stream, name := t.Store().Stream, GroupConsumer(t.Name, c.App, c.Group)
+	seen := make(map[string]bool, len(a.Ack)+len(a.Nack))
 	for _, r := range append(append([]string(nil), a.Ack...), a.Nack...) {
 		if err := checkReceipt(r, stream, name); err != nil {
 			return 0, 0, err
+		}
+		if seen[r] {
+			return 0, 0, fmt.Errorf("%w: %q is given twice", ErrBadReceipt, truncate(r, 80))
+		}
+		seen[r] = true
+	}
+	for r := range seen { // a member of this edge that holds one may take another
+		if g, ok := s.heldBy.Load(r); ok {
+			g.(*groupState).release(r)
 		}
 	}
 	for _, r := range a.Ack {
@@ -398,67 +481,47 @@ func (s *Server) AckGroup(ctx context.Context, c Subscriber, a GroupAcks) (acked
 // sequence and deliveries, once whatever edge writes it — and ends its
 // deliveries. When the record cannot be stored the message is nacked, to
 // be tried again: never dropped.
-func (s *Server) deadLetter(ctx context.Context, g *groupState, m jetstream.Msg, md *jetstream.MsgMetadata) {
-	seq := strconv.FormatUint(md.Sequence.Stream, 10)
+func (s *Server) deadLetter(ctx context.Context, g *groupState, m groupMsg) {
+	seq := strconv.FormatUint(m.seq, 10)
 	rec := nats.NewMsg(g.topic.Store().Subject(g.topic.Name, kindDLQ, g.app, g.group, ""))
-	rec.Data = m.Data()
+	rec.Data = m.data
 	rec.Header.Set("Jetway-Dead-Seq", seq)
-	rec.Header.Set("Jetway-Dead-Deliveries", strconv.FormatUint(md.NumDelivered-1, 10))
-	rec.Header.Set("Jetway-Dead-Subject", m.Subject())
+	rec.Header.Set("Jetway-Dead-Deliveries", strconv.FormatUint(m.delivered-1, 10))
+	rec.Header.Set("Jetway-Dead-Subject", m.subject)
 	rec.Header.Set("Nats-Msg-Id", "dlq\x00"+g.name+"\x00"+seq)
 	rec.Header.Set("Nats-TTL", strconv.FormatInt(int64(g.topic.MaxAge()/time.Second), 10)+"s")
 	ctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
 	if _, err := s.js.PublishMsg(ctx, rec); err != nil {
 		s.log.Warn("push: storing a dead letter; delivering the message again in a second", "topic", g.topic.Name, "group", g.group, "seq", seq, "err", err)
-		_ = m.NakWithDelay(time.Second)
+		_ = s.nc.Publish(m.reply, nakBody(time.Second))
 		return
 	}
 	s.stats.deadLetters.Add(1)
-	_ = m.Term()
+	_ = s.nc.Publish(m.reply, []byte("+TERM"))
 }
 
-// groupPull answers a pull of a group: up to max messages, waiting up to
-// wait for the first. They are the client's until it acks them by their
-// receipts (on any edge) or their ack wait is over.
-func (ss *Session) groupPull(ctx context.Context, out *pullSink, max int, wait time.Duration) error {
-	g := ss.grp
-	take := func(b jetstream.MessageBatch, err error) error {
-		if err != nil {
-			return fmt.Errorf("pulling group %s: %w", g.group, err)
-		}
-		for m := range b.Messages() {
-			ss.groupDeliver(ctx, out, m)
-		}
-		if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("pulling group %s: %w", g.group, err)
-		}
-		return nil
-	}
+// groupPull answers a pull of a group: up to max messages and
+// groupPullBytes, waiting up to wait for the first. They are the client's
+// until it acks them by their receipts (on any edge) or their ack wait is
+// over. reason is the kick's, when one ended the wait.
+func (ss *Session) groupPull(ctx context.Context, out *pullSink, max int, wait time.Duration) (reason string, err error) {
 	deadline := time.Now().Add(wait)
 	for {
-		// A fetch waits at most 5s, so that a client gone is noticed.
-		left := min(time.Until(deadline), 5*time.Second)
-		var err error
-		if left >= time.Second { // one message, as soon as there is one
-			err = take(g.cons.Fetch(1, jetstream.FetchMaxWait(left)))
-		} else {
-			err = take(g.cons.FetchNoWait(max))
-		}
-		if err != nil {
-			return err
-		}
-		if n := len(out.msgs); n > 0 { // and what else there is now
-			if n < max && !out.full {
-				return take(g.cons.FetchNoWait(max - n))
+		left := time.Until(deadline)
+		if n := len(out.msgs); n > 0 || left < 10*time.Millisecond {
+			// What there is now, within what the answer holds.
+			if room := groupPullBytes - out.bytes; n < max && room >= groupMsgBytes {
+				return ss.groupFetch(ctx, out, nil, max-n, room, 0)
 			}
-			return nil
+			return "", nil
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		// The first, as soon as there is one.
+		if reason, err := ss.groupFetch(ctx, out, nil, 1, groupMsgBytes, left); err != nil || reason != "" {
+			return reason, err
 		}
-		if time.Until(deadline) < time.Second {
-			return nil // nothing within the wait (dead letters only)
+		if len(out.msgs) == 0 && time.Until(deadline) < 10*time.Millisecond {
+			return "", nil // nothing within the wait (or dead letters only)
 		}
 	}
 }

@@ -53,6 +53,15 @@ type Ended struct {
 
 func (e *Ended) Error() string { return e.Reason }
 
+// ended is the error of a pull a kick ended: the client left, or the
+// connection's end.
+func ended(reason string) error {
+	if reason == goneReason {
+		return context.Canceled
+	}
+	return &Ended{Reason: reason, Shutdown: reason == shutdownReason, Expired: reason == expiredReason}
+}
+
 // waitReason ends a pull whose wait is over with nothing to answer.
 const waitReason = "\x00the wait is over"
 
@@ -64,10 +73,20 @@ var errPulled = errors.New("pulled")
 // or its error — within the session (the connection counts against the
 // caps until the answer is written; the edge bounds the write by
 // WriteTimeout). It closes the session.
-func (s *Server) Pull(ctx context.Context, ss *Session, max int, wait time.Duration, write func(*Pulled, error)) {
+func (s *Server) Pull(ctx context.Context, ss *Session, max int, wait time.Duration, write func(*Pulled, error) error) {
 	defer ss.close()
 	p, err := s.pull(ctx, ss, max, wait)
-	write(p, err)
+	if werr := write(p, err); werr != nil && p != nil && ss.grp != nil {
+		s.nackPulled(p.Messages) // the client has not got them: to another at once
+	}
+}
+
+// nackPulled gives back a group pull's messages that never reached its
+// client.
+func (s *Server) nackPulled(ms []PulledMessage) {
+	for _, m := range ms {
+		_ = s.nc.Publish(ackPrefix+m.Receipt, nakBody(0))
+	}
 }
 
 // WriteTimeout is how long a write to a client may block.
@@ -77,13 +96,16 @@ func (s *Server) pull(ctx context.Context, ss *Session, max int, wait time.Durat
 	if max <= 0 || max > MaxPullMessages {
 		max = DefaultPullMessages
 	}
-	out := &pullSink{max: max}
+	out := &pullSink{max: max, maxBytes: batchBytes}
 	if ss.grp != nil {
 		ss.grp.pull = true
-		if err := ss.groupPull(ctx, out, max, min(wait, MaxPullWait)); err != nil {
-			for _, m := range out.msgs { // nobody will have them: at once to another
-				_ = ss.s.nc.Publish(ackPrefix+m.Receipt, nakBody(0))
-			}
+		out.maxBytes = groupPullBytes + groupMsgBytes // the pulls' max_bytes bound it
+		reason, err := ss.groupPull(ctx, out, max, min(wait, MaxPullWait))
+		if err == nil && reason != "" {
+			err = ended(reason)
+		}
+		if err != nil {
+			s.nackPulled(out.msgs) // nobody will have them: at once to another
 			return nil, err
 		}
 		return &Pulled{Topic: ss.topic, Messages: append([]PulledMessage{}, out.msgs...), Cursor: Cursor{Epoch: ss.epoch, Seq: ss.cursor}.String()}, nil
@@ -100,7 +122,7 @@ func (s *Server) pull(ctx context.Context, ss *Session, max int, wait time.Durat
 	case reason == goneReason:
 		return nil, context.Canceled
 	case len(out.msgs) == 0 && len(out.gaps) == 0:
-		return nil, &Ended{Reason: reason, Shutdown: reason == shutdownReason, Expired: reason == expiredReason}
+		return nil, ended(reason)
 	}
 	cursor := ss.cursor
 	if out.full {
@@ -116,12 +138,13 @@ func (s *Server) pull(ctx context.Context, ss *Session, max int, wait time.Durat
 // pullSink collects a pull's answer; its flush ends the pump once there is
 // something.
 type pullSink struct {
-	max   int
-	msgs  []PulledMessage
-	gaps  []Gap
-	bytes int
-	full  bool   // max messages, or batchBytes of them: the rest is the next pull's
-	last  uint64 // the sequence of the last message taken
+	max      int
+	maxBytes int // an answer's bytes (batchBytes; a group's pulls bound theirs)
+	msgs     []PulledMessage
+	gaps     []Gap
+	bytes    int
+	full     bool   // max messages, or batchBytes of them: the rest is the next pull's
+	last     uint64 // the sequence of the last message taken
 }
 
 func (o *pullSink) ready(string, Cursor) {}
@@ -134,7 +157,7 @@ func (o *pullSink) message(_, epoch string, d *delivery) {
 	o.msgs = append(o.msgs, m)
 	o.bytes += len(m.Cursor) + len(m.Data) + 32
 	o.last = d.seq
-	o.full = len(o.msgs) >= o.max || o.bytes >= batchBytes
+	o.full = len(o.msgs) >= o.max || o.bytes >= o.maxBytes
 }
 
 func (o *pullSink) gap(_ string, g Gap) { o.gaps = append(o.gaps, g) }

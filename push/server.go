@@ -71,6 +71,7 @@ type Server struct {
 	acksDone chan struct{} // closed when the ack writer has written the last
 	acksStop chan struct{} // closed by Close once the connections have ended
 	stopAcks sync.Once
+	heldBy   sync.Map // receipt → *groupState of the member connection holding it (group.go)
 
 	admitMu sync.Mutex
 	admit   *admission

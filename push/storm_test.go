@@ -81,9 +81,11 @@ func TestReconnectStorm(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	close(conns)
-	for c := range conns {
-		defer c.Close()
-	}
+	t.Cleanup(func() {
+		for c := range conns {
+			_ = c.Close()
+		}
+	})
 	n := 0
 	for err := range errs {
 		if n++; n <= 5 {

@@ -453,8 +453,8 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 		}
 		switch ev.Type {
 		case "message":
-			if ev.Seq != 0 && ev.Seq <= s.seq && sameEpoch(ev.Cursor, s.last) {
-				continue // had it
+			if ev.Seq != 0 && ev.Seq <= s.seq && sameEpoch(ev.Cursor, s.last) && s.o.Group == "" {
+				continue // had it (a group's messages come again when not acked: not dropped)
 			}
 			s.last, s.seq = ev.Cursor, ev.Seq
 		case "gap":
