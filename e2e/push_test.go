@@ -148,6 +148,22 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 		t.Errorf("push subscribe: %d %q %s", res.code, res.stdout, res.stderr)
 	}
 	pushGroupAsEdgeUser(t, admin, srv.edge, srv.edge, writer, reader)
+	// A delivery receipt, asked for by the writer, read back from the CLI.
+	res = jetway(t, "", "push", "publish", "e2e.news", "coupon", "--to", "device", "e2e-reader:d7", "--receipt", "--app-key", writer, "--edge", srv.edge)
+	seq := strings.TrimSpace(res.stdout)
+	if res.code != 0 || seq == "" {
+		t.Fatalf("push publish --receipt: %d %q %s", res.code, res.stdout, res.stderr)
+	}
+	if res := jetway(t, "", "push", "subscribe", "e2e.news", "--app-key", reader, "--edge", srv.edge, "--device", "d7", "--from", seq, "--count", "1"); res.code != 0 || res.stdout != seq+" coupon\n" {
+		t.Fatalf("push subscribe --device d7: %d %q %s", res.code, res.stdout, res.stderr)
+	}
+	waitForFunc(t, func() error {
+		res := jetway(t, "", "push", "receipts", "e2e.news", seq, "--app-key", writer, "--edge", srv.edge)
+		if res.code != 0 || !strings.Contains(res.stdout, "e2e-reader") || !strings.Contains(res.stdout, "d7") {
+			return fmt.Errorf("push receipts: %d %q %s", res.code, res.stdout, res.stderr)
+		}
+		return nil
+	})
 }
 
 // The serve process's push TCP listener over TLS, from the CLI: the

@@ -65,7 +65,7 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		name, batch = strings.CutSuffix(name, "/batch")
 	case verb == "ack":
 		method = http.MethodPost
-	case verb == "sse", verb == "ws", verb == "pull", verb == "tcp" && overTCP:
+	case verb == "sse", verb == "ws", verb == "pull", verb == "receipts", verb == "tcp" && overTCP:
 	default:
 		writeError(w, bus.CodeRouteNotFound, "no built-in endpoint at "+canon, id)
 		return
@@ -152,8 +152,12 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 			return
 		}
 	}
-	if why := mayUse(t, app, publish); why != "" {
+	if why := mayUse(t, app, publish || verb == "receipts"); why != "" {
 		writeError(w, bus.CodeForbidden, why, id)
+		return
+	}
+	if verb == "receipts" {
+		e.receipts(w, r, id, t, app)
 		return
 	}
 	if publish {
@@ -412,7 +416,7 @@ func (e *Edge) publish(w http.ResponseWriter, r *http.Request, id string, t *reg
 		return
 	}
 	m := push.Message{To: q.Get("to"), App: q.Get("app"), ID: addr, Key: q.Get("key"), Data: body,
-		IdempotencyKey: r.Header.Get("Idempotency-Key")}
+		IdempotencyKey: r.Header.Get("Idempotency-Key"), Receipt: q.Get("receipt") == "1"}
 	if len(m.IdempotencyKey) > 256 {
 		writeError(w, bus.CodeBadRequest, "Idempotency-Key is at most 256 bytes", id)
 		return
@@ -463,6 +467,7 @@ type batchBody struct {
 		User           string `json:"user"`
 		Key            string `json:"key"`
 		IdempotencyKey string `json:"idempotency_key"`
+		Receipt        bool   `json:"receipt"`
 	} `json:"messages"`
 }
 
@@ -493,7 +498,7 @@ func (e *Edge) publishBatch(w http.ResponseWriter, r *http.Request, id string, t
 			writeError(w, bus.CodeBadRequest, fmt.Sprintf("messages[%d]: %s", i, errAddress), id)
 			return
 		}
-		ms[i] = push.Message{To: m.To, App: m.App, ID: addr, Key: m.Key, Data: []byte(m.Data), IdempotencyKey: m.IdempotencyKey}
+		ms[i] = push.Message{To: m.To, App: m.App, ID: addr, Key: m.Key, Data: []byte(m.Data), IdempotencyKey: m.IdempotencyKey, Receipt: m.Receipt}
 	}
 	items, err := e.o.Push.PublishBatch(r.Context(), t, app.ID, ms)
 	if err != nil {
@@ -734,4 +739,25 @@ func truncateID(s string) string {
 		return s[:24] + "…"
 	}
 	return s
+}
+
+// receipts answers GET /_jetway/receipts/<topic>?seq=N: the delivery
+// receipts of message N, published by the caller with receipt=1 —
+// {"topic":…,"seq":N,"receipts":[{"app","device","user","transport","at"}]}.
+func (e *Edge) receipts(w http.ResponseWriter, r *http.Request, id string, t *registry.Topic, app *registry.App) {
+	seq, err := strconv.ParseUint(r.URL.Query().Get("seq"), 10, 64)
+	if err != nil || seq == 0 {
+		writeError(w, bus.CodeBadRequest, "seq= is the sequence of a message published with receipt=1", id)
+		return
+	}
+	rs, err := e.o.Push.Receipts(r.Context(), t, app.ID, seq)
+	if err != nil {
+		writeError(w, bus.CodeBusUnavailable, "push: "+err.Error(), id)
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, struct {
+		Topic    string         `json:"topic"`
+		Seq      uint64         `json:"seq"`
+		Receipts []push.Receipt `json:"receipts"`
+	}{t.Name, seq, rs})
 }

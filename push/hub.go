@@ -242,7 +242,7 @@ func (h *hub) deliver(m jetstream.Msg) {
 	if err != nil {
 		return
 	}
-	d := &delivery{seq: md.Sequence.Stream, data: m.Data(), at: md.Timestamp}
+	d := &delivery{seq: md.Sequence.Stream, data: m.Data(), at: md.Timestamp, receiptFor: receiptFor(m.Headers())}
 	var ok bool
 	if d.kind, d.app, d.id, ok = parseSubject(m.Subject(), h.prefix); !ok {
 		return

@@ -50,6 +50,7 @@ func (s *Server) WritePrometheus(w io.Writer, node string) error {
 		{"jetway_push_refused_total", "Connections refused at admission (a cap, the connect rate).", "counter", st.Refused},
 		{"jetway_push_acks_total", "Acks received from push clients (connections and HTTP).", "counter", st.Acks},
 		{"jetway_push_ack_writes_total", "Bucket writes of connections' acks (the acks of one subscriber within 100ms are one).", "counter", st.AcksStored},
+		{"jetway_push_receipts_total", "Delivery receipts stored for publishers that asked (receipt=1).", "counter", st.Receipts},
 		{"jetway_push_dead_letters_total", "Group messages written off as dead letters after max_deliver deliveries.", "counter", st.DeadLetters},
 		{"jetway_push_ack_errors_total", "Connections' acks not stored (a bucket error, or the queue full): their messages are sent again on resume.", "counter", st.AckErrors},
 	} {

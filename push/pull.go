@@ -76,8 +76,12 @@ var errPulled = errors.New("pulled")
 func (s *Server) Pull(ctx context.Context, ss *Session, max int, wait time.Duration, write func(*Pulled, error) error) {
 	defer ss.close()
 	p, err := s.pull(ctx, ss, max, wait)
-	if werr := write(p, err); werr != nil && p != nil && ss.grp != nil {
+	werr := write(p, err)
+	switch {
+	case werr != nil && p != nil && ss.grp != nil:
 		s.nackPulled(p.Messages) // the client has not got them: to another at once
+	case werr == nil && err == nil:
+		ss.sendReceipts()
 	}
 }
 

@@ -65,7 +65,7 @@ type Server struct {
 	replays chan struct{}          // a slot per replay batch in flight
 
 	stats struct {
-		conns, delivered, catchUps, replayed, writeTimeouts, refused, acks, deadLetters atomic.Int64
+		conns, delivered, catchUps, replayed, writeTimeouts, refused, acks, deadLetters, receipts atomic.Int64
 	}
 	acks     acker
 	acksDone chan struct{} // closed when the ack writer has written the last
@@ -205,6 +205,8 @@ type Stats struct {
 	// DeadLetters counts the group messages this edge wrote off as dead
 	// letters (delivered max_deliver times).
 	DeadLetters int64 `json:"dead_letters"`
+	// Receipts counts the delivery receipts this edge stored.
+	Receipts int64 `json:"receipts"`
 }
 
 // Stats returns the counters.
@@ -215,7 +217,8 @@ func (s *Server) Stats() Stats {
 	return Stats{Connections: s.stats.conns.Load(), Topics: topics, Delivered: s.stats.delivered.Load(),
 		Replayed: s.stats.replayed.Load(), CatchUps: s.stats.catchUps.Load(), WriteTimeouts: s.stats.writeTimeouts.Load(),
 		Refused: s.stats.refused.Load(), Acks: s.stats.acks.Load(), AcksStored: s.acks.stored.Load(),
-		AckErrors: s.acks.failed.Load() + s.acks.dropped.Load(), DeadLetters: s.stats.deadLetters.Load()}
+		AckErrors: s.acks.failed.Load() + s.acks.dropped.Load(), DeadLetters: s.stats.deadLetters.Load(),
+		Receipts: s.stats.receipts.Load()}
 }
 
 // Message is one message to publish.
@@ -232,6 +235,10 @@ type Message struct {
 	// IdempotencyKey: a publish retried with the same key (by the same
 	// publisher, within 2 minutes) is stored once.
 	IdempotencyKey string
+	// Receipt asks for a delivery receipt of each write of the message
+	// to a client (receipts.go): for a message to an app, a device or a
+	// user, not a broadcast.
+	Receipt bool
 }
 
 // Published is the stream's answer to a publish.
@@ -251,7 +258,8 @@ const (
 	kindApp  = "app"
 	kindDev  = "dev"
 	kindUser = "usr"
-	kindDLQ  = "dlq" // a group's dead letter (group.go): delivered to no one
+	kindDLQ  = "dlq"  // a group's dead letter (group.go): delivered to no one
+	kindRcpt = "rcpt" // a delivery receipt (receipts.go): read by its publisher
 )
 
 // Problems of a message to publish, for the caller's 400.
@@ -424,6 +432,12 @@ func newMsg(t *registry.Topic, publisher string, m Message) (*nats.Msg, error) {
 	}
 	if publisher != "" {
 		msg.Header.Set("Jetway-Publisher", publisher)
+	}
+	if m.Receipt {
+		if m.To == "" {
+			return nil, fmt.Errorf("%w: receipts are for a message to an app, a device or a user, not a broadcast", ErrBadTarget)
+		}
+		msg.Header.Set(hdrReceipt, "1")
 	}
 	return msg, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/jetway-gw/jetway/bus"
@@ -70,6 +71,10 @@ type Session struct {
 	ackKey  string      // where its acks are kept
 	grp     *groupState // a group member's; nil: none
 	refresh func(token string) (time.Time, error)
+	// receipts are the messages of the write in progress whose
+	// publishers asked for receipts (receipts.go); ttl their retention.
+	receipts []*delivery
+	ttl      string
 }
 
 var errClosed = errors.New("the edge is shutting down")
@@ -103,7 +108,7 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	// Read after the join: every message the hub gets from here on has
 	// an index at or above pos.
 	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb, pos: h.head.Load(), resets: h.resets.Load(), caughtUp: true, release: c.Release,
-		ackKey: c.ackKey(), refresh: c.Refresh}
+		ackKey: c.ackKey(), refresh: c.Refresh, ttl: strconv.FormatInt(int64(c.Topic.MaxAge()/time.Second), 10) + "s"}
 	begin := func() error { return ss.begin(ctx, c.Topic, c.Start) }
 	if c.Group != "" {
 		begin = func() error { return ss.openGroup(ctx, c) }
@@ -329,7 +334,7 @@ func (ss *Session) drain(out sink) (lag, more bool) {
 				now = time.Now()
 			}
 			ss.s.latency.observe(now.Sub(d.at))
-			out.message(ss.topic, ss.epoch, d)
+			ss.message(out, d)
 			n++
 		}
 	}
@@ -351,7 +356,7 @@ func (ss *Session) replay(ctx context.Context, out sink) (reason string, err err
 			if ss.sb.wants(d) {
 				ss.s.stats.delivered.Add(1)
 				ss.s.stats.replayed.Add(1)
-				out.message(ss.topic, ss.epoch, d)
+				ss.message(out, d)
 			}
 			ss.cursor = d.seq
 			if out.pending() >= batchBytes {
@@ -384,7 +389,19 @@ func (ss *Session) replay(ctx context.Context, out sink) (reason string, err err
 // as soon as it reads it.
 func (ss *Session) flush(out sink) error {
 	ss.sb.cursor.Store(ss.cursor)
-	return out.flush()
+	if err := out.flush(); err != nil {
+		return err
+	}
+	ss.sendReceipts() // written: their receipts
+	return nil
+}
+
+// message buffers d for the client, and notes it for a receipt.
+func (ss *Session) message(out sink, d *delivery) {
+	out.message(ss.topic, ss.epoch, d)
+	if d.receiptFor != "" {
+		ss.receipts = append(ss.receipts, d)
+	}
 }
 
 // reuse empties a written buffer, keeping it only when small.

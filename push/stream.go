@@ -63,6 +63,9 @@ type delivery struct {
 	// which delivery of it this is.
 	receipt string
 	attempt uint64
+	// receiptFor: its publisher asked for delivery receipts (receipts.go);
+	// the publisher's app id ("_" for a NATS publisher).
+	receiptFor string
 	// A live delivery's wire forms, made once by its hub for every
 	// session of the hub's epoch (nil: make them, see wsLine, sseEvent).
 	epoch   string
@@ -150,7 +153,7 @@ func (s *Server) fetch(ctx context.Context, p bus.PushStore, prefix string, from
 			return nil, 0, false, errors.New("replaying: a message without its sequence")
 		}
 		last = max(last, seq)
-		d := &delivery{seq: seq, data: m.Data}
+		d := &delivery{seq: seq, data: m.Data, receiptFor: receiptFor(m.Header)}
 		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get("Nats-Time-Stamp")); err == nil {
 			d.at = ts
 		}

@@ -41,6 +41,9 @@ Commands:
   pull TOPIC      print the messages after a cursor (--after; default: after
                   the last acked), at most --max, waiting up to --wait for
                   the first (HTTP long poll); --ack acknowledges them
+  receipts TOPIC SEQ
+                  the delivery receipts of a message the app (--app-key)
+                  published with --receipt: app, device, user, transport, when
   ack TOPIC CURSOR
                   acknowledge every message up to CURSOR and print the ack
                   stored now (a later one stays: acks only move forward);
@@ -74,6 +77,7 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.Var(&to, "to", "publish: app APP, device APP:DEVICE or user APP:USER (the value after --to is the kind, the next argument the address)")
 	key := fs.String("key", "", "publish: the key a latest_only topic keeps the newest value of")
 	idem := fs.String("idempotency-key", "", "publish: a retry with the same key is stored once")
+	receipt := fs.Bool("receipt", false, "publish (with --to): store a delivery receipt of each write to a client (jetway push receipts)")
 	from := fs.String("from", "", "subscribe: the first sequence wanted ([EPOCH:]SEQ; 0: everything kept); default live only")
 	after := fs.String("after", "", "subscribe, pull: the cursor of the last message had ([EPOCH:]SEQ), or ack: after the last acknowledged")
 	ackEach := fs.Bool("ack", false, "subscribe, pull: acknowledge the messages printed")
@@ -98,7 +102,7 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if to.err != nil {
 		return fmt.Errorf("%w: %v", errUsage, to.err)
 	}
-	if err := checkSubcommand(fs, "push", pos, map[string]int{"publish": 2, "subscribe": 1, "pull": 1, "ack": 2, "stats": 0, "connections": 0, "kick": 1}); err != nil {
+	if err := checkSubcommand(fs, "push", pos, map[string]int{"publish": 2, "subscribe": 1, "pull": 1, "ack": 2, "receipts": 2, "stats": 0, "connections": 0, "kick": 1}); err != nil {
 		return err
 	}
 	node := nodeClient{url: strings.TrimSuffix(*nodeURL, "/"), token: *adminToken, timeout: *rf.timeout}
@@ -141,6 +145,23 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: --max is 1 to %d, --wait up to %s", errUsage, push.MaxPullMessages, push.MaxPullWait)
 		}
 		return pushPull(po, *pullMax, *pullWait, *ackEach, *rf.timeout, stdout, stderr)
+	case "receipts":
+		seq, err := strconv.ParseUint(pos[2], 10, 64)
+		if err != nil || seq == 0 {
+			return fmt.Errorf("%w: SEQ is the sequence push publish printed", errUsage)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *rf.timeout)
+		defer cancel()
+		rs, err := pushclient.Receipts(ctx, po, seq)
+		if err != nil {
+			return fmt.Errorf("push receipts: %w", err)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "APP\tDEVICE\tUSER\tTRANSPORT\tAT")
+		for _, r := range rs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.App, orDashS(r.Device), orDashS(r.User), r.Transport, r.At.UTC().Format(time.RFC3339Nano))
+		}
+		return tw.Flush()
 	case "ack":
 		ctx, cancel := context.WithTimeout(context.Background(), *rf.timeout)
 		defer cancel()
@@ -166,7 +187,7 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	} else {
 		data = []byte(pos[2])
 	}
-	m := push.Message{To: to.kind, App: to.app, ID: to.id, Key: *key, Data: data, IdempotencyKey: *idem}
+	m := push.Message{To: to.kind, App: to.app, ID: to.id, Key: *key, Data: data, IdempotencyKey: *idem, Receipt: *receipt}
 	if *appKey == "" {
 		return publishNATS(rf, pos[1], m, stdout)
 	}
@@ -232,6 +253,9 @@ func publishEdge(hc *http.Client, edge, key, topic string, m push.Message, timeo
 		if v != "" {
 			q.Set(k, v)
 		}
+	}
+	if m.Receipt {
+		q.Set("receipt", "1")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

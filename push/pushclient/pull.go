@@ -138,3 +138,27 @@ func call(ctx context.Context, o Options, method, verb string, q url.Values, bod
 	}
 	return json.Unmarshal(b, out)
 }
+
+// Receipt is one write of a message to a client, as its publisher reads
+// it.
+type Receipt struct {
+	Seq       uint64    `json:"seq"`
+	App       string    `json:"app"`
+	Device    string    `json:"device"`
+	User      string    `json:"user"`
+	Transport string    `json:"transport"`
+	At        time.Time `json:"at"`
+}
+
+// Receipts reads the delivery receipts of message seq of o.Topic, which
+// the app of o's credentials published with receipt=1 (GET
+// /_jetway/receipts): one per subscriber it was written to.
+func Receipts(ctx context.Context, o Options, seq uint64) ([]Receipt, error) {
+	var out struct {
+		Receipts []Receipt `json:"receipts"`
+	}
+	if err := call(ctx, o, http.MethodGet, "receipts", url.Values{"seq": {strconv.FormatUint(seq, 10)}}, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Receipts, nil
+}
