@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -19,63 +17,13 @@ import (
 	"github.com/jetway-gw/jetway/push/pushclient"
 )
 
-// startNATSCluster runs n nats-servers with JetStream routed into one
-// cluster and waits until JetStream has a meta leader; it returns them
-// and the client URL list an edge is given.
-func startNATSCluster(t *testing.T, n int) ([]*server.Server, string) {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		ports[i] = natstest.FreePort(t)
-	}
-	var routes []*url.URL
-	for _, p := range ports {
-		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
-	}
-	servers := make([]*server.Server, n)
-	var urls []string
-	for i := range servers {
-		o := natstest.DefaultOptions(t)
-		o.ServerName = fmt.Sprintf("n%d", i)
-		o.Cluster = server.ClusterOpts{Name: "e2e", Host: "127.0.0.1", Port: ports[i]}
-		o.Routes = routes
-		s, err := server.NewServer(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go s.Start()
-		servers[i] = s
-		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	}
-	for _, s := range servers {
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatal("a nats server of the cluster is not ready")
-		}
-		urls = append(urls, s.ClientURL())
-	}
-	all := strings.Join(urls, ",")
-	nc, err := nats.Connect(all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	natstest.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := js.AccountInfo(ctx)
-		return err
-	})
-	return servers, all
-}
-
 // One of three NATS nodes killed in the middle of a burst of publishes —
 // the push stream's leader — loses no acknowledged message: every publish
 // an edge answered with a sequence is then delivered, in order, with no
 // duplicate, from an edge that followed the stream through the failover.
 func TestPushSurvivesANATSNodeKilled(t *testing.T) {
 	t.Parallel()
-	servers, urls := startNATSCluster(t, 3)
+	servers, urls := natstest.RunCluster(t, 3, nil)
 	admin := []string{"--nats", urls, "--replicas", "3"}
 	if res := jetway(t, `{"name":"e2e.r3","publish":["w"],"subscribe":["r"]}`, append([]string{"topic", "put", "-"}, admin...)...); res.code != 0 {
 		t.Fatalf("topic put: %d %s%s", res.code, res.stdout, res.stderr)

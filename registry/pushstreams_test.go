@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus"
@@ -70,5 +72,32 @@ func TestNoRoomForPushLeavesAPIsServed(t *testing.T) {
 	}
 	if _, err := c.PutTopic(ctx, []byte(`{"name":"orders"}`)); err == nil {
 		t.Error("PutTopic accepted a topic with no stream to keep its messages")
+	}
+}
+
+// On a cluster whose peers have not the room for R3 streams of 8 GiB
+// (nats-server: "no suitable peers for placement, insufficient storage")
+// the push streams take a halving that fits, as on one server.
+func TestPushStreamsFitAClusterWithSmallStores(t *testing.T) {
+	_, urls := natstest.RunCluster(t, 3, func(o *server.Options) { o.JetStreamMaxStore = 3 << 30 })
+	nc, err := nats.Connect(urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c, err := registry.NewClient(context.Background(), nc, registry.BucketOptions{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PushStreamsErr(); err != nil {
+		t.Fatalf("R3 push streams on 3 GiB stores: %v", err)
+	}
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(context.Background(), bus.PushDurable.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := s.CachedInfo().Config; cfg.Replicas != 3 || cfg.MaxBytes >= registry.PushStreamMaxBytes {
+		t.Errorf("replicas %d, MaxBytes %d MiB", cfg.Replicas, cfg.MaxBytes>>20)
 	}
 }

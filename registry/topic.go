@@ -271,16 +271,28 @@ const (
 
 // JetStream's codes for a stream whose MaxBytes the server cannot reserve
 // (nats-server's JSStorageResourcesExceededErr, JSInsufficientResourcesErr).
+// On a cluster, a placement the peers have not the room for
+// (JSClusterNoPeersErrF, "… insufficient storage") says the same.
 const (
 	errCodeStorageExceeded       jetstream.ErrorCode = 10047
 	errCodeInsufficientResources jetstream.ErrorCode = 10023
+	errCodeNoPeers               jetstream.ErrorCode = 10005
 )
 
-// noRoomFor reports whether err says the server has not the storage to
-// reserve a stream's MaxBytes.
+// noRoomFor reports whether err says the server (or the cluster's peers)
+// has not the storage to reserve a stream's MaxBytes.
 func noRoomFor(err error) bool {
 	var ae *jetstream.APIError
-	return errors.As(err, &ae) && (ae.ErrorCode == errCodeStorageExceeded || ae.ErrorCode == errCodeInsufficientResources)
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode {
+	case errCodeStorageExceeded, errCodeInsufficientResources:
+		return true
+	case errCodeNoPeers:
+		return strings.Contains(ae.Description, "insufficient storage")
+	}
+	return false
 }
 
 // OpenPushStreams opens the two streams topics' messages are kept in

@@ -5,12 +5,17 @@
 package natstest
 
 import (
+	"context"
+	"fmt"
 	"net"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // RunServer starts a nats-server with JetStream on a random loopback port.
@@ -87,4 +92,59 @@ func FreePort(t testing.TB) int {
 	}
 	defer func() { _ = ln.Close() }()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// RunCluster starts n servers with JetStream routed into one cluster,
+// each tweaked by tweak (nil: none), waits until JetStream answers (a meta
+// leader is elected) and returns them with the client URL list that
+// reaches them all. t.Cleanup shuts them down.
+func RunCluster(t testing.TB, n int, tweak func(*server.Options)) ([]*server.Server, string) {
+	t.Helper()
+	ports := make([]int, n)
+	routes := make([]*url.URL, n)
+	for i := range ports {
+		ports[i] = FreePort(t)
+		routes[i] = &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", ports[i])}
+	}
+	servers := make([]*server.Server, n)
+	urls := make([]string, n)
+	for i := range servers {
+		o := DefaultOptions(t)
+		o.ServerName = fmt.Sprintf("n%d", i)
+		o.Cluster = server.ClusterOpts{Name: "test", Host: "127.0.0.1", Port: ports[i]}
+		o.Routes = routes
+		if tweak != nil {
+			tweak(o)
+		}
+		s, err := server.NewServer(o)
+		if err != nil {
+			t.Fatalf("creating nats server %d: %v", i, err)
+		}
+		go s.Start()
+		servers[i] = s
+		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	}
+	for i, s := range servers {
+		if !s.ReadyForConnections(10 * time.Second) {
+			t.Fatalf("nats server %d of the cluster not ready", i)
+		}
+		urls[i] = s.ClientURL()
+	}
+	all := strings.Join(urls, ",")
+	nc, err := nats.Connect(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(ctx)
+		return err
+	})
+	return servers, all
 }
