@@ -70,6 +70,11 @@ sleep 2
 log "the same at 10 a second with one more subscriber that never reads"
 pb broadcast --subs "$SUBS" --msgs "$MSGS" --rate 10 --slow 1
 sleep 2
+log "below saturation: 5 a second, without and with one subscriber that never reads (the 1.2x figure)"
+pb broadcast --subs "$SUBS" --msgs 100 --rate 5
+sleep 2
+pb broadcast --subs "$SUBS" --msgs 100 --rate 5 --slow 1
+sleep 2
 log "over raw TCP: the broadcast at 10 a second"
 pb broadcast --subs "$SUBS" --msgs "$MSGS" --rate 10 --transport tcp
 sleep 2
