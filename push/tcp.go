@@ -21,6 +21,8 @@ import (
 //	edge   → {"type":"message","topic":"orders","cursor":"E:S","data":"…"}
 //	edge   → {"type":"ping"}                         client → {"type":"pong"}
 //	client → {"type":"ack","cursor":"E:S"}           (the last message handled)
+//	client → {"type":"ack"|"nack","receipt":R}       (a group member's message)
+//	client → {"type":"token","token":"<JWT>"}        (a fresh token, same app and user)
 //	edge   → {"type":"close","code":1012,"reason":"…"}
 //
 // The objects are the WebSocket transport's (one per frame rather than one

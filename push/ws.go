@@ -44,9 +44,11 @@ const (
 //
 // The client resumes by connecting with after=<the last cursor it has>,
 // or after=ack: after the last it acked. Frames from the client are JSON
-// objects, {"type":"ack","cursor":"E:S"} the one it sends (others are
-// ignored); a frame over 64 KiB closes with 1009, one that is not UTF-8
-// or not a JSON object with 1007, a bad ack with 1008. A
+// objects: {"type":"ack","cursor":"E:S"}; a group member's
+// {"type":"ack","receipt":R} and {"type":"nack","receipt":R,"delay":"10s"};
+// {"type":"token","token":JWT} to refresh its token (others are ignored).
+// A frame over 64 KiB closes with 1009, one that is not UTF-8 or not a
+// JSON object with 1007, a bad ack, nack or token with 1008. A
 // shutting-down edge closes with 1012 (reconnect, to any edge); a
 // revoked subscription with 4001. It closes the session.
 //
