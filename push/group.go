@@ -241,7 +241,17 @@ func (ss *Session) groupFetch(ctx context.Context, out sink, tick <-chan time.Ti
 				if d := m.Header.Get("Description"); strings.Contains(d, "Consumer Deleted") || strings.Contains(d, "Consumer is push based") {
 					return "", fmt.Errorf("pulling group %s: %s", g.group, d)
 				}
-				return "", nil // the batch's bytes, or the server's pull requests: the next pull
+				// The batch's bytes, or too many pulls waiting at the
+				// server (MaxWaiting): the next pull, in a moment, not in
+				// a tight loop.
+				select {
+				case r := <-sb.kick:
+					return r, nil
+				case <-ctx.Done():
+					return "", ctx.Err()
+				case <-time.After(250 * time.Millisecond):
+				}
+				return "", nil
 			default:
 				return "", fmt.Errorf("pulling group %s: %s %s", g.group, status, m.Header.Get("Description"))
 			}
