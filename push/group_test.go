@@ -57,6 +57,19 @@ func TestGroupSharesMessages(t *testing.T) {
 	_ = edge2
 	a := member(t, g.URL, "ws", shop, 1)
 	b := member(t, jetwaytest.ServeTCP(t, e2), "tcp", shop, 1)
+	// Both members' pulls are at the server before the first message.
+	js, _ := jetstream.New(g.Conn)
+	natstestCheck(t, 10*time.Second, func() error {
+		c, err := js.Consumer(context.Background(), bus.PushDurable.Stream, push.GroupConsumer("jobs", "shop", "workers"))
+		if err != nil {
+			return err
+		}
+		info, err := c.Info(context.Background())
+		if err != nil || info.NumWaiting < 2 {
+			return fmt.Errorf("%d pulls waiting (%v)", info.NumWaiting, err)
+		}
+		return nil
+	})
 	const n = 20
 	for i := range n {
 		q := ""
