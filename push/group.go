@@ -101,6 +101,12 @@ func (s *Server) groupConsumer(ctx context.Context, store bus.PushStore, t *regi
 	prefix := store.TopicPrefix(t.Name)
 	ctx, cancel := context.WithTimeout(ctx, s.o.RequestTimeout)
 	defer cancel()
+	// A read first: a consumer there with the topic's settings is used as
+	// it is (an update, even to the same settings, is a write that a pull
+	// right after it may find the consumer in the middle of).
+	if c, err := s.js.Consumer(ctx, store.Stream, name); err == nil && c.CachedInfo().Config.AckWait == t.GroupAckWait() {
+		return nil
+	}
 	_, err := s.js.CreateOrUpdateConsumer(ctx, store.Stream, jetstream.ConsumerConfig{
 		Durable:        name,
 		Description:    fmt.Sprintf("Jetway group %q of app %q on topic %q", group, app, t.Name),

@@ -305,6 +305,11 @@ func noRoomFor(err error) bool {
 // PushStreamMinBytes: push takes what room there is instead of refusing
 // to start.
 func OpenPushStreams(ctx context.Context, js jetstream.JetStream, o BucketOptions) error {
+	// The ack bucket first: it is small, and the streams then take the
+	// room that is left (they halve to fit; it would find none after).
+	if err := OpenPushAcks(ctx, js, o); err != nil {
+		return err
+	}
 	for _, p := range []bus.PushStore{bus.PushDurable, bus.PushLatest} {
 		cfg := jetstream.StreamConfig{
 			Name:         p.Stream,
@@ -336,7 +341,7 @@ func OpenPushStreams(ctx context.Context, js jetstream.JetStream, o BucketOption
 			return err
 		}
 	}
-	return OpenPushAcks(ctx, js, o)
+	return nil
 }
 
 // BucketPushAcks keeps push subscribers' cumulative acks (push/ack.go):
