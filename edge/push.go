@@ -235,7 +235,7 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 			u, exp := tokenSubject(fresh)
 			switch {
 			case u != user:
-				return time.Time{}, fmt.Errorf("the token is of another user (%q, the connection's is %q)", truncateID(u), truncateID(user))
+				return time.Time{}, fmt.Errorf("the token is of another user (%s, the connection's is %s)", quoteName(u), quoteName(user))
 			case !exp.IsZero() && !exp.After(time.Now()):
 				return time.Time{}, errors.New("the token has expired")
 			}
@@ -477,9 +477,7 @@ type batchBody struct {
 // is not valid does not keep the others from being stored.
 func (e *Edge) publishBatch(w http.ResponseWriter, r *http.Request, id string, t *registry.Topic, app *registry.App, body []byte) {
 	var b batchBody
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil || dec.More() {
+	if !decodeStrict(body, &b) {
 		writeError(w, bus.CodeBadRequest, `a batch is {"messages":[{"data":"...","to":"app","app":"...","device":"...","key":"...","idempotency_key":"..."}]}`, id)
 		return
 	}
@@ -598,9 +596,7 @@ func (e *Edge) ack(w http.ResponseWriter, r *http.Request, id string, sub push.S
 	var b struct {
 		Cursor string `json:"cursor"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil || dec.More() || b.Cursor == "" {
+	if !decodeStrict(body, &b) || b.Cursor == "" {
 		writeError(w, bus.CodeBadRequest, `an ack is {"cursor":"EPOCH:SEQ"}: the cursor of the last message handled`, id)
 		return
 	}
@@ -710,9 +706,7 @@ func groupParams(q url.Values, verb string, t *registry.Topic) (group string, pr
 // many of each were sent.
 func (e *Edge) ackGroup(w http.ResponseWriter, r *http.Request, id string, sub push.Subscriber, body []byte) {
 	var a push.GroupAcks
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil || dec.More() {
+	if !decodeStrict(body, &a) {
 		writeError(w, bus.CodeBadRequest, `a group's ack is {"ack":["receipt",...],"nack":["receipt",...],"delay":"10s"}`, id)
 		return
 	}
@@ -733,12 +727,12 @@ func (e *Edge) ackGroup(w http.ResponseWriter, r *http.Request, id string, sub p
 	}{sub.Topic.Name, sub.Group, acked, nacked})
 }
 
-// truncateID bounds an id quoted in a close reason.
-func truncateID(s string) string {
-	if len(s) > 24 {
-		return s[:24] + "…"
-	}
-	return s
+// decodeStrict decodes a push request's JSON body into v: one object, no
+// field v does not have.
+func decodeStrict(body []byte, v any) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v) == nil && !dec.More()
 }
 
 // receipts answers GET /_jetway/receipts/<topic>?seq=N: the delivery
