@@ -13,8 +13,8 @@ import (
 	"github.com/jetway-gw/jetway/registry"
 )
 
-// Delivery receipts: a producer that publishes a message to an app, a
-// device or a user with receipt=1 learns each time it was written to a
+// Delivery receipts: a producer that publishes a message to a device or a
+// user with receipt=1 learns each time it was written to a
 // client — which app, device, user and transport, and when — on any edge.
 // The edge that writes it stores a receipt in the push stream, on
 //

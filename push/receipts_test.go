@@ -82,6 +82,9 @@ func TestDeliveryReceipts(t *testing.T) {
 	if r := g.Do("POST", "/_jetway/publish/orders?receipt=1", strings.NewReader("all"), "X-Api-Key", pub); r.Status != 400 {
 		t.Errorf("a broadcast with receipts: %d %s", r.Status, r.Body)
 	}
+	if r := g.Do("POST", "/_jetway/publish/orders?to=app&app=shop&receipt=1", strings.NewReader("all of shop"), "X-Api-Key", pub); r.Status != 400 {
+		t.Errorf("a message to a whole app with receipts: %d %s", r.Status, r.Body)
+	}
 	if r := g.Do("GET", "/_jetway/receipts/orders?seq=x", nil, "X-Api-Key", pub); r.Status != 400 {
 		t.Errorf("seq=x: %d %s", r.Status, r.Body)
 	}

@@ -236,7 +236,8 @@ type Message struct {
 	// publisher, within 2 minutes) is stored once.
 	IdempotencyKey string
 	// Receipt asks for a delivery receipt of each write of the message
-	// to a client (receipts.go): for a message to an app, a device or a
+	// to a client (receipts.go): for a message to a device or a user (one
+	// subscriber, or a few), not to a whole app nor a broadcast.
 	// user, not a broadcast.
 	Receipt bool
 }
@@ -434,8 +435,11 @@ func newMsg(t *registry.Topic, publisher string, m Message) (*nats.Msg, error) {
 		msg.Header.Set("Jetway-Publisher", publisher)
 	}
 	if m.Receipt {
-		if m.To == "" {
-			return nil, fmt.Errorf("%w: receipts are for a message to an app, a device or a user, not a broadcast", ErrBadTarget)
+		if m.To != "device" && m.To != "user" {
+			// Receipts take room in the stream every topic shares: one per
+			// subscriber of a whole app would let a publisher crowd out
+			// the others' messages.
+			return nil, fmt.Errorf("%w: receipts are for a message to a device or a user, not to an app or everyone", ErrBadTarget)
 		}
 		msg.Header.Set(hdrReceipt, "1")
 	}

@@ -77,7 +77,7 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.Var(&to, "to", "publish: app APP, device APP:DEVICE or user APP:USER (the value after --to is the kind, the next argument the address)")
 	key := fs.String("key", "", "publish: the key a latest_only topic keeps the newest value of")
 	idem := fs.String("idempotency-key", "", "publish: a retry with the same key is stored once")
-	receipt := fs.Bool("receipt", false, "publish (with --to): store a delivery receipt of each write to a client (jetway push receipts)")
+	receipt := fs.Bool("receipt", false, "publish (with --to device or user): store a delivery receipt of each write to a client (jetway push receipts)")
 	from := fs.String("from", "", "subscribe: the first sequence wanted ([EPOCH:]SEQ; 0: everything kept); default live only")
 	after := fs.String("after", "", "subscribe, pull: the cursor of the last message had ([EPOCH:]SEQ), or ack: after the last acknowledged")
 	ackEach := fs.Bool("ack", false, "subscribe, pull: acknowledge the messages printed")
