@@ -140,11 +140,15 @@ func RunCluster(t testing.TB, n int, tweak func(*server.Options)) ([]*server.Ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// Ready when a stream of n replicas can be placed: every peer is known
+	// online to the meta leader (JetStream answering is not enough).
+	CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, err := js.AccountInfo(ctx)
-		return err
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "natstest_ready", Subjects: []string{"natstest.ready"}, Replicas: n, Storage: jetstream.MemoryStorage}); err != nil {
+			return err
+		}
+		return js.DeleteStream(ctx, "natstest_ready")
 	})
 	return servers, all
 }
