@@ -176,7 +176,8 @@ func (ss *Session) groupPump(ctx context.Context, out sink) (reason string, err 
 const (
 	groupPullWait  = 15 * time.Second
 	groupMsgBytes  = registry.MaxPushMessage + 64<<10
-	groupPullBytes = 4 << 20 // a group pull's answer holds at most this (and at least one message)
+	groupPullBytes = 4 << 20               // a group pull's answer holds at most this (and at least one message)
+	groupPullGrace = 50 * time.Millisecond // the least a group pull waits for its first message
 )
 
 // groupMsg is a message a group pull brought: its subject, its ack
@@ -522,7 +523,13 @@ func (s *Server) deadLetter(ctx context.Context, g *groupState, m groupMsg) {
 // until it acks them by their receipts (on any edge) or their ack wait is
 // over. reason is the kick's, when one ended the wait.
 func (ss *Session) groupPull(ctx context.Context, out *pullSink, max int, wait time.Duration) (reason string, err error) {
+	// The group's consumer counts a stored message a moment after the
+	// publisher's ack; a pull that would not wait at all could answer
+	// "nothing" for one already stored.
 	deadline := time.Now().Add(wait)
+	if wait < groupPullGrace {
+		deadline = time.Now().Add(groupPullGrace)
+	}
 	for {
 		left := time.Until(deadline)
 		if n := len(out.msgs); n > 0 || left < 10*time.Millisecond {
