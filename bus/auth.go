@@ -71,7 +71,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 	case UserEdge:
 		pub := []string{
 			APIPrefix + ">", SandboxPrefix + ">",
-			RateLimitSubject,
+			RateLimitSubject, PushCensusSubject,
 			MetricsPrefix + UserEdge + ".*",
 			AlertPrefix + ">",
 			HeartbeatPrefix + UserEdge + ".*",
@@ -100,7 +100,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			InboxPrefixEdge + ".>",
 			RateLimitSubject,
 			MetricsPrefix + ">", BreakerPrefix + ">", // the alerts' inputs
-			MetricsQuerySubject,
+			MetricsQuerySubject, PushQuerySubject, PushCensusSubject,
 			HeartbeatPrefix + ">",
 			// The nonce bucket deleted: the edge refuses requests signed
 			// before, whose nonces went with it (registry.NonceStore).

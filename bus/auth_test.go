@@ -246,6 +246,22 @@ func TestRolePermissionsOnServer(t *testing.T) {
 	edge.denied(t, "edge acks a message of another stream", "$JS.ACK.KV_"+BucketApps+".c.1.1.1.1.0", func() { _ = edge.Publish("$JS.ACK.KV_"+BucketApps+".c.1.1.1.1.0", []byte("+ACK")) })
 	worker.denied(t, "worker acks a group's message", "$JS.ACK."+PushDurable.Stream+".g1.1.1.1.1.0", func() { _ = worker.Publish("$JS.ACK."+PushDurable.Stream+".g1.1.1.1.1.0", []byte("+ACK")) })
 	worker.denied(t, "worker writes an ack", "$KV."+BucketPushAcks+".orders.shop.a", func() { _ = worker.Publish("$KV."+BucketPushAcks+".orders.shop.a", []byte("1:9")) })
+	// Edges exchange their push connection census and answer operators'
+	// questions; only the admin asks (a kick ends connections on every
+	// edge), and workers do neither.
+	if _, err := edge.Subscribe(PushQuerySubject, func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := edge.Subscribe(PushCensusSubject, func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := edge.Publish(PushCensusSubject, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	edge.allowed(t, "edge follows and publishes the census, and hears operators' questions")
+	edge.denied(t, "edge asks every edge to kick", PushQuerySubject, func() { _ = edge.Publish(PushQuerySubject, []byte(`{"op":"kick","app":"shop"}`)) })
+	worker.denied(t, "worker publishes a census", PushCensusSubject, func() { _ = worker.Publish(PushCensusSubject, []byte(`{}`)) })
+	worker.denied(t, "worker hears operators' questions", PushQuerySubject, func() { _, _ = worker.Subscribe(PushQuerySubject, func(*nats.Msg) {}) })
 	// Edges keep answers in the shared cache and read them back; workers
 	// do neither.
 	if err := edge.Publish("$KV."+BucketCache+".a.p.b.c", []byte("answer")); err != nil {

@@ -54,6 +54,17 @@ const (
 	// (an hour of one API's records) sent to whoever asked; the records
 	// are no secret to anyone who may follow MetricsPrefix.
 	MetricsQuerySubject = "jetway.query.metrics"
+	// PushQuerySubject is where every edge answers operators' questions
+	// about its push connections (push.Query: stats, the connections,
+	// a kick). Only the admin may ask: a kick ends connections.
+	PushQuerySubject = "jetway.query.push"
+	// PushCensusSubject carries each edge's count of push connections
+	// per app and busy client address, once a second, for the
+	// cluster-wide connection caps (push/census.go). Only edges publish
+	// it; a forged census can make the caps refuse for three seconds,
+	// never let more connections through. It lies outside the push
+	// streams' subjects.
+	PushCensusSubject = "jetway.census.push"
 	// AlertPrefix starts the subject of alert events:
 	// jetway.alerts.<rule>.<target>. Edges publish them for operators;
 	// no Jetway node acts on them, so a forged one misleads only a

@@ -28,15 +28,7 @@ func TestPushInBrowser(t *testing.T) {
 	if res := jetway(t, topic, "topic", "put", "-", "--nats", srv.natsURL); res.code != 0 {
 		t.Fatalf("topic put: %s%s", res.stdout, res.stderr)
 	}
-	key := func(id string) string {
-		res := jetway(t, "", "app", "create", id, "--api", "none.*", "--nats", srv.natsURL)
-		m := keyRE.FindStringSubmatch(res.stdout)
-		if res.code != 0 || m == nil {
-			t.Fatalf("app create %s: %s%s", id, res.stdout, res.stderr)
-		}
-		return m[1]
-	}
-	writer, reader := key("web-writer"), key("web-reader")
+	writer, reader := createAppKey(t, srv.natsURL, "web-writer"), createAppKey(t, srv.natsURL, "web-reader")
 	publish := func(data string) {
 		t.Helper()
 		waitForFunc(t, func() error {

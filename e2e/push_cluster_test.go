@@ -28,15 +28,7 @@ func TestPushSurvivesANATSNodeKilled(t *testing.T) {
 	if res := jetway(t, `{"name":"e2e.r3","publish":["w"],"subscribe":["r"]}`, append([]string{"topic", "put", "-"}, admin...)...); res.code != 0 {
 		t.Fatalf("topic put: %d %s%s", res.code, res.stdout, res.stderr)
 	}
-	key := func(id string) string {
-		res := jetway(t, "", "app", "create", id, "--api", "none.*", "--nats", urls) // the buckets are R3 already
-		m := keyRE.FindStringSubmatch(res.stdout)
-		if res.code != 0 || m == nil {
-			t.Fatalf("app create %s: %d %s%s", id, res.code, res.stdout, res.stderr)
-		}
-		return m[1]
-	}
-	writer, reader := key("w"), key("r")
+	writer, reader := createAppKey(t, urls, "w"), createAppKey(t, urls, "r") // the buckets are R3 already
 	edge := startNode(t, "edge", "edge", "", "--nats", urls)
 	edge.waitReady(t)
 	// The reader follows live from the start, on the same edge: its hub's

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,6 +13,26 @@ import (
 	"github.com/jetway-gw/jetway/push/pushclient"
 )
 
+// putTopic stores a push topic with `jetway topic put`.
+func putTopic(t *testing.T, natsURL, doc string) {
+	t.Helper()
+	if res := jetway(t, doc, "topic", "put", "-", "--nats", natsURL); res.code != 0 {
+		t.Fatalf("topic put: %d %s%s", res.code, res.stdout, res.stderr)
+	}
+}
+
+// createAppKey creates an app (of no API: push only) with `jetway app
+// create` and returns its key.
+func createAppKey(t *testing.T, natsURL, id string) string {
+	t.Helper()
+	res := jetway(t, "", "app", "create", id, "--api", "none.*", "--nats", natsURL)
+	m := keyRE.FindStringSubmatch(res.stdout)
+	if res.code != 0 || m == nil {
+		t.Fatalf("app create %s: %d %s%s", id, res.code, res.stdout, res.stderr)
+	}
+	return m[1]
+}
+
 // Push through real processes with every role as its own NATS user: a
 // client reading over TCP from a second edge process that is killed with
 // -9 in the middle of a burst resumes on the first (over SSE) with its
@@ -21,18 +42,8 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 	t.Parallel()
 	srv, withUser := startAuthServe(t)
 	admin := withUser("admin")
-	if res := jetway(t, `{"name":"e2e.news","publish":["e2e-writer"],"subscribe":["e2e-reader"]}`, "topic", "put", "-", "--nats", admin); res.code != 0 {
-		t.Fatalf("topic put: %d %s%s", res.code, res.stdout, res.stderr)
-	}
-	key := func(id string) string {
-		res := jetway(t, "", "app", "create", id, "--api", "none.*", "--nats", admin)
-		m := keyRE.FindStringSubmatch(res.stdout)
-		if res.code != 0 || m == nil {
-			t.Fatalf("app create %s: %d %s%s", id, res.code, res.stdout, res.stderr)
-		}
-		return m[1]
-	}
-	writer, reader := key("e2e-writer"), key("e2e-reader")
+	putTopic(t, admin, `{"name":"e2e.news","publish":["e2e-writer"],"subscribe":["e2e-reader"]}`)
+	writer, reader := createAppKey(t, admin, "e2e-writer"), createAppKey(t, admin, "e2e-reader")
 	edge := startNode(t, "edge", "edge", "", "--nats", withUser("edge"), "--push-tcp-listen", "127.0.0.1:0")
 	edge.waitReady(t)
 	tcp := "tcp://" + edge.waitLog(t, startTimeout, `"push tcp listening"`, msgIs("push tcp listening")).str("addr")
@@ -91,6 +102,21 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 	}
 	if res := jetway(t, "", "push", "ack", "e2e.news", "2", "--app-key", reader, "--edge", edge.edge, "--device", "d9"); res.code != 0 || !strings.HasSuffix(strings.TrimSpace(res.stdout), ":5") {
 		t.Fatalf("push ack of an earlier cursor: %d %q %s (the stored ack must stay at 5)", res.code, res.stdout, res.stderr)
+	}
+	// Every edge at once, over NATS as the admin: the reader's TCP
+	// connection is on the edge process. The edge's own NATS user may
+	// not ask (a kick would end every edge's connections).
+	waitForFunc(t, func() error { // an edge that answers late is not listed: ask again
+		if res := jetway(t, "", "push", "connections", "--cluster", "--nats", admin); res.code != 0 || !strings.Contains(res.stdout, "e2e-reader") || !strings.Contains(res.stdout, "tcp") {
+			return fmt.Errorf("push connections --cluster: %d %s%s", res.code, res.stdout, res.stderr)
+		}
+		if res := jetway(t, "", "push", "stats", "--cluster", "--nats", admin); res.code != 0 || !strings.Contains(res.stdout, "total (2 edges)") {
+			return fmt.Errorf("push stats --cluster: %d %s%s", res.code, res.stdout, res.stderr)
+		}
+		return nil
+	})
+	if res := jetway(t, "", "push", "kick", "e2e-reader", "--cluster", "--nats", withUser("edge")); res.code == 0 || !strings.Contains(res.stderr, "only the admin") {
+		t.Errorf("push kick --cluster as the edge's user: %d %s%s", res.code, res.stdout, res.stderr)
 	}
 	edge.kill9(t)
 	for i := 20; i < 30; i++ {
@@ -183,15 +209,7 @@ func TestPushOverTLSFromTheCLI(t *testing.T) {
 	if res := jetway(t, `{"name":"e2e.tls","publish":["w"],"subscribe":["r"]}`, "topic", "put", "-", "--nats", srv.natsURL); res.code != 0 {
 		t.Fatalf("topic put: %d %s%s", res.code, res.stdout, res.stderr)
 	}
-	var keys []string
-	for _, id := range []string{"w", "r"} {
-		res := jetway(t, "", "app", "create", id, "--api", "none.*", "--nats", srv.natsURL)
-		m := keyRE.FindStringSubmatch(res.stdout)
-		if res.code != 0 || m == nil {
-			t.Fatalf("app create %s: %d %s%s", id, res.code, res.stdout, res.stderr)
-		}
-		keys = append(keys, m[1])
-	}
+	keys := []string{createAppKey(t, srv.natsURL, "w"), createAppKey(t, srv.natsURL, "r")}
 	for _, m := range []string{"one", "two"} {
 		waitForFunc(t, func() error {
 			if res := jetway(t, "", "push", "publish", "e2e.tls", m, "--app-key", keys[0], "--edge", httpsEdge, "--tls-ca", ca.File(t, dir, "ca.pem")); res.code != 0 {
@@ -267,4 +285,54 @@ func pushGroupAsEdgeUser(t *testing.T, admin, edgeURL, publishURL, writer, reade
 			t.Fatalf("push pull --group: %d %q %s (want %q)", res.code, res.stdout, res.stderr, want)
 		}
 	}
+}
+
+// A cluster-wide cap holds across edge processes, each its own NATS edge
+// user: the app's connection on one edge is counted by the other, which
+// refuses the next with 429 and Retry-After once the census (a second)
+// has come; when it ends, the other admits again.
+func TestPushClusterCapAcrossEdges(t *testing.T) {
+	t.Parallel()
+	_, withUser := startAuthServe(t)
+	admin := withUser("admin")
+	putTopic(t, admin, `{"name":"e2e.caps","publish":["e2e-capped"],"subscribe":["e2e-capped"]}`)
+	key := createAppKey(t, admin, "e2e-capped")
+	var edges [2]*node
+	for i := range edges {
+		edges[i] = startNode(t, fmt.Sprint("capped-edge", i), "edge", "", "--nats", withUser("edge"), "--push-cluster-max-conns-per-app", "1")
+	}
+	for _, e := range edges {
+		e.waitReady(t)
+	}
+	dial := func(e *node) (*pushclient.Conn, error) {
+		return pushclient.Dial(context.Background(), pushclient.Options{Edge: e.edge, Topic: "e2e.caps", Transport: "sse", Header: http.Header{"X-Api-Key": {key}}})
+	}
+	var c *pushclient.Conn
+	waitForFunc(t, func() error { // the edge may not have the topic and app yet
+		var err error
+		c, err = dial(edges[0])
+		return err
+	})
+	refusedOn := func(e *node) error {
+		c2, err := dial(e)
+		if err == nil {
+			c2.Close()
+			return errors.New("admitted")
+		}
+		var he *pushclient.HTTPError
+		if !errors.As(err, &he) || he.Status != http.StatusTooManyRequests || he.RetryAfter == 0 || !strings.Contains(he.Message, "across the cluster") {
+			return err
+		}
+		return nil
+	}
+	waitForFunc(t, func() error { return refusedOn(edges[1]) })
+	c.Close()
+	waitForFunc(t, func() error {
+		c2, err := dial(edges[1])
+		if err != nil {
+			return err
+		}
+		c2.Close()
+		return nil
+	})
 }

@@ -8,6 +8,15 @@ import (
 	"github.com/jetway-gw/jetway/resilience"
 )
 
+// hostBits is the prefix one host's addresses share: an IPv4 address, or
+// an IPv6 /64.
+func hostBits(ip netip.Addr) int {
+	if ip.Is4() {
+		return 32
+	}
+	return 64
+}
+
 // Refusal is why a connection is not admitted now, and when to come back.
 type Refusal struct {
 	// Overloaded: the edge's connect rate (a reconnect storm is paced);
@@ -23,17 +32,21 @@ func (r *Refusal) Error() string { return r.Message }
 // address, and its connect rate.
 type admission struct {
 	perApp, perIP int
-	rate          resilience.Limiter // nil: no rate
-	appRate       int                // connects one app may make a second: half the rate
-	byApp         map[string]int
-	byIP          map[netip.Prefix]int
+	// Cluster-wide caps (0: none), with the peers' counts (census.go).
+	clusterApp, clusterIP int
+	census                *census
+	rate                  resilience.Limiter // nil: no rate
+	appRate               int                // connects one app may make a second: half the rate
+	byApp                 map[string]int
+	byIP                  map[netip.Prefix]int
 	// The connects of each app in the current second, for appRate.
 	second   int64
 	connects map[string]int
 }
 
 func newAdmission(o Options) (*admission, error) {
-	a := &admission{perApp: o.MaxConnsPerApp, perIP: o.MaxConnsPerIP, byApp: map[string]int{}, byIP: map[netip.Prefix]int{}, connects: map[string]int{}}
+	a := &admission{perApp: o.MaxConnsPerApp, perIP: o.MaxConnsPerIP, byApp: map[string]int{}, byIP: map[netip.Prefix]int{}, connects: map[string]int{},
+		clusterApp: o.ClusterMaxConnsPerApp, clusterIP: o.ClusterMaxConnsPerIP, census: newCensus(o.CensusInterval)}
 	if o.ConnectRate > 0 {
 		a.appRate = max(o.ConnectRate/2, 1)
 		l, err := resilience.NewLimiter(resilience.RuleConfig{Limit: o.ConnectRate, Window: time.Second})
@@ -47,8 +60,8 @@ func newAdmission(o Options) (*admission, error) {
 
 // Admit counts a new connection of app from ip, or says why not; release
 // uncounts it (call it once the connection ends, or if it never opens).
-// Connections are counted on this edge: a client spread over edges by a
-// load balancer gets each edge's cap. An IPv6 client counts by its /64
+// The per-edge caps count this edge's connections; the cluster-wide ones
+// add what the other edges said in their last census (census.go). An IPv6 client counts by its /64
 // (one host's addresses), and an address is the client's as the edge sees
 // it (behind a proxy: --trusted-proxies). One app may take at most half
 // the edge's connect rate a second, so that one tenant reconnecting in a
@@ -57,11 +70,8 @@ func (s *Server) Admit(app string, ip netip.Addr) (release func(), refusal *Refu
 	a := s.admit
 	var host netip.Prefix
 	if ip.IsValid() {
-		bits := 32
-		if ip = ip.Unmap(); ip.Is6() {
-			bits = 64
-		}
-		host, _ = ip.Prefix(bits)
+		ip = ip.Unmap()
+		host, _ = ip.Prefix(hostBits(ip))
 	}
 	s.admitMu.Lock()
 	defer s.admitMu.Unlock()
@@ -72,6 +82,12 @@ func (s *Server) Admit(app string, ip netip.Addr) (release func(), refusal *Refu
 	case a.perIP > 0 && host.IsValid() && a.byIP[host] >= a.perIP:
 		s.stats.refused.Add(1)
 		return nil, &Refusal{Message: fmt.Sprintf("%d connections from this address on this edge, its cap", a.byIP[host]), RetryAfter: 10 * time.Second}
+	case a.clusterApp > 0 && a.byApp[app]+a.census.apps[app] >= a.clusterApp:
+		s.stats.refused.Add(1)
+		return nil, &Refusal{Message: fmt.Sprintf("app %s has %d connections across the cluster, its cap", app, a.byApp[app]+a.census.apps[app]), RetryAfter: 10 * time.Second}
+	case a.clusterIP > 0 && host.IsValid() && a.byIP[host]+a.census.ips[host] >= a.clusterIP:
+		s.stats.refused.Add(1)
+		return nil, &Refusal{Message: fmt.Sprintf("%d connections from this address across the cluster, its cap", a.byIP[host]+a.census.ips[host]), RetryAfter: 10 * time.Second}
 	}
 	if a.rate != nil {
 		now := time.Now()

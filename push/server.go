@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
@@ -51,6 +52,17 @@ type Options struct {
 	// 0: no cap. ConnectRate caps the new connections a second on this
 	// edge (503 with Retry-After: a reconnect storm is paced); 0: none.
 	MaxConnsPerApp, MaxConnsPerIP, ConnectRate int
+	// ClusterMaxConnsPerApp and ClusterMaxConnsPerIP cap the connections
+	// of one app and from one address on all the edges together (429
+	// past them), as of the edges' last census (census.go); 0: no cap.
+	// Every edge should be given the same.
+	ClusterMaxConnsPerApp, ClusterMaxConnsPerIP int
+	// CensusInterval is how often the census goes out; 0 means
+	// CensusInterval (1s).
+	CensusInterval time.Duration
+	// NodeID names this edge to the others (census, operators' queries);
+	// "" means a random one.
+	NodeID string
 }
 
 // Server is an edge's push side: publishes, hubs and subscribers.
@@ -124,6 +136,22 @@ func New(o Options) (*Server, error) {
 	s := &Server{o: o, log: o.Logger, nc: o.Conn, js: js, hubs: map[string]*hub{}, stop: make(chan struct{}),
 		st: map[string]streamState{}, replays: make(chan struct{}, o.Replays), admit: adm, acksDone: make(chan struct{}), acksStop: make(chan struct{})}
 	s.acks.pending, s.acks.wake = map[string]Cursor{}, make(chan struct{}, 1)
+	if s.o.NodeID == "" {
+		s.o.NodeID = nuid.Next()
+	}
+	query, err := s.nc.Subscribe(bus.PushQuerySubject, s.answerQuery)
+	if err != nil {
+		return nil, fmt.Errorf("push: answering operators' queries: %w", err)
+	}
+	if o.ClusterMaxConnsPerApp > 0 || o.ClusterMaxConnsPerIP > 0 {
+		census, err := s.nc.Subscribe(bus.PushCensusSubject, s.receiveCensus)
+		if err != nil {
+			_ = query.Unsubscribe()
+			return nil, fmt.Errorf("push: following the connection census: %w", err)
+		}
+		go s.runCensus(census)
+	}
+	go func() { <-s.stop; _ = query.Unsubscribe() }()
 	go s.janitor()
 	go s.ackWriter(s.acksDone)
 	return s, nil

@@ -99,6 +99,7 @@ type nodeFlags struct {
 	maxInFlight int64
 	// push admission (push.Options)
 	pushPerApp, pushPerIP, pushConnectRate int
+	pushClusterPerApp, pushClusterPerIP    int
 	pushTCPListen                          string
 
 	adminToken        string
@@ -162,6 +163,8 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		fs.IntVar(&f.maxConns, "max-conns", 20000, "client connections the edge keeps open at once; past it new ones are closed (0: no cap)")
 		fs.IntVar(&f.pushPerApp, "push-max-conns-per-app", 0, "push connections one app may hold on this edge; past it 429 with Retry-After (0: no cap)")
 		fs.IntVar(&f.pushPerIP, "push-max-conns-per-ip", 0, "push connections one client address may hold on this edge; past it 429 with Retry-After (0: no cap)")
+		fs.IntVar(&f.pushClusterPerApp, "push-cluster-max-conns-per-app", 0, "push connections one app may hold on all the edges together, as of their last census (a second old); past it 429 with Retry-After (0: no cap; give every edge the same)")
+		fs.IntVar(&f.pushClusterPerIP, "push-cluster-max-conns-per-ip", 0, "push connections one client address may hold on all the edges together, as of their last census; past it 429 with Retry-After (0: no cap; give every edge the same)")
 		fs.StringVar(&f.pushTCPListen, "push-tcp-listen", "", "serve push subscriptions over raw TCP (length-prefixed JSON frames; TLS with --tls-cert) at this address; empty: not served")
 		fs.IntVar(&f.pushConnectRate, "push-connect-rate", 5000, "new push connections a second this edge takes; past it 503 with Retry-After, so a reconnect storm is paced (0: no cap)")
 		fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers (slow clients are cut off)")
@@ -396,6 +399,8 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 		{"--max-conns", int64(c.maxConns)},
 		{"--push-max-conns-per-app", int64(c.pushPerApp)},
 		{"--push-max-conns-per-ip", int64(c.pushPerIP)},
+		{"--push-cluster-max-conns-per-app", int64(c.pushClusterPerApp)},
+		{"--push-cluster-max-conns-per-ip", int64(c.pushClusterPerIP)},
 		{"--push-connect-rate", int64(c.pushConnectRate)},
 		{"--max-header-bytes", int64(c.maxHeaderBytes)},
 	} {

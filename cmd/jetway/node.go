@@ -284,7 +284,8 @@ func (n *node) startEdge(ctx context.Context) error {
 		n.metrics.CountAccessLogDrops(n.accessLog.Dropped)
 	}
 	if n.push, err = push.New(push.Options{Conn: nc, Logger: n.log,
-		MaxConnsPerApp: f.pushPerApp, MaxConnsPerIP: f.pushPerIP, ConnectRate: f.pushConnectRate}); err != nil {
+		MaxConnsPerApp: f.pushPerApp, MaxConnsPerIP: f.pushPerIP, ConnectRate: f.pushConnectRate,
+		ClusterMaxConnsPerApp: f.pushClusterPerApp, ClusterMaxConnsPerIP: f.pushClusterPerIP, NodeID: n.id}); err != nil {
 		return err
 	}
 	eo.Push = n.push

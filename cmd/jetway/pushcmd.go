@@ -59,6 +59,8 @@ the topic's ack_wait.
                   transport, since, last sequence written (--node, --app)
   kick APP        end an app's push connections on an edge (--topic: of one
                   topic); its clients may come back: to keep it out, disable it
+  With --cluster, stats, connections and kick ask every edge at once, over
+  NATS as the admin (--nats): a row per edge, the connections of all.
 
 Addressing (publish): --to app APP (the app's clients), --to device APP:DEVICE
 (one device of the app), --to user APP:USER (the clients of the app whose
@@ -93,6 +95,7 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	adminToken := fs.String("admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "stats, connections, kick: the admin listener's token, if it has one (env JETWAY_ADMIN_TOKEN)")
 	onlyApp := fs.String("app", "", "connections: only this app's")
 	kickTopic := fs.String("topic", "", "kick: only the connections of this topic")
+	cluster := fs.Bool("cluster", false, "stats, connections, kick: every edge, asked over NATS as the admin (--nats), not one edge's admin listener (--node)")
 	fs.Usage = func() { groupUsage(stderr, fs, "push", pushUsage, args) }
 	args = to.take(args)
 	pos, err := parseInterspersed(fs, args)
@@ -115,6 +118,20 @@ func cmdPush(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		tlsConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig, Proxy: http.ProxyFromEnvironment}}
+	if *cluster {
+		switch pos[0] {
+		case "stats", "connections", "kick":
+			q := push.Query{Op: pos[0], App: *onlyApp, Topic: *kickTopic}
+			if pos[0] == "kick" {
+				if err := bus.ValidName(pos[1]); err != nil {
+					return fmt.Errorf("%w: app id %q: %v", errUsage, pos[1], err)
+				}
+				q.App = pos[1]
+			}
+			return pushCluster(rf, q, stdout, stderr)
+		}
+		return fmt.Errorf("%w: --cluster goes with stats, connections and kick", errUsage)
+	}
 	switch pos[0] {
 	case "stats":
 		return pushStats(node, stdout)
@@ -396,6 +413,75 @@ func pushKick(node nodeClient, app, topic string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "ended %d connection(s) of app %s on %s\n", out.Kicked, app, node.url)
 	return nil
+}
+
+// pushCluster asks every edge over NATS and prints their answers: a row
+// per edge (and the totals) for stats, the connections of every edge, or
+// what a kick ended.
+func pushCluster(rf registryFlags, q push.Query, stdout, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), *rf.timeout)
+	defer cancel()
+	nc, err := rf.nats.connect(ctx, "jetway-cli")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	b, _ := json.Marshal(q)
+	var answers []push.Answer
+	if err := askEveryEdge(ctx, nc, bus.PushQuerySubject, b, func(b []byte) {
+		var a push.Answer
+		if json.Unmarshal(b, &a) == nil && a.Edge != "" {
+			answers = append(answers, a)
+		}
+	}); err != nil {
+		return fmt.Errorf("push %s --cluster: %w", q.Op, err)
+	}
+	if len(answers) == 0 {
+		if err := nc.LastError(); err != nil {
+			return fmt.Errorf("push %s --cluster: %w (only the admin may ask the edges)", q.Op, err)
+		}
+		return fmt.Errorf("push %s --cluster: no edge answered within %s", q.Op, time.Second)
+	}
+	slices.SortFunc(answers, func(a, b push.Answer) int { return strings.Compare(a.Edge, b.Edge) })
+	for _, a := range answers {
+		if a.Error != "" {
+			return fmt.Errorf("push %s --cluster: edge %s: %s", q.Op, a.Edge, a.Error)
+		}
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	switch q.Op {
+	case "stats":
+		fmt.Fprintln(tw, "EDGE	CONNECTIONS	TOPICS	DELIVERED	REPLAYED	CATCH-UPS	WRITE-TIMEOUTS	REFUSED	ACKS")
+		var t push.Stats
+		row := func(name string, s push.Stats) {
+			fmt.Fprintf(tw, "%s	%d	%d	%d	%d	%d	%d	%d	%d\n", name, s.Connections, s.Topics, s.Delivered, s.Replayed, s.CatchUps, s.WriteTimeouts, s.Refused, s.Acks)
+		}
+		for _, a := range answers {
+			if s := a.Stats; s != nil {
+				row(a.Edge, *s)
+				t.Connections, t.Topics, t.Delivered, t.Replayed = t.Connections+s.Connections, t.Topics+s.Topics, t.Delivered+s.Delivered, t.Replayed+s.Replayed
+				t.CatchUps, t.WriteTimeouts, t.Refused, t.Acks = t.CatchUps+s.CatchUps, t.WriteTimeouts+s.WriteTimeouts, t.Refused+s.Refused, t.Acks+s.Acks
+			}
+		}
+		row(fmt.Sprintf("total (%d edges)", len(answers)), t)
+	case "connections":
+		fmt.Fprintln(tw, "EDGE	TOPIC	APP	DEVICE	USER	TRANSPORT	SINCE	SEQ	LAG")
+		for _, a := range answers {
+			for _, c := range a.Connections {
+				fmt.Fprintf(tw, "%s	%s	%s	%s	%s	%s	%s	%d	%d\n", a.Edge, c.Topic, c.App, orDashS(c.Device), orDashS(c.User), c.Transport, c.Since.UTC().Format(time.RFC3339), c.Seq, c.Lag)
+			}
+			if a.Total > len(a.Connections) {
+				fmt.Fprintf(stderr, "edge %s: %d of its %d connections listed\n", a.Edge, len(a.Connections), a.Total)
+			}
+		}
+	case "kick":
+		n := 0
+		for _, a := range answers {
+			n += a.Kicked
+		}
+		fmt.Fprintf(tw, "ended %d connection(s) of app %s on %d edge(s)\n", n, q.App, len(answers))
+	}
+	return tw.Flush()
 }
 
 // pushStats prints an edge's push counters from its admin listener.

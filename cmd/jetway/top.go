@@ -287,32 +287,40 @@ func metricHistory(ctx context.Context, nc *nats.Conn, api string, d time.Durati
 	if d <= 0 {
 		return nil, nil
 	}
+	q, _ := json.Marshal(otel.MetricsQuery{API: api, Seconds: int(d.Seconds())})
+	var out []otel.Record
+	if err := askEveryEdge(ctx, nc, otel.MetricsQuerySubject, q, func(b []byte) {
+		var rs []otel.Record
+		if json.Unmarshal(b, &rs) == nil {
+			out = append(out, rs...)
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("asking for %s's records: %w", api, err)
+	}
+	slices.SortStableFunc(out, func(a, b otel.Record) int { return a.At.Compare(b.At) })
+	return out, nil
+}
+
+// askEveryEdge publishes a question every edge answers at once, and hands
+// each answer to each until none has come for a moment (or ctx ends).
+func askEveryEdge(ctx context.Context, nc *nats.Conn, subject string, q []byte, each func([]byte)) error {
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	q, _ := json.Marshal(otel.MetricsQuery{API: api, Seconds: int(d.Seconds())})
-	if err := nc.PublishRequest(otel.MetricsQuerySubject, inbox, q); err != nil {
-		return nil, fmt.Errorf("asking for %s's records: %w", api, err)
+	if err := nc.PublishRequest(subject, inbox, q); err != nil {
+		return err
 	}
-	var out []otel.Record
 	wait := time.Second // the first answer may take a round trip or two
-	for {
-		if ctx.Err() != nil {
-			break
-		}
+	for ctx.Err() == nil {
 		m, err := sub.NextMsg(wait)
 		if err != nil {
 			break // quiet for a moment: every edge that is up has answered
 		}
-		wait = 250 * time.Millisecond
-		var rs []otel.Record
-		if json.Unmarshal(m.Data, &rs) == nil {
-			out = append(out, rs...)
-		}
+		wait = 500 * time.Millisecond // a busy edge answers a moment after another
+		each(m.Data)
 	}
-	slices.SortStableFunc(out, func(a, b otel.Record) int { return a.At.Compare(b.At) })
-	return out, nil
+	return nil
 }

@@ -1,0 +1,74 @@
+package push
+
+import (
+	"encoding/json"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetway-gw/jetway/bus"
+)
+
+// Operators' questions to every edge at once (jetway push stats|
+// connections|kick --cluster): a request on bus.PushQuerySubject, which
+// every edge answers. Only the admin may ask (bus.RolePermissions): a kick
+// ends connections, and the lists name devices and users.
+
+// Query is a question to every edge's push side.
+type Query struct {
+	// Op is "stats", "connections" or "kick".
+	Op string `json:"op"`
+	// App narrows connections to one app's, and names the app a kick
+	// ends the connections of (required then); Topic narrows a kick.
+	App   string `json:"app,omitempty"`
+	Topic string `json:"topic,omitempty"`
+	// Limit caps the connections an edge lists (0 or over
+	// MaxQueryConnections: MaxQueryConnections).
+	Limit int `json:"limit,omitempty"`
+}
+
+// MaxQueryConnections bounds the connections one edge lists in one answer.
+const MaxQueryConnections = 1000
+
+// Answer is one edge's answer to a Query.
+type Answer struct {
+	Edge        string `json:"edge"`
+	Stats       *Stats `json:"stats,omitempty"`
+	Connections []Conn `json:"connections,omitempty"`
+	// Total is how many connections matched (more than listed when the
+	// limit cut the list).
+	Total  int    `json:"total,omitempty"`
+	Kicked int    `json:"kicked,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// answerQuery answers one operator's question.
+func (s *Server) answerQuery(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	var q Query
+	ans := Answer{Edge: s.o.NodeID}
+	switch err := json.Unmarshal(m.Data, &q); {
+	case err != nil:
+		ans.Error = "the query does not parse: " + err.Error()
+	case q.App != "" && bus.ValidName(q.App) != nil, q.Topic != "" && bus.ValidName(q.Topic) != nil:
+		ans.Error = "the app or topic is not a valid name"
+	case q.Op == "stats":
+		st := s.Stats()
+		ans.Stats = &st
+	case q.Op == "connections":
+		limit := q.Limit
+		if limit <= 0 || limit > MaxQueryConnections {
+			limit = MaxQueryConnections
+		}
+		all := s.Connections(q.App, 0)
+		ans.Total = len(all)
+		ans.Connections = all[:min(len(all), limit)]
+	case q.Op == "kick" && q.App != "":
+		ans.Kicked = s.Kick(q.App, q.Topic, "ended by an operator")
+	default:
+		ans.Error = "unknown op " + q.Op + " (stats, connections, or kick with an app)"
+	}
+	b, _ := json.Marshal(ans)
+	_ = m.Respond(b)
+}
