@@ -22,19 +22,27 @@ type alertItem struct {
 
 func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) {
 	all, err := s.c.ListAlerts(r.Context())
+	writeListed(w, s, all, err, func(name string, rev uint64, v json.RawMessage, invalid string) any {
+		return alertItem{Name: name, Revision: rev, Rule: v, Invalid: invalid}
+	})
+}
+
+// writeListed answers a list of stored entries, {"items": [...]}, each
+// made by item from its key, revision, and the entry as JSON or why it
+// does not validate.
+func writeListed[T any](w http.ResponseWriter, s *Server, all []registry.Listed[T], err error, item func(name string, rev uint64, v json.RawMessage, invalid string) any) {
 	if err != nil {
 		writeRegistryError(w, err, s.log)
 		return
 	}
-	out := make([]alertItem, 0, len(all))
+	out := make([]any, 0, len(all))
 	for _, l := range all {
-		it := alertItem{Name: l.Key, Revision: l.Revision}
 		if l.Err != nil {
-			it.Invalid = l.Err.Error()
-		} else {
-			it.Rule, _ = json.Marshal(l.Value)
+			out = append(out, item(l.Key, l.Revision, nil, l.Err.Error()))
+			continue
 		}
-		out = append(out, it)
+		b, _ := json.Marshal(l.Value)
+		out = append(out, item(l.Key, l.Revision, b, ""))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": out})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/push/pushclient"
 )
 
 // browser starts headless Chromium (Debian's chromium, or CHROMIUM) for a
@@ -263,6 +264,38 @@ func TestConsole(t *testing.T) {
 		trail := value(t, ctx, "audit", chromedp.TextContent(css("#main")))
 		if !strings.Contains(nodes, "serve") || !strings.Contains(trail, "console-app") || !strings.Contains(trail, "e2e.xss") {
 			t.Errorf("nodes:\n%s\naudit:\n%s", nodes, trail)
+		}
+	})
+	t.Run("push: a topic put, every edge's counters and connections, a kick", func(t *testing.T) {
+		demo := srv.waitLog(t, startTimeout, `"demo push"`, func(l logLine) bool { return strings.HasPrefix(l.str("msg"), "demo push") })
+		c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: srv.edge, Topic: "demo.news", Transport: "sse", Header: http.Header{"X-Api-Key": {demo.str("reader_key")}}, Device: "console-phone"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		run(t, ctx, "push", chromedp.Navigate(console+"#/push"), chromedp.WaitVisible(css("#topic-entry")))
+		waitJS(t, ctx, "the edge and the connection", `document.querySelector('button.kick[data-app="demo-reader"]') !== null && document.querySelectorAll('#push-edges td.num').length > 0`)
+		text := value(t, ctx, "push", chromedp.TextContent(css("#main")))
+		if !strings.Contains(text, "demo.news") || !strings.Contains(text, "console-phone") {
+			t.Fatalf("the push screen:\n%s", text)
+		}
+		run(t, ctx, "put a topic", chromedp.SetValue(css("#topic-entry"), `{"name":"console.alerts","subscribe":["*"],"mode":"latest_only"}`), chromedp.Click(css("#topic-save")))
+		waitJS(t, ctx, "the new topic", `document.getElementById('main').textContent.includes('console.alerts') && document.getElementById('main').textContent.includes('latest_only')`)
+		run(t, ctx, "a bad topic", chromedp.SetValue(css("#topic-entry"), `{"name":"console.bad","mode":"sometimes"}`), chromedp.Click(css("#topic-save")))
+		waitJS(t, ctx, "the refusal", `!!document.getElementById('topic-error') && document.getElementById('topic-error').textContent.includes('INVALID_ENTRY')`)
+		screenshot(t, ctx, "push")
+		run(t, ctx, "kick", chromedp.Click(css(`button.kick[data-app="demo-reader"]`)))
+		waitJS(t, ctx, "the kick's answer", `!!document.getElementById('kicked') && document.getElementById('kicked').textContent.includes('Ended 1 connection')`)
+		kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for {
+			ev, err := c.Next(kctx)
+			if err != nil {
+				t.Fatalf("no close after the kick: %v", err)
+			}
+			if ev.Type == "close" {
+				break
+			}
 		}
 	})
 	// Found by review: a screen still loading for an older hash drew over

@@ -447,6 +447,73 @@ async function apps(g) {
   el('section', {}, table(['id', 'status', '', 'APIs', 'revision'], rows)));
 }
 
+// pushScreen: the topics (each editable at its revision), every edge's
+// push counters (read again every 3 s) and connections, and a kick of an
+// app's connections on every edge.
+async function pushScreen(g) {
+  const [topics, stats, conns] = await Promise.all([api('GET', '/v1/topics'), api('GET', '/v1/push/stats'), api('GET', '/v1/push/connections')]);
+  if (!topics.ok) { show(g, el('p', { class: 'error' }, errorText(topics))); return; }
+  const items = (topics.json && topics.json.items) || [];
+  const byName = new Map(items.map(it => [it.name, it]));
+  const editor = el('textarea', { id: 'topic-entry', spellcheck: 'false' });
+  editor.value = pretty({ name: 'orders', publish: ['my-backend-app'], subscribe: ['*'], retention: { max_age: '72h' } });
+  const status = el('div', { id: 'topic-status' });
+  async function save() {
+    status.replaceChildren();
+    let doc;
+    try { doc = JSON.parse(editor.value); } catch (e) { status.append(el('p', { class: 'error' }, 'Not JSON: ' + e.message)); return; }
+    const name = String(doc.name || '');
+    const known = byName.get(name);
+    const r = await api('PUT', '/v1/topics/' + encodeURIComponent(name), { body: doc, headers: known ? { 'If-Match': '"' + known.revision + '"' } : { 'If-None-Match': '*' } });
+    if (!r.ok) { status.append(el('p', { class: 'error', id: 'topic-error' }, errorText(r))); return; }
+    route();
+  }
+  const topicRows = items.map(it => {
+    const t = it.topic || {};
+    return el('tr', {}, el('td', {}, it.name, it.error ? el('span', { class: 'tag bad', title: it.error }, 'invalid') : ''), el('td', {}, t.mode || 'durable'),
+      el('td', {}, (t.retention && t.retention.max_age) || '72h'), el('td', {}, (t.publish || []).join(', ')), el('td', {}, (t.subscribe || []).join(', ')),
+      el('td', {}, (t.groups && t.groups.names || []).join(', ')), el('td', { class: 'num' }, it.revision),
+      el('td', {}, it.topic ? el('button', { type: 'button', onclick: () => { editor.value = pretty(it.topic); editor.focus(); } }, 'edit') : ''));
+  });
+  const edges = el('tbody', { id: 'push-edges' });
+  function showStats(r) {
+    const rows = ((r && r.ok && r.json && r.json.items) || []).map(a => { const s = a.stats || {};
+      return el('tr', {}, el('td', {}, a.edge), el('td', { class: 'num' }, s.connections || 0), el('td', { class: 'num' }, s.topics || 0), el('td', { class: 'num' }, s.delivered || 0),
+        el('td', { class: 'num' }, s.catch_ups || 0), el('td', { class: 'num' }, s.write_timeouts || 0), el('td', { class: 'num' }, s.refused || 0), el('td', { class: 'num' }, s.acks || 0)); });
+    edges.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 8, class: 'muted' }, r && !r.ok ? errorText(r) : 'no edge answered'))]));
+  }
+  showStats(stats);
+  const kickMsg = el('div', { id: 'kick-status' });
+  async function kick(app) {
+    const r = await api('POST', '/v1/push/kick', { body: { app } });
+    if (!r.ok) { kickMsg.replaceChildren(el('p', { class: 'error' }, errorText(r))); return; }
+    const n = ((r.json && r.json.items) || []).reduce((n, a) => n + (a.kicked || 0), 0);
+    kickMsg.replaceChildren(el('p', { class: 'notice', id: 'kicked' }, 'Ended ' + n + ' connection(s) of ' + app + '. Its clients may come back: to keep it out, disable it.'));
+  }
+  let connSection;
+  if (!conns.ok) connSection = el('p', { class: 'muted' }, conns.status === 403 ? 'The connections name devices and users: an operator\'s to see.' : errorText(conns));
+  else {
+    const rows = [];
+    for (const a of (conns.json && conns.json.items) || []) {
+      for (const c of a.connections || []) {
+        rows.push(el('tr', {}, el('td', {}, a.edge), el('td', {}, c.topic), el('td', {}, c.app), el('td', {}, c.device || '–'), el('td', {}, c.user || '–'), el('td', {}, c.transport),
+          el('td', {}, c.since), el('td', { class: 'num' }, c.seq), el('td', { class: 'num' }, c.lag),
+          el('td', {}, el('button', { type: 'button', class: 'danger kick', 'data-app': c.app, onclick: () => kick(c.app) }, 'kick ' + c.app))));
+      }
+      if (a.total > (a.connections || []).length) rows.push(el('tr', {}, el('td', { colspan: 10, class: 'muted' }, a.edge + ': ' + (a.connections || []).length + ' of its ' + a.total + ' listed')));
+    }
+    connSection = table(['edge', 'topic', 'app', 'device', 'user', 'transport', 'since', 'seq', 'lag', ''], rows);
+  }
+  if (!show(g, el('h1', {}, 'Push'),
+    el('section', {}, el('h2', {}, 'Topics'), table(['topic', 'mode', 'kept', 'publish', 'subscribe', 'groups', 'revision', ''], topicRows),
+      el('h2', {}, 'Put a topic'), editor, el('div', { class: 'row' }, el('button', { type: 'button', class: 'primary', id: 'topic-save', onclick: save }, 'Save'),
+        el('span', { class: 'muted' }, 'a new name creates it; a known one is changed at the revision listed')), status),
+    el('section', {}, el('h2', {}, 'Edges'), el('table', {}, el('thead', {}, el('tr', {}, ['edge', 'connections', 'topics', 'delivered', 'catch-ups', 'write timeouts', 'refused', 'acks'].map(h => el('th', {}, h)))), edges)),
+    el('section', {}, el('h2', {}, 'Connections'), kickMsg, connSection))) return;
+  const timer = setInterval(async () => { try { showStats(await api('GET', '/v1/push/stats')); } catch { /* signed out */ } }, 3000);
+  leave.push(() => clearInterval(timer));
+}
+
 async function nodes(g) {
   const r = await api('GET', '/v1/nodes');
   if (!r.ok) { show(g, el('p', { class: 'error' }, errorText(r))); return; }
@@ -479,6 +546,7 @@ async function route() {
       if (!/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/.test(name)) throw new Error('no API is named ' + JSON.stringify(name));
       await apiScreen(g, name);
     } else if (h === 'apps') await apps(g);
+    else if (h === 'push') await pushScreen(g);
     else if (h === 'nodes') await nodes(g);
     else if (h === 'audit') await audit(g);
     else await cluster(g);

@@ -428,7 +428,7 @@ func pushCluster(rf registryFlags, q push.Query, stdout, stderr io.Writer) error
 	defer nc.Close()
 	b, _ := json.Marshal(q)
 	var answers []push.Answer
-	if err := askEveryEdge(ctx, nc, bus.PushQuerySubject, b, func(b []byte) {
+	if err := bus.AskEveryNode(ctx, nc, bus.PushQuerySubject, b, func(b []byte) {
 		var a push.Answer
 		if json.Unmarshal(b, &a) == nil && a.Edge != "" {
 			answers = append(answers, a)

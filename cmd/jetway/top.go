@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
@@ -289,7 +290,7 @@ func metricHistory(ctx context.Context, nc *nats.Conn, api string, d time.Durati
 	}
 	q, _ := json.Marshal(otel.MetricsQuery{API: api, Seconds: int(d.Seconds())})
 	var out []otel.Record
-	if err := askEveryEdge(ctx, nc, otel.MetricsQuerySubject, q, func(b []byte) {
+	if err := bus.AskEveryNode(ctx, nc, otel.MetricsQuerySubject, q, func(b []byte) {
 		var rs []otel.Record
 		if json.Unmarshal(b, &rs) == nil {
 			out = append(out, rs...)
@@ -299,28 +300,4 @@ func metricHistory(ctx context.Context, nc *nats.Conn, api string, d time.Durati
 	}
 	slices.SortStableFunc(out, func(a, b otel.Record) int { return a.At.Compare(b.At) })
 	return out, nil
-}
-
-// askEveryEdge publishes a question every edge answers at once, and hands
-// each answer to each until none has come for a moment (or ctx ends).
-func askEveryEdge(ctx context.Context, nc *nats.Conn, subject string, q []byte, each func([]byte)) error {
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(subject, inbox, q); err != nil {
-		return err
-	}
-	wait := time.Second // the first answer may take a round trip or two
-	for ctx.Err() == nil {
-		m, err := sub.NextMsg(wait)
-		if err != nil {
-			break // quiet for a moment: every edge that is up has answered
-		}
-		wait = 500 * time.Millisecond // a busy edge answers a moment after another
-		each(m.Data)
-	}
-	return nil
 }
