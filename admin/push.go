@@ -1,12 +1,12 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -84,32 +84,32 @@ func (s *Server) deleteTopic(w http.ResponseWriter, r *http.Request) {
 }
 
 // askEdges asks every edge's push side q and answers the request with
-// their answers, one item per edge, sorted by edge id.
+// their answers, one item per edge, sorted by edge id, and the edges heard
+// beating that did not answer within askTimeout ("missing").
 func (s *Server) askEdges(w http.ResponseWriter, r *http.Request, q push.Query) {
 	if s.o.Conn == nil {
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "this admin API does not reach the edges")
 		return
 	}
-	b, _ := json.Marshal(q)
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), askTimeout)
 	defer cancel()
-	items := []push.Answer{}
-	if err := bus.AskEveryNode(ctx, s.o.Conn, bus.PushQuerySubject, b, func(b []byte) {
-		var a push.Answer
-		if json.Unmarshal(b, &a) == nil && a.Edge != "" && len(items) < maxEdgeAnswers {
-			items = append(items, a)
-		}
-	}); err != nil {
+	items, missing, err := push.Ask(ctx, s.o.Conn, q)
+	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "REGISTRY_UNAVAILABLE", "the edges cannot be asked: "+err.Error())
 		return
 	}
-	slices.SortFunc(items, func(a, b push.Answer) int { return strings.Compare(a.Edge, b.Edge) })
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	if items == nil {
+		items = []push.Answer{}
+	}
+	if missing == nil {
+		missing = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "missing": missing})
 }
 
-// maxEdgeAnswers bounds the answers one request gathers (a forged flood of
-// answers to the inbox is cut there).
-const maxEdgeAnswers = 1024
+// askTimeout bounds the wait for the edges' answers: every edge heard
+// beating answers within it, or is listed as missing.
+const askTimeout = 3 * time.Second
 
 // pushStats answers every edge's push counters.
 func (s *Server) pushStats(w http.ResponseWriter, r *http.Request) {
@@ -148,11 +148,20 @@ func (s *Server) pushKick(w http.ResponseWriter, r *http.Request) {
 		App   string `json:"app"`
 		Topic string `json:"topic"`
 	}
-	if err := json.Unmarshal(doc, &in); err != nil || bus.ValidName(in.App) != nil || (in.Topic != "" && bus.ValidName(in.Topic) != nil) {
+	// Strict: a misspelt "topic" must not widen the kick to every topic.
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || dec.More() || bus.ValidName(in.App) != nil || (in.Topic != "" && bus.ValidName(in.Topic) != nil) {
 		writeError(w, http.StatusBadRequest, "BAD_REQUEST", `the body is {"app": "<app id>", "topic": "<topic name, optional>"}`)
 		return
 	}
-	p, _ := r.Context().Value(principalKey{}).(principal)
-	s.log.Info("admin: push kick", "actor", p.actor, "app", in.App, "topic", in.Topic)
+	key := in.App
+	if in.Topic != "" {
+		key += "/" + in.Topic
+	}
+	if err := s.client(w, r).Record(r.Context(), "push", "kick", key); err != nil {
+		writeRegistryError(w, err, s.log) // a kick nobody could see afterwards is not made
+		return
+	}
 	s.askEdges(w, r, push.Query{Op: "kick", App: in.App, Topic: in.Topic})
 }

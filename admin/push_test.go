@@ -104,7 +104,7 @@ func TestTopicsAndPushOverREST(t *testing.T) {
 			t.Errorf("connections%s: %d %s", q, r.status, r.body)
 		}
 	}
-	for _, body := range []string{``, `{}`, `{"app":"a b"}`, `{"app":"shop","topic":"*"}`} {
+	for _, body := range []string{``, `{}`, `{"app":"a b"}`, `{"app":"shop","topic":"*"}`, `{"app":"shop","topc":"orders"}`, `{"app":"shop"}{}`} {
 		if r := e.do(op, "POST", "/v1/push/kick", body); r.status != 400 {
 			t.Errorf("kick %s: %d %s", body, r.status, r.body)
 		}
@@ -117,6 +117,12 @@ func TestTopicsAndPushOverREST(t *testing.T) {
 	}
 	if ev, err := c.Next(ctx); err != nil || ev.Type != "close" {
 		t.Errorf("after the kick: %+v %v", ev, err)
+	}
+	if r := e.do(viewer, "GET", "/v1/audit?kind=push", ""); r.status != 200 || !strings.Contains(r.body, `"action":"kick"`) || !strings.Contains(r.body, `"key":"shop"`) || !strings.Contains(r.body, "operator-1") {
+		t.Errorf("the kick in the audit trail: %d %s", r.status, r.body)
+	}
+	if r := e.do(viewer, "GET", "/v1/audit?kind=topic", ""); r.status != 200 || !strings.Contains(r.body, `"key":"orders"`) {
+		t.Errorf("the topic in the audit trail: %d %s", r.status, r.body)
 	}
 
 	if r := e.do(boot, "DELETE", "/v1/topics/orders", "", "If-Match", `"999"`); r.status != 412 {

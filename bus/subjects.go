@@ -56,14 +56,16 @@ const (
 	MetricsQuerySubject = "jetway.query.metrics"
 	// PushQuerySubject is where every edge answers operators' questions
 	// about its push connections (push.Query: stats, the connections,
-	// a kick). Only the admin may ask: a kick ends connections.
+	// a kick). Only the admin NATS user may ask (the admin API, for its
+	// operators, and the CLI): a kick ends connections.
 	PushQuerySubject = "jetway.query.push"
 	// PushCensusSubject carries each edge's count of push connections
 	// per app and busy client address, once a second, for the
 	// cluster-wide connection caps (push/census.go). Only edges publish
-	// it; a forged census can make the caps refuse for three seconds,
-	// never let more connections through. It lies outside the push
-	// streams' subjects.
+	// it, and edges enforce the caps: a forged census (bounded in size)
+	// can make the other edges refuse for three seconds or hide
+	// connections from them, nothing an edge's credentials do not allow
+	// already. It lies outside the push streams' subjects.
 	PushCensusSubject = "jetway.census.push"
 	// AlertPrefix starts the subject of alert events:
 	// jetway.alerts.<rule>.<target>. Edges publish them for operators;

@@ -284,7 +284,12 @@ func TestConsole(t *testing.T) {
 		run(t, ctx, "a bad topic", chromedp.SetValue(css("#topic-entry"), `{"name":"console.bad","mode":"sometimes"}`), chromedp.Click(css("#topic-save")))
 		waitJS(t, ctx, "the refusal", `!!document.getElementById('topic-error') && document.getElementById('topic-error').textContent.includes('INVALID_ENTRY')`)
 		screenshot(t, ctx, "push")
-		run(t, ctx, "kick", chromedp.Click(css(`button.kick[data-app="demo-reader"]`)))
+		run(t, ctx, "kick (asked, then confirmed)", chromedp.Click(css(`button.kick[data-app="demo-reader"]`)))
+		waitJS(t, ctx, "the question", `document.querySelector('button.kick[data-app="demo-reader"]').textContent.includes('end all of demo-reader?')`)
+		if none := value(t, ctx, "no kick yet", chromedp.Evaluate[bool](`!document.getElementById("kicked")`)); !none {
+			t.Fatal("one click kicked")
+		}
+		run(t, ctx, "confirm the kick", chromedp.Click(css(`button.kick[data-app="demo-reader"]`)))
 		waitJS(t, ctx, "the kick's answer", `!!document.getElementById('kicked') && document.getElementById('kicked').textContent.includes('Ended 1 connection')`)
 		kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

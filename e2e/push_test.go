@@ -63,6 +63,10 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 		c, err = pushclient.Dial(context.Background(), pushclient.Options{Edge: tcp, Topic: "e2e.news", Transport: "tcp", Header: http.Header{"X-Api-Key": {reader}}, From: "0"})
 		return err
 	})
+	// Reachable to the end: a connection nobody refers to any more is
+	// closed by the garbage collector (the socket's finalizer), and the
+	// edge would see it leave before the operators' commands list it.
+	defer c.Close()
 	got := map[int]bool{}
 	last := ""
 	read := func(c *pushclient.Conn, upTo int) {

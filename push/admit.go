@@ -75,6 +75,10 @@ func (s *Server) Admit(app string, ip netip.Addr) (release func(), refusal *Refu
 	}
 	s.admitMu.Lock()
 	defer s.admitMu.Unlock()
+	var peerApp, peerIP int // what the other edges said (census.go)
+	if a.clusterApp > 0 || a.clusterIP > 0 {
+		peerApp, peerIP = a.census.counts(app, host)
+	}
 	switch {
 	case a.perApp > 0 && a.byApp[app] >= a.perApp:
 		s.stats.refused.Add(1)
@@ -82,12 +86,12 @@ func (s *Server) Admit(app string, ip netip.Addr) (release func(), refusal *Refu
 	case a.perIP > 0 && host.IsValid() && a.byIP[host] >= a.perIP:
 		s.stats.refused.Add(1)
 		return nil, &Refusal{Message: fmt.Sprintf("%d connections from this address on this edge, its cap", a.byIP[host]), RetryAfter: 10 * time.Second}
-	case a.clusterApp > 0 && a.byApp[app]+a.census.apps[app] >= a.clusterApp:
+	case a.clusterApp > 0 && a.byApp[app]+peerApp >= a.clusterApp:
 		s.stats.refused.Add(1)
-		return nil, &Refusal{Message: fmt.Sprintf("app %s has %d connections across the cluster, its cap", app, a.byApp[app]+a.census.apps[app]), RetryAfter: 10 * time.Second}
-	case a.clusterIP > 0 && host.IsValid() && a.byIP[host]+a.census.ips[host] >= a.clusterIP:
+		return nil, &Refusal{Message: fmt.Sprintf("app %s has %d connections across the cluster, its cap", app, a.byApp[app]+peerApp), RetryAfter: 10 * time.Second}
+	case a.clusterIP > 0 && host.IsValid() && a.byIP[host]+peerIP >= a.clusterIP:
 		s.stats.refused.Add(1)
-		return nil, &Refusal{Message: fmt.Sprintf("%d connections from this address across the cluster, its cap", a.byIP[host]+a.census.ips[host]), RetryAfter: 10 * time.Second}
+		return nil, &Refusal{Message: fmt.Sprintf("%d connections from this address across the cluster, its cap", a.byIP[host]+peerIP), RetryAfter: 10 * time.Second}
 	}
 	if a.rate != nil {
 		now := time.Now()

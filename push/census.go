@@ -1,8 +1,11 @@
 package push
 
 import (
+	"cmp"
 	"encoding/json"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,18 +31,25 @@ import (
 // An edge that stops says so, and its connections stop counting at once;
 // one killed stops counting after three intervals.
 //
-// Only edges may publish a census (bus.RolePermissions). A forged one is
-// bounded like an honest one (entries, counts up to the cap, peers up to
-// resilience.MaxClusterPeers): it can make the caps refuse for three
-// intervals, never let more through.
+// Only edges may publish a census (bus.RolePermissions), and edges enforce
+// the caps: a compromised edge is bound by none, it admits what it likes.
+// What a forged census adds is bounded like an honest one (entries, counts
+// up to the cap, peers up to resilience.MaxClusterPeers, all of them
+// together up to maxCensusTotal): it can make the other edges refuse for
+// three intervals, or hide connections from them by posing as another
+// edge — never more than the edge credentials already allow.
 
 // CensusInterval is how often an edge with a cluster-wide cap publishes
 // its census.
 const CensusInterval = time.Second
 
 // maxCensusEntries bounds the apps and the addresses of one census, sent
-// or received (the largest counts are sent first).
-const maxCensusEntries = 20000
+// or received (the largest counts are sent first); maxCensusTotal the
+// entries kept of all peers together (a census past it is dropped).
+const (
+	maxCensusEntries = 20000
+	maxCensusTotal   = 200000
+)
 
 type censusMsg struct {
 	Edge string         `json:"edge"`
@@ -54,38 +64,42 @@ type peerCensus struct {
 	ips  map[netip.Prefix]int
 }
 
-// census is an edge's view of its peers' connections, under admitMu.
+func (p *peerCensus) size() int { return len(p.apps) + len(p.ips) }
+
+// census is an edge's view of its peers' connections, under admitMu. A
+// peer's census replaces its last one whole (a pointer swap: parsed
+// before the lock); a connect adds up the peers' counts of its app and
+// address, one map lookup a peer.
 type census struct {
 	interval time.Duration
 	peers    map[string]*peerCensus // by edge id
-	apps     map[string]int         // the sums over peers
-	ips      map[netip.Prefix]int
+	total    int                    // the entries of all peers
 }
 
 func newCensus(interval time.Duration) *census {
 	if interval <= 0 {
 		interval = CensusInterval
 	}
-	return &census{interval: interval, peers: map[string]*peerCensus{}, apps: map[string]int{}, ips: map[netip.Prefix]int{}}
+	return &census{interval: interval, peers: map[string]*peerCensus{}}
 }
 
-// forget takes a peer's counts out of the sums. admitMu held.
+// counts are the peers' connections of app and from host. admitMu held.
+func (c *census) counts(app string, host netip.Prefix) (apps, ips int) {
+	for _, p := range c.peers {
+		apps += p.apps[app]
+		if host.IsValid() {
+			ips += p.ips[host]
+		}
+	}
+	return apps, ips
+}
+
+// forget drops a peer's census. admitMu held.
 func (c *census) forget(id string) {
-	p := c.peers[id]
-	if p == nil {
-		return
+	if p := c.peers[id]; p != nil {
+		c.total -= p.size()
+		delete(c.peers, id)
 	}
-	for k, n := range p.apps {
-		if c.apps[k] -= n; c.apps[k] <= 0 {
-			delete(c.apps, k)
-		}
-	}
-	for k, n := range p.ips {
-		if c.ips[k] -= n; c.ips[k] <= 0 {
-			delete(c.ips, k)
-		}
-	}
-	delete(c.peers, id)
 }
 
 // expire forgets the peers not heard from within three intervals.
@@ -98,117 +112,140 @@ func (c *census) expire(now time.Time) {
 	}
 }
 
-// receive applies a peer's census.
+// receiveCensus applies a peer's census.
 func (s *Server) receiveCensus(m *nats.Msg) {
 	var msg censusMsg
 	if json.Unmarshal(m.Data, &msg) != nil || msg.Edge == "" || msg.Edge == s.o.NodeID {
 		return
 	}
 	a := s.admit
-	p := &peerCensus{at: time.Now(), apps: make(map[string]int, min(len(msg.Apps), maxCensusEntries)), ips: make(map[netip.Prefix]int, min(len(msg.IPs), maxCensusEntries))}
-	for k, n := range msg.Apps {
-		if len(p.apps) == maxCensusEntries {
-			break
-		}
-		if n > 0 && bus.ValidName(k) == nil {
-			p.apps[k] = min(n, a.clusterApp)
+	p := &peerCensus{at: time.Now()}
+	if a.clusterApp > 0 {
+		p.apps = make(map[string]int, min(len(msg.Apps), maxCensusEntries))
+		for k, n := range msg.Apps {
+			if len(p.apps) == maxCensusEntries {
+				break
+			}
+			if n > 0 && bus.ValidName(k) == nil {
+				p.apps[k] = min(n, a.clusterApp)
+			}
 		}
 	}
-	for k, n := range msg.IPs {
-		if len(p.ips) == maxCensusEntries {
-			break
-		}
-		if pf, err := netip.ParsePrefix(k); err == nil && n > 0 && pf == pf.Masked() && pf.Bits() == hostBits(pf.Addr()) {
-			p.ips[pf] = min(n, a.clusterIP)
+	if a.clusterIP > 0 {
+		p.ips = make(map[netip.Prefix]int, min(len(msg.IPs), maxCensusEntries))
+		for k, n := range msg.IPs {
+			if len(p.ips) == maxCensusEntries {
+				break
+			}
+			if pf, err := netip.ParsePrefix(k); err == nil && n > 0 && pf == pf.Masked() && pf.Bits() == hostBits(pf.Addr()) {
+				p.ips[pf] = min(n, a.clusterIP)
+			}
 		}
 	}
 	s.admitMu.Lock()
 	defer s.admitMu.Unlock()
 	c := a.census
-	if _, known := c.peers[msg.Edge]; !known && !msg.Gone && len(c.peers) >= resilience.MaxClusterPeers {
+	if msg.Gone {
+		c.forget(msg.Edge)
+		return
+	}
+	old := c.peers[msg.Edge]
+	if old == nil && len(c.peers) >= resilience.MaxClusterPeers {
 		if c.expire(p.at); len(c.peers) >= resilience.MaxClusterPeers {
 			return
 		}
 	}
-	c.forget(msg.Edge)
-	if msg.Gone {
-		return
+	grow := p.size()
+	if old != nil {
+		grow -= old.size()
+	}
+	if c.total+grow > maxCensusTotal {
+		return // the peers' censuses are as large as this edge keeps
 	}
 	c.peers[msg.Edge] = p
-	for k, n := range p.apps {
-		c.apps[k] += n
-	}
-	for k, n := range p.ips {
-		c.ips[k] += n
-	}
+	c.total += grow
 }
 
-// ownCensus is this edge's census now. admitMu held.
-func (s *Server) ownCensus() censusMsg {
+// ownCensus is this edge's census now: the counts are copied under
+// admitMu, chosen and encoded outside it.
+func (s *Server) ownCensus() []byte {
 	a := s.admit
-	msg := censusMsg{Edge: s.o.NodeID}
-	if a.clusterApp > 0 && len(a.byApp) > 0 {
-		msg.Apps = topCounts(a.byApp, 1, func(k string) string { return k })
+	s.admitMu.Lock()
+	var apps map[string]int
+	var ips map[netip.Prefix]int
+	if a.clusterApp > 0 {
+		apps = maps.Clone(a.byApp)
 	}
-	if a.clusterIP > 0 && len(a.byIP) > 0 {
-		least := max(1, a.clusterIP/(4*(len(a.census.peers)+1)))
-		msg.IPs = topCounts(a.byIP, least, netip.Prefix.String)
+	if a.clusterIP > 0 {
+		ips = maps.Clone(a.byIP)
 	}
-	return msg
+	peers := len(a.census.peers)
+	s.admitMu.Unlock()
+	least := max(1, a.clusterIP/(4*(peers+1)))
+	limit := maxCensusEntries
+	for {
+		msg := censusMsg{Edge: s.o.NodeID, Apps: topCounts(apps, 1, limit, func(k string) string { return k }),
+			IPs: topCounts(ips, least, limit, netip.Prefix.String)}
+		b, _ := json.Marshal(msg)
+		if int64(len(b)) <= s.nc.MaxPayload() || limit <= 1 {
+			return b
+		}
+		// Past what the server takes: the largest counts, fewer of them.
+		if !s.censusTrimmed.Swap(true) {
+			s.log.Warn("push: the connection census is larger than the NATS server's max_payload: sending the largest counts only", "bytes", len(b), "max_payload", s.nc.MaxPayload())
+		}
+		limit /= 2
+	}
 }
 
-// topCounts are the counts of at least least, at most maxCensusEntries of
-// them (the largest), keyed by name.
-func topCounts[K comparable](counts map[K]int, least int, name func(K) string) map[string]int {
-	out := make(map[string]int, min(len(counts), maxCensusEntries))
-	floor := least // once full: no count at or under it takes a place
+// topCounts are the counts of at least least, at most limit of them (the
+// largest), keyed by name; nil for none.
+func topCounts[K comparable](counts map[K]int, least, limit int, name func(K) string) map[string]int {
+	type kv struct {
+		k K
+		n int
+	}
+	var all []kv
 	for k, n := range counts {
-		if n < least || (len(out) == maxCensusEntries && n <= floor) {
-			continue
+		if n >= least {
+			all = append(all, kv{k, n})
 		}
-		if len(out) == maxCensusEntries {
-			// Full: the smallest goes, if it is smaller. Rare (20,000
-			// apps or busy addresses on one edge): a scan is fine.
-			low, lowN := "", n
-			for kk, nn := range out {
-				if nn < lowN {
-					low, lowN = kk, nn
-				}
-			}
-			if low == "" {
-				floor = n
-				continue
-			}
-			delete(out, low)
-			floor = lowN
-		}
-		out[name(k)] = n
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	if len(all) > limit {
+		slices.SortFunc(all, func(a, b kv) int { return cmp.Compare(b.n, a.n) })
+		all = all[:limit]
+	}
+	out := make(map[string]int, len(all))
+	for _, e := range all {
+		out[name(e.k)] = e.n
 	}
 	return out
 }
 
 // runCensus publishes this edge's census every interval, and that it is
-// gone when the server closes.
-func (s *Server) runCensus(sub *nats.Subscription) {
+// gone when the server closes; done is closed then.
+func (s *Server) runCensus(sub *nats.Subscription, done chan<- struct{}) {
+	defer close(done)
 	t := time.NewTicker(s.admit.census.interval)
 	defer t.Stop()
-	publish := func(msg censusMsg) {
-		if b, err := json.Marshal(msg); err == nil {
-			_ = s.nc.Publish(bus.PushCensusSubject, b) // a lost census only ages the peers' view
-		}
-	}
 	for {
 		select {
 		case <-s.stop:
 			_ = sub.Unsubscribe()
-			publish(censusMsg{Edge: s.o.NodeID, Gone: true})
+			b, _ := json.Marshal(censusMsg{Edge: s.o.NodeID, Gone: true})
+			_ = s.nc.Publish(bus.PushCensusSubject, b)
+			_ = s.nc.Flush()
 			return
 		case now := <-t.C:
 			s.admitMu.Lock()
 			s.admit.census.expire(now)
-			msg := s.ownCensus()
 			s.admitMu.Unlock()
-			publish(msg)
+			if err := s.nc.Publish(bus.PushCensusSubject, s.ownCensus()); err != nil {
+				s.log.Warn("push: publishing the connection census (the other edges stop counting this one's after three seconds)", "err", err)
+			}
 		}
 	}
 }

@@ -202,7 +202,7 @@ func TestOperatorQuery(t *testing.T) {
 	if a := ask(`{"op":"stats"}`); a.Stats == nil || a.Stats.Connections != 1 {
 		t.Errorf("stats: %+v", a)
 	}
-	for _, q := range []string{`{`, `{"op":"kick"}`, `{"op":"kick","app":"a b"}`, `{"op":"drop"}`} {
+	for _, q := range []string{`{`, `{"op":"kick"}`, `{"op":"kick","app":"a b"}`, `{"op":"drop"}`, `{"op":"kick","app":"shop","topc":"orders"}`} {
 		if a := ask(q); a.Error == "" || a.Kicked != 0 {
 			t.Errorf("%s: %+v", q, a)
 		}

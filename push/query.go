@@ -1,7 +1,11 @@
 package push
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -10,8 +14,10 @@ import (
 
 // Operators' questions to every edge at once (jetway push stats|
 // connections|kick --cluster): a request on bus.PushQuerySubject, which
-// every edge answers. Only the admin may ask (bus.RolePermissions): a kick
-// ends connections, and the lists name devices and users.
+// every edge answers. Only the admin NATS user may ask
+// (bus.RolePermissions): a kick ends connections, and the lists name
+// devices and users. The admin API asks with it for its operators
+// (admin/push.go).
 
 // Query is a question to every edge's push side.
 type Query struct {
@@ -41,6 +47,30 @@ type Answer struct {
 	Error  string `json:"error,omitempty"`
 }
 
+// maxAnswers bounds the answers one Ask gathers (a flood of forged answers
+// to the inbox is cut there).
+const maxAnswers = 1024
+
+// Ask puts q to every edge over nc (the admin's: only the admin may ask)
+// and returns their answers, one per edge id (the first, when a forged
+// answer claims an id again), sorted by edge id; missing are the edges
+// heard beating that did not answer before ctx ended.
+func Ask(ctx context.Context, nc *nats.Conn, q Query) (answers []Answer, missing []string, err error) {
+	b, _ := json.Marshal(q)
+	seen := map[string]bool{}
+	missing, err = bus.AskEveryNode(ctx, nc, bus.PushQuerySubject, b, []string{"edge", "serve"}, func(b []byte) string {
+		var a Answer
+		if json.Unmarshal(b, &a) != nil || a.Edge == "" || seen[a.Edge] || len(answers) >= maxAnswers {
+			return ""
+		}
+		seen[a.Edge] = true
+		answers = append(answers, a)
+		return a.Edge
+	})
+	slices.SortFunc(answers, func(a, b Answer) int { return strings.Compare(a.Edge, b.Edge) })
+	return answers, missing, err
+}
+
 // answerQuery answers one operator's question.
 func (s *Server) answerQuery(m *nats.Msg) {
 	if m.Reply == "" {
@@ -48,7 +78,9 @@ func (s *Server) answerQuery(m *nats.Msg) {
 	}
 	var q Query
 	ans := Answer{Edge: s.o.NodeID}
-	switch err := json.Unmarshal(m.Data, &q); {
+	dec := json.NewDecoder(bytes.NewReader(m.Data))
+	dec.DisallowUnknownFields() // a misspelt field must not widen a kick
+	switch err := dec.Decode(&q); {
 	case err != nil:
 		ans.Error = "the query does not parse: " + err.Error()
 	case q.App != "" && bus.ValidName(q.App) != nil, q.Topic != "" && bus.ValidName(q.Topic) != nil:

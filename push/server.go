@@ -87,7 +87,11 @@ type Server struct {
 
 	admitMu sync.Mutex
 	admit   *admission
-	latency histogram // publish → write of live deliveries
+	// censusDone is closed when the census has said this edge is gone
+	// (nil: no census); censusTrimmed once one was cut to max_payload.
+	censusDone    chan struct{}
+	censusTrimmed atomic.Bool
+	latency       histogram // publish → write of live deliveries
 
 	mu     sync.Mutex
 	hubs   map[string]*hub
@@ -149,7 +153,8 @@ func New(o Options) (*Server, error) {
 			_ = query.Unsubscribe()
 			return nil, fmt.Errorf("push: following the connection census: %w", err)
 		}
-		go s.runCensus(census)
+		s.censusDone = make(chan struct{})
+		go s.runCensus(census, s.censusDone)
 	}
 	go func() { <-s.stop; _ = query.Unsubscribe() }()
 	go s.janitor()
@@ -185,6 +190,12 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 		select {
 		case <-done:
+			if s.censusDone != nil { // the peers stop counting this edge's connections at once
+				select {
+				case <-s.censusDone:
+				case <-ctx.Done():
+				}
+			}
 			// The acks the connections sent last are written.
 			s.stopAcks.Do(func() { close(s.acksStop) })
 			select {

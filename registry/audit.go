@@ -87,10 +87,10 @@ func (c *Client) WithAuditErrors(f func(error)) *Client {
 }
 
 // AuditKinds are the kinds of change the trail records.
-var AuditKinds = []string{"api", "app", "degrade", "fault", "alert", "jsonschema", "schema", "cert", "token", "cache"}
+var AuditKinds = []string{"api", "app", "degrade", "fault", "alert", "jsonschema", "schema", "cert", "token", "cache", "topic", "push"}
 
 // Record adds a change made outside the registry's buckets (a cache
-// purge) to the audit trail.
+// purge, a kick of push connections) to the audit trail.
 func (c *Client) Record(ctx context.Context, kind, action, key string) error {
 	return c.noted(ctx, kind, action, key, 0, nil)
 }

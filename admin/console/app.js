@@ -498,7 +498,12 @@ async function pushScreen(g) {
       for (const c of a.connections || []) {
         rows.push(el('tr', {}, el('td', {}, a.edge), el('td', {}, c.topic), el('td', {}, c.app), el('td', {}, c.device || '–'), el('td', {}, c.user || '–'), el('td', {}, c.transport),
           el('td', {}, c.since), el('td', { class: 'num' }, c.seq), el('td', { class: 'num' }, c.lag),
-          el('td', {}, el('button', { type: 'button', class: 'danger kick', 'data-app': c.app, onclick: () => kick(c.app) }, 'kick ' + c.app))));
+          el('td', {}, el('button', { type: 'button', class: 'danger kick', 'data-app': c.app, onclick: ev => {
+            // Two clicks: the first asks, the second ends every connection of the app on every edge.
+            const b = ev.currentTarget;
+            if (!b.dataset.armed) { b.dataset.armed = '1'; b.textContent = 'end all of ' + c.app + '?'; return; }
+            kick(c.app);
+          } }, 'kick ' + c.app))));
       }
       if (a.total > (a.connections || []).length) rows.push(el('tr', {}, el('td', { colspan: 10, class: 'muted' }, a.edge + ': ' + (a.connections || []).length + ' of its ' + a.total + ' listed')));
     }

@@ -426,35 +426,31 @@ func pushCluster(rf registryFlags, q push.Query, stdout, stderr io.Writer) error
 		return err
 	}
 	defer nc.Close()
-	b, _ := json.Marshal(q)
-	var answers []push.Answer
-	if err := bus.AskEveryNode(ctx, nc, bus.PushQuerySubject, b, func(b []byte) {
-		var a push.Answer
-		if json.Unmarshal(b, &a) == nil && a.Edge != "" {
-			answers = append(answers, a)
-		}
-	}); err != nil {
+	answers, missing, err := push.Ask(ctx, nc, q)
+	if err != nil {
 		return fmt.Errorf("push %s --cluster: %w", q.Op, err)
 	}
 	if len(answers) == 0 {
 		if err := nc.LastError(); err != nil {
 			return fmt.Errorf("push %s --cluster: %w (only the admin may ask the edges)", q.Op, err)
 		}
-		return fmt.Errorf("push %s --cluster: no edge answered within %s", q.Op, time.Second)
-	}
-	slices.SortFunc(answers, func(a, b push.Answer) int { return strings.Compare(a.Edge, b.Edge) })
-	for _, a := range answers {
-		if a.Error != "" {
-			return fmt.Errorf("push %s --cluster: edge %s: %s", q.Op, a.Edge, a.Error)
+		if len(missing) == 0 {
+			return fmt.Errorf("push %s --cluster: no edge answered", q.Op)
 		}
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	var failed []string
+	for _, a := range answers {
+		if a.Error != "" {
+			failed = append(failed, a.Edge+": "+a.Error)
+		}
+	}
 	switch q.Op {
 	case "stats":
-		fmt.Fprintln(tw, "EDGE	CONNECTIONS	TOPICS	DELIVERED	REPLAYED	CATCH-UPS	WRITE-TIMEOUTS	REFUSED	ACKS")
+		fmt.Fprintln(tw, "EDGE\tCONNECTIONS\tTOPICS\tDELIVERED\tREPLAYED\tCATCH-UPS\tWRITE-TIMEOUTS\tREFUSED\tACKS")
 		var t push.Stats
 		row := func(name string, s push.Stats) {
-			fmt.Fprintf(tw, "%s	%d	%d	%d	%d	%d	%d	%d	%d\n", name, s.Connections, s.Topics, s.Delivered, s.Replayed, s.CatchUps, s.WriteTimeouts, s.Refused, s.Acks)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, s.Connections, s.Topics, s.Delivered, s.Replayed, s.CatchUps, s.WriteTimeouts, s.Refused, s.Acks)
 		}
 		for _, a := range answers {
 			if s := a.Stats; s != nil {
@@ -465,10 +461,10 @@ func pushCluster(rf registryFlags, q push.Query, stdout, stderr io.Writer) error
 		}
 		row(fmt.Sprintf("total (%d edges)", len(answers)), t)
 	case "connections":
-		fmt.Fprintln(tw, "EDGE	TOPIC	APP	DEVICE	USER	TRANSPORT	SINCE	SEQ	LAG")
+		fmt.Fprintln(tw, "EDGE\tTOPIC\tAPP\tDEVICE\tUSER\tTRANSPORT\tSINCE\tSEQ\tLAG")
 		for _, a := range answers {
 			for _, c := range a.Connections {
-				fmt.Fprintf(tw, "%s	%s	%s	%s	%s	%s	%s	%d	%d\n", a.Edge, c.Topic, c.App, orDashS(c.Device), orDashS(c.User), c.Transport, c.Since.UTC().Format(time.RFC3339), c.Seq, c.Lag)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", a.Edge, c.Topic, c.App, orDashS(c.Device), orDashS(c.User), c.Transport, c.Since.UTC().Format(time.RFC3339), c.Seq, c.Lag)
 			}
 			if a.Total > len(a.Connections) {
 				fmt.Fprintf(stderr, "edge %s: %d of its %d connections listed\n", a.Edge, len(a.Connections), a.Total)
@@ -481,7 +477,18 @@ func pushCluster(rf registryFlags, q push.Query, stdout, stderr io.Writer) error
 		}
 		fmt.Fprintf(tw, "ended %d connection(s) of app %s on %d edge(s)\n", n, q.App, len(answers))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// What some edges said is printed; the command fails when any edge
+	// refused the question or did not answer.
+	switch {
+	case len(failed) > 0:
+		return fmt.Errorf("push %s --cluster: %s", q.Op, strings.Join(failed, "; "))
+	case len(missing) > 0:
+		return fmt.Errorf("push %s --cluster: edge(s) %s beat but did not answer within --timeout %s", q.Op, strings.Join(missing, ", "), *rf.timeout)
+	}
+	return nil
 }
 
 // pushStats prints an edge's push counters from its admin listener.

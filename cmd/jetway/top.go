@@ -290,11 +290,12 @@ func metricHistory(ctx context.Context, nc *nats.Conn, api string, d time.Durati
 	}
 	q, _ := json.Marshal(otel.MetricsQuery{API: api, Seconds: int(d.Seconds())})
 	var out []otel.Record
-	if err := bus.AskEveryNode(ctx, nc, otel.MetricsQuerySubject, q, func(b []byte) {
+	if _, err := bus.AskEveryNode(ctx, nc, otel.MetricsQuerySubject, q, nil, func(b []byte) string {
 		var rs []otel.Record
 		if json.Unmarshal(b, &rs) == nil {
 			out = append(out, rs...)
 		}
+		return ""
 	}); err != nil {
 		return nil, fmt.Errorf("asking for %s's records: %w", api, err)
 	}

@@ -22,15 +22,19 @@ func ackFrame(cursor string) []byte {
 // Pulled is the answer to a pull: the messages after the cursor it was
 // asked from, the gaps, and the cursor the next pull goes on after.
 type Pulled struct {
-	Topic    string `json:"topic"`
-	Messages []struct {
-		Cursor  string `json:"cursor"`
-		Data    string `json:"data"`
-		Receipt string `json:"receipt"` // a group's message
-		Attempt uint64 `json:"attempt"`
-	} `json:"messages"`
-	Gaps   []Gap  `json:"gaps"`
-	Cursor string `json:"cursor"`
+	Topic    string          `json:"topic"`
+	Messages []PulledMessage `json:"messages"`
+	Gaps     []Gap           `json:"gaps"`
+	Cursor   string          `json:"cursor"`
+}
+
+// PulledMessage is one message of a pull: its cursor and data, and for a
+// group's message its receipt (what acks it) and delivery attempt.
+type PulledMessage struct {
+	Cursor  string `json:"cursor"`
+	Data    string `json:"data"`
+	Receipt string `json:"receipt"`
+	Attempt uint64 `json:"attempt"`
 }
 
 // Pull asks an edge (o.Edge, http:// or https://) for up to max messages
