@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -178,8 +179,17 @@ func (c *clientTracer) StartRPC(ctx context.Context, system, service, method, ta
 	p.attrs = append(p.attrs,
 		attribute.String("rpc.system", system),
 		attribute.String("rpc.service", service),
-		attribute.String("server.address", target),
 	)
+	// OpenTelemetry's RPC conventions: the host in server.address, the
+	// port apart (a NATS subject is no host:port: it stays whole).
+	addr := attribute.String("server.address", target)
+	if host, port, err := net.SplitHostPort(target); err == nil {
+		if n, err := strconv.Atoi(port); err == nil {
+			addr = attribute.String("server.address", host)
+			p.attrs = append(p.attrs, attribute.Int("server.port", n))
+		}
+	}
+	p.attrs = append(p.attrs, addr)
 	if method != "" {
 		p.attrs = append(p.attrs, attribute.String("rpc.method", method))
 	}

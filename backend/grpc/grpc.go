@@ -13,10 +13,12 @@
 // headers travel as metadata; the response's metadata and trailers come
 // back as Grpc-Metadata-* and Grpc-Trailer-* headers (base64 for -bin).
 //
-// A server-streaming method is answered once the stream ends, its messages
-// as a JSON array, newline-delimited JSON (Accept: application/x-ndjson) or
-// server-sent events (Accept: text/event-stream), all within the max
-// payload and the deadline.
+// A server-streaming method's messages are relayed to the edge as they
+// come, flow-controlled (workers/stream.go), as newline-delimited JSON
+// (Accept: application/x-ndjson) or server-sent events (Accept:
+// text/event-stream); as a JSON array (any other Accept) the answer is
+// made once the stream ends, within the max payload. All within the
+// deadline.
 package grpcbackend
 
 import (
@@ -446,7 +448,8 @@ func statusResponse(st *status.Status, m *method) *backend.Response {
 }
 
 // outgoing is the call's metadata: the entry's metadata headers, the
-// request id. A -bin header's value is base64, as in gRPC's HTTP mapping.
+// request id and the trace context. A -bin header's value is base64, as
+// in gRPC's HTTP mapping.
 func (in *instance) outgoing(req *backend.Request) (metadata.MD, error) {
 	md := make(metadata.MD, len(in.metadata)+3)
 	for _, h := range in.metadata {
@@ -477,8 +480,19 @@ func (in *instance) outgoing(req *backend.Request) (metadata.MD, error) {
 	if req.RequestID != "" {
 		md["x-request-id"] = []string{req.RequestID}
 	}
+	// The caller's trace context always travels, whether or not this
+	// worker traces (a tracing one puts its client span's in its place).
+	for _, h := range [...]string{"Traceparent", "Tracestate"} {
+		if v := req.Header.Get(h); v != "" && len(v) <= maxTraceHeader && printableASCII(v) {
+			md[strings.ToLower(h)] = []string{v}
+		}
+	}
 	return md, nil
 }
+
+// maxTraceHeader bounds a trace header passed on (W3C: traceparent is 55
+// characters, tracestate at most 32 members of 256).
+const maxTraceHeader = 8192
 
 func printableASCII(v string) bool {
 	for i := 0; i < len(v); i++ {

@@ -72,8 +72,9 @@ func TestUnaryCall(t *testing.T) {
 	publishGRPC(g, "unary", "/unary", addr, "grpc.testing.TestService/UnaryCall",
 		`,"metadata":["X-Grpc-Test-Echo-Initial","X-Grpc-Test-Echo-Trailing-Bin"]`)
 
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	r := g.Do("POST", "/unary", strings.NewReader(`{"payload":{"body":"aGVsbG8="}}`),
-		"X-Grpc-Test-Echo-Initial", "hi", "X-Grpc-Test-Echo-Trailing-Bin", base64.StdEncoding.EncodeToString([]byte{0, 1, 2}))
+		"X-Grpc-Test-Echo-Initial", "hi", "X-Grpc-Test-Echo-Trailing-Bin", base64.StdEncoding.EncodeToString([]byte{0, 1, 2}), "Traceparent", tp)
 	if r.Status != 200 || r.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("call: %d %v %s", r.Status, r.Header, r.Body)
 	}
@@ -90,9 +91,13 @@ func TestUnaryCall(t *testing.T) {
 	if got := r.Header.Get("Grpc-Trailer-X-Grpc-Test-Echo-Trailing-Bin"); got != "AAEC" {
 		t.Errorf("binary trailer: %q (%v)", got, r.Header)
 	}
-	// The request id always travels.
+	// The request id always travels, and so does the caller's trace
+	// context with tracing off (no metadata entry lists it).
 	if got := r.Header.Get("Grpc-Metadata-X-Request-Id"); got == "" || got != r.Header.Get("X-Request-Id") {
 		t.Errorf("request id: metadata %q, response %q", got, r.Header.Get("X-Request-Id"))
+	}
+	if got := r.Header.Get("Grpc-Metadata-X-Seen-Traceparent"); !strings.Contains(got, "4bf92f3577b34da6a3ce929d0e0e4736") {
+		t.Errorf("traceparent: the backend saw %q", got)
 	}
 }
 
@@ -575,7 +580,8 @@ func TestClientSpan(t *testing.T) {
 	for _, kv := range client.Attributes() {
 		attrs[string(kv.Key)] = kv.Value.String()
 	}
-	for k, want := range map[string]string{"rpc.system": "grpc", "rpc.service": "grpc.testing.TestService", "rpc.method": "UnaryCall", "server.address": addr} {
+	host, port, _ := net.SplitHostPort(addr)
+	for k, want := range map[string]string{"rpc.system": "grpc", "rpc.service": "grpc.testing.TestService", "rpc.method": "UnaryCall", "server.address": host, "server.port": port} {
 		if attrs[k] != want {
 			t.Errorf("%s = %q, want %q (%v)", k, attrs[k], want, attrs)
 		}
