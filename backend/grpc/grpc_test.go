@@ -25,6 +25,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/stats"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
@@ -779,4 +780,63 @@ func TestMidStreamFailureCountsForTheBreaker(t *testing.T) {
 	if st, _ := g.Worker.BreakerState("bc"); st != "closed" {
 		t.Fatalf("a caller's error mid-stream opened the breaker: %s", st)
 	}
+}
+
+// connCounter counts a gRPC server's client connections.
+type connCounter struct {
+	open, made atomic.Int64
+}
+
+func (c *connCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (c *connCounter) HandleRPC(context.Context, stats.RPCStats)                         {}
+func (c *connCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (c *connCounter) HandleConn(_ context.Context, s stats.ConnStats) {
+	switch s.(type) {
+	case *stats.ConnBegin:
+		c.open.Add(1)
+		c.made.Add(1)
+	case *stats.ConnEnd:
+		c.open.Add(-1)
+	}
+}
+
+// The APIs of one target share one connection, kept across registry
+// changes (a republished entry does not reconnect), and closed once no
+// API uses it.
+func TestConnectionsSharedAndClosed(t *testing.T) {
+	g := jetwaytest.Start(t)
+	cc := &connCounter{}
+	addr := serveTest(t, &grpcdemo.Server{Hostname: "demo-host"}, false, grpc.StatsHandler(cc))
+	publishGRPC(g, "one", "/one", addr, "grpc.testing.TestService/UnaryCall", "")
+	publishGRPC(g, "two", "/two", addr, "grpc.testing.TestService/EmptyCall", "")
+	for _, p := range []string{"/one", "/two"} {
+		if r := g.Do("POST", p, nil); r.Status != 200 {
+			t.Fatalf("%s: %d %s", p, r.Status, r.Body)
+		}
+	}
+	if n := cc.made.Load(); n != 1 {
+		t.Errorf("two APIs of one target made %d connections", n)
+	}
+	// A change of one entry rebuilds its backend, not the connection.
+	g.Publish(fmt.Sprintf(`{"name":"one","pool":"p","route":{"method":"POST","path":"/one"},"timeout":"3s","description":"changed",
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall"}}`, addr))
+	if r := g.Do("POST", "/one", nil); r.Status != 200 {
+		t.Fatalf("after the change: %d %s", r.Status, r.Body)
+	}
+	if n := cc.made.Load(); n != 1 {
+		t.Errorf("a republished API reconnected: %d connections made", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, name := range []string{"one", "two"} {
+		if err := g.Client.Delete(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := cc.open.Load(); n != 0 {
+			return fmt.Errorf("%d connections open after the last API of the target went", n)
+		}
+		return nil
+	})
 }
