@@ -21,11 +21,13 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
@@ -839,4 +841,41 @@ func TestConnectionsSharedAndClosed(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// flaky answers UNAVAILABLE to its first fail calls, then as the demo.
+type flaky struct {
+	grpcdemo.Server
+	calls, fail atomic.Int64
+}
+
+func (f *flaky) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	if f.calls.Add(1) <= f.fail.Load() {
+		return nil, status.Error(codes.Unavailable, "warming up")
+	}
+	return f.Server.UnaryCall(ctx, req)
+}
+
+// UNAVAILABLE is a failure the API's retry policy retries — for a call
+// that may be sent twice (a gRPC call is a POST: with an
+// Idempotency-Key) — and otherwise the caller's 503 at once.
+func TestUnavailableRetriedWhereSafe(t *testing.T) {
+	g := jetwaytest.Start(t)
+	f := &flaky{Server: grpcdemo.Server{Hostname: "demo-host"}}
+	addr := serveTest(t, f, false)
+	g.Publish(fmt.Sprintf(`{"name":"flaky","pool":"p","route":{"method":"POST","path":"/flaky"},"timeout":"2s",
+		"retry":{"attempts":3,"on":["5xx"],"backoff":"1ms","max_backoff":"2ms"},
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall"}}`, addr))
+	call := func(fail int64, hdr ...string) (jetwaytest.Result, int64) {
+		t.Helper()
+		f.calls.Store(0)
+		f.fail.Store(fail)
+		return g.Do("POST", "/flaky", nil, hdr...), f.calls.Load()
+	}
+	if r, n := call(2, "Idempotency-Key", "k1"); r.Status != 200 || n != 3 {
+		t.Errorf("with an Idempotency-Key, two UNAVAILABLE then success: %d %s after %d calls", r.Status, r.Body, n)
+	}
+	if r, n := call(1); r.Status != 503 || n != 1 {
+		t.Errorf("without one, not retried: %d %s after %d calls", r.Status, r.Body, n)
+	}
 }
