@@ -879,3 +879,20 @@ func TestUnavailableRetriedWhereSafe(t *testing.T) {
 		t.Errorf("without one, not retried: %d %s after %d calls", r.Status, r.Body, n)
 	}
 }
+
+// A gRPC backend's failures take the API's fallback like an HTTP one's:
+// UNAVAILABLE from the server, and a target nobody listens on.
+func TestFallbackOnGRPCFailures(t *testing.T) {
+	g := jetwaytest.Start(t)
+	f := &flaky{Server: grpcdemo.Server{Hostname: "demo-host"}}
+	f.fail.Store(1 << 30)
+	addr := serveTest(t, f, false)
+	for _, c := range []struct{ name, target string }{{"down.busy", addr}, {"down.gone", "127.0.0.1:1"}} {
+		g.Publish(fmt.Sprintf(`{"name":%q,"pool":"p","route":{"method":"POST","path":"/%s"},"timeout":"2s",
+			"fallback":{"static":{"status":200,"body":"later"}},
+			"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/UnaryCall"}}`, c.name, c.name, c.target))
+		if r := g.Do("POST", "/"+c.name, nil); r.Status != 200 || r.Body != "later" || r.Header.Get("X-Jetway-Fallback") != "static" {
+			t.Errorf("%s: %d %q %v", c.name, r.Status, r.Body, r.Header)
+		}
+	}
+}
