@@ -61,8 +61,8 @@ func newAdmission(o Options) (*admission, error) {
 // Admit counts a new connection of app from ip, or says why not; release
 // uncounts it (call it once the connection ends, or if it never opens).
 // The per-edge caps count this edge's connections; the cluster-wide ones
-// add what the other edges said in their last census (census.go). An IPv6 client counts by its /64
-// (one host's addresses), and an address is the client's as the edge sees
+// add what the other edges said in their last census (census.go). An
+// IPv6 client counts by its /64 (one host's addresses), and an address is the client's as the edge sees
 // it (behind a proxy: --trusted-proxies). One app may take at most half
 // the edge's connect rate a second, so that one tenant reconnecting in a
 // loop cannot lock out the others.

@@ -1,6 +1,7 @@
 package push
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -34,5 +35,23 @@ func TestCensusCounts(t *testing.T) {
 	}
 	if apps, ips := c.counts("nobody", netip.Prefix{}); apps != 0 || ips != 0 {
 		t.Errorf("nobody: %d %d", apps, ips)
+	}
+}
+
+// An answer larger than the server takes is cut to fit, saying how many
+// connections there are; one that fits is whole.
+func TestAnswerFitsMaxPayload(t *testing.T) {
+	ans := Answer{Edge: "e1", Total: 1000}
+	for i := range 1000 {
+		ans.Connections = append(ans.Connections, Conn{Topic: "orders", App: "shop", Device: fmt.Sprint("device-", i), Transport: "ws"})
+	}
+	whole := encodeAnswer(ans, 1<<20)
+	b := encodeAnswer(ans, 16<<10)
+	var got Answer
+	if err := json.Unmarshal(b, &got); err != nil || len(b) > 16<<10 || len(got.Connections) == 0 || len(got.Connections) >= 1000 || got.Total != 1000 {
+		t.Fatalf("%d bytes, %d connections listed of %d (%v)", len(b), len(got.Connections), got.Total, err)
+	}
+	if err := json.Unmarshal(whole, &got); err != nil || len(got.Connections) != 1000 {
+		t.Fatalf("whole: %d connections (%v)", len(got.Connections), err)
 	}
 }

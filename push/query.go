@@ -101,6 +101,19 @@ func (s *Server) answerQuery(m *nats.Msg) {
 	default:
 		ans.Error = "unknown op " + q.Op + " (stats, connections, or kick with an app)"
 	}
-	b, _ := json.Marshal(ans)
-	_ = m.Respond(b)
+	_ = m.Respond(encodeAnswer(ans, s.nc.MaxPayload()))
+}
+
+// encodeAnswer is an answer as JSON within max bytes (the NATS server's
+// max_payload: a larger answer would not be sent at all). A list of
+// connections too long for it is cut, oldest kept; Total still says how
+// many there are.
+func encodeAnswer(ans Answer, max int64) []byte {
+	for {
+		b, _ := json.Marshal(ans)
+		if int64(len(b)) <= max || len(ans.Connections) == 0 {
+			return b
+		}
+		ans.Connections = ans.Connections[:len(ans.Connections)/2]
+	}
 }
