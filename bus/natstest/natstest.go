@@ -140,15 +140,26 @@ func RunCluster(t testing.TB, n int, tweak func(*server.Options)) ([]*server.Ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Ready when a stream of n replicas can be placed: every peer is known
-	// online to the meta leader (JetStream answering is not enough).
+	// Ready when a file stream of n replicas can be placed three times
+	// in a row: every peer is known online to the meta leader, and stays
+	// so (JetStream answering is not enough; a peer can still flap to
+	// "offline" just after the first placement while the cluster settles).
+	ok := 0
 	CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "natstest_ready", Subjects: []string{"natstest.ready"}, Replicas: n, Storage: jetstream.MemoryStorage}); err != nil {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "natstest_ready", Subjects: []string{"natstest.ready"}, Replicas: n, Storage: jetstream.FileStorage}); err != nil {
+			ok = 0
 			return err
 		}
-		return js.DeleteStream(ctx, "natstest_ready")
+		if err := js.DeleteStream(ctx, "natstest_ready"); err != nil {
+			ok = 0
+			return err
+		}
+		if ok++; ok < 3 {
+			return fmt.Errorf("placed %d time(s) in a row", ok)
+		}
+		return nil
 	})
 	return servers, all
 }
