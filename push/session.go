@@ -124,13 +124,15 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	return ss, nil
 }
 
-// close leaves the hub.
+// close leaves the hub and gives back the connection's place. The count
+// on Stats drops last: once it says a connection is gone, its place under
+// the caps is free too (a client reconnecting on that word is admitted).
 func (ss *Session) close() {
-	ss.s.stats.conns.Add(-1)
 	ss.s.leave(ss.h, ss.sb)
 	if ss.release != nil {
 		ss.release()
 	}
+	ss.s.stats.conns.Add(-1)
 }
 
 // begin resolves the start: live only (after the stream's last message
