@@ -85,6 +85,9 @@ type Response struct {
 	// Classified says Failed is the API's classify verdict, which alone
 	// decides (a 5xx it does not list succeeds).
 	Classified bool
+	// RPCCode is the status code of the backend's own RPC protocol the
+	// call ended with (gRPC's codes.Code; 0 is OK), for its client span.
+	RPCCode int
 	// Stream, set only when the request had Stream, sends the body in
 	// chunks after Status and Header went out: it calls send for each,
 	// returns when the backend's stream ends (its error, if any, already
@@ -100,6 +103,7 @@ type Response struct {
 type StreamError struct {
 	Status  int
 	Message string
+	RPCCode int // as Response.RPCCode
 }
 
 func (e *StreamError) Error() string {
@@ -189,6 +193,9 @@ type Span interface {
 	// Finish ends the span with the call's outcome: the status the
 	// backend answered (0 if none) or the error.
 	Finish(status int, err error)
+	// RPCCode records the status code of the backend's RPC protocol the
+	// call ended with (gRPC: rpc.grpc.status_code), before Finish.
+	RPCCode(code int)
 }
 
 // Finish ends span (nil: not traced) with a call's outcome.

@@ -196,5 +196,10 @@ func (c *clientTracer) StartRPC(ctx context.Context, system, service, method, ta
 	return ctx, p
 }
 
+// RPCCode records the call's gRPC status code (backend.Span).
+func (p *pendingSpan) RPCCode(code int) {
+	p.attrs = append(p.attrs, attribute.Int("rpc.grpc.status_code", code))
+}
+
 // Finish ends a client span (backend.Span).
 func (p *pendingSpan) Finish(status int, err error) { endSpan(p, status, err) }

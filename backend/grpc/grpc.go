@@ -239,11 +239,33 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 	} else {
 		resp, err = in.unary(ctx, m, msg, opts)
 	}
-	if span != nil && err == nil && resp.Stream != nil {
+	if span == nil {
+		return resp, err
+	}
+	if err == nil && resp.Stream != nil {
 		// A relayed stream's client span ends with the stream.
 		status := resp.Status
-		resp.AfterStream(func(serr error) { span.Finish(status, serr) })
+		resp.AfterStream(func(serr error) {
+			code := int(codes.OK)
+			var se *backend.StreamError
+			switch {
+			case errors.As(serr, &se):
+				code = se.RPCCode
+			case serr != nil:
+				code = int(codes.Canceled) // the caller went away, or the deadline
+				if errors.Is(serr, context.DeadlineExceeded) {
+					code = int(codes.DeadlineExceeded)
+				}
+			}
+			span.RPCCode(code)
+			span.Finish(status, serr)
+		})
 		return resp, nil
+	}
+	if err == nil {
+		span.RPCCode(resp.RPCCode)
+	} else if be, ok := err.(*bus.Error); ok && be.Code == bus.CodeGatewayTimeout {
+		span.RPCCode(int(codes.DeadlineExceeded))
 	}
 	backend.Finish(span, resp, err)
 	return resp, err
@@ -390,7 +412,7 @@ func (in *instance) relay(ctx context.Context, m *method, msg *dynamicpb.Message
 				if err := send(form.fail(nil, i+1, statusJSON(st, m))); err != nil {
 					return err
 				}
-				return &backend.StreamError{Status: httpStatus(st.Code()), Message: st.Message()}
+				return &backend.StreamError{Status: httpStatus(st.Code()), Message: st.Message(), RPCCode: int(st.Code())}
 			}
 		}
 	}
@@ -443,7 +465,8 @@ func statusResponse(st *status.Status, m *method) *backend.Response {
 		Status: code, Header: h, Body: statusJSON(st, m),
 		// The backend saying it is overloaded fails the call for the
 		// breaker and retries, though 429 is below 500.
-		Failed: st.Code() == codes.ResourceExhausted,
+		Failed:  st.Code() == codes.ResourceExhausted,
+		RPCCode: int(st.Code()),
 	}
 }
 

@@ -584,13 +584,29 @@ func TestClientSpan(t *testing.T) {
 		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	host, port, _ := net.SplitHostPort(addr)
-	for k, want := range map[string]string{"rpc.system": "grpc", "rpc.service": "grpc.testing.TestService", "rpc.method": "UnaryCall", "server.address": host, "server.port": port} {
+	for k, want := range map[string]string{"rpc.system": "grpc", "rpc.service": "grpc.testing.TestService", "rpc.method": "UnaryCall", "server.address": host, "server.port": port, "rpc.grpc.status_code": "0"} {
 		if attrs[k] != want {
 			t.Errorf("%s = %q, want %q (%v)", k, attrs[k], want, attrs)
 		}
 	}
 	if tp := r.Header.Get("Grpc-Metadata-X-Seen-Traceparent"); !strings.Contains(tp, client.SpanContext().TraceID().String()) {
 		t.Errorf("the server saw traceparent %q, not the span's trace %s", tp, client.SpanContext().TraceID())
+	}
+	// A failed call's span has the status the server answered.
+	if r := g.Do("POST", "/unary", strings.NewReader(`{"responseStatus":{"code":8,"message":"busy"}}`)); r.Status != 429 {
+		t.Fatalf("RESOURCE_EXHAUSTED: %d %s", r.Status, r.Body)
+	}
+	ended := rec.Ended()
+	var code string
+	for _, s := range ended[len(ended)-2:] {
+		for _, kv := range s.Attributes() {
+			if s.SpanKind() == trace.SpanKindClient && kv.Key == "rpc.grpc.status_code" {
+				code = kv.Value.Emit()
+			}
+		}
+	}
+	if code != "8" {
+		t.Errorf("rpc.grpc.status_code of a RESOURCE_EXHAUSTED call: %q", code)
 	}
 }
 
