@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
+	grpcbackend "github.com/jetway-gw/jetway/backend/grpc"
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/internal/grpcdemo"
@@ -348,6 +349,43 @@ func TestUnknownFieldsDoNotAmplifyReflection(t *testing.T) {
 	if extra := c.n.Load() - first; extra > 1 {
 		t.Fatalf("200 bodies with an unknown field made %d more reflection reads", extra)
 	}
+}
+
+// A backend answering UNIMPLEMENTED may have moved the method: the worker
+// reads the schema again (once refreshMin has passed since the last read,
+// in the background, the schema at hand serving meanwhile) — not only
+// every five minutes.
+func TestUnimplementedRefreshesTheSchema(t *testing.T) {
+	grpcbackend.SetRefreshMin(t, 200*time.Millisecond)
+	g := jetwaytest.Start(t)
+	c := &reflectionCounter{}
+	addr := serveTest(t, &grpcdemo.Server{}, false, grpc.StreamInterceptor(c.intercept))
+	publishGRPC(g, "unary", "/unary", addr, "grpc.testing.TestService/UnaryCall", "")
+	if r := g.Do("POST", "/unary", nil); r.Status != 200 {
+		t.Fatalf("first call: %d %s", r.Status, r.Body)
+	}
+	first := c.n.Load()
+	time.Sleep(300 * time.Millisecond) // past refreshMin: a refresh may be started
+	if r := g.Do("POST", "/unary", nil); r.Status != 200 {
+		t.Fatalf("a call: %d %s", r.Status, r.Body)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := c.n.Load(); n != first {
+		t.Fatalf("a call that went well read the schema again (%d reads, %d before)", n, first)
+	}
+	if r := g.Do("POST", "/unary", strings.NewReader(`{"responseStatus":{"code":12,"message":"moved"}}`)); r.Status != 501 {
+		t.Fatalf("UNIMPLEMENTED: %d %s", r.Status, r.Body)
+	}
+	// The next call serves with the schema at hand and starts the read.
+	natstest.CheckFor(t, 5*time.Second, 50*time.Millisecond, func() error {
+		if r := g.Do("POST", "/unary", nil); r.Status != 200 {
+			return fmt.Errorf("after UNIMPLEMENTED: %d %s", r.Status, r.Body)
+		}
+		if n := c.n.Load(); n == first {
+			return errors.New("no new reflection read")
+		}
+		return nil
+	})
 }
 
 // With tls settings the call is gRPC over mutual TLS: the server's

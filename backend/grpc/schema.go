@@ -25,13 +25,15 @@ import (
 // without reflection costs one read a second, not one per call.
 const (
 	refreshEvery = 5 * time.Minute
-	// refreshMin is the least time between two reads of a schema at hand,
-	// however often calls say it may have changed: callers' bodies with
-	// unknown fields cannot keep the backend's reflection busy.
-	refreshMin   = 10 * time.Second
 	fetchTimeout = 5 * time.Second
 	retryAfter   = time.Second
 )
+
+// refreshMin is the least time between two reads of a schema at hand,
+// however often calls say it may have changed: callers' bodies with
+// unknown fields cannot keep the backend's reflection busy. A variable
+// for the tests only.
+var refreshMin = 10 * time.Second
 
 // method is one resolved schema: what a call needs to write its request
 // and read its answer. It is immutable and shared by every call.
