@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
+	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
 )
 
@@ -222,4 +223,55 @@ func TestClientSpan(t *testing.T) {
 		t.Fatalf("client span without rpc.system=nats: %v", s.Attributes())
 	}
 	t.Fatal("no client span")
+}
+
+// A nats backend works on the sandbox tier and takes the API's fallback
+// like an http one: sandbox apps reach the sandbox service only, and a
+// production service nobody answers for (no responders) is the fallback's
+// answer, while the sandbox tier — which production governance does not
+// touch — says 503 at once.
+func TestSandboxTierAndFallback(t *testing.T) {
+	g := jetwaytest.Start(t)
+	serve := func(subject, answer string) *nats.Subscription {
+		t.Helper()
+		sub, err := g.Conn.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond([]byte(answer)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+		return sub
+	}
+	prod := serve("svc.prod", "production")
+	sandbox := serve("svc.sandbox", "sandbox")
+	if err := g.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	liveKey, liveRec, _ := registry.NewAPIKey()
+	testKey, testRec, _ := registry.NewAPIKey()
+	g.PutApps(
+		&registry.App{ID: "live", Status: registry.AppActive, Keys: []registry.AppKey{liveRec}, APIs: []string{"*"}},
+		&registry.App{ID: "tester", Status: registry.AppActive, Keys: []registry.AppKey{testRec}, APIs: []string{"*"}, Sandbox: true},
+	)
+	g.Publish(`{"name":"orders","pool":"p","route":{"path":"/orders"},"auth":{"methods":["key"]},"timeout":"2s",
+		"backend":{"type":"nats","subject":"svc.prod"},
+		"fallback":{"static":{"status":200,"body":"later"}},
+		"sandbox":{"backend":{"type":"nats","subject":"svc.sandbox"}}}`)
+	g.WaitServing("orders@sandbox", g.EdgeWatcher.Current().APIs["orders"].Revision)
+	for _, c := range []struct{ key, want string }{{liveKey, "production"}, {testKey, "sandbox"}} {
+		if r := g.Do("GET", "/orders", nil, "X-Api-Key", c.key); r.Status != 200 || r.Body != c.want {
+			t.Errorf("%s: %d %q", c.want, r.Status, r.Body)
+		}
+	}
+	_ = prod.Unsubscribe()
+	_ = sandbox.Unsubscribe()
+	if err := g.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if r := g.Do("GET", "/orders", nil, "X-Api-Key", liveKey); r.Status != 200 || r.Body != "later" || r.Header.Get("X-Jetway-Fallback") != "static" {
+		t.Errorf("production with no responders: %d %q %v", r.Status, r.Body, r.Header)
+	}
+	start := time.Now()
+	if r := g.Do("GET", "/orders", nil, "X-Api-Key", testKey); r.Status != 503 || time.Since(start) > time.Second {
+		t.Errorf("sandbox with no responders: %d %s after %v", r.Status, r.Body, time.Since(start))
+	}
 }
