@@ -173,6 +173,9 @@ type BuildOptions struct {
 	Logger *slog.Logger
 	// Tracer traces each call to the backend; nil turns tracing off.
 	Tracer Tracer
+	// Pool is the pool of the API served: the secrets the backend names
+	// are that pool's.
+	Pool string
 }
 
 // Tracer starts the client span of a backend call and puts its trace

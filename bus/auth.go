@@ -125,6 +125,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		for _, b := range []string{BucketAPIs, BucketFlags, BucketSchemas} {
 			pub = append(pub, kvRead(b)...)
 		}
+		pub = append(pub, SecretRead(pools...)...) // its pools' own secrets only
 		// Its own inbox only: the pool set's, or every worker's for a user
 		// of every pool.
 		sub := []string{InboxPrefix(UserWorker, pools...) + ".>", HeartbeatPrefix + ">"}

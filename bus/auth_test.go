@@ -373,6 +373,77 @@ func TestRolePermissionsOnServer(t *testing.T) {
 	}
 }
 
+// A pool's workers read their pool's backend secrets, one key at a time,
+// and nothing else of the bucket: not another pool's, not the list of
+// keys, not a watch; edges read none.
+func TestSecretsAreEachPoolsOwn(t *testing.T) {
+	creds := Credentials{UserAdmin: "a", UserEdge: "e", UserWorker: "w"}
+	opts := natstest.DefaultOptions(t)
+	opts.Users = append(creds.users(),
+		&server.User{Username: "worker-orders", Password: "wo", Permissions: RolePermissions(UserWorker, "orders")},
+		&server.User{Username: "worker-eu.x", Password: "we", Permissions: RolePermissions(UserWorker, "eu.x")})
+	s := natstest.RunServerWithOptions(t, opts)
+	admin := connectAs(t, s, UserAdmin, "a")
+	ajs, _ := jetstream.New(admin.Conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := ajs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketSecrets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{SecretKey("orders", "partner"), SecretKey("eu.x", "partner"), SecretKey("x", "partner")} {
+		if _, err := kv.Put(ctx, k, []byte("value of "+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orders := connectAs(t, s, "worker-orders", "wo")
+	eu := connectAs(t, s, "worker-eu.x", "we")
+	edge := connectAs(t, s, UserEdge, "e")
+	every := connectAs(t, s, UserWorker, "w")
+
+	get := func(c *roleConn, pool string) string {
+		t.Helper()
+		m, err := c.Request(SecretGetPrefix+"."+SecretKey(pool, "partner"), nil, 2*time.Second)
+		if err != nil {
+			t.Fatalf("reading pool %s's secret: %v", pool, err)
+		}
+		return string(m.Data)
+	}
+	if got := get(orders, "orders"); got != "value of partner.orders" {
+		t.Fatalf("pool orders' worker read %q", got)
+	}
+	if got := get(eu, "eu.x"); got != "value of partner.eu.x" {
+		t.Fatalf("pool eu.x's worker read %q", got)
+	}
+	if got := get(every, "x"); got != "value of partner.x" {
+		t.Fatalf("a worker of every pool read %q", got)
+	}
+	other := SecretGetPrefix + "." + SecretKey("eu.x", "partner")
+	orders.denied(t, "worker of pool orders reads pool eu.x's secret", other, func() { _ = orders.PublishRequest(other, orders.NewInbox(), nil) })
+	// Pool "x" is the last token of pool "eu.x"'s keys: a worker of eu.x
+	// still reads only its own.
+	x := SecretGetPrefix + "." + SecretKey("x", "partner")
+	eu.denied(t, "worker of pool eu.x reads pool x's secret", x, func() { _ = eu.PublishRequest(x, eu.NewInbox(), nil) })
+	edge.denied(t, "edge reads a secret", SecretGetPrefix+".partner.orders", func() {
+		_ = edge.PublishRequest(SecretGetPrefix+".partner.orders", edge.NewInbox(), nil)
+	})
+	st := "KV_" + BucketSecrets
+	for _, subj := range []string{
+		"$JS.API.STREAM.INFO." + st,     // lists the keys
+		"$JS.API.STREAM.MSG.GET." + st,  // gets any sequence
+		"$JS.API.DIRECT.GET." + st,      // direct get by sequence
+		"$JS.API.CONSUMER.CREATE." + st, // watches every value
+	} {
+		orders.denied(t, "worker reads the secrets bucket by "+subj, subj, func() { _ = orders.PublishRequest(subj, orders.NewInbox(), []byte(`{"seq":1}`)) })
+	}
+	orders.denied(t, "worker listens to secret writes", "$KV."+BucketSecrets+".>", func() {
+		_, _ = orders.Subscribe("$KV."+BucketSecrets+".>", func(*nats.Msg) {})
+	})
+	orders.denied(t, "worker writes a secret", "$KV."+BucketSecrets+".partner.orders", func() {
+		_ = orders.Publish("$KV."+BucketSecrets+".partner.orders", []byte("x"))
+	})
+}
+
 // An unknown role may do nothing.
 func TestRolePermissionsUnknownRole(t *testing.T) {
 	p := RolePermissions("wroker")

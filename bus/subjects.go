@@ -206,7 +206,35 @@ const (
 	BucketAdminTokens = "jetway_admin_tokens" // the admin REST API's tokens (digests only): the admin only
 	BucketTopics      = "jetway_topics"       // push topics: edges read
 	BucketPushAcks    = "jetway_push_acks"    // push subscribers' cumulative acks: edges read and write
+	BucketSecrets     = "jetway_secrets"      // backend credentials by pool: each pool's workers read their own
 )
+
+// SecretKey is the KV key of a pool's secret: <name>.<pool>. A name has
+// no dots, so the key names one pool and one secret; a worker of a pool
+// may get only the keys that end in its pool (SecretRead).
+func SecretKey(pool, name string) string { return name + "." + pool }
+
+// SecretRead are the subjects a worker of pools publishes to read their
+// secrets (every pool's: none given): direct gets of the last value of one
+// key, whose subject names the key. Nothing else of the bucket: no stream
+// info (its subject listing names every pool's secrets), no consumer (a
+// watch would deliver every value), no get by sequence (it would reach
+// another pool's value).
+func SecretRead(pools ...string) []string {
+	get := SecretGetPrefix + "."
+	if len(pools) == 0 {
+		return []string{get + ">"}
+	}
+	out := make([]string, 0, len(pools))
+	for _, p := range pools {
+		out = append(out, get+"*."+p)
+	}
+	return out
+}
+
+// SecretGetPrefix is the subject prefix of a direct get of a secret's
+// last value: SecretGetPrefix + "." + SecretKey(pool, name).
+const SecretGetPrefix = "$JS.API.DIRECT.GET.KV_" + BucketSecrets + ".$KV." + BucketSecrets
 
 // PushStore is where push messages are kept (push/): a stream and the
 // prefix of its subjects,

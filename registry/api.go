@@ -109,7 +109,10 @@ type Backend struct {
 	TLS *BackendTLS `json:"tls,omitempty"`
 
 	// nats: the subject a NATS service answers on, under bus.ServicePrefix
-	Subject string `json:"subject,omitempty"`
+	// on Jetway's own NATS, or any literal subject on the server a secret
+	// of the API's pool describes
+	Subject string     `json:"subject,omitempty"`
+	Server  *SecretRef `json:"server,omitempty"`
 
 	// grpc: the server's host:port and the method called, by server
 	// reflection (plaintext unless TLS is set)

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -116,7 +117,14 @@ func checkMockBackend(path string, b *Backend, _ []string, _ bool, add func(path
 }
 
 func checkNATSBackend(path string, b *Backend, _ []string, _ bool, add func(path, format string, args ...any)) {
-	if err := checkServiceSubject(b.Subject); err != nil {
+	check := checkServiceSubject
+	if b.Server != nil {
+		check = checkRemoteSubject
+		if err := CheckSecretName(b.Server.Secret); err != nil {
+			add(path+".server.secret", "%v", err)
+		}
+	}
+	if err := check(b.Subject); err != nil {
 		add(path+".subject", "%v", err)
 	}
 	if b.TLS != nil {
@@ -132,11 +140,17 @@ func checkServiceSubject(s string) error {
 	if s == "" {
 		return fmt.Errorf("is required for nats backends (%s<service>...)", bus.ServicePrefix)
 	}
-	if len(s) > 255 {
-		return fmt.Errorf("is longer than 255 bytes")
-	}
 	if !strings.HasPrefix(s, bus.ServicePrefix) || len(s) == len(bus.ServicePrefix) {
 		return fmt.Errorf("must start with %q: a worker may call NATS services only there, never Jetway's or the server's own subjects (got %q)", bus.ServicePrefix, s)
+	}
+	return checkLiteralSubject(s)
+}
+
+// checkLiteralSubject checks that s is one subject a message can be sent
+// to: at most 255 bytes of non-empty tokens, no wildcard, no space.
+func checkLiteralSubject(s string) error {
+	if len(s) > 255 {
+		return fmt.Errorf("is longer than 255 bytes")
 	}
 	for tok := range strings.SplitSeq(s, ".") {
 		switch {
@@ -152,6 +166,19 @@ func checkServiceSubject(s string) error {
 		}
 	}
 	return nil
+}
+
+// checkRemoteSubject checks the subject of a nats backend on another NATS
+// system: any literal subject but the server's own ($JS, $SYS, $SRV...)
+// and the inboxes, which are no service's.
+func checkRemoteSubject(s string) error {
+	if s == "" {
+		return errors.New("is required for nats backends")
+	}
+	if strings.HasPrefix(s, "$") || strings.HasPrefix(s, "_INBOX.") {
+		return fmt.Errorf("is a subject of the server itself or an inbox, not a service's (got %q)", s)
+	}
+	return checkLiteralSubject(s)
 }
 
 // grpcMethod is package.Service/Method: a fully qualified service name

@@ -49,8 +49,14 @@ func (c *Client) publish(ctx context.Context, a *API, js []byte, opts []WriteOpt
 	if err := c.checkSchemaRef(ctx, "backend.schema", &a.Backend); err != nil {
 		return nil, err
 	}
+	if err := c.checkSecretRef(ctx, "backend.server.secret", a.Pool, &a.Backend); err != nil {
+		return nil, err
+	}
 	if a.Sandbox != nil {
 		if err := c.checkSchemaRef(ctx, "sandbox.backend.schema", &a.Sandbox.Backend); err != nil {
+			return nil, err
+		}
+		if err := c.checkSecretRef(ctx, "sandbox.backend.server.secret", a.Sandbox.Pool, &a.Sandbox.Backend); err != nil {
 			return nil, err
 		}
 	}

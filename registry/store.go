@@ -76,6 +76,8 @@ type Client struct {
 	tokens jetstream.KeyValue // the admin REST API's tokens
 	topics jetstream.KeyValue // push topics
 
+	secrets jetstream.KeyValue // backend credentials by pool
+
 	pushErr  error // why the push streams could not be opened (PushStreamsErr)
 	replicas int   // the BucketOptions' replicas, for streams opened later
 
@@ -139,11 +141,15 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	if err != nil {
 		return nil, err
 	}
+	secrets, err := OpenSecrets(ctx, js, o)
+	if err != nil {
+		return nil, err
+	}
 	// Push is one capability among others: without room for its streams
 	// the registry still serves APIs, and PutTopic tries again.
 	pushErr := OpenPushStreams(ctx, js, o)
 	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas, jsonSchemas: jsonSchemas,
-		tokens: tokens, topics: topics, pushErr: pushErr, replicas: o.Replicas, actor: DefaultActor()}, nil
+		tokens: tokens, topics: topics, secrets: secrets, pushErr: pushErr, replicas: o.Replicas, actor: DefaultActor()}, nil
 }
 
 // PushStreamsErr is why NewClient could not open the push streams (nil

@@ -27,7 +27,12 @@ func adapters(nc *nats.Conn, maxResp int) map[string]backend.Adapter {
 	return map[string]backend.Adapter{
 		registry.BackendHTTP: httpbackend.New(maxResp),
 		registry.BackendMock: mock.Adapter{},
-		registry.BackendNATS: natsbackend.New(nc, maxResp),
+		registry.BackendNATS: natsbackend.New(nc, maxResp, func(ctx context.Context, pool, name string) ([]byte, uint64, error) {
+			if nc == nil {
+				return nil, 0, fmt.Errorf("no NATS connection to read secret %s", name)
+			}
+			return registry.LoadSecret(ctx, nc, pool, name)
+		}),
 		registry.BackendGRPC: grpcbackend.New(maxResp, (&schemaStore{nc: nc}).load),
 	}
 }
@@ -117,7 +122,7 @@ func (w *Worker) hold(a *registry.API) *held {
 		h.call = failed(fmt.Sprintf("backend type %q of api %s is not supported by this worker", a.Backend.Type, a.Key()))
 		return h
 	}
-	inst, err := ad.Build(&a.Backend, backend.BuildOptions{Logger: w.log, Tracer: w.clientTracer})
+	inst, err := ad.Build(&a.Backend, backend.BuildOptions{Logger: w.log, Tracer: w.clientTracer, Pool: a.Pool})
 	if err != nil {
 		w.log.Error("building backend", "api", a.Key(), "type", a.Backend.Type, "err", err)
 		h.call = failed(fmt.Sprintf("backend of api %s could not be set up", a.Key()))

@@ -21,6 +21,14 @@
 // body {"error": Nats-Service-Error, "error_code": the code, "data": the reply}.
 // A subject nobody answers is 503 NO_WORKERS at once (no responders); a
 // service that does not answer within the deadline is 504.
+//
+// On Jetway's own NATS a service answers under bus.ServicePrefix, the only
+// subjects a worker's user may call. An entry with "server": {"secret":
+// NAME} calls the service on another NATS system instead: the secret NAME
+// of the API's pool (registry.NATSServer, in jetway_secrets) says where
+// and how to log in. The worker dials it on the first call, shares the
+// connection among the pool's APIs that name the secret, reads the secret
+// again every 30 s, and dials anew when it changed (remote.go).
 package natsbackend
 
 import (
@@ -31,6 +39,8 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,26 +65,41 @@ const (
 	headerServiceErrorCode = "Nats-Service-Error-Code"
 )
 
-// Adapter builds the instances of nats backends over one connection, the
-// worker's: its user may publish backend calls only under
-// bus.ServicePrefix.
+// Adapter builds the instances of nats backends over the worker's
+// connection (its user may publish backend calls only under
+// bus.ServicePrefix), or over connections to other NATS systems that
+// secrets describe.
 type Adapter struct {
 	nc      *nats.Conn
 	maxResp int
+	secrets SecretLoader
+
+	mu      sync.Mutex
+	remotes map[string]*remote // by pool and secret name
 }
 
 // New returns the adapter; a reply larger than maxResponse bytes is
-// refused (the bus's max payload less room for headers).
-func New(nc *nats.Conn, maxResponse int) *Adapter {
-	return &Adapter{nc: nc, maxResp: maxResponse}
+// refused (the bus's max payload less room for headers). secrets reads the
+// secrets of entries that name a server; nil refuses such entries.
+func New(nc *nats.Conn, maxResponse int, secrets SecretLoader) *Adapter {
+	return &Adapter{nc: nc, maxResp: maxResponse, secrets: secrets}
 }
 
-// Build holds the subject; the instance opens nothing of its own.
+// Build holds the subject, and for a server the pool's shared connection
+// to it; the instance opens nothing of its own.
 func (a *Adapter) Build(spec *registry.Backend, o backend.BuildOptions) (backend.Instance, error) {
+	in := &instance{nc: a.nc, subject: spec.Subject, maxResp: a.maxResp, tracer: o.Tracer}
+	if spec.Server != nil {
+		if a.secrets == nil || o.Pool == "" {
+			return nil, errors.New("this worker cannot read secrets for nats backends on another server")
+		}
+		in.remote, in.adapter = a.remote(o.Pool, spec.Server.Secret, o.Logger), a
+		return in, nil
+	}
 	if a.nc == nil {
 		return nil, errors.New("nats backends need the worker's NATS connection")
 	}
-	return &instance{nc: a.nc, subject: spec.Subject, maxResp: a.maxResp, tracer: o.Tracer}, nil
+	return in, nil
 }
 
 type instance struct {
@@ -82,20 +107,36 @@ type instance struct {
 	subject string
 	maxResp int
 	tracer  backend.Tracer
+
+	remote  *remote  // the other NATS system called, nil for Jetway's own
+	adapter *Adapter // which holds remote
+	closed  atomic.Bool
 }
 
-func (*instance) Close() error { return nil }
+func (in *instance) Close() error {
+	if in.remote != nil && in.closed.CompareAndSwap(false, true) {
+		in.adapter.release(in.remote)
+	}
+	return nil
+}
 
 // Call sends the request to the service and waits for its reply within
 // ctx's deadline.
 func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Response, error) {
+	nc := in.nc
+	if in.remote != nil {
+		var err error
+		if nc, err = in.remote.conn(ctx); err != nil {
+			return nil, err
+		}
+	}
 	deadline, _ := ctx.Deadline()
 	msg := &nats.Msg{Subject: in.subject, Data: req.Body, Header: requestHeader(req, deadline)}
 	var span backend.Span
 	if in.tracer != nil {
 		_, span = in.tracer.StartRPC(ctx, "nats", in.subject, "", in.subject, http.Header(msg.Header))
 	}
-	reply, err := in.nc.RequestMsgWithContext(ctx, msg)
+	reply, err := nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		berr := callError(err)
 		backend.Finish(span, nil, berr)
@@ -117,6 +158,8 @@ func callError(err error) error {
 		return bus.Errorf(bus.CodeGatewayTimeout, "the call was cancelled")
 	case errors.Is(err, nats.ErrMaxPayload):
 		return bus.Errorf(bus.CodeBadGateway, "the request is over the NATS max payload")
+	case errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting):
+		return bus.Errorf(bus.CodeBadGateway, "the backend's NATS server is not connected; reconnecting")
 	}
 	return bus.Errorf(bus.CodeBadGateway, "backend call over NATS failed: "+err.Error())
 }

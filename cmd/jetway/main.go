@@ -41,6 +41,7 @@ Registry:
             (create|get|list|disable|enable|rotate-key|rotate-secret|limit|grant|revoke|sandbox|jwt)
   cert      the edges' TLS certificates, served by SNI and rotated live (put|list|delete)
   schema    gRPC schemas (.proto or a descriptor set) that grpc backends pin by digest (put|list)
+  secret    the logins of other NATS systems that a pool's nats backends call (put|list|delete)
   jsonschema JSON Schemas that request validations share as jetway:NAME (put|get|list|delete)
   topic     push topics: who publishes and subscribes, mode, retention (put|get|list|delete)
 
@@ -121,6 +122,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdCert(args[1:], stdout, stderr)
 	case "schema":
 		err = cmdSchema(args[1:], stdout, stderr)
+	case "secret":
+		err = cmdSecret(args[1:], stdin, stdout, stderr)
 	case "jsonschema":
 		err = cmdJSONSchema(args[1:], stdin, stdout, stderr)
 	case "topic":
