@@ -137,6 +137,9 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/v1/tokens", s.need(admin, s.listTokens))
 	r.Post("/v1/tokens", s.need(admin, s.createToken))
 	r.Delete("/v1/tokens/{id}", s.need(admin, s.revokeToken))
+	r.Get("/v1/secrets", s.need(admin, s.listSecrets))
+	r.Put("/v1/secrets/{pool}/{name}", s.need(admin, s.putSecret))
+	r.Delete("/v1/secrets/{pool}/{name}", s.need(admin, s.deleteSecret))
 	return r
 }
 

@@ -72,18 +72,25 @@ func (rc *roleConn) allowed(t *testing.T, what string) {
 	}
 }
 
+// roleServer runs a server with the roles' users (passwords a, e, w), a
+// worker user of pool orders (worker-orders, wo) and one of pool other
+// (worker-<other>, we).
+func roleServer(t *testing.T, other string) *server.Server {
+	t.Helper()
+	creds := Credentials{UserAdmin: "a", UserEdge: "e", UserWorker: "w"}
+	opts := natstest.DefaultOptions(t)
+	opts.Users = append(creds.users(),
+		&server.User{Username: "worker-orders", Password: "wo", Permissions: RolePermissions(UserWorker, "orders")},
+		&server.User{Username: UserWorker + "-" + other, Password: "we", Permissions: RolePermissions(UserWorker, other)})
+	return natstest.RunServerWithOptions(t, opts)
+}
+
 // The roles' users on a real server: each may do what its role needs and
 // the server refuses the rest — above all, no edge and no worker of another
 // pool may publish a pool's breaker events, and no worker may read the apps
 // (they hold the HMAC signing secrets).
 func TestRolePermissionsOnServer(t *testing.T) {
-	creds := Credentials{UserAdmin: "a", UserEdge: "e", UserWorker: "w"}
-	opts := natstest.DefaultOptions(t)
-	opts.Users = append(creds.users(),
-		&server.User{Username: "worker-orders", Password: "wo", Permissions: RolePermissions(UserWorker, "orders")},
-		&server.User{Username: "worker-eu", Password: "we", Permissions: RolePermissions(UserWorker, "eu")})
-	s := natstest.RunServerWithOptions(t, opts)
-
+	s := roleServer(t, "eu")
 	admin := connectAs(t, s, UserAdmin, "a")
 	ajs, _ := jetstream.New(admin.Conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -377,12 +384,7 @@ func TestRolePermissionsOnServer(t *testing.T) {
 // and nothing else of the bucket: not another pool's, not the list of
 // keys, not a watch; edges read none.
 func TestSecretsAreEachPoolsOwn(t *testing.T) {
-	creds := Credentials{UserAdmin: "a", UserEdge: "e", UserWorker: "w"}
-	opts := natstest.DefaultOptions(t)
-	opts.Users = append(creds.users(),
-		&server.User{Username: "worker-orders", Password: "wo", Permissions: RolePermissions(UserWorker, "orders")},
-		&server.User{Username: "worker-eu.x", Password: "we", Permissions: RolePermissions(UserWorker, "eu.x")})
-	s := natstest.RunServerWithOptions(t, opts)
+	s := roleServer(t, "eu.x")
 	admin := connectAs(t, s, UserAdmin, "a")
 	ajs, _ := jetstream.New(admin.Conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -162,13 +162,13 @@ type SecretInfo struct {
 
 // PutSecret stores a NATS server secret as name for pool's workers,
 // replacing the one stored there. The audit trail records that it
-// changed, not its value.
+// changed, not its value. A bad name or value is a *ValidationError.
 func (c *Client) PutSecret(ctx context.Context, pool, name string, value []byte) (uint64, error) {
 	if err := secretKeyCheck(pool, name); err != nil {
 		return 0, err
 	}
 	if _, err := ParseNATSServer(value); err != nil {
-		return 0, err
+		return 0, &ValidationError{Key: bus.SecretKey(pool, name), Problems: []schemas.Problem{{Path: "", Message: err.Error()}}}
 	}
 	key := bus.SecretKey(pool, name)
 	rev, err := c.secrets.Put(ctx, key, value)
@@ -223,11 +223,20 @@ func (c *Client) ListSecrets(ctx context.Context, pool string) ([]SecretInfo, er
 	return out, nil
 }
 
+// secretKeyCheck is a *ValidationError for a pool or name a secret
+// cannot have.
 func secretKeyCheck(pool, name string) error {
+	var probs []schemas.Problem
 	if err := bus.ValidName(pool); err != nil {
-		return fmt.Errorf("pool %w", err)
+		probs = append(probs, schemas.Problem{Path: "pool", Message: err.Error()})
 	}
-	return CheckSecretName(name)
+	if err := CheckSecretName(name); err != nil {
+		probs = append(probs, schemas.Problem{Path: "name", Message: err.Error()})
+	}
+	if probs != nil {
+		return &ValidationError{Key: name + "." + pool, Problems: probs}
+	}
+	return nil
 }
 
 // checkSecretRef checks, at publish, that the secret a nats backend names

@@ -329,9 +329,10 @@ func (c *reflectionCounter) intercept(srv any, ss grpc.ServerStream, info *grpc.
 	return h(srv, ss)
 }
 
-// Callers cannot keep the backend's reflection busy: bodies naming fields
-// the schema lacks ask for a new read at most once per refreshMin.
-func TestUnknownFieldsDoNotAmplifyReflection(t *testing.T) {
+// reflectedUnary serves the test service, counting its reflection reads,
+// and publishes /unary on UnaryCall, called once (the schema read).
+func reflectedUnary(t *testing.T) (*jetwaytest.Gateway, *reflectionCounter) {
+	t.Helper()
 	g := jetwaytest.Start(t)
 	c := &reflectionCounter{}
 	addr := serveTest(t, &grpcdemo.Server{}, false, grpc.StreamInterceptor(c.intercept))
@@ -339,6 +340,13 @@ func TestUnknownFieldsDoNotAmplifyReflection(t *testing.T) {
 	if r := g.Do("POST", "/unary", nil); r.Status != 200 {
 		t.Fatalf("first call: %d %s", r.Status, r.Body)
 	}
+	return g, c
+}
+
+// Callers cannot keep the backend's reflection busy: bodies naming fields
+// the schema lacks ask for a new read at most once per refreshMin.
+func TestUnknownFieldsDoNotAmplifyReflection(t *testing.T) {
+	g, c := reflectedUnary(t)
 	first := c.n.Load()
 	for i := 0; i < 200; i++ {
 		if r := g.Do("POST", "/unary", strings.NewReader(`{"nosuch":1}`)); r.Status != 400 {
@@ -357,13 +365,7 @@ func TestUnknownFieldsDoNotAmplifyReflection(t *testing.T) {
 // every five minutes.
 func TestUnimplementedRefreshesTheSchema(t *testing.T) {
 	grpcbackend.SetRefreshMin(t, 200*time.Millisecond)
-	g := jetwaytest.Start(t)
-	c := &reflectionCounter{}
-	addr := serveTest(t, &grpcdemo.Server{}, false, grpc.StreamInterceptor(c.intercept))
-	publishGRPC(g, "unary", "/unary", addr, "grpc.testing.TestService/UnaryCall", "")
-	if r := g.Do("POST", "/unary", nil); r.Status != 200 {
-		t.Fatalf("first call: %d %s", r.Status, r.Body)
-	}
+	g, c := reflectedUnary(t)
 	first := c.n.Load()
 	time.Sleep(300 * time.Millisecond) // past refreshMin: a refresh may be started
 	if r := g.Do("POST", "/unary", nil); r.Status != 200 {

@@ -13,8 +13,8 @@ import (
 
 	natsjwt "github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nkeys"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	natsbackend "github.com/jetway-gw/jetway/backend/nats"
 	"github.com/jetway-gw/jetway/bus/natstest"
