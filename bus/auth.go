@@ -96,6 +96,10 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		pub = append(pub, "$JS.ACK."+PushDurable.Stream+".>")
 		// The shared cache is read by direct gets only: no consumers.
 		pub = append(pub, "$JS.API.STREAM.INFO.KV_"+BucketCache, "$JS.API.DIRECT.GET.KV_"+BucketCache+".>")
+		// Async jobs: store a job (a JetStream publish), create its status
+		// and read it back for its caller (edge/async.go).
+		pub = append(pub, JobsPrefix+">", "$KV."+BucketJobs+".>")
+		pub = append(pub, kvRead(BucketJobs)...)
 		sub := []string{
 			InboxPrefixEdge + ".>",
 			RateLimitSubject,
@@ -126,6 +130,11 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			pub = append(pub, kvRead(b)...)
 		}
 		pub = append(pub, SecretRead(pools...)...) // its pools' own secrets only
+		// Async jobs: the job statuses (read and write), and its pools'
+		// own job consumers and dead letters (jobs).
+		pub = append(pub, "$KV."+BucketJobs+".>")
+		pub = append(pub, kvRead(BucketJobs)...)
+		pub = append(pub, jobs(pools...)...)
 		// Its own inbox only: the pool set's, or every worker's for a user
 		// of every pool.
 		sub := []string{InboxPrefix(UserWorker, pools...) + ".>", HeartbeatPrefix + ">"}
@@ -154,6 +163,36 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 	// An unknown role may do nothing, rather than everything.
 	none := &server.SubjectPermission{Deny: []string{">"}}
 	return &server.Permissions{Publish: none, Subscribe: none}
+}
+
+// jobs are the subjects a worker of pools publishes to take its pools'
+// jobs (every pool's: none given): create and read the pool's durable
+// consumer — the create subject names the filter, which must be the
+// pool's own subjects — pull its messages, ack them, and write the dead
+// letters of its pools.
+func jobs(pools ...string) []string {
+	const api = "$JS.API.CONSUMER."
+	if len(pools) == 0 {
+		return []string{
+			api + "CREATE." + StreamJobs + ".*." + JobsPrefix + ">",
+			api + "INFO." + StreamJobs + ".*",
+			api + "MSG.NEXT." + StreamJobs + ".*",
+			"$JS.ACK." + StreamJobs + ".>",
+			DeadLetterPrefix + ">",
+		}
+	}
+	var out []string
+	for _, p := range pools {
+		c, tok := JobConsumer(p), PoolToken(p)
+		out = append(out,
+			api+"CREATE."+StreamJobs+"."+c+"."+JobsPrefix+tok+".>",
+			api+"INFO."+StreamJobs+"."+c,
+			api+"MSG.NEXT."+StreamJobs+"."+c,
+			"$JS.ACK."+StreamJobs+"."+c+".>",
+			DeadLetterPrefix+tok+".>",
+		)
+	}
+	return out
 }
 
 // Credentials are the passwords of the three roles on the embedded server.

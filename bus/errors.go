@@ -32,6 +32,8 @@ const (
 	CodeInternal         Code = "INTERNAL"
 	CodeWireVersion      Code = "WIRE_VERSION"
 	CodeTopicNotFound    Code = "TOPIC_NOT_FOUND"
+	CodeJobNotFound      Code = "JOB_NOT_FOUND"
+	CodeConflict         Code = "CONFLICT"
 )
 
 var codeStatus = map[Code]int{
@@ -55,6 +57,8 @@ var codeStatus = map[Code]int{
 	CodeInternal:         http.StatusInternalServerError,
 	CodeWireVersion:      http.StatusBadGateway,
 	CodeTopicNotFound:    http.StatusNotFound,
+	CodeJobNotFound:      http.StatusNotFound,
+	CodeConflict:         http.StatusConflict,
 }
 
 // Status is the HTTP status of a code (500 for an unknown one).

@@ -300,6 +300,75 @@ func PushUntoken(t string) (string, bool) {
 
 var plainToken = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
+// Async jobs (workers/jobs.go, edge/async.go). A job is an API call kept
+// in StreamJobs on
+//
+//	jetway.jobs.<pool token>.<tier>.<api>
+//
+// (tier: api, sandbox or draft; JobSubject), taken by its pool's workers
+// from one durable consumer per pool (JobConsumer), whose filter is the
+// pool's own subjects: a worker's user may create and read only its
+// pools' consumers, so a compromised worker of one pool never sees
+// another's jobs. The pool is the first token so that the create
+// subject, which names the filter, can be allowed per pool.
+// BucketJobs keeps each job's status (JobStatus) under its id, written
+// by the edge when it accepts the job and by the worker that runs it.
+// StreamDeadLetters keeps the jobs that ended without success, on
+// jetway.dlq.<pool token>.<tier>.<api>.
+const (
+	StreamJobs        = "jetway_jobs"
+	JobsPrefix        = "jetway.jobs."
+	BucketJobs        = "jetway_job_status"
+	StreamDeadLetters = "jetway_dlq"
+	DeadLetterPrefix  = "jetway.dlq."
+)
+
+// Job tiers: the token after the pool in a job's subject.
+const (
+	TierAPI     = "api"
+	TierSandbox = "sandbox"
+	TierDraft   = "draft"
+)
+
+// JobSubject is the subject of a job of an API tier of a pool.
+func JobSubject(pool, tier, api string) string {
+	return JobsPrefix + PoolToken(pool) + "." + tier + "." + api
+}
+
+// DeadLetterSubject is the subject of a dead letter of an API tier.
+func DeadLetterSubject(pool, tier, api string) string {
+	return DeadLetterPrefix + PoolToken(pool) + "." + tier + "." + api
+}
+
+// ParseJobSubject splits a job subject (or a dead letter's) into its
+// pool token, tier and API name; ok is false for anything else.
+func ParseJobSubject(subject string) (poolToken, tier, api string, ok bool) {
+	rest, found := strings.CutPrefix(subject, JobsPrefix)
+	if !found {
+		if rest, found = strings.CutPrefix(subject, DeadLetterPrefix); !found {
+			return "", "", "", false
+		}
+	}
+	poolToken, rest, _ = strings.Cut(rest, ".")
+	tier, api, _ = strings.Cut(rest, ".")
+	switch tier {
+	case TierAPI, TierSandbox, TierDraft:
+	default:
+		return "", "", "", false
+	}
+	return poolToken, tier, api, poolToken != "" && ValidName(api) == nil
+}
+
+// JobConsumer is the durable consumer a pool's workers take its jobs
+// from; its filter is JobsPrefix + PoolToken(pool) + ".>".
+func JobConsumer(pool string) string { return "jobs_" + PoolToken(pool) }
+
+// JobKeyPrefix starts the key of a job's status in BucketJobs: j.<id>.
+const JobKeyPrefix = "j."
+
+// HdrJobID names a job's message's id (the key of its status).
+const HdrJobID = "Jetway-Job"
+
 // NonceBucketDeleted is the JetStream advisory of the nonce bucket's stream
 // deleted: the admin node re-creates it, edges then refuse requests signed
 // before (their nonces went with it).

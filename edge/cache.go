@@ -258,7 +258,7 @@ var xCacheHit, xCacheMiss, xCacheStale = []string{"hit"}, []string{"miss"}, []st
 // reply stores its answer and a failure may fall back to a stale one.
 func (c *call) cacheLookup() error {
 	rc := c.rt.respCache
-	if rc == nil {
+	if rc == nil || c.isAsync() { // a job's answer is its own, never a cached one
 		return nil
 	}
 	key := rc.cacheKey(c)

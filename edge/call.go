@@ -36,6 +36,7 @@ var steps = [...]func(*call) error{
 	(*call).rewriteRequest, // the API's request rewrites (rewrite.go)
 	(*call).cacheLookup,    // the API's response cache answers (cache.go)
 	(*call).limitInFlight,  // the API's edge_concurrency
+	(*call).enqueue,        // an async call becomes a job: 202 and its address (async.go)
 	(*call).send,           // one NATS request on the tier's subject
 	(*call).reply,          // the worker's reply becomes the response
 }
@@ -116,6 +117,7 @@ type call struct {
 	shortened   bool          // the caller's X-Request-Timeout cut the API's timeout
 	decoded     any           // the body as validation parsed it, for a body rewrite
 	bytes       int           // the body bytes sent
+	async       bool          // the call is stored as a job (enqueue)
 
 	refusal Error // what refuse returns, so that refusing allocates nothing more
 }
@@ -495,7 +497,7 @@ func (c *call) requestMsg(id string, deadline time.Time, out *nats.Msg) int {
 	if rt.params {
 		meta.RawParams = encodeParams(r)
 	}
-	if !cached && takesStream(rt, r.Header.Get("Accept")) {
+	if !cached && !c.async && takesStream(rt, r.Header.Get("Accept")) {
 		meta.Stream = bus.StreamWindow
 	}
 	bus.EncodeRequest(h, &meta)

@@ -92,6 +92,9 @@ type Edge struct {
 	purges              sync.Map     // API name → time.Time of its last purge on this edge (cache.go)
 	cluster             *cluster
 	tracer              trace.Tracer // nil: tracing off
+	// jobs is the async job store, opened on first need (async.go).
+	jobs   atomic.Pointer[registry.JobStore]
+	jobsMu sync.Mutex
 }
 
 // router is the compiled form of one registry snapshot.
@@ -540,6 +543,10 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The connect frame's path was checked before its canonical
 		// form: nothing but a subscription is served over TCP.
 		writeError(w, bus.CodeRouteNotFound, "the push TCP listener serves /_jetway/tcp/<topic> only", id)
+		return
+	}
+	if rest, ok := strings.CutPrefix(canon, BuiltinPrefix+"jobs/"); ok {
+		e.serveJob(w, r, id, rest, sent, addr) // async jobs (async.go)
 		return
 	}
 	if strings.HasPrefix(canon, BuiltinPrefix) {

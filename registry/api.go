@@ -68,6 +68,8 @@ type API struct {
 	// Cases are saved sample calls and what their answers must be
 	// (jetway api test runs them).
 	Cases []Case `json:"cases,omitempty"`
+	// Async lets callers submit calls as jobs (async.go).
+	Async *Async `json:"async,omitempty"`
 
 	// Sandbox is the tier that sandbox apps call instead (sandbox.go).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
@@ -339,7 +341,7 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
 		"rate_limits": &a.RateLimits, "edge_concurrency": &a.EdgeConcurrency,
 		"breaker": &a.Breaker, "retry": &a.Retry, "fallback": &a.Fallback, "ip_rules": &a.IPRules,
-		"auth": &a.Auth, "validate": &a.Validate, "cache": &a.Cache, "rewrite": &a.Rewrite, "classify": &a.Classify, "cases": &a.Cases, "sandbox": &a.Sandbox, "created_revision": &a.Created,
+		"auth": &a.Auth, "validate": &a.Validate, "cache": &a.Cache, "rewrite": &a.Rewrite, "classify": &a.Classify, "cases": &a.Cases, "async": &a.Async, "sandbox": &a.Sandbox, "created_revision": &a.Created,
 	}
 	// Absent fields are reported once, by the schema ("missing property").
 	for k := range fields {
@@ -416,6 +418,9 @@ func (a *API) applyDefaults() {
 		a.MaxBody = DefaultMaxBody
 	}
 	a.Backend.applyDefaults()
+	if a.Async != nil {
+		a.Async.applyDefaults(a.Timeout)
+	}
 	if a.Cache != nil {
 		a.Cache.applyDefaults()
 	}
@@ -470,6 +475,7 @@ func (a *API) check(key string) []schemas.Problem {
 	checkHostRewrite("rewrite.request.host", a.Rewrite, a.Backend.Type, add)
 	a.Classify.check("classify", add)
 	checkCases(a.Cases, add)
+	a.Async.check("async", add)
 	a.Cache.checkWithRewrite("rewrite", a.Rewrite, add)
 	if a.Sandbox != nil {
 		a.Sandbox.check(params, catchAll, add)

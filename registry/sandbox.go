@@ -55,6 +55,7 @@ func (a *API) SandboxAPI() *API {
 		Cache:       cmp.Or(sb.Cache, a.Cache),
 		Rewrite:     cmp.Or(sb.Rewrite, a.Rewrite),
 		Classify:    a.Classify, // one definition of failure for both tiers
+		Async:       a.Async,
 		IPRules:     a.IPRules,
 		Auth:        a.Auth,
 		Revision:    a.Revision,

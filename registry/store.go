@@ -79,6 +79,7 @@ type Client struct {
 	secrets jetstream.KeyValue // backend credentials by pool
 
 	pushErr  error // why the push streams could not be opened (PushStreamsErr)
+	jobsErr  error // why the async job streams could not be opened (JobStreamsErr)
 	replicas int   // the BucketOptions' replicas, for streams opened later
 
 	actor    string      // who the audit trail says writes (As)
@@ -148,13 +149,20 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 	// Push is one capability among others: without room for its streams
 	// the registry still serves APIs, and PutTopic tries again.
 	pushErr := OpenPushStreams(ctx, js, o)
-	return &Client{js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas, jsonSchemas: jsonSchemas,
+	// So is async: without its streams an API with an async block still
+	// answers its synchronous calls, and its jobs are refused.
+	jobsErr := OpenJobStreams(ctx, js, o)
+	return &Client{jobsErr: jobsErr, js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas, jsonSchemas: jsonSchemas,
 		tokens: tokens, topics: topics, secrets: secrets, pushErr: pushErr, replicas: o.Replicas, actor: DefaultActor()}, nil
 }
 
 // PushStreamsErr is why NewClient could not open the push streams (nil
 // when it did): topics cannot be written until they open.
 func (c *Client) PushStreamsErr() error { return c.pushErr }
+
+// JobStreamsErr is why NewClient could not open the async job streams
+// (nil when it did): async jobs are refused until they open.
+func (c *Client) JobStreamsErr() error { return c.jobsErr }
 
 // ErrNotFound is returned for an API or revision that does not exist.
 var ErrNotFound = errors.New("not found")

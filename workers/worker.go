@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/trace"
 
@@ -72,6 +73,12 @@ type Worker struct {
 	// calls hands an admitted call to an idle runner goroutine (runCalls);
 	// unbuffered, so a send succeeds only when one is waiting. stopped is
 	// closed by Shutdown and lets idle runners go.
+	// Async jobs (jobs.go): the JetStream context, the job store (opened
+	// on first need) and the loops taking each pool's jobs (under mu).
+	js       jetstream.JetStream
+	jobs     atomic.Pointer[registry.JobStore]
+	jobPools map[string]*jobPool
+
 	calls    chan admitted
 	spawned  atomic.Int64 // runner goroutines started, for tests
 	stopped  chan struct{}
@@ -136,12 +143,18 @@ func New(o Options) (*Worker, error) {
 		subs:     map[string]*apiSub{},
 		id:       nuid.Next(),
 		calls:    make(chan admitted),
+		jobPools: map[string]*jobPool{},
 		stopped:  make(chan struct{}),
 		tracer:   otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/workers"),
 	}
 	if w.tracer != nil {
 		w.clientTracer = &clientTracer{w.tracer}
 	}
+	js, err := jetstream.New(o.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("opening jetstream: %w", err)
+	}
+	w.js = js
 	// Only the breaker changes of the worker's own pools: a worker's NATS
 	// user may hear no others (bus.RolePermissions).
 	subjects := []string{BreakerSubjectPrefix + ">"}
@@ -206,6 +219,7 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 			go retireWhenDrained(as.sub, as.gov.backend.Value())
 		}
 	}
+	w.applyJobs(want)
 	added := false
 	for key, a := range want {
 		if as, ok := w.subs[key]; ok {
@@ -639,6 +653,10 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		_ = as.sub.Drain()
 	}
 	w.subs = map[string]*apiSub{}
+	for p, jp := range w.jobPools {
+		jp.stop() // no new jobs; the running ones count in flight
+		delete(w.jobPools, p)
+	}
 	w.mu.Unlock()
 	// The instances close as their last calls end, now or later.
 	defer func() {

@@ -1,0 +1,301 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// Async calls (docs/async.md): a call to an API with an async block that
+// asks for it (Prefer: respond-async), or every call when the API says
+// always, is stored as a job once every edge policy has passed, and
+// answered 202 Accepted with the job's address under /_jetway/jobs/.
+
+// isAsync reports whether the call becomes a job.
+func (c *call) isAsync() bool {
+	as := c.rt.api.Async
+	return as != nil && (as.Mode == registry.AsyncAlways || prefersAsync(c.r.Header))
+}
+
+// prefersAsync reports whether a request asks Prefer: respond-async
+// (RFC 7240: preferences are comma-separated, each with optional
+// parameters after ';').
+func prefersAsync(h http.Header) bool {
+	for _, v := range h["Prefer"] {
+		for p := range strings.SplitSeq(v, ",") {
+			tok, _, _ := strings.Cut(p, ";")
+			if strings.EqualFold(strings.TrimSpace(tok), "respond-async") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// maxIdempotencyKey bounds a caller's Idempotency-Key.
+const maxIdempotencyKey = 255
+
+// enqueue stores an async call as a job and answers 202 with its address;
+// a synchronous call goes on to send. The job is published before its
+// status is written, so a job whose status exists always runs; with an
+// Idempotency-Key the job's id is the key's (registry.IdempotentJobID),
+// so a repeat finds the job and a retry of a publish whose answer was
+// lost is dropped by the stream's deduplication.
+func (c *call) enqueue() error {
+	if !c.isAsync() {
+		return nil
+	}
+	c.async = true
+	rt, as := c.rt, c.rt.api.Async
+	ctx, cancel := context.WithDeadline(c.r.Context(), c.deadline)
+	defer cancel()
+	jobs, err := c.e.jobStore(ctx)
+	if err != nil {
+		c.e.log.Warn("async jobs unavailable", "api", rt.api.Name, "request_id", c.id, "err", err)
+		return c.refuse(bus.CodeBusUnavailable, "async jobs are not available on this edge now")
+	}
+	app := ""
+	if c.app != nil {
+		app = c.app.app.ID
+	}
+	id := registry.NewJobID()
+	if key := c.r.Header.Get("Idempotency-Key"); key != "" {
+		if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return c.refuse(bus.CodeBadRequest, "Idempotency-Key must be 1 to 255 printable characters")
+		}
+		id = registry.IdempotentJobID(rt.key, app, key)
+		if st, err := jobs.Get(ctx, id); err == nil {
+			return c.accepted(st.ID, st.State) // a repeat: the job it made
+		} else if !errors.Is(err, registry.ErrNotFound) {
+			c.e.log.Warn("reading a job", "api", rt.api.Name, "request_id", c.id, "err", err)
+			return c.refuse(bus.CodeBusUnavailable, "the job store is not reachable from this edge")
+		}
+	} else {
+		// Every attempt carries the same key, so a backend that
+		// deduplicates on it runs the job once.
+		c.r.Header["Idempotency-Key"] = []string{id}
+	}
+	delete(c.r.Header, "Prefer") // the backend is called synchronously, by the worker
+	out := &c.out
+	c.requestMsg(c.id, c.deadline, out)
+	out.Subject = bus.JobSubject(rt.api.Pool, jobTier(rt.api), rt.api.Name)
+	out.Header[bus.HdrJobID] = []string{id}
+	out.Header[jetstream.MsgIDHeader] = []string{id}
+	if err := jobs.Publish(ctx, out); err != nil {
+		return c.jobError(err)
+	}
+	st := &registry.JobStatus{ID: id, API: rt.api.Name, Tier: jobTier(rt.api), Pool: rt.api.Pool, App: app, RequestID: c.id,
+		State: registry.JobPending, MaxAttempts: as.Attempts, Submitted: time.Now().UTC()}
+	// A worker that took the job first wrote its status already
+	// (ErrJobExists); any other failure leaves a job that runs, and whose
+	// status its worker writes.
+	if err := jobs.Create(ctx, st, time.Duration(as.MaxAge+as.ResultTTL)); err != nil && !errors.Is(err, registry.ErrJobExists) {
+		c.e.log.Warn("writing a job's status", "api", rt.api.Name, "job", id, "request_id", c.id, "err", err)
+	}
+	return c.accepted(id, registry.JobPending)
+}
+
+// jobTier is the tier token of an API tier's jobs.
+func jobTier(a *registry.API) string {
+	switch {
+	case a.IsDraft():
+		return bus.TierDraft
+	case a.IsSandbox():
+		return bus.TierSandbox
+	}
+	return bus.TierAPI
+}
+
+// jobError is the refusal of a job the stream did not take.
+func (c *call) jobError(err error) error {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) && strings.Contains(ae.Description, "maximum") {
+		// DiscardNew: the API's queue (or the stream) is full. Nothing
+		// was stored.
+		e := c.refuse(bus.CodeOverloaded, "the job queue of api "+c.rt.api.Name+" is full; try again later")
+		e.RetryAfter = 5
+		return e
+	}
+	c.e.log.Warn("storing a job", "api", c.rt.api.Name, "request_id", c.id, "err", err)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return c.refuse(bus.CodeBusUnavailable, "the job store did not answer in time: the job may be stored; retry with the same Idempotency-Key to find out")
+	}
+	return c.refuse(bus.CodeBusUnavailable, "the job could not be stored")
+}
+
+// accepted answers an async call: 202, the job's address, and when to
+// look.
+func (c *call) accepted(id, state string) error {
+	loc := BuiltinPrefix + "jobs/" + id
+	h := c.Header()
+	h["Location"] = []string{loc}
+	h["Retry-After"] = []string{"1"}
+	h["Preference-Applied"] = []string{"respond-async"}
+	h["Content-Type"] = []string{"application/json"}
+	h["Cache-Control"] = []string{"no-store"}
+	c.WriteHeader(http.StatusAccepted)
+	b, _ := json.Marshal(struct {
+		ID       string `json:"id"`
+		State    string `json:"state"`
+		Location string `json:"location"`
+	}{id, state, loc})
+	_, _ = c.Write(append(b, '\n'))
+	return errEnded
+}
+
+// jobStore opens the job status bucket on first need: it is the admin's
+// to create, and may be made after this edge started.
+func (e *Edge) jobStore(ctx context.Context) (*registry.JobStore, error) {
+	if s := e.jobs.Load(); s != nil {
+		return s, nil
+	}
+	e.jobsMu.Lock()
+	defer e.jobsMu.Unlock()
+	if s := e.jobs.Load(); s != nil {
+		return s, nil
+	}
+	js, err := jetstream.New(e.o.Conn)
+	if err != nil {
+		return nil, err
+	}
+	s, err := registry.OpenJobStore(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	e.jobs.Store(s)
+	return s, nil
+}
+
+// serveJob answers /_jetway/jobs/<id> (GET: the job's status; DELETE:
+// cancel it while it is pending) and /_jetway/jobs/<id>/result (GET: the
+// backend's answer as it was). Only the app that submitted a job may see
+// or cancel it, authenticated as its API asks; a job of an open API is
+// found by its id alone (128 random bits).
+func (e *Edge) serveJob(w http.ResponseWriter, r *http.Request, id, rest, sent string, addr netip.Addr) {
+	jobID, sub, _ := strings.Cut(rest, "/")
+	switch {
+	case sub == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete):
+	case sub == "result" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+	case sub != "" && sub != "result":
+		writeError(w, bus.CodeRouteNotFound, "no built-in endpoint at "+BuiltinPrefix+"jobs/"+rest, id)
+		return
+	default:
+		allow := "GET, HEAD, DELETE"
+		if sub == "result" {
+			allow = "GET, HEAD"
+		}
+		w.Header().Set("Allow", allow)
+		writeError(w, bus.CodeMethodNotAllowed, "a job takes "+allow, id)
+		return
+	}
+	notFound := func() { writeError(w, bus.CodeJobNotFound, "no job "+quoteName(jobID), id) }
+	if !registry.ValidJobID(jobID) {
+		notFound()
+		return
+	}
+	n := e.inflight.Add(1)
+	defer e.inflight.Add(-1)
+	if limit := e.o.MaxInFlight; limit > 0 && n > limit {
+		writeError(w, bus.CodeOverloaded, "this edge is serving its limit of requests", id)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	jobs, err := e.jobStore(ctx)
+	if err != nil {
+		writeError(w, bus.CodeBusUnavailable, "async jobs are not available on this edge now", id)
+		return
+	}
+	st, err := jobs.Get(ctx, jobID)
+	if errors.Is(err, registry.ErrNotFound) {
+		notFound()
+		return
+	} else if err != nil {
+		e.log.Warn("reading a job", "job", jobID, "request_id", id, "err", err)
+		writeError(w, bus.CodeBusUnavailable, "the job store is not reachable from this edge", id)
+		return
+	}
+	if st.App != "" {
+		p := e.router.Load().auth[st.API]
+		if p == nil { // its API is gone, or open now: nobody can prove to be its app
+			notFound()
+			return
+		}
+		app, err := Authenticate(r, p, Caller{Addr: addr, Path: sent})
+		if err != nil {
+			writeRefusal(w, asError(err), id)
+			return
+		}
+		if app == nil || app.ID != st.App {
+			notFound() // another app's job is none of its business, not even its existence
+			return
+		}
+	}
+	switch {
+	case r.Method == http.MethodDelete:
+		e.cancelJob(ctx, w, jobs, st, id)
+	case sub == "result":
+		writeJobResult(w, st, id)
+	default:
+		_ = writeJSON(w, http.StatusOK, st)
+	}
+}
+
+// cancelJob cancels a pending job: its worker then dead-letters it
+// instead of running it. A running or ended job is not cancelled.
+func (e *Edge) cancelJob(ctx context.Context, w http.ResponseWriter, jobs *registry.JobStore, st *registry.JobStatus, id string) {
+	for range 3 {
+		if st.State != registry.JobPending {
+			writeError(w, bus.CodeConflict, "job "+st.ID+" is "+st.State+": only a pending job can be cancelled", id)
+			return
+		}
+		st.State, st.Reason, st.NextAttempt = registry.JobCancelled, registry.ReasonCancelled, nil
+		err := jobs.Update(ctx, st, registry.DefaultAsyncAge)
+		if err == nil {
+			_ = writeJSON(w, http.StatusOK, st)
+			return
+		}
+		if !errors.Is(err, registry.ErrJobConflict) {
+			e.log.Warn("cancelling a job", "job", st.ID, "request_id", id, "err", err)
+			writeError(w, bus.CodeBusUnavailable, "the job store is not reachable from this edge", id)
+			return
+		}
+		// A worker took it meanwhile: look again.
+		if st, err = jobs.Get(ctx, st.ID); err != nil {
+			writeError(w, bus.CodeBusUnavailable, "the job store is not reachable from this edge", id)
+			return
+		}
+	}
+	writeError(w, bus.CodeConflict, "job "+st.ID+" keeps changing; try again", id)
+}
+
+// writeJobResult writes the backend's answer to a finished job as the
+// backend gave it.
+func writeJobResult(w http.ResponseWriter, st *registry.JobStatus, id string) {
+	res := st.Result
+	switch {
+	case res == nil:
+		writeError(w, bus.CodeJobNotFound, "job "+st.ID+" has no result (it is "+st.State+")", id)
+		return
+	case res.Omitted:
+		writeError(w, bus.CodeJobNotFound, "job "+st.ID+"'s result was larger than its API keeps", id)
+		return
+	}
+	h := w.Header()
+	for k, vs := range res.Headers {
+		h[k] = vs
+	}
+	h["X-Jetway-Job-State"] = []string{st.State}
+	w.WriteHeader(res.Status)
+	_, _ = w.Write(res.RawBody())
+}

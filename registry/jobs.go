@@ -1,0 +1,336 @@
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
+)
+
+// Job states. A job is pending until a worker takes it, running during an
+// attempt, pending again between attempts, and ends succeeded, failed
+// (the backend's last answer was a failure: not retried, or the attempts
+// ran out), dead (it never got a final answer: it expired, or its API is
+// gone) or cancelled. failed, dead and cancelled jobs are dead letters too.
+const (
+	JobPending   = "pending"
+	JobRunning   = "running"
+	JobSucceeded = "succeeded"
+	JobFailed    = "failed"
+	JobDead      = "dead"
+	JobCancelled = "cancelled"
+)
+
+// Dead-letter reasons.
+const (
+	ReasonFailed     = "failed"            // the backend's answer is not retried
+	ReasonExhausted  = "retries_exhausted" // every attempt failed
+	ReasonExpired    = "expired"           // past the API's async max_age
+	ReasonCancelled  = "cancelled"         // DELETE by its app
+	ReasonAPIRemoved = "api_removed"       // its API (or its async block) is gone
+)
+
+// JobStatus is what BucketJobs keeps of a job under its id, and what its
+// caller reads (GET /_jetway/jobs/{id}).
+type JobStatus struct {
+	ID          string     `json:"id"`
+	API         string     `json:"api"`
+	Tier        string     `json:"tier"`
+	Pool        string     `json:"pool"`
+	App         string     `json:"app,omitempty"`
+	RequestID   string     `json:"request_id,omitempty"`
+	State       string     `json:"state"`
+	Attempts    int        `json:"attempts"`
+	MaxAttempts int        `json:"max_attempts"`
+	Submitted   time.Time  `json:"submitted"`
+	Updated     time.Time  `json:"updated"`
+	NextAttempt *time.Time `json:"next_attempt,omitempty"`
+	// Reason says why a job is failed, dead or cancelled.
+	Reason    string     `json:"reason,omitempty"`
+	LastError *JobError  `json:"last_error,omitempty"`
+	Result    *JobResult `json:"result,omitempty"`
+
+	// Revision is the KV revision the status was read at (compare-and-set).
+	Revision uint64 `json:"-"`
+}
+
+// Final reports whether the job has ended.
+func (s *JobStatus) Final() bool {
+	switch s.State {
+	case JobSucceeded, JobFailed, JobDead, JobCancelled:
+		return true
+	}
+	return false
+}
+
+// JobError is why an attempt failed: a gateway code (GATEWAY_TIMEOUT, …)
+// or the backend's status.
+type JobError struct {
+	Code    string `json:"code,omitempty"`
+	Status  int    `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
+// JobResult is the backend's answer to the job's last attempt: its status
+// and headers, and its body when the API's max_result allows (Body when it
+// is UTF-8, else BodyBase64); Size is the body's length either way.
+type JobResult struct {
+	Status     int                 `json:"status"`
+	Headers    map[string][]string `json:"headers,omitempty"`
+	Body       *string             `json:"body,omitempty"`
+	BodyBase64 []byte              `json:"body_base64,omitempty"`
+	Size       int                 `json:"size"`
+	// Omitted: the body was larger than max_result and is not kept.
+	Omitted bool `json:"omitted,omitempty"`
+}
+
+// NewJobResult keeps an answer within maxBody bytes of body.
+func NewJobResult(status int, h http.Header, body []byte, maxBody int) *JobResult {
+	r := &JobResult{Status: status, Headers: h, Size: len(body)}
+	switch {
+	case len(body) > maxBody:
+		r.Omitted = true
+	case len(body) == 0:
+	case utf8.Valid(body):
+		s := string(body)
+		r.Body = &s
+	default:
+		r.BodyBase64 = body
+	}
+	return r
+}
+
+// RawBody is the kept body as bytes.
+func (r *JobResult) RawBody() []byte {
+	if r.Body != nil {
+		return []byte(*r.Body)
+	}
+	return r.BodyBase64
+}
+
+// NewJobID is a job id: 128 random bits, lower-case base32 (26
+// characters) — unguessable, since an open API's job is found by its id
+// alone.
+func NewJobID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// ValidJobID reports whether s has the shape NewJobID makes.
+func ValidJobID(s string) bool {
+	if len(s) != 26 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	return true
+}
+
+// IdempotentJobID is the id of the job an Idempotency-Key of an app
+// makes on an API tier: the same key, app and tier make the same job,
+// whichever edge takes the call. Found from the key, as the key's
+// semantics require; only the app that submitted a job may read it,
+// except on an open API, where whoever holds the key could submit it
+// again and learn the id anyway.
+func IdempotentJobID(apiKey, app, key string) string {
+	sum := sha256.Sum256([]byte("jetway-job\x00" + apiKey + "\x00" + app + "\x00" + key))
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
+}
+
+// Errors of the job store.
+var (
+	ErrJobExists   = errors.New("job exists")
+	ErrJobConflict = errors.New("job status changed meanwhile")
+)
+
+// JobStore reads and writes job statuses in BucketJobs. Each value has
+// its own TTL (the API's result_ttl, counted from its last write), so a
+// bucket needs no sweeper.
+type JobStore struct {
+	js jetstream.JetStream
+	kv jetstream.KeyValue
+}
+
+// OpenJobStore opens the job status bucket (the admin creates it:
+// OpenJobStreams).
+func OpenJobStore(ctx context.Context, js jetstream.JetStream) (*JobStore, error) {
+	kv, err := js.KeyValue(ctx, bus.BucketJobs)
+	if err != nil {
+		return nil, fmt.Errorf("opening bucket %s: %w", bus.BucketJobs, err)
+	}
+	return &JobStore{js: js, kv: kv}, nil
+}
+
+// Get reads a job's status (ErrNotFound when there is none: never, or its
+// TTL passed).
+func (s *JobStore) Get(ctx context.Context, id string) (*JobStatus, error) {
+	e, err := s.kv.Get(ctx, bus.JobKeyPrefix+id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	} else if err != nil {
+		return nil, fmt.Errorf("reading job %s: %w", id, err)
+	}
+	var st JobStatus
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		return nil, fmt.Errorf("job %s: stored status is damaged: %w", id, err)
+	}
+	st.Revision = e.Revision()
+	return &st, nil
+}
+
+// Create stores a new job's status (ErrJobExists when its id has one).
+func (s *JobStore) Create(ctx context.Context, st *JobStatus, ttl time.Duration) error {
+	return s.write(ctx, bus.JobKeyPrefix+st.ID, st, 0, ttl)
+}
+
+// Update stores st at its Revision only (ErrJobConflict when the status
+// changed since it was read), and sets st.Revision to the new one.
+func (s *JobStore) Update(ctx context.Context, st *JobStatus, ttl time.Duration) error {
+	return s.write(ctx, bus.JobKeyPrefix+st.ID, st, st.Revision, ttl)
+}
+
+func (s *JobStore) write(ctx context.Context, key string, st *JobStatus, rev uint64, ttl time.Duration) error {
+	st.Updated = time.Now().UTC()
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	n, err := s.put(ctx, key, b, rev, ttl)
+	switch {
+	case err == nil:
+		st.Revision = n
+		return nil
+	case isWrongLastSeq(err) && rev == 0:
+		return ErrJobExists
+	case isWrongLastSeq(err):
+		return ErrJobConflict
+	}
+	return fmt.Errorf("writing job %s: %w", st.ID, err)
+}
+
+// put is a KV compare-and-set with the value's own TTL: a publish on the
+// key's subject with the expected last sequence (0: none) and Nats-TTL.
+func (s *JobStore) put(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
+	m := nats.NewMsg(kvSubject(bus.BucketJobs, key))
+	m.Data = value
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	if ttl > 0 {
+		m.Header.Set("Nats-TTL", strconv.FormatInt(int64((ttl+time.Second-1)/time.Second), 10)+"s")
+	}
+	ack, err := s.js.PublishMsg(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// Publish stores a job's message in the jobs stream (deduplicated by its
+// Nats-Msg-Id within two minutes).
+func (s *JobStore) Publish(ctx context.Context, m *nats.Msg) error {
+	_, err := s.js.PublishMsg(ctx, m)
+	return err
+}
+
+// Delete forgets a job's status.
+func (s *JobStore) Delete(ctx context.Context, id string) error {
+	return s.kv.Purge(ctx, bus.JobKeyPrefix+id)
+}
+
+// Job stream bounds. A job waits at most MaxAsyncAge; the stream refuses
+// new jobs (never drops one it accepted) past JobsMaxBytes in all or
+// JobsMaxPerAPI queued for one API tier. A server without the room gets
+// the largest halving of JobsMaxBytes it can reserve.
+const (
+	JobsMaxBytes       = 1 << 30
+	JobsMaxPerAPI      = 100_000
+	DeadLettersMaxAge  = 30 * 24 * time.Hour
+	DeadLettersMaxByte = 1 << 30
+	JobsBucketMaxBytes = 1 << 30
+)
+
+// OpenJobStreams opens what async jobs are kept in, creating it when
+// missing: the jobs stream (work queue: a job is gone once a worker acks
+// it), the status bucket and the dead letters.
+func OpenJobStreams(ctx context.Context, js jetstream.JetStream, o BucketOptions) error {
+	if _, err := js.KeyValue(ctx, bus.BucketJobs); errors.Is(err, jetstream.ErrBucketNotFound) {
+		cfg := jetstream.KeyValueConfig{
+			Bucket:         bus.BucketJobs,
+			Description:    "Jetway async job statuses (j.<id>) and idempotency keys (i.<digest>): edges and workers read and write",
+			History:        1,
+			TTL:            MaxAsyncAge + 24*time.Hour, // each value has its own, shorter TTL
+			LimitMarkerTTL: time.Minute,
+			MaxValueSize:   int32(MaxAsyncResult) + 64<<10,
+			MaxBytes:       JobsBucketMaxBytes,
+			Storage:        jetstream.FileStorage,
+			Replicas:       max(o.Replicas, 1),
+		}
+		for {
+			_, err := js.CreateKeyValue(ctx, cfg)
+			if err == nil || errors.Is(err, jetstream.ErrBucketExists) {
+				break
+			}
+			if noRoomFor(err) && cfg.MaxBytes/2 >= PushStreamMinBytes {
+				cfg.MaxBytes /= 2
+				continue
+			}
+			return fmt.Errorf("creating bucket %s: %w", bus.BucketJobs, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("opening bucket %s: %w", bus.BucketJobs, err)
+	}
+	streams := []jetstream.StreamConfig{{
+		Name:                 bus.StreamJobs,
+		Description:          "Jetway async jobs (edges publish; each pool's workers take theirs from one durable consumer)",
+		Subjects:             []string{bus.JobsPrefix + ">"},
+		Retention:            jetstream.WorkQueuePolicy,
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
+		MaxMsgsPerSubject:    JobsMaxPerAPI,
+		MaxAge:               MaxAsyncAge,
+		MaxBytes:             JobsMaxBytes,
+		MaxMsgSize:           int32(MaxMaxBody) + 64<<10,
+		Duplicates:           2 * time.Minute,
+		Storage:              jetstream.FileStorage,
+		Replicas:             max(o.Replicas, 1),
+	}, {
+		Name:        bus.StreamDeadLetters,
+		Description: "Jetway dead letters: async jobs that ended without success (jetway dlq)",
+		Subjects:    []string{bus.DeadLetterPrefix + ">"},
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      DeadLettersMaxAge,
+		MaxBytes:    DeadLettersMaxByte,
+		MaxMsgSize:  int32(MaxMaxBody) + 128<<10,
+		Duplicates:  2 * time.Minute,
+		AllowDirect: true,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(o.Replicas, 1),
+	}}
+	for _, cfg := range streams {
+		if _, err := js.Stream(ctx, cfg.Name); err == nil {
+			continue
+		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("opening stream %s: %w", cfg.Name, err)
+		}
+		if err := createPushStream(ctx, js, cfg); err != nil {
+			return err
+		}
+	}
+	return nil
+}

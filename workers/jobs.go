@@ -1,0 +1,552 @@
+package workers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/backend"
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+)
+
+// Async jobs (docs/async.md). A worker that serves a pool with an API
+// that takes async calls takes the pool's jobs from the pool's durable
+// consumer (bus.JobConsumer), as many at a time as it has job slots, and
+// runs each like a call that came over NATS: admit, invoke, end — within
+// the API's concurrency, so jobs and calls share the bulkhead. Between
+// attempts a job waits in the stream (a nak with the backoff as delay);
+// its status in the job bucket says where it is. A job is acked (and so
+// leaves the stream) only after its final status is written, so a worker
+// that dies mid-job leaves it to be delivered again, and the status tells
+// the next worker how many attempts were spent.
+
+// Job tuning.
+const (
+	jobSlots      = 64               // jobs one worker runs at once per pool
+	jobAckWait    = 30 * time.Second // a job not acked, nakked or in progress for this long is delivered again
+	jobProgress   = jobAckWait / 3   // how often a running job says it is in progress
+	jobFetchWait  = 5 * time.Second  // how long one pull waits for jobs
+	jobRetryDelay = time.Second      // a job this worker cannot take now comes back after
+	jobWriteTries = 20               // tries of a job's final status write, 500ms apart
+)
+
+// jobPool is the loop that takes one pool's jobs on this worker.
+type jobPool struct {
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// applyJobs starts taking the jobs of the pools that have an API taking
+// async calls, and stops for pools that no longer have one. Called by
+// Apply with w.mu held.
+func (w *Worker) applyJobs(want map[string]*registry.API) {
+	pools := map[string]bool{}
+	for _, a := range want {
+		if a.Async != nil {
+			pools[a.Pool] = true
+		}
+	}
+	for p, jp := range w.jobPools {
+		if !pools[p] {
+			jp.stop() // its jobs in flight finish; the next come to no one here
+			delete(w.jobPools, p)
+		}
+	}
+	for p := range pools {
+		if _, ok := w.jobPools[p]; ok {
+			continue
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		jp := &jobPool{stop: stop, done: make(chan struct{})}
+		w.jobPools[p] = jp
+		go func() {
+			defer close(jp.done)
+			w.takeJobs(ctx, p)
+		}()
+	}
+}
+
+// takeJobs binds to the pool's job consumer (creating it when missing)
+// and pulls jobs until ctx ends. A stream or bucket not there yet, or a
+// NATS outage, is tried again with a backoff.
+func (w *Worker) takeJobs(ctx context.Context, pool string) {
+	wait := time.Second
+	for ctx.Err() == nil {
+		cons, err := w.js.CreateOrUpdateConsumer(ctx, bus.StreamJobs, jetstream.ConsumerConfig{
+			Durable:       bus.JobConsumer(pool),
+			Description:   "the async jobs of pool " + pool,
+			FilterSubject: bus.JobsPrefix + bus.PoolToken(pool) + ".>",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       jobAckWait,
+			MaxDeliver:    -1, // a job ends by its attempts and max_age, counted in its status
+			MaxAckPending: 10_000,
+			MaxWaiting:    512,
+		})
+		if err == nil {
+			err = w.pullJobs(ctx, pool, cons)
+		}
+		if ctx.Err() != nil || w.o.Conn.IsClosed() {
+			return
+		}
+		w.log.Warn("taking async jobs", "pool", pool, "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// pullJobs pulls as many jobs as there are free slots and runs each on
+// its own goroutine, until ctx ends or a pull fails.
+func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consumer) error {
+	slots := make(chan struct{}, jobSlots)
+	for {
+		select { // wait for one free slot, then take what else is free
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		n := 1
+		for n < jobSlots {
+			select {
+			case slots <- struct{}{}:
+				n++
+				continue
+			default:
+			}
+			break
+		}
+		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(jobFetchWait))
+		if err != nil {
+			for range n {
+				<-slots
+			}
+			return err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			if ctx.Err() != nil {
+				_ = m.Nak() // stopping: another worker of the pool takes it now
+				<-slots
+				continue
+			}
+			go func() {
+				defer func() { <-slots }()
+				w.runJob(pool, m)
+			}()
+		}
+		for range n - got {
+			<-slots
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
+}
+
+// job is one delivery of a job: its message, status and API.
+type job struct {
+	w    *Worker
+	m    jetstream.Msg
+	jobs *registry.JobStore
+	st   *registry.JobStatus
+	cfg  *registry.Async
+	ctx  context.Context // bounds the job store's calls
+}
+
+// runJob runs one delivery of a job: an attempt, or its end without one
+// (cancelled, expired, its attempts spent, its API gone).
+func (w *Worker) runJob(pool string, m jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), MaxJobRun)
+	defer cancel()
+	id := m.Headers().Get(bus.HdrJobID)
+	tok, tier, name, ok := bus.ParseJobSubject(m.Subject())
+	if !ok || tok != bus.PoolToken(pool) || !registry.ValidJobID(id) {
+		// Nothing can run it: only a node with an edge's credentials
+		// could have written it.
+		w.log.Warn("async job malformed; dropped", "subject", m.Subject(), "job", id)
+		_ = m.Term()
+		return
+	}
+	jobs, err := w.jobStore(ctx)
+	if err != nil {
+		w.log.Warn("async job store unavailable", "job", id, "err", err)
+		_ = m.NakWithDelay(jobRetryDelay)
+		return
+	}
+	submitted := time.Now()
+	if md, err := m.Metadata(); err == nil {
+		submitted = md.Timestamp
+	}
+	st, err := jobs.Get(ctx, id)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		// Its edge has not written it yet, or could not: this worker does.
+		// The app and request id are the message's own: the status
+		// says whose job it is as the edge's would.
+		h := m.Headers()
+		st = &registry.JobStatus{ID: id, API: name, Tier: tier, Pool: pool, State: registry.JobPending, Submitted: submitted.UTC(),
+			App: h.Get(bus.HdrApp), RequestID: h.Get(bus.HdrRequestID)}
+	case err != nil:
+		w.log.Warn("reading an async job's status", "job", id, "err", err)
+		_ = m.NakWithDelay(jobRetryDelay)
+		return
+	}
+	j := &job{w: w, m: m, jobs: jobs, st: st, ctx: ctx}
+	switch {
+	case st.State == registry.JobCancelled:
+		j.deadLetter(registry.ReasonCancelled)
+		_ = m.Ack()
+		return
+	case st.Final():
+		_ = m.Ack() // delivered again after it ended (its ack was lost)
+		return
+	}
+	key := name
+	switch tier {
+	case bus.TierSandbox:
+		key += "@sandbox"
+	case bus.TierDraft:
+		key += "@draft"
+	}
+	w.mu.Lock()
+	as := w.subs[key]
+	w.mu.Unlock()
+	if as == nil {
+		if w.apiGone(name, tier) {
+			j.cfg = defaultAsync()
+			j.finish(registry.JobDead, registry.ReasonAPIRemoved)
+			return
+		}
+		_ = m.NakWithDelay(jobRetryDelay) // not applied here yet
+		return
+	}
+	api := as.state.Load().api
+	j.cfg = api.Async
+	if j.cfg == nil { // the API stopped taking new jobs; those it took still run
+		j.cfg = defaultAsync()
+	}
+	st.MaxAttempts = j.cfg.Attempts
+	if time.Since(submitted) > time.Duration(j.cfg.MaxAge) {
+		j.finish(registry.JobDead, registry.ReasonExpired)
+		return
+	}
+	if st.Attempts >= j.cfg.Attempts {
+		// Its attempts went with workers that died during them.
+		j.finish(registry.JobDead, registry.ReasonExhausted)
+		return
+	}
+	inv, err := w.admit(as, time.Now().Add(time.Duration(j.cfg.AttemptTimeout)))
+	if err != nil {
+		_ = m.NakWithDelay(jobRetryDelay) // the API is at its concurrency: later
+		return
+	}
+	defer inv.end()
+	st.State, st.NextAttempt = registry.JobRunning, nil
+	st.Attempts++
+	if err := j.write(); err != nil {
+		st.Attempts--
+		if errors.Is(err, registry.ErrJobConflict) || errors.Is(err, registry.ErrJobExists) {
+			_ = m.Nak() // cancelled, or written by its edge, meanwhile: the next delivery reads it again
+		} else {
+			w.log.Warn("writing an async job's status", "job", id, "err", err)
+			_ = m.NakWithDelay(jobRetryDelay)
+		}
+		return
+	}
+	stop := j.keepInProgress()
+	resp, err := j.attempt(inv, api, tier)
+	stop()
+	j.judge(resp, err)
+	if resp != nil {
+		resp.Free()
+	}
+}
+
+// answerFailed reports whether a backend's answer fails its job: the
+// API's classify verdict when it has one, else any status from 400 up (a
+// job has no caller to read a 4xx; its status says it failed).
+func answerFailed(resp *backend.Response) bool {
+	if resp.Classified {
+		return resp.Failed
+	}
+	return resp.Status >= 400
+}
+
+// MaxJobRun bounds everything one delivery of a job does: the longest
+// attempt and its status writes.
+const MaxJobRun = registry.MaxAsyncAttemptTimeout + time.Minute
+
+// attempt calls the API's stack with the job's request.
+func (j *job) attempt(inv invocation, api *registry.API, tier string) (*backend.Response, error) {
+	m := j.m
+	// A copy: decoding takes the wire's headers out, and the message
+	// keeps them for its dead letter.
+	h := nats.Header(maps.Clone(m.Headers()))
+	if _, err := bus.WireOf(h); err != nil {
+		return nil, bus.Errorf(bus.CodeWireVersion, err.Error())
+	}
+	req := decodeRequest(api, &nats.Msg{Subject: m.Subject(), Header: h, Data: m.Data()})
+	req.Stream = 0
+	start := time.Now()
+	resp, err := inv.invoke(context.Background(), req)
+	failed := err != nil || answerFailed(resp)
+	detail := ""
+	if failed {
+		if err != nil {
+			code, msg := errorCode(err)
+			detail = string(code) + ": " + msg
+		} else {
+			detail = "backend answered " + strconv.Itoa(resp.Status)
+		}
+	}
+	inv.as.stats.record(time.Since(start), failed, detail)
+	return resp, err
+}
+
+// judge ends an attempt: the job succeeded, waits for its next attempt,
+// or ends failed.
+func (j *job) judge(resp *backend.Response, err error) {
+	st, cfg := j.st, j.cfg
+	var status int
+	timedOut := false
+	if err != nil {
+		code, msg := errorCode(err)
+		status, timedOut = code.Status(), code == bus.CodeGatewayTimeout
+		st.LastError = &registry.JobError{Code: string(code), Status: status, Message: msg}
+	} else {
+		status = resp.Status
+		st.Result = registry.NewJobResult(resp.Status, resultHeaders(resp.Header), bytes.Clone(resp.Body), int(cfg.MaxResult))
+		if !answerFailed(resp) {
+			st.LastError = nil
+			j.finish(registry.JobSucceeded, "")
+			return
+		}
+		st.LastError = &registry.JobError{Status: status, Message: "the backend answered " + strconv.Itoa(status)}
+	}
+	if !cfg.Retries(status, timedOut) {
+		j.finish(registry.JobFailed, registry.ReasonFailed)
+		return
+	}
+	if st.Attempts >= cfg.Attempts {
+		j.finish(registry.JobFailed, registry.ReasonExhausted)
+		return
+	}
+	delay := jobBackoff(cfg, st.Attempts, resp)
+	if time.Since(st.Submitted)+delay > time.Duration(cfg.MaxAge) {
+		j.finish(registry.JobDead, registry.ReasonExpired)
+		return
+	}
+	next := time.Now().Add(delay).UTC()
+	st.State, st.NextAttempt = registry.JobPending, &next
+	if err := j.write(); err != nil && !errors.Is(err, registry.ErrJobConflict) {
+		j.w.log.Warn("writing an async job's status", "job", st.ID, "err", err)
+	}
+	_ = j.m.NakWithDelay(delay)
+}
+
+// finish ends the job: its final status, then, for a job that did not
+// succeed, its dead letter, then the ack that takes it out of the stream.
+// A status that cannot be written is tried again (the job held in
+// progress) rather than acked unwritten, or left to run again.
+func (j *job) finish(state, reason string) {
+	st := j.st
+	st.State, st.Reason, st.NextAttempt = state, reason, nil
+	for try := 0; ; try++ {
+		err := j.write()
+		if err == nil {
+			break
+		}
+		if errors.Is(err, registry.ErrJobConflict) {
+			// Cancelled meanwhile (only a pending job is): this end
+			// stands, at the status's new revision.
+			cur, gerr := j.jobs.Get(j.ctx, st.ID)
+			if gerr == nil {
+				st.Revision = cur.Revision
+				continue
+			}
+			err = gerr
+		}
+		if try == jobWriteTries {
+			j.w.log.Error("async job's final status not written; acked anyway", "job", st.ID, "state", state, "err", err)
+			break
+		}
+		_ = j.m.InProgress()
+		time.Sleep(500 * time.Millisecond)
+	}
+	if state != registry.JobSucceeded {
+		j.deadLetter(reason)
+	}
+	if err := j.m.DoubleAck(j.ctx); err != nil {
+		j.w.log.Warn("acking an async job", "job", st.ID, "err", err)
+	}
+}
+
+// write stores the job's status: created when it has none yet, else at
+// the revision it was read at. A pending or running job's status is kept
+// as long as the job may still wait, a final one for the result TTL.
+func (j *job) write() error {
+	ttl := time.Duration(j.cfg.ResultTTL)
+	if !j.st.Final() {
+		ttl += time.Duration(j.cfg.MaxAge)
+	}
+	if j.st.Revision == 0 {
+		return j.jobs.Create(j.ctx, j.st, ttl)
+	}
+	return j.jobs.Update(j.ctx, j.st, ttl)
+}
+
+// Dead-letter headers: why the job ended, after how many attempts, with
+// what last error, and when.
+const (
+	HdrDeadReason   = "Jetway-Dlq-Reason"
+	HdrDeadState    = "Jetway-Dlq-State"
+	HdrDeadAttempts = "Jetway-Dlq-Attempts"
+	HdrDeadError    = "Jetway-Dlq-Error"
+	HdrDeadApp      = "Jetway-Dlq-App"
+)
+
+// deadLetter records a job that ended without success in the dead
+// letters: its request as it was submitted (so it can be replayed), and
+// why it ended. A second record of the same end (a delivery again after
+// a lost ack) is dropped by the stream's deduplication.
+func (j *job) deadLetter(reason string) {
+	st, m := j.st, j.m
+	h := nats.Header{}
+	for k, vs := range m.Headers() {
+		h[k] = vs
+	}
+	h.Set(jetstream.MsgIDHeader, "dlq."+st.ID+"."+reason)
+	h.Set(HdrDeadReason, reason)
+	h.Set(HdrDeadState, st.State)
+	h.Set(HdrDeadAttempts, strconv.Itoa(st.Attempts))
+	if st.App != "" {
+		h.Set(HdrDeadApp, st.App)
+	}
+	if e := st.LastError; e != nil {
+		msg := e.Message
+		if len(msg) > 1024 {
+			msg = msg[:1024]
+		}
+		h.Set(HdrDeadError, strconv.Itoa(e.Status)+" "+e.Code+" "+msg)
+	}
+	_, tier, name, _ := bus.ParseJobSubject(m.Subject())
+	out := &nats.Msg{Subject: bus.DeadLetterSubject(st.Pool, tier, name), Header: h, Data: m.Data()}
+	if _, err := j.w.js.PublishMsg(j.ctx, out); err != nil {
+		j.w.log.Error("async job's dead letter not written", "job", st.ID, "reason", reason, "err", err)
+	}
+}
+
+// keepInProgress tells the stream the job is still being worked on until
+// the returned stop is called, so a long attempt is not delivered again
+// under it.
+func (j *job) keepInProgress() (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(jobProgress)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = j.m.InProgress()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// jobBackoff is the wait before attempt n+1: exponential from the API's
+// backoff with equal jitter, at least what the backend's Retry-After
+// asked, at most max_backoff.
+func jobBackoff(cfg *registry.Async, n int, resp *backend.Response) time.Duration {
+	d := time.Duration(cfg.Backoff)
+	for i := 1; i < n && d < time.Duration(cfg.MaxBackoff); i++ {
+		d *= 2
+	}
+	d = min(d, time.Duration(cfg.MaxBackoff))
+	d = d/2 + rand.N(d/2+1)
+	if resp != nil {
+		if ra := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ra > d {
+			d = ra
+		}
+	}
+	return min(d, time.Duration(cfg.MaxBackoff))
+}
+
+// retryAfter reads a Retry-After value: seconds, or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// resultHeaders are the backend's headers a job's result keeps: its own,
+// less what only made sense on its connection.
+func resultHeaders(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		switch k {
+		case "Connection", "Keep-Alive", "Transfer-Encoding", "Content-Length", "Trailer", "Upgrade":
+			continue
+		}
+		out[k] = vs
+	}
+	bus.CleanHeaders(nats.Header(out))
+	return out
+}
+
+// defaultAsync is the async block a job of an API that has none (any
+// more) runs with.
+func defaultAsync() *registry.Async {
+	return registry.DefaultAsyncConfig()
+}
+
+// apiGone reports whether the registry as last applied has no such API
+// tier any more.
+func (w *Worker) apiGone(name, tier string) bool {
+	s := w.snap.Load()
+	if s == nil {
+		return false
+	}
+	if tier == bus.TierDraft {
+		_, ok := s.Drafts[name]
+		return !ok
+	}
+	a, ok := s.APIs[name]
+	return !ok || (tier == bus.TierSandbox && a.Sandbox == nil)
+}
+
+// jobStore opens the job status bucket on first need (the admin makes
+// it, maybe after this worker started).
+func (w *Worker) jobStore(ctx context.Context) (*registry.JobStore, error) {
+	if s := w.jobs.Load(); s != nil {
+		return s, nil
+	}
+	s, err := registry.OpenJobStore(ctx, w.js)
+	if err != nil {
+		return nil, err
+	}
+	w.jobs.CompareAndSwap(nil, s)
+	return w.jobs.Load(), nil
+}

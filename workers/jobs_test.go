@@ -1,0 +1,357 @@
+package workers_test
+
+// Async jobs (docs/async.md) through a whole gateway: the edge accepts
+// with 202, a worker runs the job from the jobs stream with retries, its
+// caller reads the status and the result, and what ends without success
+// lands in the dead letters.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/workers"
+)
+
+// jobBackend answers each call with the next status of script (the last
+// one for ever after), and remembers each call's headers and body.
+type jobBackend struct {
+	*httptest.Server
+	mu     sync.Mutex
+	script []int
+	calls  []*http.Request
+	bodies []string
+	hold   chan struct{} // when set, calls wait for it
+}
+
+func newJobBackend(t *testing.T, script ...int) *jobBackend {
+	b := &jobBackend{script: script}
+	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		b.mu.Lock()
+		n := len(b.calls)
+		b.calls = append(b.calls, r.Clone(context.Background()))
+		b.bodies = append(b.bodies, string(body))
+		status := b.script[min(n, len(b.script)-1)]
+		hold := b.hold
+		b.mu.Unlock()
+		if hold != nil {
+			<-hold
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("X-Backend", "yes")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, "answer %d to %s", n+1, body)
+	}))
+	t.Cleanup(b.Close)
+	return b
+}
+
+func (b *jobBackend) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.calls)
+}
+
+func asyncAPI(name string, b *jobBackend, async string, extra string) string {
+	return fmt.Sprintf(`{"name":%q,"pool":"jobs","route":{"method":"POST","path":"/%s"},"backend":{"type":"http","url":%q},"timeout":"2s","async":%s%s}`,
+		name, name, b.URL, async, extra)
+}
+
+// submit posts an async call and returns the job's address.
+func submit(t *testing.T, g *jetwaytest.Gateway, path, body string, hdr ...string) (loc, id string) {
+	t.Helper()
+	r := g.Do("POST", path, strings.NewReader(body), append([]string{"Prefer", "respond-async"}, hdr...)...)
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s, want 202", r.Status, r.Body)
+	}
+	var got struct{ ID, State, Location string }
+	if err := json.Unmarshal([]byte(r.Body), &got); err != nil {
+		t.Fatal(err)
+	}
+	loc = r.Header.Get("Location")
+	if loc == "" || loc != got.Location || !strings.HasSuffix(loc, "/"+got.ID) || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("202 without its address: %v %s", r.Header, r.Body)
+	}
+	return loc, got.ID
+}
+
+// waitJob polls a job until it is in state.
+func waitJob(t *testing.T, g *jetwaytest.Gateway, loc, state string, hdr ...string) registry.JobStatus {
+	t.Helper()
+	var st registry.JobStatus
+	natstest.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		r := g.Do("GET", loc, nil, hdr...)
+		if r.Status != http.StatusOK {
+			return fmt.Errorf("GET %s: %d %s", loc, r.Status, r.Body)
+		}
+		st = registry.JobStatus{}
+		if err := json.Unmarshal([]byte(r.Body), &st); err != nil {
+			return err
+		}
+		if st.State != state {
+			return fmt.Errorf("job is %s (attempts %d, last error %+v), want %s", st.State, st.Attempts, st.LastError, state)
+		}
+		return nil
+	})
+	return st
+}
+
+func TestAsyncJobRunsAndKeepsItsResult(t *testing.T) {
+	g := jetwaytest.Start(t)
+	b := newJobBackend(t, 201)
+	g.Publish(asyncAPI("orders", b, `{}`, ""))
+
+	loc, id := submit(t, g, "/orders", `{"n":1}`, "X-Custom", "kept")
+	st := waitJob(t, g, loc, registry.JobSucceeded)
+	if st.ID != id || st.Attempts != 1 || st.API != "orders" || st.Result == nil || st.Result.Status != 201 ||
+		st.Result.Body == nil || *st.Result.Body != `answer 1 to {"n":1}` {
+		t.Fatalf("status %+v result %+v", st, st.Result)
+	}
+	r := g.Do("GET", loc+"/result", nil)
+	if r.Status != 201 || r.Body != `answer 1 to {"n":1}` || r.Header.Get("X-Backend") != "yes" || r.Header.Get("X-Jetway-Job-State") != "succeeded" {
+		t.Fatalf("result: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	// The backend was called once, synchronously, with the caller's
+	// headers and the job's id as its Idempotency-Key.
+	b.mu.Lock()
+	call := b.calls[0]
+	b.mu.Unlock()
+	if b.count() != 1 || call.Header.Get("X-Custom") != "kept" || call.Header.Get("Prefer") != "" || call.Header.Get("Idempotency-Key") != id {
+		t.Fatalf("backend calls %d, headers %v", b.count(), call.Header)
+	}
+	// A call without Prefer is an ordinary call.
+	if r := g.Do("POST", "/orders", strings.NewReader("x")); r.Status != 201 || !strings.HasPrefix(r.Body, "answer 2") {
+		t.Fatalf("sync call: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestAsyncRetriesWithBackoffThenSucceeds(t *testing.T) {
+	g := jetwaytest.Start(t)
+	b := newJobBackend(t, 503, 500, 200)
+	g.Publish(asyncAPI("flaky", b, `{"attempts":3,"backoff":"20ms","max_backoff":"50ms"}`, ""))
+	loc, _ := submit(t, g, "/flaky", "x")
+	st := waitJob(t, g, loc, registry.JobSucceeded)
+	if st.Attempts != 3 || b.count() != 3 || st.LastError != nil {
+		t.Fatalf("attempts %d, backend calls %d, status %+v", st.Attempts, b.count(), st)
+	}
+	// Every attempt carried the same Idempotency-Key.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.calls {
+		if c.Header.Get("Idempotency-Key") != b.calls[0].Header.Get("Idempotency-Key") || c.Header.Get("Idempotency-Key") == "" {
+			t.Fatalf("idempotency keys differ between attempts")
+		}
+	}
+}
+
+// deadLetter reads the newest dead letter of an API.
+func deadLetter(t *testing.T, g *jetwaytest.Gateway, api string) jetstream.RawStreamMsg {
+	t.Helper()
+	js, err := jetstream.New(g.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(context.Background(), bus.StreamDeadLetters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m *jetstream.RawStreamMsg
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		m, err = s.GetLastMsgForSubject(context.Background(), bus.DeadLetterSubject("jobs", bus.TierAPI, api))
+		return err
+	})
+	return *m
+}
+
+func TestAsyncFailuresEndInTheDeadLetters(t *testing.T) {
+	g := jetwaytest.Start(t)
+	down := newJobBackend(t, 500)
+	g.Publish(asyncAPI("down", down, `{"attempts":2,"backoff":"10ms"}`, ""))
+	loc, id := submit(t, g, "/down", "payload")
+	st := waitJob(t, g, loc, registry.JobFailed)
+	if st.Reason != registry.ReasonExhausted || st.Attempts != 2 || down.count() != 2 || st.LastError == nil || st.LastError.Status != 500 {
+		t.Fatalf("status %+v, calls %d", st, down.count())
+	}
+	m := deadLetter(t, g, "down")
+	if m.Header.Get(workers.HdrDeadReason) != registry.ReasonExhausted || m.Header.Get(bus.HdrJobID) != id ||
+		m.Header.Get(workers.HdrDeadAttempts) != "2" || string(m.Data) != "payload" || !strings.HasPrefix(m.Header.Get(workers.HdrDeadError), "500") {
+		t.Fatalf("dead letter: %v %q", m.Header, m.Data)
+	}
+
+	// A failure the API does not retry ends at once.
+	missing := newJobBackend(t, 404)
+	g.Publish(asyncAPI("missing", missing, `{"attempts":5,"backoff":"10ms"}`, ""))
+	loc, _ = submit(t, g, "/missing", "x")
+	st = waitJob(t, g, loc, registry.JobFailed)
+	if st.Reason != registry.ReasonFailed || st.Attempts != 1 || missing.count() != 1 || st.Result == nil || st.Result.Status != 404 {
+		t.Fatalf("status %+v, calls %d", st, missing.count())
+	}
+	if m := deadLetter(t, g, "missing"); m.Header.Get(workers.HdrDeadReason) != registry.ReasonFailed {
+		t.Fatalf("dead letter: %v", m.Header)
+	}
+}
+
+func TestAsyncIdempotencyKeyMakesOneJob(t *testing.T) {
+	g := jetwaytest.Start(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("once", b, `{}`, ""))
+	loc1, id1 := submit(t, g, "/once", "a", "Idempotency-Key", "order-7")
+	waitJob(t, g, loc1, registry.JobSucceeded)
+	loc2, id2 := submit(t, g, "/once", "a", "Idempotency-Key", "order-7")
+	if id1 != id2 || loc1 != loc2 {
+		t.Fatalf("the same key made two jobs: %s %s", id1, id2)
+	}
+	_, id3 := submit(t, g, "/once", "a", "Idempotency-Key", "order-8")
+	if id3 == id1 {
+		t.Fatal("another key found the first job")
+	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if n := b.count(); n != 2 {
+			return fmt.Errorf("backend called %d times, want 2", n)
+		}
+		return nil
+	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.calls[0].Header.Get("Idempotency-Key") != "order-7" {
+		t.Fatalf("the caller's key did not reach the backend: %v", b.calls[0].Header)
+	}
+}
+
+func TestAsyncJobsAreTheirAppsOnly(t *testing.T) {
+	g := jetwaytest.Start(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("private", b, `{"mode":"always"}`, `,"auth":{"methods":["key"]}`))
+	keyA := g.PutKeyedApp("app-a", "private")
+	keyB := g.PutKeyedApp("app-b", "private")
+
+	// Refusals come before any job: no key, a wrong one, an unknown route.
+	if r := g.Do("POST", "/private", strings.NewReader("x")); r.Status != 401 {
+		t.Fatalf("no key: %d %s", r.Status, r.Body)
+	}
+	if r := g.Do("POST", "/nope", strings.NewReader("x"), "Prefer", "respond-async"); r.Status != 404 || r.Code != "ROUTE_NOT_FOUND" {
+		t.Fatalf("unknown API: %d %s", r.Status, r.Body)
+	}
+	// mode always: no Prefer needed.
+	r := g.Do("POST", "/private", strings.NewReader("x"), "X-Api-Key", keyA)
+	if r.Status != 202 {
+		t.Fatalf("submit: %d %s", r.Status, r.Body)
+	}
+	loc := r.Header.Get("Location")
+	st := waitJob(t, g, loc, registry.JobSucceeded, "X-Api-Key", keyA)
+	if st.App != "app-a" {
+		t.Fatalf("app %q", st.App)
+	}
+	if r := g.Do("GET", loc, nil, "X-Api-Key", keyB); r.Status != 404 || r.Code != "JOB_NOT_FOUND" {
+		t.Fatalf("another app read the job: %d %s", r.Status, r.Body)
+	}
+	if r := g.Do("GET", loc, nil); r.Status != 401 {
+		t.Fatalf("no key read the job: %d %s", r.Status, r.Body)
+	}
+	if r := g.Do("DELETE", loc, nil, "X-Api-Key", keyB); r.Status != 404 {
+		t.Fatalf("another app cancelled: %d %s", r.Status, r.Body)
+	}
+	if r := g.Do("GET", "/_jetway/jobs/notanid", nil); r.Status != 404 || r.Code != "JOB_NOT_FOUND" {
+		t.Fatalf("bad id: %d %s", r.Status, r.Body)
+	}
+	if r := g.Do("PUT", loc, nil, "X-Api-Key", keyA); r.Status != 405 {
+		t.Fatalf("PUT: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestAsyncCancelAPendingJob(t *testing.T) {
+	g := jetwaytest.Start(t)
+	b := newJobBackend(t, 503)
+	g.Publish(asyncAPI("cancel", b, `{"attempts":5,"backoff":"1500ms","max_backoff":"1500ms"}`, ""))
+	loc, id := submit(t, g, "/cancel", "x")
+	// After its first attempt failed, the job waits for its second.
+	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		r := g.Do("GET", loc, nil)
+		if !strings.Contains(r.Body, `"state":"pending"`) || !strings.Contains(r.Body, `"attempts":1`) {
+			return fmt.Errorf("job: %s", r.Body)
+		}
+		return nil
+	})
+	r := g.Do("DELETE", loc, nil)
+	if r.Status != 200 || !strings.Contains(r.Body, `"state":"cancelled"`) {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	if r := g.Do("DELETE", loc, nil); r.Status != 409 || r.Code != "CONFLICT" {
+		t.Fatalf("cancel again: %d %s", r.Status, r.Body)
+	}
+	m := deadLetter(t, g, "cancel")
+	if m.Header.Get(workers.HdrDeadReason) != registry.ReasonCancelled || m.Header.Get(bus.HdrJobID) != id {
+		t.Fatalf("dead letter: %v", m.Header)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := b.count(); n != 1 {
+		t.Fatalf("a cancelled job ran again: %d calls", n)
+	}
+}
+
+func TestAsyncJobExpires(t *testing.T) {
+	g := jetwaytest.Start(t)
+	b := newJobBackend(t, 503)
+	g.Publish(asyncAPI("expiring", b, `{"attempts":10,"backoff":"200ms","max_backoff":"200ms","max_age":"300ms"}`, ""))
+	loc, _ := submit(t, g, "/expiring", "x")
+	st := waitJob(t, g, loc, registry.JobDead)
+	if st.Reason != registry.ReasonExpired || st.Attempts >= 10 {
+		t.Fatalf("status %+v", st)
+	}
+	if m := deadLetter(t, g, "expiring"); m.Header.Get(workers.HdrDeadReason) != registry.ReasonExpired {
+		t.Fatalf("dead letter: %v", m.Header)
+	}
+}
+
+// TestAsyncJobsShareTheBulkhead: jobs count against the API's concurrency
+// like calls, so a burst of jobs never runs more at once than the API
+// allows, and every job still runs exactly once.
+func TestAsyncJobsShareTheBulkhead(t *testing.T) {
+	g := jetwaytest.Start(t)
+	var running, most atomic.Int64
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := running.Add(1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+		running.Add(-1)
+		calls.Add(1)
+	}))
+	t.Cleanup(srv.Close)
+	g.Publish(fmt.Sprintf(`{"name":"burst","pool":"jobs","route":{"method":"POST","path":"/burst"},"backend":{"type":"http","url":%q},"concurrency":3,"async":{"mode":"always"}}`, srv.URL))
+	const jobs = 60
+	locs := make([]string, jobs)
+	for i := range jobs {
+		r := g.Do("POST", "/burst", strings.NewReader("x"))
+		if r.Status != 202 {
+			t.Fatalf("submit %d: %d %s", i, r.Status, r.Body)
+		}
+		locs[i] = r.Header.Get("Location")
+	}
+	for _, loc := range locs {
+		waitJob(t, g, loc, registry.JobSucceeded)
+	}
+	if calls.Load() != jobs || most.Load() > 3 {
+		t.Fatalf("%d calls for %d jobs, %d at once (limit 3)", calls.Load(), jobs, most.Load())
+	}
+}
