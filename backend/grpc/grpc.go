@@ -19,6 +19,10 @@
 // text/event-stream); as a JSON array (any other Accept) the answer is
 // made once the stream ends, within the max payload. All within the
 // deadline.
+//
+// A response message with fields the schema does not declare (the
+// server's messages have grown) marks the schema for a refresh, as
+// UNIMPLEMENTED does.
 package grpcbackend
 
 import (
@@ -42,6 +46,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"golang.org/x/net/http/httpguts"
@@ -285,6 +290,51 @@ func (in *instance) marshal(m *method, msg *dynamicpb.Message) ([]byte, error) {
 	return b, nil
 }
 
+// noteUnknown marks the schema for a refresh when a response message has
+// fields the schema does not declare, at any depth: the server's messages
+// have grown, and protojson drops what it cannot name until the schema is
+// read again. Like every invalidation it costs at most one reflection read
+// per refreshMin, however many answers carry such fields. A pinned schema
+// is never read again, so it is not looked at. It reports whether it
+// found any.
+func (in *instance) noteUnknown(out *dynamicpb.Message) bool {
+	if in.schema.digest != "" || !hasUnknown(out) {
+		return false
+	}
+	in.schema.invalidate()
+	return true
+}
+
+// hasUnknown reports whether m, or a message in its fields, lists or map
+// values, holds unknown fields.
+func hasUnknown(m protoreflect.Message) bool {
+	if len(m.GetUnknown()) > 0 {
+		return true
+	}
+	found := false
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsMap():
+			if fd.MapValue().Message() != nil {
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					found = hasUnknown(mv.Message())
+					return !found
+				})
+			}
+		case fd.Message() == nil:
+		case fd.IsList():
+			l := v.List()
+			for i := 0; i < l.Len() && !found; i++ {
+				found = hasUnknown(l.Get(i).Message())
+			}
+		default:
+			found = hasUnknown(v.Message())
+		}
+		return !found
+	})
+	return found
+}
+
 func (in *instance) unary(ctx context.Context, m *method, msg *dynamicpb.Message, opts []grpc.CallOption) (*backend.Response, error) {
 	out := dynamicpb.NewMessage(m.desc.Output())
 	var header, trailer metadata.MD
@@ -292,6 +342,7 @@ func (in *instance) unary(ctx context.Context, m *method, msg *dynamicpb.Message
 	if err != nil {
 		return in.callError(ctx, err, m, header, trailer)
 	}
+	in.noteUnknown(out)
 	body, err := in.marshal(m, out)
 	if err != nil {
 		return nil, err
@@ -322,6 +373,7 @@ func (in *instance) stream(ctx context.Context, m *method, msg *dynamicpb.Messag
 	form := streamFormFor(accept)
 	var body []byte
 	n := 0
+	unknown := false
 	for {
 		out := dynamicpb.NewMessage(m.desc.Output())
 		err = st.RecvMsg(out)
@@ -331,6 +383,9 @@ func (in *instance) stream(ctx context.Context, m *method, msg *dynamicpb.Messag
 		}
 		if err != nil {
 			break
+		}
+		if !unknown {
+			unknown = in.noteUnknown(out)
 		}
 		b, merr := in.marshal(m, out)
 		if merr != nil {
@@ -392,7 +447,11 @@ func (in *instance) relay(ctx context.Context, m *method, msg *dynamicpb.Message
 	stream := func(send func([]byte) error) error {
 		defer cancel()
 		out := first
+		unknown := false
 		for i := 0; ; i++ {
+			if !unknown {
+				unknown = in.noteUnknown(out)
+			}
 			b, err := in.marshal(m, out)
 			if err != nil {
 				return err

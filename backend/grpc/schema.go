@@ -19,20 +19,27 @@ import (
 )
 
 // How the schema of a method is kept: read by server reflection on the
-// first call, read again in the background every refreshEvery or when the
-// backend says the method is unknown, and kept when a refresh fails. A
-// failed first read is not tried again for retryAfter, so a backend
-// without reflection costs one read a second, not one per call.
+// first call; read again in the background by the first call that finds it
+// older than refreshEvery, or older than refreshMin once something said it
+// may have changed (invalidate: the backend answered UNIMPLEMENTED, a
+// request named a field it lacks, a response carried fields it lacks); kept
+// when a refresh fails. A failed first read is not tried again for
+// retryAfter, so a backend without reflection costs one read a second, not
+// one per call.
 const (
-	refreshEvery = 5 * time.Minute
 	fetchTimeout = 5 * time.Second
 	retryAfter   = time.Second
 )
 
+// refreshEvery is the age at which a schema at hand is read again, whatever
+// the calls say. A variable for the tests only.
+var refreshEvery = 5 * time.Minute
+
 // refreshMin is the least time between two reads of a schema at hand,
 // however often calls say it may have changed: callers' bodies with
-// unknown fields cannot keep the backend's reflection busy. A variable
-// for the tests only.
+// unknown fields, or a server whose answers always carry fields its
+// reflection does not declare, cannot keep the backend's reflection busy.
+// A variable for the tests only.
 var refreshMin = 10 * time.Second
 
 // method is one resolved schema: what a call needs to write its request
