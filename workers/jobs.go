@@ -408,16 +408,6 @@ func (j *job) write() error {
 	return j.jobs.Update(j.ctx, j.st, ttl)
 }
 
-// Dead-letter headers: why the job ended, after how many attempts, with
-// what last error, and when.
-const (
-	HdrDeadReason   = "Jetway-Dlq-Reason"
-	HdrDeadState    = "Jetway-Dlq-State"
-	HdrDeadAttempts = "Jetway-Dlq-Attempts"
-	HdrDeadError    = "Jetway-Dlq-Error"
-	HdrDeadApp      = "Jetway-Dlq-App"
-)
-
 // deadLetter records a job that ended without success in the dead
 // letters: its request as it was submitted (so it can be replayed), and
 // why it ended. A second record of the same end (a delivery again after
@@ -429,18 +419,18 @@ func (j *job) deadLetter(reason string) {
 		h[k] = vs
 	}
 	h.Set(jetstream.MsgIDHeader, "dlq."+st.ID+"."+reason)
-	h.Set(HdrDeadReason, reason)
-	h.Set(HdrDeadState, st.State)
-	h.Set(HdrDeadAttempts, strconv.Itoa(st.Attempts))
+	h.Set(registry.HdrDeadReason, reason)
+	h.Set(registry.HdrDeadState, st.State)
+	h.Set(registry.HdrDeadAttempts, strconv.Itoa(st.Attempts))
 	if st.App != "" {
-		h.Set(HdrDeadApp, st.App)
+		h.Set(registry.HdrDeadApp, st.App)
 	}
 	if e := st.LastError; e != nil {
 		msg := e.Message
 		if len(msg) > 1024 {
 			msg = msg[:1024]
 		}
-		h.Set(HdrDeadError, strconv.Itoa(e.Status)+" "+e.Code+" "+msg)
+		h.Set(registry.HdrDeadError, strconv.Itoa(e.Status)+" "+e.Code+" "+msg)
 	}
 	_, tier, name, _ := bus.ParseJobSubject(m.Subject())
 	out := &nats.Msg{Subject: bus.DeadLetterSubject(st.Pool, tier, name), Header: h, Data: m.Data()}

@@ -8,6 +8,7 @@ package workers_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,7 +25,6 @@ import (
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/registry"
-	"github.com/jetway-gw/jetway/workers"
 )
 
 // jobBackend answers each call with the next status of script (the last
@@ -188,9 +188,33 @@ func TestAsyncFailuresEndInTheDeadLetters(t *testing.T) {
 		t.Fatalf("status %+v, calls %d", st, down.count())
 	}
 	m := deadLetter(t, g, "down")
-	if m.Header.Get(workers.HdrDeadReason) != registry.ReasonExhausted || m.Header.Get(bus.HdrJobID) != id ||
-		m.Header.Get(workers.HdrDeadAttempts) != "2" || string(m.Data) != "payload" || !strings.HasPrefix(m.Header.Get(workers.HdrDeadError), "500") {
+	if m.Header.Get(registry.HdrDeadReason) != registry.ReasonExhausted || m.Header.Get(bus.HdrJobID) != id ||
+		m.Header.Get(registry.HdrDeadAttempts) != "2" || string(m.Data) != "payload" || !strings.HasPrefix(m.Header.Get(registry.HdrDeadError), "500") {
 		t.Fatalf("dead letter: %v %q", m.Header, m.Data)
+	}
+
+	// The operator lists it, mends the backend and replays it: the same
+	// job, at the same address, runs again and succeeds.
+	dls, err := g.Client.DeadLetters(context.Background(), "down", 10)
+	if err != nil || len(dls) != 1 || dls[0].Job != id || dls[0].Reason != registry.ReasonExhausted || dls[0].Method != "POST" ||
+		dls[0].Path != "/down" || dls[0].Size != len("payload") || dls[0].Attempts != 2 || dls[0].Pool != "jobs" {
+		t.Fatalf("dead letters %+v, %v", dls, err)
+	}
+	down.mu.Lock()
+	down.script = []int{200}
+	down.mu.Unlock()
+	if _, err := g.Client.ReplayDeadLetter(context.Background(), dls[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	st = waitJob(t, g, loc, registry.JobSucceeded)
+	if st.Attempts != 1 || down.count() != 3 || st.Result.Status != 200 || *st.Result.Body != "answer 3 to payload" {
+		t.Fatalf("replayed: %+v, calls %d", st, down.count())
+	}
+	if dls, err := g.Client.DeadLetters(context.Background(), "down", 10); err != nil || len(dls) != 0 {
+		t.Fatalf("the replayed dead letter stays: %+v %v", dls, err)
+	}
+	if _, err := g.Client.ReplayDeadLetter(context.Background(), dls[0].Seq); !errors.Is(err, registry.ErrNotFound) {
+		t.Fatalf("replaying it twice: %v", err)
 	}
 
 	// A failure the API does not retry ends at once.
@@ -201,8 +225,14 @@ func TestAsyncFailuresEndInTheDeadLetters(t *testing.T) {
 	if st.Reason != registry.ReasonFailed || st.Attempts != 1 || missing.count() != 1 || st.Result == nil || st.Result.Status != 404 {
 		t.Fatalf("status %+v, calls %d", st, missing.count())
 	}
-	if m := deadLetter(t, g, "missing"); m.Header.Get(workers.HdrDeadReason) != registry.ReasonFailed {
+	if m := deadLetter(t, g, "missing"); m.Header.Get(registry.HdrDeadReason) != registry.ReasonFailed {
 		t.Fatalf("dead letter: %v", m.Header)
+	}
+	if n, err := g.Client.PurgeDeadLetters(context.Background(), "missing"); err != nil || n != 1 {
+		t.Fatalf("purge: %d %v", n, err)
+	}
+	if dls, err := g.Client.DeadLetters(context.Background(), "", 10); err != nil || len(dls) != 0 {
+		t.Fatalf("after the purge: %+v %v", dls, err)
 	}
 }
 
@@ -295,7 +325,7 @@ func TestAsyncCancelAPendingJob(t *testing.T) {
 		t.Fatalf("cancel again: %d %s", r.Status, r.Body)
 	}
 	m := deadLetter(t, g, "cancel")
-	if m.Header.Get(workers.HdrDeadReason) != registry.ReasonCancelled || m.Header.Get(bus.HdrJobID) != id {
+	if m.Header.Get(registry.HdrDeadReason) != registry.ReasonCancelled || m.Header.Get(bus.HdrJobID) != id {
 		t.Fatalf("dead letter: %v", m.Header)
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -313,7 +343,7 @@ func TestAsyncJobExpires(t *testing.T) {
 	if st.Reason != registry.ReasonExpired || st.Attempts >= 10 {
 		t.Fatalf("status %+v", st)
 	}
-	if m := deadLetter(t, g, "expiring"); m.Header.Get(workers.HdrDeadReason) != registry.ReasonExpired {
+	if m := deadLetter(t, g, "expiring"); m.Header.Get(registry.HdrDeadReason) != registry.ReasonExpired {
 		t.Fatalf("dead letter: %v", m.Header)
 	}
 }

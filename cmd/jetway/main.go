@@ -56,6 +56,7 @@ Observing:
 Other:
   nodes     list the live nodes of the cluster from their heartbeats
   audit     the audit trail: every registry change, who made it and when
+  dlq       the dead letters of async jobs: list, show, replay, purge
   nats-permissions
             the NATS permissions of an edge's or a pool's workers' user, for your own cluster
   version   print the version
@@ -138,6 +139,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdNodes(args[1:], stdout, stderr)
 	case "audit":
 		err = cmdAudit(args[1:], stdout, stderr)
+	case "dlq":
+		err = cmdDLQ(args[1:], stdout, stderr)
 	case "nats-permissions":
 		err = cmdNATSPermissions(args[1:], stdout, stderr)
 	case "version", "--version":
