@@ -325,8 +325,12 @@ func (ss *Session) ack(text string) error {
 // and returns its type: an ack is taken; the transport answers for the
 // others (a TCP pong), and ignores types it does not know. err is the
 // client's fault, and ends the connection with code: 1007 for a frame that
-// is not a JSON object, 1008 for a bad ack.
+// is not a JSON object, 1008 for a bad ack or a frame past the command
+// rate (limits.go), which every frame counts against.
 func (ss *Session) clientFrame(b []byte) (typ string, code int, err error) {
+	if err := ss.command(); err != nil {
+		return "", CodePolicy, err
+	}
 	var f struct {
 		Type    string `json:"type"`
 		Cursor  string `json:"cursor"`

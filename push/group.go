@@ -159,6 +159,7 @@ func (ss *Session) groupPump(ctx context.Context, out sink) (reason string, err 
 		case <-sb.wake:
 			if sb.pingDue.Swap(false) {
 				if err := out.ping(); err != nil {
+					sb.ended(endClientGone)
 					return "", err
 				}
 			}
@@ -267,6 +268,7 @@ func (ss *Session) groupFetch(ctx context.Context, out sink, tick <-chan time.Ti
 		case <-sb.wake:
 			if sb.pingDue.Swap(false) {
 				if err := out.ping(); err != nil {
+					sb.ended(endClientGone)
 					return "", err
 				}
 			}
@@ -315,7 +317,7 @@ func (ss *Session) groupDeliver(ctx context.Context, out sink, m groupMsg) {
 	d := &delivery{seq: m.seq, data: m.data, receipt: receipt, attempt: m.delivered}
 	ss.s.stats.delivered.Add(1)
 	ss.cursor = max(ss.cursor, m.seq)
-	out.message(ss.topic, ss.epoch, d)
+	ss.message(out, d)
 }
 
 // credit is how many more messages the member may take now.

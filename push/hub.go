@@ -64,6 +64,13 @@ type sub struct {
 	expires          atomic.Int64  // unix ns when its token expires (the janitor ends it); 0: never
 	wake             chan struct{} // capacity 1: a message for it is in the ring, or a ping is due
 	kick             chan string   // capacity 1: the reason the connection must end
+	// seen is the newest sequence of the topic its writer has looked at
+	// and found nothing more for it up to (session.go, drain): its lag is
+	// the topic's newest beyond max(cursor, seen).
+	seen atomic.Uint64
+	// idle: its writer waits, having written everything for it in the
+	// ring; with no mark (next), nothing for it is pending.
+	idle atomic.Bool
 	// next is 1 + the ring index of the first entry for it since its
 	// writer last took next (0: none), so that a writer woken now and
 	// then on a busy topic skips the entries of others rather than
@@ -80,6 +87,13 @@ type sub struct {
 	writing, wrote atomic.Int64
 	pingDue        atomic.Bool
 	abort          atomic.Pointer[func()] // closes the connection under a blocked write; nil: none
+
+	// endKind is why the connection ends (an endKind; 0: not known yet),
+	// the first cause noted (limits.go).
+	endKind atomic.Int32
+	// earned counts the commands its client has earned by the messages
+	// and pings written to it, not yet taken into its bucket (limits.go).
+	earned atomic.Int64
 }
 
 // write runs one write of the subscriber's connection under the
@@ -323,7 +337,7 @@ func (h *hub) shut() {
 	}
 	h.mu.RLock()
 	for sb := range h.subs {
-		sb.end(shutdownReason)
+		sb.endAs(endShutdown, shutdownReason)
 	}
 	h.mu.RUnlock()
 }
@@ -337,7 +351,8 @@ type Conn struct {
 	Transport string    `json:"transport"`
 	Since     time.Time `json:"since"`
 	// Seq is the sequence of the last message written to it (or passed);
-	// Lag how many sequences its topic's newest message is ahead of it.
+	// Lag how many sequences its topic's newest message is ahead of what
+	// it has been written or passed (0 when nothing for it waits).
 	Seq uint64 `json:"seq"`
 	Lag uint64 `json:"lag"`
 }
@@ -359,10 +374,7 @@ func (s *Server) Connections(app string, limit int) []Conn {
 			if app != "" && sb.app != app {
 				continue
 			}
-			c := Conn{Topic: sb.topic, App: sb.app, Device: sb.device, User: sb.user, Transport: sb.transport, Since: sb.since, Seq: sb.cursor.Load()}
-			if last > c.Seq {
-				c.Lag = last - c.Seq
-			}
+			c := Conn{Topic: sb.topic, App: sb.app, Device: sb.device, User: sb.user, Transport: sb.transport, Since: sb.since, Seq: sb.cursor.Load(), Lag: sb.lag(last)}
 			out = append(out, c)
 		}
 		h.mu.RUnlock()
@@ -374,6 +386,45 @@ func (s *Server) Connections(app string, limit int) []Conn {
 	return out
 }
 
+// lag is how many sequences the topic's newest, last, is ahead of what
+// the subscriber has been written or passed: 0 when its writer waits with
+// nothing for it in the ring (the others' messages are not its lag). A
+// group member's is 0 (its messages are the group consumer's, not the
+// topic's in order).
+func (sb *sub) lag(last uint64) uint64 {
+	if sb.group != "" || sb.idle.Load() && sb.next.Load() == 0 {
+		return 0
+	}
+	if at := max(sb.cursor.Load(), sb.seen.Load()); last > at {
+		return last - at
+	}
+	return 0
+}
+
+// maxLags returns the most any subscriber of each followed topic is behind
+// its newest message (lag), by topic: read when metrics are scraped, from
+// what the writers note anyway.
+func (s *Server) maxLags() map[string]uint64 {
+	s.mu.Lock()
+	hubs := make([]*hub, 0, len(s.hubs))
+	for _, h := range s.hubs {
+		hubs = append(hubs, h)
+	}
+	s.mu.Unlock()
+	out := make(map[string]uint64, len(hubs))
+	for _, h := range hubs {
+		last := h.last.Load()
+		m := out[h.topic] // a topic changing mode has two hubs a while
+		h.mu.RLock()
+		for sb := range h.subs {
+			m = max(m, sb.lag(last))
+		}
+		h.mu.RUnlock()
+		out[h.topic] = m
+	}
+	return out
+}
+
 // Kick ends the connections of app (and of topic, when given) on this
 // edge with reason, and says how many. Clients may come back: to keep an
 // app out, disable it (every edge ends its connections then).
@@ -381,7 +432,7 @@ func (s *Server) Kick(app, topic, reason string) int {
 	n := 0
 	for _, sb := range s.subscribers() {
 		if sb.app == app && (topic == "" || sb.topic == topic) {
-			sb.end(reason)
+			sb.endAs(endKicked, reason)
 			n++
 		}
 	}
@@ -422,13 +473,14 @@ func (s *Server) janitor() {
 			for _, sb := range s.subscribers() {
 				if w := sb.writing.Load(); w != 0 && n-w > int64(s.o.WriteTimeout) {
 					s.stats.writeTimeouts.Add(1)
+					sb.ended(endWriteTimeout)
 					if abort := sb.abort.Load(); abort != nil {
 						(*abort)()
 					}
 					continue
 				}
 				if exp := sb.expires.Load(); exp != 0 && n >= exp {
-					sb.end(expiredReason)
+					sb.endAs(endExpired, expiredReason)
 					continue
 				}
 				if n-sb.wrote.Load() >= int64(s.o.Ping) {
@@ -453,7 +505,7 @@ func (s *Server) Recheck(snap *registry.Snapshot) {
 			continue
 		}
 		if reason := sb.check(snap); reason != "" {
-			sb.end(reason)
+			sb.endAs(endRevoked, reason)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -67,5 +68,22 @@ func (s *Server) WritePrometheus(w io.Writer, node string) error {
 	fmt.Fprintf(bw, "jetway_push_delivery_seconds_bucket{%s,le=\"+Inf\"} %d\n", lbl, cum)
 	fmt.Fprintf(bw, "jetway_push_delivery_seconds_sum{%s} %g\n", lbl, time.Duration(s.latency.sumNs.Load()).Seconds())
 	fmt.Fprintf(bw, "jetway_push_delivery_seconds_count{%s} %d\n", lbl, cum)
+	fmt.Fprintln(bw, "# HELP jetway_push_disconnects_total SSE, WebSocket and TCP connections ended, by why (client_gone, revoked, expired, shutdown, write_timeout, ping_timeout, frame_error, bad_command, too_many_commands, kicked, error).")
+	fmt.Fprintln(bw, "# TYPE jetway_push_disconnects_total counter")
+	for k := endNone + 1; k < nEndKinds; k++ {
+		fmt.Fprintf(bw, "jetway_push_disconnects_total{%s,reason=%q} %d\n", lbl, endNames[k], s.stats.disconnects[k].Load())
+	}
+	// Read now from what the writers note anyway: nothing on the hot path.
+	lags := s.maxLags()
+	topics := make([]string, 0, len(lags))
+	for t := range lags {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	fmt.Fprintln(bw, "# HELP jetway_push_max_lag The most sequences a connection of the topic on this edge is behind the topic's newest message (not yet written to it, nor passed as not for it).")
+	fmt.Fprintln(bw, "# TYPE jetway_push_max_lag gauge")
+	for _, t := range topics {
+		fmt.Fprintf(bw, "jetway_push_max_lag{%s,topic=%q} %d\n", lbl, t, lags[t])
+	}
 	return bw.Flush()
 }

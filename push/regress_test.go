@@ -218,6 +218,7 @@ func TestNeverReadingClientIsCut(t *testing.T) {
 	if n2 := <-got; n2 != n {
 		t.Errorf("the reading client got %d of %d", n2, n)
 	}
+	waitMetric(t, g.Push, disconnects("write_timeout"), 2)
 }
 
 // An idle connection is pinged: an SSE client gets a comment, a WebSocket

@@ -63,6 +63,15 @@ type Options struct {
 	// NodeID names this edge to the others (census, operators' queries);
 	// "" means a random one.
 	NodeID string
+	// CommandsPerSecond and CommandBurst bound the frames a WebSocket or
+	// TCP connection's client sends (acks, nacks, tokens, pongs, pings,
+	// anything): a token bucket per connection of CommandsPerSecond a
+	// second up to CommandBurst, plus one per message written to it (an
+	// ack of each is always room). Past it the connection is closed with
+	// 1008 (limits.go). CommandsPerSecond 0 means
+	// DefaultCommandsPerSecond, negative no cap; CommandBurst 0 means
+	// twice the rate.
+	CommandsPerSecond, CommandBurst int
 }
 
 // Server is an edge's push side: publishes, hubs and subscribers.
@@ -78,6 +87,7 @@ type Server struct {
 
 	stats struct {
 		conns, delivered, catchUps, replayed, writeTimeouts, refused, acks, deadLetters, receipts atomic.Int64
+		disconnects                                                                               [nEndKinds]atomic.Int64 // by endKind
 	}
 	acks     acker
 	acksDone chan struct{} // closed when the ack writer has written the last
@@ -128,6 +138,12 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Replays <= 0 {
 		o.Replays = 32
+	}
+	if o.CommandsPerSecond == 0 {
+		o.CommandsPerSecond = DefaultCommandsPerSecond
+	}
+	if o.CommandBurst <= 0 {
+		o.CommandBurst = 2 * max(o.CommandsPerSecond, 1)
 	}
 	js, err := jetstream.New(o.Conn)
 	if err != nil {
@@ -246,6 +262,11 @@ type Stats struct {
 	DeadLetters int64 `json:"dead_letters"`
 	// Receipts counts the delivery receipts this edge stored.
 	Receipts int64 `json:"receipts"`
+	// Disconnects counts the SSE, WebSocket and TCP connections that
+	// ended, by why: client_gone, revoked, expired, shutdown,
+	// write_timeout, ping_timeout, frame_error, bad_command,
+	// too_many_commands, kicked, error (limits.go).
+	Disconnects map[string]int64 `json:"disconnects,omitempty"`
 }
 
 // Stats returns the counters.
@@ -257,7 +278,16 @@ func (s *Server) Stats() Stats {
 		Replayed: s.stats.replayed.Load(), CatchUps: s.stats.catchUps.Load(), WriteTimeouts: s.stats.writeTimeouts.Load(),
 		Refused: s.stats.refused.Load(), Acks: s.stats.acks.Load(), AcksStored: s.acks.stored.Load(),
 		AckErrors: s.acks.failed.Load() + s.acks.dropped.Load(), DeadLetters: s.stats.deadLetters.Load(),
-		Receipts: s.stats.receipts.Load()}
+		Receipts: s.stats.receipts.Load(), Disconnects: s.disconnects()}
+}
+
+// disconnects are the ended connections by cause, every cause named.
+func (s *Server) disconnects() map[string]int64 {
+	m := make(map[string]int64, nEndKinds-1)
+	for k := endNone + 1; k < nEndKinds; k++ {
+		m[endNames[k]] = s.stats.disconnects[k].Load()
+	}
+	return m
 }
 
 // Message is one message to publish.

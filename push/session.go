@@ -75,6 +75,10 @@ type Session struct {
 	// publishers asked for receipts (receipts.go); ttl their retention.
 	receipts []*delivery
 	ttl      string
+	// unflushed counts the messages buffered since the last write: each
+	// earns the client a command (limits.go).
+	unflushed int
+	cmds      cmdBucket
 }
 
 var errClosed = errors.New("the edge is shutting down")
@@ -108,7 +112,8 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 	// Read after the join: every message the hub gets from here on has
 	// an index at or above pos.
 	ss := &Session{s: s, topic: c.Topic.Name, store: store, h: h, sb: sb, pos: h.head.Load(), resets: h.resets.Load(), caughtUp: true, release: c.Release,
-		ackKey: c.ackKey(), refresh: c.Refresh, ttl: strconv.FormatInt(int64(c.Topic.MaxAge()/time.Second), 10) + "s"}
+		ackKey: c.ackKey(), refresh: c.Refresh, ttl: strconv.FormatInt(int64(c.Topic.MaxAge()/time.Second), 10) + "s",
+		cmds: cmdBucket{tokens: float64(s.o.CommandBurst), at: time.Now()}}
 	begin := func() error { return ss.begin(ctx, c.Topic, c.Start) }
 	if c.Group != "" {
 		begin = func() error { return ss.openGroup(ctx, c) }
@@ -126,12 +131,14 @@ func (s *Server) Open(ctx context.Context, c Subscriber) (*Session, error) {
 
 // close leaves the hub and gives back the connection's place. The count
 // on Stats drops last: once it says a connection is gone, its place under
-// the caps is free too (a client reconnecting on that word is admitted).
+// the caps is free too (a client reconnecting on that word is admitted),
+// and why it ended is counted.
 func (ss *Session) close() {
 	ss.s.leave(ss.h, ss.sb)
 	if ss.release != nil {
 		ss.release()
 	}
+	ss.s.countEnd(ss.sb)
 	ss.s.stats.conns.Add(-1)
 }
 
@@ -278,6 +285,7 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 		}
 		if ss.sb.pingDue.Swap(false) {
 			if err := out.ping(); err != nil {
+				ss.sb.ended(endClientGone)
 				return "", err
 			}
 		}
@@ -289,11 +297,13 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 				continue
 			}
 		}
+		ss.sb.idle.Store(true) // everything for it is written: no lag until it is marked
 		select {
 		case <-ss.sb.wake:
 		case r := <-ss.sb.kick:
 			return r, nil
 		}
+		ss.sb.idle.Store(false)
 	}
 }
 
@@ -318,7 +328,12 @@ func (ss *Session) drain(out sink) (lag, more bool) {
 	defer func() { ss.caughtUp = !lag && !more }()
 	var now time.Time // once a drain: the write follows at once
 	for n := 0; ; {
+		// Read before head: every entry up to last is below head, so
+		// the subscriber has looked at it when it is at head (for the
+		// lag operators see; a mark landing meanwhile is read next).
+		last := h.last.Load()
 		if ss.pos >= h.head.Load() {
+			ss.sb.seen.Store(last)
 			return false, false
 		}
 		if n >= batchMax || out.pending() >= batchBytes {
@@ -378,6 +393,7 @@ func (ss *Session) replay(ctx context.Context, out sink) (reason string, err err
 		case r := <-ss.sb.kick:
 			return r, nil
 		case <-ss.s.stop:
+			ss.sb.ended(endShutdown)
 			return shutdownReason, nil
 		case <-ctx.Done():
 			return "", ctx.Err()
@@ -391,7 +407,12 @@ func (ss *Session) replay(ctx context.Context, out sink) (reason string, err err
 // as soon as it reads it.
 func (ss *Session) flush(out sink) error {
 	ss.sb.cursor.Store(ss.cursor)
+	if ss.unflushed > 0 { // the client may ack each (limits.go)
+		ss.sb.earned.Add(int64(ss.unflushed))
+		ss.unflushed = 0
+	}
 	if err := out.flush(); err != nil {
+		ss.sb.ended(endClientGone) // or the janitor's write timeout, noted first
 		return err
 	}
 	ss.sendReceipts() // written: their receipts
@@ -401,6 +422,7 @@ func (ss *Session) flush(out sink) error {
 // message buffers d for the client, and notes it for a receipt.
 func (ss *Session) message(out sink, d *delivery) {
 	out.message(ss.topic, ss.epoch, d)
+	ss.unflushed++
 	if d.receiptFor != "" {
 		ss.receipts = append(ss.receipts, d)
 	}

@@ -26,7 +26,7 @@ func (s *Server) ServeSSE(w http.ResponseWriter, r *http.Request, ss *Session) {
 	w.WriteHeader(http.StatusOK)
 	out := &sseSink{w: w, rc: rc, timeout: s.o.WriteTimeout, sb: ss.sb}
 	out.buf = append(out.buf, "retry: 1000\n\n"...)
-	stop := context.AfterFunc(r.Context(), func() { ss.sb.end(goneReason) })
+	stop := context.AfterFunc(r.Context(), func() { ss.sb.endAs(endClientGone, goneReason) })
 	defer stop()
 	reason, err := ss.pump(r.Context(), out)
 	if err == nil && reason != "" && reason != goneReason {

@@ -35,7 +35,7 @@ const (
 	CodeServiceRestart = 1012 // the edge is shutting down: reconnect, to any edge
 	CodeTooLarge       = 1009 // a client frame over MaxInboundFrame
 	CodeInvalid        = 1007 // a client frame that is not a JSON object
-	CodePolicy         = 1008 // a bad ack (another epoch, past what was sent)
+	CodePolicy         = 1008 // a bad ack (another epoch, past what was sent), a token refused, too many commands
 	CodeRevoked        = int(CloseRevoked)
 )
 
@@ -98,10 +98,11 @@ func (s *Server) serveTCP(c net.Conn, ss *Session) {
 	closed := make(chan tcpClose, 1)
 	go func() { // the client's frames; its end ends the session
 		defer cancel()
-		defer ss.sb.end(goneReason)
+		defer ss.sb.endAs(endClientGone, goneReason)
 		for {
 			b, err := ReadFrame(c, MaxInboundFrame)
 			if errors.Is(err, ErrFrameTooLarge) {
+				ss.sb.ended(endFrameError)
 				closed <- tcpClose{Code: CodeTooLarge, Reason: fmt.Sprintf("a client frame is at most %d bytes", MaxInboundFrame)}
 				return
 			}
@@ -110,6 +111,7 @@ func (s *Server) serveTCP(c net.Conn, ss *Session) {
 			}
 			typ, code, err := ss.clientFrame(b)
 			if err != nil {
+				ss.sb.ended(endOfCode(code, err))
 				closed <- tcpClose{Code: code, Reason: truncate(err.Error(), 120)}
 				return
 			}
@@ -173,6 +175,7 @@ func (o *tcpSink) ping() error {
 	default:
 	}
 	o.buf = append(o.buf, pingFrame...)
+	o.sb.earned.Add(1) // its pong
 	if err := o.flush(); err != nil {
 		o.pinging.Store(false)
 		return err
@@ -185,6 +188,7 @@ func (o *tcpSink) ping() error {
 		case <-o.pong:
 		case <-o.ctx.Done():
 		case <-t.C:
+			o.sb.ended(endPingTimeout)
 			_ = o.c.Close()
 		}
 	}()

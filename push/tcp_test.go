@@ -197,4 +197,5 @@ func TestTCPPingPong(t *testing.T) {
 	if st := g.Push.Stats(); st.Connections != 1 {
 		t.Errorf("%d connections, want the one that answers", st.Connections)
 	}
+	waitMetric(t, g.Push, disconnects("ping_timeout"), 1)
 }

@@ -65,6 +65,7 @@ func TestUserAddressingAndTokenExpiry(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != 4001 || !strings.Contains(ce.Reason, "expired") {
 		t.Fatalf("an expired token's connection: %+v %v", ev, err)
 	}
+	waitMetric(t, g.Push, disconnects("expired"), 1)
 }
 
 // shopIssuer makes app shop with an issuer of its own, a topic that takes

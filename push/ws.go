@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -48,9 +49,10 @@ const (
 // {"type":"ack","receipt":R} and {"type":"nack","receipt":R,"delay":"10s"};
 // {"type":"token","token":JWT} to refresh its token (others are ignored).
 // A frame over 64 KiB closes with 1009, one that is not UTF-8 or not a
-// JSON object with 1007, a bad ack, nack or token with 1008. A
-// shutting-down edge closes with 1012 (reconnect, to any edge); a
-// revoked subscription with 4001. It closes the session.
+// JSON object with 1007, a bad ack, nack or token with 1008, and so does
+// a client past its command rate (limits.go: every frame counts, pings
+// and pongs too). A shutting-down edge closes with 1012 (reconnect, to
+// any edge); a revoked subscription with 4001. It closes the session.
 //
 // ServeWS returns once the connection is upgraded: the session goes on in
 // a goroutine of its own, so that an idle connection keeps a fresh small
@@ -65,8 +67,13 @@ func (s *Server) ServeWS(w http.ResponseWriter, r *http.Request, ss *Session) {
 		InsecureSkipVerify: true,
 		CompressionMode:    websocket.CompressionDisabled,
 		Subprotocols:       []string{Subprotocol},
+		// A ping or pong is a command like any frame (limits.go): past
+		// the rate a ping is not answered, and the connection closes.
+		OnPingReceived: func(context.Context, []byte) bool { return ss.control() },
+		OnPongReceived: func(context.Context, []byte) { ss.control() },
 	})
 	if err != nil {
+		ss.sb.ended(endFrameError)
 		ss.close()
 		return // Accept wrote the refusal
 	}
@@ -91,17 +98,22 @@ func (s *Server) serveWS(ctx context.Context, cancel context.CancelFunc, c *webs
 	closed := make(chan closing, 1)
 	go func() { // the client's frames; its end ends the session
 		defer cancel()
-		defer ss.sb.end(goneReason)
+		defer ss.sb.endAs(endClientGone, goneReason)
 		for {
 			typ, b, err := c.Read(ctx)
 			if err != nil {
-				return // over the read limit, the library has closed with 1009
+				if errors.Is(err, websocket.ErrMessageTooBig) {
+					ss.sb.ended(endFrameError) // the library has closed with 1009
+				}
+				return
 			}
 			if typ == websocket.MessageText && !utf8.Valid(b) {
+				ss.sb.ended(endFrameError)
 				closed <- closing{code: websocket.StatusInvalidFramePayloadData}
 				return
 			}
 			if _, code, err := ss.clientFrame(b); err != nil {
+				ss.sb.ended(endOfCode(code, err))
 				closed <- closing{websocket.StatusCode(code), truncate(err.Error(), 120)}
 				return
 			}
@@ -119,8 +131,11 @@ func (s *Server) serveWS(ctx context.Context, cancel context.CancelFunc, c *webs
 		return
 	}
 	code := CloseRevoked
-	if reason == shutdownReason {
+	switch {
+	case reason == shutdownReason:
 		code = websocket.StatusServiceRestart
+	case endKind(ss.sb.endKind.Load()) == endTooManyCommands: // pings or pongs past the rate
+		code = websocket.StatusPolicyViolation
 	}
 	_ = out.flush()
 	_ = c.Close(code, truncate(reason, 120))
@@ -219,11 +234,15 @@ func (o *wsSink) ping() error {
 		return nil
 	}
 	o.sb.wrote.Store(time.Now().UnixNano()) // not asked again meanwhile
+	o.sb.earned.Add(1)                      // its pong
 	go func() {
 		defer o.pinging.Store(false)
 		ctx, cancel := context.WithTimeout(o.ctx, o.timeout)
 		defer cancel()
 		if err := o.c.Ping(ctx); err != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				o.sb.ended(endPingTimeout)
+			}
 			_ = o.c.CloseNow()
 		}
 	}()

@@ -101,6 +101,7 @@ type nodeFlags struct {
 	pushPerApp, pushPerIP, pushConnectRate int
 	pushClusterPerApp, pushClusterPerIP    int
 	pushTCPListen                          string
+	pushCommandsPerSecond                  int
 
 	adminToken        string
 	adminTLSCert      string
@@ -167,6 +168,7 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		fs.IntVar(&f.pushClusterPerIP, "push-cluster-max-conns-per-ip", 0, "push connections one client address may hold on all the edges together, as of their last census; past it 429 with Retry-After (0: no cap; give every edge the same)")
 		fs.StringVar(&f.pushTCPListen, "push-tcp-listen", "", "serve push subscriptions over raw TCP (length-prefixed JSON frames; TLS with --tls-cert) at this address; empty: not served")
 		fs.IntVar(&f.pushConnectRate, "push-connect-rate", 5000, "new push connections a second this edge takes; past it 503 with Retry-After, so a reconnect storm is paced (0: no cap)")
+		fs.IntVar(&f.pushCommandsPerSecond, "push-commands-per-second", 50, "frames a second one push WebSocket or TCP client may send (acks, tokens, pongs, anything), with bursts of twice that, beside one per message it is sent; past it the connection is closed with 1008 (0: the default)")
 		fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers (slow clients are cut off)")
 		fs.DurationVar(&f.readTimeout, "read-timeout", 60*time.Second, "time a client has to send a whole request, body included")
 		fs.DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection is kept")
@@ -402,6 +404,7 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 		{"--push-cluster-max-conns-per-app", int64(c.pushClusterPerApp)},
 		{"--push-cluster-max-conns-per-ip", int64(c.pushClusterPerIP)},
 		{"--push-connect-rate", int64(c.pushConnectRate)},
+		{"--push-commands-per-second", int64(c.pushCommandsPerSecond)},
 		{"--max-header-bytes", int64(c.maxHeaderBytes)},
 	} {
 		if n.v < 0 {
