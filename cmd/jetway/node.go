@@ -314,6 +314,9 @@ func (n *node) createBuckets(ctx context.Context) {
 		if err := c.PushStreamsErr(); err != nil {
 			n.log.Warn("push unavailable: its streams could not be created; APIs are served", "err", err)
 		}
+		if err := c.JobStreamsErr(); err != nil {
+			n.log.Warn("async jobs unavailable: their streams could not be created; APIs are served", "err", err)
+		}
 	}
 	if hook := n.cfg.changeWebhook; hook != "" {
 		js, err := jetstream.New(n.ctl)
