@@ -340,3 +340,22 @@ func TestPushClusterCapAcrossEdges(t *testing.T) {
 		return nil
 	})
 }
+
+// `serve --demo` logs, beside its curl line for the demo topic, the CLI
+// line that follows it over a WebSocket; run as logged, it prints the
+// demo's messages.
+func TestDemoPushOverWebSocket(t *testing.T) {
+	srv := startNode(t, "serve", "serve", "", "--demo")
+	line := srv.waitLog(t, startTimeout, `"demo push over WebSocket"`, func(l logLine) bool {
+		return strings.HasPrefix(l.str("msg"), "demo push over WebSocket: ")
+	}).str("msg")
+	cmd, ok := strings.CutPrefix(line, "demo push over WebSocket: jetway ")
+	if !ok || !strings.Contains(cmd, "--transport ws") || !strings.Contains(cmd, "--edge "+srv.edge) {
+		t.Fatalf("the logged line: %q", line)
+	}
+	// The demo publishes every 5 s: the first message comes within that.
+	res := jetway(t, "", append(strings.Fields(cmd), "--count", "1")...)
+	if res.code != 0 || !strings.HasPrefix(res.stdout, "1 ") || !strings.Contains(res.stdout, `"n":1`) {
+		t.Fatalf("%d %q %q", res.code, res.stdout, res.stderr)
+	}
+}

@@ -130,6 +130,10 @@ func demoPush(ctx, wctx context.Context, nc *nats.Conn, c *registry.Client, log 
 	}()
 	log.Info("demo push: curl -N -H 'X-Api-Key: "+keys["demo-reader"]+"' "+edgeURL+"/_jetway/sse/demo.news",
 		"topic", t.Name, "reader_key", keys["demo-reader"], "writer_key", keys["demo-writer"])
+	// The same messages over a WebSocket, from the CLI (it resumes by
+	// itself after a dropped connection).
+	log.Info("demo push over WebSocket: jetway push subscribe demo.news --transport ws --from 0 --app-key "+keys["demo-reader"]+" --edge "+edgeURL,
+		"topic", t.Name, "reader_key", keys["demo-reader"])
 	return cancel, nil
 }
 
