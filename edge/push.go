@@ -171,9 +171,10 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 	q := r.URL.Query()
 	sub := push.Subscriber{Topic: t, App: app.ID, Device: q.Get("device"), Transport: verb}
 	if bearer != "" {
-		// Authenticate has verified this very token: its subject is the
-		// user messages to=user reach, its expiry the connection's end.
-		sub.User, sub.Expires = tokenSubject(strings.TrimSpace(bearer))
+		// Authenticate has verified this very token: its user claim (the
+		// topic's; sub by default) is the user messages to=user reach,
+		// its expiry the connection's end.
+		sub.User, sub.Expires = tokenSubject(strings.TrimSpace(bearer), t.UserClaimOrDefault())
 		sub.Token = true
 		if !sub.Expires.IsZero() && !sub.Expires.After(time.Now()) {
 			// Within the verifier's leeway: enough for a call, not for
@@ -219,7 +220,7 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 			sub.Start.Acked = true
 		}
 	}
-	appID, store, group := app.ID, t.Store(), sub.Group
+	appID, store, group, userClaim := app.ID, t.Store(), sub.Group, t.UserClaimOrDefault()
 	// The token the connection stands on: the one it came with, then
 	// each fresh one its client sends over it.
 	var token atomic.Pointer[string]
@@ -232,7 +233,7 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 			if why := e.tokenStands(name, fresh, appID); why != "" {
 				return time.Time{}, errors.New(why)
 			}
-			u, exp := tokenSubject(fresh)
+			u, exp := tokenSubject(fresh, userClaim)
 			switch {
 			case u != user:
 				return time.Time{}, fmt.Errorf("the token is of another user (%s, the connection's is %s)", quoteName(u), quoteName(user))
@@ -253,6 +254,9 @@ func (e *Edge) servePush(w http.ResponseWriter, r *http.Request, id, canon, sent
 		}
 		if group != "" && !t.HasGroup(group) {
 			return "topic " + name + " no longer has group " + group
+		}
+		if token.Load() != nil && t.UserClaimOrDefault() != userClaim {
+			return "topic " + name + " names its users by another claim now; reconnect"
 		}
 		a := s.Apps[appID]
 		if a == nil || a.Status != registry.AppActive {
@@ -568,16 +572,17 @@ func (e *Edge) tokenStands(topic, token, app string) string {
 	return ""
 }
 
-// tokenSubject reads the subject and expiry of a token Authenticate has
-// verified (so it is not verified again). A subject that is not a string,
-// or longer than 256 bytes, is no user.
-func tokenSubject(token string) (user string, expires time.Time) {
+// tokenSubject reads the user (its claim userClaim: the topic's) and the
+// expiry of a token Authenticate has verified (so it is not verified
+// again). A claim that is not a string, or longer than 256 bytes, is no
+// user.
+func tokenSubject(token, userClaim string) (user string, expires time.Time) {
 	claims := jwt.MapClaims{}
 	if _, _, err := jwt.NewParser().ParseUnverified(token, claims); err != nil {
 		return "", time.Time{}
 	}
-	if sub, ok := claims["sub"].(string); ok && len(sub) <= 256 {
-		user = sub
+	if u, ok := claims[userClaim].(string); ok && len(u) <= 256 {
+		user = u
 	}
 	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
 		expires = exp.Time

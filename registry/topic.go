@@ -60,6 +60,10 @@ type Topic struct {
 	// Auth is how apps prove who they are: methods among key, hmac and jwt
 	// (an app's own issuer); default key.
 	Auth *TopicAuth `json:"auth,omitempty"`
+	// UserClaim names the claim of a client's JWT that says which user
+	// it is (messages to=user reach it; its acks are that user's);
+	// default "sub". A token whose claim is not a string names no user.
+	UserClaim string `json:"user_claim,omitempty"`
 	// Mode: durable (default), best_effort or latest_only.
 	Mode string `json:"mode,omitempty"`
 	// Retention: how long a message is kept.
@@ -142,6 +146,18 @@ func (t *Topic) MaxAge() time.Duration {
 		return DefaultBestEffortMaxAge
 	}
 	return DefaultTopicMaxAge
+}
+
+// DefaultUserClaim is the claim a topic's users are named by unless it
+// says another (UserClaim).
+const DefaultUserClaim = "sub"
+
+// UserClaimOrDefault is the claim of a client's token that names its user.
+func (t *Topic) UserClaimOrDefault() string {
+	if t.UserClaim == "" {
+		return DefaultUserClaim
+	}
+	return t.UserClaim
 }
 
 // Methods are the authentication methods the topic accepts.
