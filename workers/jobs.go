@@ -31,13 +31,16 @@ import (
 
 // Job tuning.
 const (
-	jobSlots      = 64               // jobs one worker runs at once per pool
-	jobAckWait    = 30 * time.Second // a job not acked, nakked or in progress for this long is delivered again
-	jobProgress   = jobAckWait / 3   // how often a running job says it is in progress
-	jobFetchWait  = 5 * time.Second  // how long one pull waits for jobs
-	jobRetryDelay = time.Second      // a job this worker cannot take now comes back after
-	jobWriteTries = 20               // tries of a job's final status write, 500ms apart
+	jobSlots      = 64              // jobs one worker runs at once per pool
+	jobFetchWait  = 5 * time.Second // how long one pull waits for jobs
+	jobRetryDelay = time.Second     // a job this worker cannot take now comes back after
+	jobWriteTries = 20              // tries of a job's final status write, 500ms apart
 )
+
+// DefaultJobAckWait is how long a job taken by a worker that went silent
+// waits before it is delivered again (Options.JobAckWait); a running job
+// says it is in progress three times as often.
+const DefaultJobAckWait = 30 * time.Second
 
 // jobPool is the loop that takes one pool's jobs on this worker.
 type jobPool struct {
@@ -86,7 +89,7 @@ func (w *Worker) takeJobs(ctx context.Context, pool string) {
 			Description:   "the async jobs of pool " + pool,
 			FilterSubject: bus.JobsPrefix + bus.PoolToken(pool) + ".>",
 			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       jobAckWait,
+			AckWait:       w.o.JobAckWait,
 			MaxDeliver:    -1, // a job ends by its attempts and max_age, counted in its status
 			MaxAckPending: 10_000,
 			MaxWaiting:    512,
@@ -266,7 +269,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 		}
 		return
 	}
-	stop := j.keepInProgress()
+	stop := j.keepInProgress(w.o.JobAckWait / 3)
 	resp, err := j.attempt(inv, api, tier)
 	stop()
 	j.judge(resp, err)
@@ -442,10 +445,10 @@ func (j *job) deadLetter(reason string) {
 // keepInProgress tells the stream the job is still being worked on until
 // the returned stop is called, so a long attempt is not delivered again
 // under it.
-func (j *job) keepInProgress() (stop func()) {
+func (j *job) keepInProgress(every time.Duration) (stop func()) {
 	done := make(chan struct{})
 	go func() {
-		t := time.NewTicker(jobProgress)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {

@@ -38,6 +38,10 @@ type Options struct {
 	// Wire chooses the wire version of the requests a fallback sends to
 	// another API; nil writes this release's.
 	Wire *bus.WireVersions
+	// JobAckWait is how long an async job taken by a worker that went
+	// silent waits before another worker takes it (jobs.go); 0 means
+	// DefaultJobAckWait.
+	JobAckWait time.Duration
 }
 
 // Worker serves the APIs of its pools. Feed it registry snapshots with
@@ -131,6 +135,9 @@ func New(o Options) (*Worker, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.JobAckWait <= 0 {
+		o.JobAckWait = DefaultJobAckWait
 	}
 	maxResp := int64(bus.EmbeddedMaxPayload) - headerRoom
 	if mp := o.Conn.MaxPayload(); mp > 0 {

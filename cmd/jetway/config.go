@@ -23,6 +23,7 @@ import (
 	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/workers"
 )
 
 // A node's process config is read in full before anything starts: the
@@ -101,6 +102,7 @@ type nodeFlags struct {
 	pushPerApp, pushPerIP, pushConnectRate int
 	pushClusterPerApp, pushClusterPerIP    int
 	pushTCPListen                          string
+	jobAckWait                             time.Duration
 	pushCommandsPerSecond                  int
 
 	adminToken        string
@@ -191,6 +193,9 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.adminToken, "admin-token", os.Getenv("JETWAY_ADMIN_TOKEN"), "bearer token the admin listener requires (except /healthz and /readyz); required when --admin is not on loopback; 32 printable characters at least, 8 of them different: openssl rand -hex 32 (env JETWAY_ADMIN_TOKEN)")
 	if r == roleWorker {
 		fs.Var(&f.pools, "pool", "pool to serve; repeat or comma-separate for several (required)")
+	}
+	if r == roleWorker || r == roleServe {
+		fs.DurationVar(&f.jobAckWait, "job-ack-wait", workers.DefaultJobAckWait, "how long an async job taken by a worker that went silent (killed, frozen) waits before another worker of its pool takes it; a running job says it is alive three times as often. The pool's workers should agree: the last to start sets it")
 	}
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the admin listener")
 	if r.hasEdge() {
@@ -423,6 +428,9 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 		if d.v < 0 {
 			add(fmt.Errorf("%w: %s %s: must not be negative", errUsage, d.flag, d.v))
 		}
+	}
+	if (c.role == roleWorker || c.role == roleServe) && (c.jobAckWait < time.Second || c.jobAckWait > 10*time.Minute) {
+		add(fmt.Errorf("%w: --job-ack-wait %s: must be between 1s and 10m", errUsage, c.jobAckWait))
 	}
 	// 0 has always meant 1 (registry.BucketOptions); JetStream keeps at
 	// most 5 copies of a stream.

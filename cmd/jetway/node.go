@@ -372,7 +372,7 @@ func (n *node) startWorker(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	wo := workers.Options{Conn: nc, Pools: n.cfg.pools, Logger: n.log, Wire: n.wire}
+	wo := workers.Options{Conn: nc, Pools: n.cfg.pools, Logger: n.log, Wire: n.wire, JobAckWait: n.cfg.jobAckWait}
 	if n.cfg.tracing != nil {
 		wo.Tracing = n.cfg.tracing
 	}
