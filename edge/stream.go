@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,10 +21,86 @@ import (
 
 // takesStream reports whether a call's answer may come as a stream: a gRPC
 // backend (whose method may stream from the server) and a caller that asks
-// for a form sent message by message. Everything else is one reply.
+// for NDJSON or SSE, or for anything else (a JSON array, whose elements
+// the edge frames), unless the route needs the answer whole or its answers
+// are known to come as one reply (arrayStreams). Everything else is one
+// reply.
 func takesStream(rt *route, accept string) bool {
-	return rt.api.Backend.Type == registry.BackendGRPC &&
-		(strings.Contains(accept, "application/x-ndjson") || strings.Contains(accept, "text/event-stream"))
+	if rt.api.Backend.Type != registry.BackendGRPC {
+		return false
+	}
+	return streamBodyFor(accept) != bodyArray || arrayStreams(rt)
+}
+
+// streamBody is how a relayed stream's chunks are written to the caller.
+type streamBody uint8
+
+const (
+	bodyLines  streamBody = iota // NDJSON: each chunk a line, as it comes
+	bodyEvents                   // SSE: each chunk an event, as it comes
+	bodyArray                    // a JSON array: "[", the chunks between commas, "]"
+)
+
+func streamBodyFor(accept string) streamBody {
+	switch {
+	case strings.Contains(accept, "application/x-ndjson"):
+		return bodyLines
+	case strings.Contains(accept, "text/event-stream"):
+		return bodyEvents
+	}
+	return bodyArray
+}
+
+// arrayStreams reports whether a call of rt asking for a JSON array is
+// offered a stream. Not when the route needs the answer whole (a response
+// body rewrite, a fallback that keeps last good answers: the edge rewrites
+// and keeps only whole bodies), nor, for a while, once its answer came as
+// one 200 reply — a unary method's, which will not stream: a stream costs
+// a subscription on each side per call, which a unary call should not pay
+// every time.
+func arrayStreams(rt *route) bool {
+	if rt.cache != nil || (rt.rewrite != nil && rt.rewrite.respBody != nil) {
+		return false
+	}
+	if until, ok := oneReply.Load(rt.api); ok {
+		if time.Now().UnixNano() < until.(int64) {
+			return false
+		}
+		if oneReply.CompareAndDelete(rt.api, until) {
+			oneReplies.Add(-1)
+		}
+	}
+	return true
+}
+
+// oneReply holds, per API entry (*registry.API, replaced when the entry
+// changes), until when its JSON array calls take one reply (unix nanos).
+// A hint only: a wrong one costs a collected answer (the worker's array
+// made whole, within the max payload) until it expires. oneReplies counts
+// its entries, which are all dropped past maxOneReplies (entries of APIs
+// long replaced are never looked up again).
+var (
+	oneReply   sync.Map
+	oneReplies atomic.Int64
+)
+
+const (
+	oneReplyFor   = time.Minute
+	maxOneReplies = 4096
+)
+
+// noteOneReply learns from an array call answered with one reply: a 200
+// that is not a fallback's is a unary method's answer (a stream, even an
+// empty one, comes as a stream; an older worker's whole array is as good).
+func noteOneReply(rt *route, m *nats.Msg) {
+	rep, err := bus.DecodeReply(m.Header)
+	if err != nil || rep.Status != http.StatusOK || m.Header.Get("X-Jetway-Fallback") != "" {
+		return
+	}
+	if _, loaded := oneReply.Swap(rt.api, time.Now().Add(oneReplyFor).UnixNano()); !loaded && oneReplies.Add(1) > maxOneReplies {
+		oneReply.Clear()
+		oneReplies.Store(0)
+	}
 }
 
 // sendStream is send for a call that takes a stream (bus/stream.go): the
@@ -31,7 +109,10 @@ func takesStream(rt *route, accept string) bool {
 // call's reply as usual; a stream is written to the caller as it comes,
 // each chunk flushed, and acknowledged so the worker sends more. It ends
 // at the stream's end, the deadline, or when the caller goes away (the
-// worker is told, and ends the backend's stream).
+// worker is told, and ends the backend's stream). A JSON array's chunks
+// are its elements: the edge writes "[" with the head, a comma before
+// each element after the first, and "]" at the end — after the element
+// that says why, when the stream is cut.
 func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 	nc := c.e.o.Conn
 	var token [16]byte
@@ -52,7 +133,11 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 	if err != nil {
 		return c.requestError(err)
 	}
+	body := streamBodyFor(c.r.Header.Get("Accept"))
 	if bus.StreamKind(first.Header) != bus.StreamOpen {
+		if body == bodyArray {
+			noteOneReply(c.rt, first)
+		}
 		c.msg = first
 		return nil
 	}
@@ -90,6 +175,9 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 	ctl := http.NewResponseController(c.w)
 	_ = ctl.SetWriteDeadline(c.deadline)
 	c.WriteHeader(status)
+	if body == bodyArray {
+		_, _ = c.Write(arrayOpen)
+	}
 	_ = ctl.Flush()
 	// The worker's ack inbox, from the head's reply (<inbox>.h): the edge
 	// answers only there. A chunk's reply naming anything else (the KV
@@ -108,6 +196,7 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 		return true
 	}
 	written := 0
+	out := streamOut{c: c, ctl: ctl, body: body, written: &written}
 	// The head, until a chunk is answered: a cancel needs a message to
 	// answer. Once it is used, the worker learns of a caller gone from its
 	// next chunk or probe, which nobody receives once this call has
@@ -142,14 +231,14 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 			}
 			if silent {
 				c.e.log.Warn("stream's worker went silent", "api", c.rt.api.Name, "request_id", c.id, "chunks", written)
-				c.cutStream(ctl, bus.CodeBadGateway, "the worker relaying api "+c.rt.api.Name+"'s stream stopped answering")
+				out.cut(bus.CodeBadGateway, "the worker relaying api "+c.rt.api.Name+"'s stream stopped answering")
 				return errEnded
 			}
 			if errors.Is(err, nats.ErrSlowConsumer) {
 				// More than the window allows: the worker is not
 				// following the protocol.
 				c.e.log.Warn("stream over its window", "api", c.rt.api.Name, "request_id", c.id, "chunks", written)
-				c.cutStream(ctl, bus.CodeBadGateway, "the worker of api "+c.rt.api.Name+" sent past the stream's window")
+				out.cut(bus.CodeBadGateway, "the worker of api "+c.rt.api.Name+" sent past the stream's window")
 				return errEnded
 			}
 			// The deadline (or a worker gone mid-stream): the caller has
@@ -157,12 +246,12 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 			// a cut stream is never mistaken for a whole one; the worker
 			// stops at the same deadline.
 			c.e.log.Debug("stream cut", "api", c.rt.api.Name, "request_id", c.id, "chunks", written, "err", err)
-			c.cutStream(ctl, bus.CodeGatewayTimeout, "api "+c.rt.api.Name+" did not finish its stream within its deadline")
+			out.cut(bus.CodeGatewayTimeout, "api "+c.rt.api.Name+" did not finish its stream within its deadline")
 			return errEnded
 		}
 		switch bus.StreamKind(msg.Header) {
 		case bus.StreamData:
-			_, err := c.Write(msg.Data)
+			err := out.element(msg.Data)
 			if err == nil {
 				err = ctl.Flush()
 			}
@@ -179,8 +268,13 @@ func (c *call) sendStream(ctx context.Context, m *nats.Msg, sent int) error {
 				unanswered = nil
 			}
 		case bus.StreamEnd:
-			if msg.Header.Get(bus.HdrError) == string(bus.CodeGatewayTimeout) {
-				c.cutStream(ctl, bus.CodeGatewayTimeout, "api "+c.rt.api.Name+" did not finish its stream within its deadline") // the worker saw it first
+			switch msg.Header.Get(bus.HdrError) {
+			case "":
+				out.end()
+			case string(bus.CodeGatewayTimeout): // the worker saw the deadline first
+				out.cut(bus.CodeGatewayTimeout, "api "+c.rt.api.Name+" did not finish its stream within its deadline")
+			default: // the worker could not go on: one code only, whatever it says
+				out.cut(bus.CodeBadGateway, "the worker relaying api "+c.rt.api.Name+"'s stream could not go on")
 			}
 			return errEnded
 		}
@@ -241,21 +335,61 @@ const streamSilence = 5 * time.Second
 const streamCutGrace = time.Second
 
 // streamError is a gateway error as the last element of a stream of the
-// content type: an NDJSON line {"error": ...}, or an SSE error event.
-func streamError(contentType string, errJSON []byte) []byte {
+// content type: an NDJSON line {"error": ...}, an SSE error event, or a
+// JSON array's element {"error": ...} (its comma and "]" are streamOut's).
+func streamError(contentType string, body streamBody, errJSON []byte) []byte {
 	errJSON = bytes.TrimRight(errJSON, "\n")
-	if strings.HasPrefix(contentType, "text/event-stream") {
+	switch {
+	case body == bodyArray:
+		return append(append([]byte(`{"error":`), errJSON...), '}')
+	case strings.HasPrefix(contentType, "text/event-stream"):
 		return append(append([]byte("event: error\ndata: "), errJSON...), "\n\n"...)
 	}
 	return append(append([]byte(`{"error":`), errJSON...), "}\n"...)
 }
 
-// cutStream ends a stream that did not finish (its deadline, a worker out
-// of protocol) with a last element saying why, so a cut stream is never
-// mistaken for a whole one, and counts the call with that code.
-func (c *call) cutStream(ctl *http.ResponseController, code bus.Code, message string) {
+var (
+	arrayOpen  = []byte("[")
+	arrayComma = []byte(",")
+	arrayClose = []byte("]")
+)
+
+// streamOut writes a relayed stream's body to the caller: the chunks as
+// they are (NDJSON, SSE), or as a JSON array's elements.
+type streamOut struct {
+	c       *call
+	ctl     *http.ResponseController
+	body    streamBody
+	written *int // chunks written
+}
+
+// element writes one chunk (not flushed).
+func (o streamOut) element(chunk []byte) error {
+	if o.body == bodyArray && *o.written > 0 {
+		if _, err := o.c.Write(arrayComma); err != nil {
+			return err
+		}
+	}
+	_, err := o.c.Write(chunk)
+	return err
+}
+
+// end ends a whole stream: a JSON array's "]".
+func (o streamOut) end() {
+	if o.body == bodyArray {
+		_, _ = o.c.Write(arrayClose)
+		_ = o.ctl.Flush()
+	}
+}
+
+// cut ends a stream that did not finish (its deadline, a worker gone or
+// out of protocol) with a last element saying why, so a cut stream is
+// never mistaken for a whole one, and counts the call with that code.
+func (o streamOut) cut(code bus.Code, message string) {
+	c := o.c
 	c.code = code
-	_ = ctl.SetWriteDeadline(time.Now().Add(streamCutGrace)) // past the call's own, for this last line only
-	_, _ = c.Write(streamError(c.Header().Get("Content-Type"), bus.ErrorJSON(code, message, c.id)))
-	_ = ctl.Flush()
+	_ = o.ctl.SetWriteDeadline(time.Now().Add(streamCutGrace)) // past the call's own, for this last element only
+	_ = o.element(streamError(c.Header().Get("Content-Type"), o.body, bus.ErrorJSON(code, message, c.id)))
+	o.end()
+	_ = o.ctl.Flush()
 }

@@ -178,10 +178,28 @@ func (s *streamSession) relay(resp *backend.Response) {
 		return nil
 	}
 	end := nats.Header{bus.HdrStream: {bus.StreamEnd}}
-	if err := resp.Stream(send); err != nil && !errors.Is(err, errStreamCancelled) {
-		s.w.log.Debug("stream ended early", "subject", m.Subject, "chunks", s.sent.Load(), "err", err)
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStreamStalled) {
+	// A stream stopped because its caller went away (the send saw the
+	// cancel, or the backend's call was cancelled first) tells nobody.
+	if err := resp.Stream(send); err != nil && !errors.Is(err, errStreamCancelled) && !errors.Is(err, context.Canceled) {
+		var se *backend.StreamError
+		switch {
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStreamStalled):
+			s.w.log.Debug("stream ended early", "subject", m.Subject, "chunks", s.sent.Load(), "err", err)
 			end[bus.HdrError] = []string{string(bus.CodeGatewayTimeout)} // the edge tells the caller
+		case errors.As(err, &se):
+			// The backend's own failure, already sent as the last chunk.
+			s.w.log.Debug("stream ended early", "subject", m.Subject, "chunks", s.sent.Load(), "err", err)
+		default:
+			// The worker could not go on (a message over the bus's max
+			// payload, one it could not write, too many): the edge ends
+			// the caller's stream with an element saying so, so a cut
+			// stream is never taken for a whole one.
+			if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionDraining) {
+				s.w.log.Debug("stream broken off", "subject", m.Subject, "chunks", s.sent.Load(), "err", err) // the worker stops
+			} else {
+				s.w.log.Warn("stream broken off", "subject", m.Subject, "chunks", s.sent.Load(), "err", err)
+			}
+			end[bus.HdrError] = []string{string(bus.CodeBadGateway)}
 		}
 	}
 	if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: end}); err != nil {

@@ -14,11 +14,12 @@
 // back as Grpc-Metadata-* and Grpc-Trailer-* headers (base64 for -bin).
 //
 // A server-streaming method's messages are relayed to the edge as they
-// come, flow-controlled (workers/stream.go), as newline-delimited JSON
-// (Accept: application/x-ndjson) or server-sent events (Accept:
-// text/event-stream); as a JSON array (any other Accept) the answer is
-// made once the stream ends, within the max payload. All within the
-// deadline.
+// come, flow-controlled (workers/stream.go), when the edge takes a stream:
+// as newline-delimited JSON (Accept: application/x-ndjson), server-sent
+// events (Accept: text/event-stream) or the elements of a JSON array (any
+// other Accept; the edge writes the brackets and commas). A request that
+// takes no stream (a cached call, an older edge) gets the array whole once
+// the stream ends, within the max payload. All within the deadline.
 //
 // A response message with fields the schema does not declare (the
 // server's messages have grown) marks the schema for a refresh, as
@@ -38,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -237,8 +239,8 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 	}
 	ctx = metadata.NewOutgoingContext(ctx, md)
 	var resp *backend.Response
-	if form := streamFormFor(req.Header.Get("Accept")); m.desc.IsStreamingServer() && req.Stream > 0 && form.relayed {
-		resp, err = in.relay(ctx, m, msg, form, opts)
+	if m.desc.IsStreamingServer() && req.Stream > 0 {
+		resp, err = in.relay(ctx, m, msg, streamFormFor(req.Header.Get("Accept")).relay(), opts)
 	} else if m.desc.IsStreamingServer() {
 		resp, err = in.stream(ctx, m, msg, req.Header.Get("Accept"), opts)
 	} else {
@@ -416,10 +418,10 @@ func (in *instance) stream(ctx context.Context, m *method, msg *dynamicpb.Messag
 }
 
 // relay starts a server stream whose messages go to the caller one by one
-// (NDJSON, SSE) as the edge takes them. What fails before the first
-// message is an answer with its own status; after it, the status is the
-// stream's last chunk. The stream lives until its Stream func returns (or
-// the call's context ends).
+// (NDJSON lines, SSE events, JSON array elements) as the edge takes them.
+// What fails before the first message is an answer with its own status;
+// after it, the status is the stream's last chunk. The stream lives until
+// its Stream func returns (or the call's context ends).
 func (in *instance) relay(ctx context.Context, m *method, msg *dynamicpb.Message, form streamForm, opts []grpc.CallOption) (*backend.Response, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	st, err := in.cc.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true}, m.path, opts...)
@@ -442,6 +444,11 @@ func (in *instance) relay(ctx context.Context, m *method, msg *dynamicpb.Message
 	h.Set("Content-Type", form.contentType)
 	if errors.Is(err, io.EOF) { // an empty stream
 		cancel()
+		if form.framed {
+			// A stream of no elements, which the edge writes as [];
+			// one reply would read as a unary method's answer there.
+			return &backend.Response{Status: http.StatusOK, Header: h, Stream: func(func([]byte) error) error { return nil }}, nil
+		}
 		return &backend.Response{Status: http.StatusOK, Header: h}, nil
 	}
 	stream := func(send func([]byte) error) error {
@@ -464,6 +471,12 @@ func (in *instance) relay(ctx context.Context, m *method, msg *dynamicpb.Message
 				if errors.Is(err, io.EOF) {
 					return nil
 				}
+				if errors.Is(ctx.Err(), context.Canceled) {
+					// The caller went away (the worker cancelled the
+					// call) while the backend was quiet: not a deadline,
+					// and nothing the breaker should count.
+					return context.Canceled
+				}
 				if ctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
 					return context.DeadlineExceeded // the edge says so to the caller
 				}
@@ -481,7 +494,7 @@ func (in *instance) relay(ctx context.Context, m *method, msg *dynamicpb.Message
 // callError turns a failed call into the caller's answer: the deadline
 // passing is the gateway's 504, any other status the backend's own answer.
 func (in *instance) callError(ctx context.Context, err error, m *method, header, trailer metadata.MD) (*backend.Response, error) {
-	if ctx.Err() != nil {
+	if deadlinePassed(ctx) {
 		return nil, bus.Errorf(bus.CodeGatewayTimeout, "backend did not answer within the deadline")
 	}
 	st := status.Convert(err)
@@ -514,6 +527,18 @@ func (in *instance) schemaError(ctx context.Context, err error) (*backend.Respon
 		return nil, bus.Errorf(bus.CodeBadGateway, "the schema "+in.schema.digest+" of "+in.service+" could not be read from the registry")
 	}
 	return nil, bus.Errorf(bus.CodeBadGateway, "the schema of "+in.service+" could not be read from "+in.target+" (is server reflection on?)")
+}
+
+// deadlinePassed reports whether the call's deadline has passed, by its
+// context or by the clock: the server's copy of the deadline (grpc-timeout)
+// may end the call a moment before the context's timer fires, and gRPC
+// then reports DEADLINE_EXCEEDED as if the server had answered it.
+func deadlinePassed(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // statusResponse is a non-OK status as the caller's answer.
@@ -623,9 +648,31 @@ func responseHeader(header, trailer metadata.MD) http.Header {
 type streamForm struct {
 	contentType string
 	relayed     bool // each message can go out on its own (not a JSON array)
-	item        func(body []byte, i int, msg []byte) []byte
-	fail        func(body []byte, n int, status []byte) []byte
-	end         func(body []byte, n int) []byte
+	// framed: the chunks are a JSON array's elements, which the edge
+	// frames with [ , ] (the array form relayed).
+	framed bool
+	item   func(body []byte, i int, msg []byte) []byte
+	fail   func(body []byte, n int, status []byte) []byte
+	end    func(body []byte, n int) []byte
+}
+
+// relay is the form's chunks as a relayed stream sends them: NDJSON lines
+// and SSE events as they are; a JSON array's elements bare (the message,
+// or {"error": status} for a failure after messages), which the edge
+// writes between "[", "," and "]" — as it writes its own last element
+// when it cuts the stream.
+func (f streamForm) relay() streamForm {
+	if f.relayed {
+		return f
+	}
+	return streamForm{
+		contentType: f.contentType, relayed: true, framed: true,
+		item: func(b []byte, _ int, m []byte) []byte { return append(b, m...) },
+		fail: func(b []byte, _ int, s []byte) []byte {
+			return append(append(append(b, `{"error":`...), s...), '}')
+		},
+		end: func(b []byte, _ int) []byte { return b },
+	}
 }
 
 func streamFormFor(accept string) streamForm {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -189,10 +190,15 @@ func TestResourceExhaustedIsAFailure(t *testing.T) {
 }
 
 // A server stream comes back whole in the form the caller accepts; a
-// stream that stalls ends at the deadline with 504.
+// stream that stalls ends at the deadline: with a last element saying so
+// once its first message went out, with 504 before. Either way the
+// backend's handler sees its context end and the call leaves no goroutine
+// behind; the backend's call comes in with the caller's deadline
+// (grpc-timeout).
 func TestServerStreaming(t *testing.T) {
 	g := jetwaytest.Start(t)
-	addr := startGRPC(t)
+	watch := newHandlerWatch("/grpc.testing.TestService/StreamingOutputCall")
+	addr := serveTest(t, &grpcdemo.Server{Hostname: "demo-host"}, false, grpc.StreamInterceptor(watch.intercept))
 	publishGRPC(g, "stream", "/stream", addr, "grpc.testing.TestService/StreamingOutputCall", "")
 	body := `{"responseParameters":[{"size":1},{"size":2},{"size":3}]}`
 	r := g.Do("POST", "/stream", strings.NewReader(body))
@@ -213,14 +219,39 @@ func TestServerStreaming(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(r.Body), "\n"); len(lines) != 3 || !strings.Contains(lines[2], `"error"`) || !strings.Contains(lines[2], "gone") {
 		t.Fatalf("error mid-stream: %q", r.Body)
 	}
-	start := time.Now()
-	r = g.Do("POST", "/stream", strings.NewReader(`{"responseParameters":[{"size":1},{"size":1,"intervalUs":10000000}]}`))
-	if r.Status != http.StatusGatewayTimeout || r.Code != "GATEWAY_TIMEOUT" {
-		t.Fatalf("stalled stream: %d %s", r.Status, r.Body)
+	for _, stall := range []struct{ name, body string }{
+		{"after a message", `{"responseParameters":[{"size":1},{"size":1,"intervalUs":10000000}]}`},
+		{"before any", `{"responseParameters":[{"size":1,"intervalUs":10000000}]}`},
+	} {
+		// A few at once: what one call would leave behind, they leave
+		// more of than the count's slack.
+		watch.rearm()
+		base := goroutines()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range stalledCalls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := g.Do("POST", "/stream", strings.NewReader(stall.body))
+				var arr []map[string]any
+				if stall.name == "before any" {
+					if r.Status != http.StatusGatewayTimeout || r.Code != "GATEWAY_TIMEOUT" {
+						t.Errorf("stalled stream %s: %d %s", stall.name, r.Status, r.Body)
+					}
+				} else if err := json.Unmarshal([]byte(r.Body), &arr); r.Status != 200 || err != nil || len(arr) != 2 || !strings.Contains(r.Body, `{"error":{"code":"GATEWAY_TIMEOUT"`) {
+					t.Errorf("stalled stream %s: %d %s", stall.name, r.Status, r.Body)
+				}
+			}()
+		}
+		wg.Wait()
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("stalled streams %s answered after %v, past the 2s deadline", stall.name, d)
+		}
+		watch.waitCancelled(t, "stalled stream "+stall.name, stalledCalls)
+		goroutinesBackTo(t, base)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("stalled stream answered after %v, past the 2s deadline", d)
-	}
+	watch.checkDeadlines(t, 2*time.Second)
 }
 
 // A backend without reflection: a clear 502 while no schema was ever read.
@@ -576,14 +607,23 @@ func TestRelayedStream(t *testing.T) {
 	}
 	gs.before = 0
 
-	// A stream cut at the deadline ends with a line saying so.
+	// A stream cut at the deadline ends with a line saying so; the
+	// backend's handler sees its context end, and nothing the call
+	// started outlives it.
 	g.Publish(fmt.Sprintf(`{"name":"short","pool":"p","route":{"method":"POST","path":"/short"},"timeout":"1s",
 		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/StreamingOutputCall"}}`, addr))
 	gs.release, gs.cancelled = make(chan struct{}), make(chan struct{})
+	base := goroutines()
 	cut := g.Do("POST", "/short", strings.NewReader(`{}`), "Accept", "application/x-ndjson")
 	if lines := strings.Split(strings.TrimSpace(cut.Body), "\n"); cut.Status != 200 || len(lines) != 2 || !strings.Contains(lines[1], `{"error":{"code":"GATEWAY_TIMEOUT"`) {
 		t.Fatalf("a stream cut at its deadline: %d %q", cut.Status, cut.Body)
 	}
+	select {
+	case <-gs.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backend's handler of a stream cut at its deadline never saw its context end")
+	}
+	goroutinesBackTo(t, base)
 
 	// A unary method asked for NDJSON answers once, as usual.
 	req, _ := http.NewRequest("POST", g.URL+"/unary", strings.NewReader(`{}`))
