@@ -385,3 +385,72 @@ func TestAsyncJobsShareTheBulkhead(t *testing.T) {
 		t.Fatalf("%d calls for %d jobs, %d at once (limit 3)", calls.Load(), jobs, most.Load())
 	}
 }
+
+// TestAsyncBurstLosesNoneRunsNoneTwice: a burst of submits from many
+// callers at once is accepted or refused (never a third answer); every
+// accepted job runs exactly once and ends succeeded.
+func TestAsyncBurstLosesNoneRunsNoneTwice(t *testing.T) {
+	n := 2000
+	if testing.Short() {
+		n = 300
+	}
+	g := jetwaytest.Start(t)
+	var seen sync.Map // Idempotency-Key → *atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := seen.LoadOrStore(r.Header.Get("Idempotency-Key"), new(atomic.Int64))
+		c.(*atomic.Int64).Add(1)
+	}))
+	t.Cleanup(srv.Close)
+	g.Publish(fmt.Sprintf(`{"name":"burst","pool":"jobs","route":{"method":"POST","path":"/burst"},"backend":{"type":"http","url":%q},"concurrency":32,"async":{"mode":"always"}}`, srv.URL))
+	var mu sync.Mutex
+	var ids []string
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				r := g.Do("POST", "/burst", strings.NewReader("x"))
+				switch {
+				case r.Status == 202:
+					var got struct{ ID string }
+					_ = json.Unmarshal([]byte(r.Body), &got)
+					mu.Lock()
+					ids = append(ids, got.ID)
+					mu.Unlock()
+				case r.Status == 429 || r.Status == 503:
+					refused.Add(1)
+				default:
+					t.Errorf("submit: %d %s", r.Status, r.Body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(ids)+int(refused.Load()) != n {
+		t.Fatalf("%d accepted + %d refused of %d", len(ids), refused.Load(), n)
+	}
+	natstest.CheckFor(t, 60*time.Second, 50*time.Millisecond, func() error {
+		ran := 0
+		for _, id := range ids {
+			if c, ok := seen.Load(id); ok {
+				if k := c.(*atomic.Int64).Load(); k != 1 {
+					return fmt.Errorf("job %s ran %d times", id, k)
+				}
+				ran++
+			}
+		}
+		if ran != len(ids) {
+			return fmt.Errorf("%d of %d accepted jobs ran", ran, len(ids))
+		}
+		return nil
+	})
+	for _, id := range ids[:min(len(ids), 50)] {
+		if st := waitJob(t, g, "/_jetway/jobs/"+id, registry.JobSucceeded); st.Attempts != 1 {
+			t.Fatalf("job %s: %+v", id, st)
+		}
+	}
+	t.Logf("%d accepted, %d refused", len(ids), refused.Load())
+}
