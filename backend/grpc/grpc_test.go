@@ -140,12 +140,14 @@ func TestRequestFromParamsAndQuery(t *testing.T) {
 }
 
 // A gRPC status becomes the HTTP status of the shared table, with the
-// google.rpc.Status as the body and its details decoded.
+// google.rpc.Status as the body and its details decoded — every code of
+// the table, DEADLINE_EXCEEDED from the backend itself (its own deadline,
+// well within the API's) included.
 func TestStatusMapping(t *testing.T) {
 	g := jetwaytest.Start(t)
 	addr := startGRPC(t)
 	publishGRPC(g, "unary", "/unary", addr, "grpc.testing.TestService/UnaryCall", "")
-	for code, want := range map[int]int{3: 400, 5: 404, 7: 403, 8: 429, 12: 501, 14: 503, 16: 401, 13: 500} {
+	for code, want := range map[int]int{1: 499, 2: 500, 3: 400, 4: 504, 5: 404, 6: 409, 7: 403, 8: 429, 9: 400, 10: 409, 11: 400, 12: 501, 13: 500, 14: 503, 15: 500, 16: 401} {
 		r := g.Do("POST", "/unary", strings.NewReader(fmt.Sprintf(`{"responseStatus":{"code":%d,"message":"asked"}}`, code)))
 		var st struct {
 			Code    int
