@@ -172,6 +172,16 @@ func TestPushResumeAfterEdgeKilled(t *testing.T) {
 			}
 		}
 	}()
+	// The kicked connection is counted by why, on /metrics and from the CLI.
+	waitForFunc(t, func() error {
+		if r := get(t, srv.admin+"/metrics"); !strings.Contains(string(r.body), `jetway_push_disconnects_total{node="`) || !strings.Contains(string(r.body), `,reason="kicked"} 1`) {
+			return fmt.Errorf("/metrics has not the kick counted:\n%.3000s", r.body)
+		}
+		if res := jetway(t, "", "push", "stats", "--node", srv.admin); res.code != 0 || !strings.Contains(res.stdout, "kicked=1") {
+			return fmt.Errorf("push stats: %d %s%s", res.code, res.stdout, res.stderr)
+		}
+		return nil
+	})
 	// The CLI subscriber prints "<seq> <data>" and exits after --count.
 	res := jetway(t, "", "push", "subscribe", "e2e.news", "--app-key", reader, "--edge", srv.edge, "--from", "0", "--count", "2")
 	if res.code != 0 || !strings.HasPrefix(res.stdout, "1 m0\n2 m1\n") {

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -54,7 +55,8 @@ the app goes to one member; subscribe (ws or tcp) and pull print it and, with
 --ack, ack it by its receipt once printed; without --ack it comes again after
 the topic's ack_wait.
   stats           an edge's push counters: connections, topics followed,
-                  deliveries, catch-ups, write timeouts, refusals, acks (--node)
+                  deliveries, catch-ups, write timeouts, refusals, acks, the
+                  connections ended by why (--node)
   connections     an edge's push connections: topic, app, device, user,
                   transport, since, last sequence written (--node, --app)
   kick APP        end an app's push connections on an edge (--topic: of one
@@ -499,6 +501,16 @@ func pushStats(node nodeClient, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "connections    %d\ntopics         %d\ndelivered      %d\nreplayed       %d\ncatch-ups      %d\nwrite timeouts %d\nrefused        %d\nacks           %d\nack errors     %d\n",
 		st.Connections, st.Topics, st.Delivered, st.Replayed, st.CatchUps, st.WriteTimeouts, st.Refused, st.Acks, st.AckErrors)
+	// The ended connections by why, those there were.
+	var ends []string
+	for _, why := range slices.Sorted(maps.Keys(st.Disconnects)) {
+		if n := st.Disconnects[why]; n > 0 {
+			ends = append(ends, fmt.Sprintf("%s=%d", why, n))
+		}
+	}
+	if len(ends) > 0 {
+		fmt.Fprintf(stdout, "disconnects    %s\n", strings.Join(ends, " "))
+	}
 	return nil
 }
 
