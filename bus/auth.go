@@ -110,6 +110,8 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			// before, whose nonces went with it (registry.NonceStore).
 			NonceBucketDeleted,
 			CachePurgeSubject,
+			// A job's status changes, for its event stream (edge/async.go).
+			"$KV." + BucketJobs + "." + JobKeyPrefix + "*",
 		}
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub},

@@ -43,6 +43,12 @@ func TestJobsAreEachPoolsOwn(t *testing.T) {
 	if _, err := ekv.Create(ctx, JobKeyPrefix+"abc", []byte("{}")); err != nil {
 		t.Fatalf("edge writes a job status: %v", err)
 	}
+	// The edge follows a job's status (its event stream) and nothing else
+	// of the bucket's subjects.
+	if _, err := edge.SubscribeSync(JobStatusSubject("abc")); err != nil {
+		t.Fatal(err)
+	}
+	edge.allowed(t, "edge follows a job's status")
 	edge.denied(t, "edge takes jobs", "$JS.API.CONSUMER.CREATE."+StreamJobs+"."+JobConsumer("orders")+"."+JobsPrefix+"orders.>", func() {
 		_ = edge.PublishRequest("$JS.API.CONSUMER.CREATE."+StreamJobs+"."+JobConsumer("orders")+"."+JobsPrefix+"orders.>", edge.NewInbox(), nil)
 	})

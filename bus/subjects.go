@@ -366,6 +366,10 @@ func JobConsumer(pool string) string { return "jobs_" + PoolToken(pool) }
 // JobKeyPrefix starts the key of a job's status in BucketJobs: j.<id>.
 const JobKeyPrefix = "j."
 
+// JobStatusSubject is the subject a job's status is written on (a KV
+// write of BucketJobs): an edge follows a job's changes there.
+func JobStatusSubject(id string) string { return "$KV." + BucketJobs + "." + JobKeyPrefix + id }
+
 // HdrJobID names a job's message's id (the key of its status).
 const HdrJobID = "Jetway-Job"
 

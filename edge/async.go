@@ -185,13 +185,13 @@ func (e *Edge) serveJob(w http.ResponseWriter, r *http.Request, id, rest, sent s
 	jobID, sub, _ := strings.Cut(rest, "/")
 	switch {
 	case sub == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete):
-	case sub == "result" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-	case sub != "" && sub != "result":
+	case (sub == "result" || sub == "events") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+	case sub != "" && sub != "result" && sub != "events":
 		writeError(w, bus.CodeRouteNotFound, "no built-in endpoint at "+BuiltinPrefix+"jobs/"+rest, id)
 		return
 	default:
 		allow := "GET, HEAD, DELETE"
-		if sub == "result" {
+		if sub != "" {
 			allow = "GET, HEAD"
 		}
 		w.Header().Set("Allow", allow)
@@ -246,6 +246,9 @@ func (e *Edge) serveJob(w http.ResponseWriter, r *http.Request, id, rest, sent s
 		e.cancelJob(ctx, w, jobs, st, id)
 	case sub == "result":
 		writeJobResult(w, st, id)
+	case sub == "events":
+		cancel() // the stream outlives the lookup's timeout
+		e.jobEvents(w, r, st, id)
 	default:
 		_ = writeJSON(w, http.StatusOK, st)
 	}
@@ -298,4 +301,88 @@ func writeJobResult(w http.ResponseWriter, st *registry.JobStatus, id string) {
 	h["X-Jetway-Job-State"] = []string{st.State}
 	w.WriteHeader(res.Status)
 	_, _ = w.Write(res.RawBody())
+}
+
+// Job event streams: at most maxJobStreams at once on an edge, each at
+// most maxJobStream long, with a comment every jobStreamPing so proxies
+// keep it open.
+const (
+	maxJobStreams = 4096
+	maxJobStream  = time.Hour
+	jobStreamPing = 15 * time.Second
+)
+
+// jobEvents streams a job's status as Server-Sent Events: the status now,
+// then each change (event "status", the status as GET gives it), until
+// the job ends, the caller goes or maxJobStream passes. A change is heard
+// as its worker writes it: one core subscription on the status's KV
+// subject, no consumer.
+func (e *Edge) jobEvents(w http.ResponseWriter, r *http.Request, st *registry.JobStatus, id string) {
+	if n := e.jobStreams.Add(1); n > maxJobStreams {
+		e.jobStreams.Add(-1)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, bus.CodeOverloaded, "this edge follows its limit of job event streams", id)
+		return
+	}
+	defer e.jobStreams.Add(-1)
+	changes := make(chan *nats.Msg, 8)
+	sub, err := e.o.Conn.ChanSubscribe(bus.JobStatusSubject(st.ID), changes)
+	if err != nil {
+		writeError(w, bus.CodeBusUnavailable, "the job store is not reachable from this edge", id)
+		return
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	ctx, cancel := context.WithTimeout(r.Context(), maxJobStream)
+	defer cancel()
+	// Read again once subscribed: a change between the first read and
+	// the subscription is not missed.
+	if jobs, err := e.jobStore(ctx); err == nil {
+		if now, err := jobs.Get(ctx, st.ID); err == nil && now.App == st.App {
+			st = now
+		}
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var last *registry.JobStatus
+	send := func(st *registry.JobStatus) bool {
+		if last != nil && st.State == last.State && st.Attempts == last.Attempts && st.Updated.Equal(last.Updated) {
+			return true // the read and the subscription both saw this write
+		}
+		last = st
+		b, _ := json.Marshal(st)
+		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := w.Write(append(append([]byte("event: status\ndata: "), b...), "\n\n"...)); err != nil {
+			return false
+		}
+		return rc.Flush() == nil && !st.Final()
+	}
+	if !send(st) {
+		return
+	}
+	ping := time.NewTicker(jobStreamPing)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ping.C:
+			_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if _, err := w.Write([]byte(": ping\n\n")); err != nil || rc.Flush() != nil {
+				return
+			}
+		case m := <-changes:
+			var next registry.JobStatus
+			if json.Unmarshal(m.Data, &next) != nil || next.ID != st.ID || next.App != st.App {
+				continue // not this job's status as its worker writes it
+			}
+			if !send(&next) {
+				return
+			}
+		}
+	}
 }

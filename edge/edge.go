@@ -93,8 +93,9 @@ type Edge struct {
 	cluster             *cluster
 	tracer              trace.Tracer // nil: tracing off
 	// jobs is the async job store, opened on first need (async.go).
-	jobs   atomic.Pointer[registry.JobStore]
-	jobsMu sync.Mutex
+	jobs       atomic.Pointer[registry.JobStore]
+	jobsMu     sync.Mutex
+	jobStreams atomic.Int64 // job event streams open (async.go)
 }
 
 // router is the compiled form of one registry snapshot.

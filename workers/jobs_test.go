@@ -454,3 +454,40 @@ func TestAsyncBurstLosesNoneRunsNoneTwice(t *testing.T) {
 	}
 	t.Logf("%d accepted, %d refused", len(ids), refused.Load())
 }
+
+// TestAsyncJobEvents: a job's event stream sends its status now and each
+// change, and ends when the job does.
+func TestAsyncJobEvents(t *testing.T) {
+	g := jetwaytest.Start(t)
+	b := newJobBackend(t, 503, 200)
+	b.hold = make(chan struct{})
+	g.Publish(asyncAPI("watched", b, `{"attempts":2,"backoff":"30ms","max_backoff":"30ms"}`, ""))
+	loc, _ := submit(t, g, "/watched", "x")
+	resp, err := jetwaytest.Client.Get(g.URL + loc + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %v", resp.StatusCode, resp.Header)
+	}
+	close(b.hold)
+	body, err := io.ReadAll(resp.Body) // ends with the job
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			var st registry.JobStatus
+			if err := json.Unmarshal([]byte(d), &st); err != nil {
+				t.Fatal(err)
+			}
+			states = append(states, fmt.Sprintf("%s/%d", st.State, st.Attempts))
+		}
+	}
+	got := strings.Join(states, " ")
+	if !strings.HasSuffix(got, "running/1 pending/1 running/2 succeeded/2") {
+		t.Fatalf("events: %s", got)
+	}
+}
