@@ -26,9 +26,9 @@ import (
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
 )
 
-// Two versions of one service: v2's Inner has grown a field. Inner is
-// only in a list and a map of Resp, so a v2 answer read with v1's schema
-// has unknown fields below its top level only.
+// Two versions of one service: v2's Inner and Req have grown a field.
+// Inner is only in a list and a map of Resp, so a v2 answer read with
+// v1's schema has unknown fields below its top level only.
 const (
 	evoV1 = `syntax = "proto3"; package evo;
 message Req { string name = 1; }
@@ -36,7 +36,7 @@ message Inner { string c = 1; }
 message Resp { string a = 1; repeated Inner items = 2; map<string, Inner> by_name = 3; }
 service Evo { rpc Get(Req) returns (Resp); rpc List(Req) returns (stream Resp); }`
 	evoV2 = `syntax = "proto3"; package evo;
-message Req { string name = 1; }
+message Req { string name = 1; string tag = 2; }
 message Inner { string c = 1; string d = 2; }
 message Resp { string a = 1; repeated Inner items = 2; map<string, Inner> by_name = 3; }
 service Evo { rpc Get(Req) returns (Resp); rpc List(Req) returns (stream Resp); }`
@@ -335,5 +335,36 @@ func TestSchemaFromV1alphaReflection(t *testing.T) {
 		if !strings.HasPrefix(m, "/grpc.reflection.v1alpha.") {
 			t.Fatalf("reflection method %s served by a server that has only v1alpha", m)
 		}
+	}
+}
+
+// A request naming a field the schema at hand lacks — in the body, or as a
+// query parameter — is a 400, and makes the worker read the schema again:
+// once the server's request message has grown the field, the same call
+// goes through.
+func TestUnknownRequestFieldRefreshesTheSchema(t *testing.T) {
+	grpcbackend.SetRefreshMin(t, 200*time.Millisecond)
+	g := jetwaytest.Start(t)
+	e, addr := startEvo(t, false)
+	publishGRPC(g, "body", "/body", addr, "evo.Evo/Get", "")
+	publishGRPC(g, "query", "/query", addr, "evo.Evo/Get", "")
+	calls := map[string]func() jetwaytest.Result{
+		"body":  func() jetwaytest.Result { return g.Do("POST", "/body", strings.NewReader(`{"tag":"x"}`)) },
+		"query": func() jetwaytest.Result { return g.Do("POST", "/query?tag=x", strings.NewReader(`{}`)) },
+	}
+	for name, call := range calls {
+		if r := call(); r.Status != 400 || !strings.Contains(r.Body, "tag") {
+			t.Fatalf("%s at v1: %d %s", name, r.Status, r.Body)
+		}
+	}
+	e.reflect.Store(e.v2)
+	e.answer.Store(e.v2)
+	for name, call := range calls {
+		natstest.CheckFor(t, 5*time.Second, 50*time.Millisecond, func() error {
+			if r := call(); r.Status != 200 {
+				return fmt.Errorf("%s at v2: %d %s", name, r.Status, r.Body)
+			}
+			return nil
+		})
 	}
 }

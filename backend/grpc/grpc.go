@@ -212,7 +212,7 @@ func (in *instance) Call(ctx context.Context, req *backend.Request) (*backend.Re
 	msg, err := requestMessage(m, req.Body, req.Params(), query, in.allowQuery)
 	if err != nil {
 		var bad *badRequest
-		if errors.As(err, &bad) && strings.Contains(bad.msg, "unknown field") {
+		if errors.As(err, &bad) && bad.unknown {
 			in.schema.invalidate() // the backend's schema may have grown the field (read again at most every refreshMin)
 		}
 		return nil, bus.Errorf(bus.CodeBadRequest, err.Error())

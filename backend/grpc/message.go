@@ -22,12 +22,25 @@ import (
 )
 
 // badRequest is a request that does not fit the method's input message;
-// its text names the field.
-type badRequest struct{ msg string }
+// its text names the field. unknown: it names a field the message does not
+// have (which the backend's schema may have grown since it was read).
+type badRequest struct {
+	msg     string
+	unknown bool
+}
 
 func (e *badRequest) Error() string { return e.msg }
 
-func badf(format string, args ...any) error { return &badRequest{fmt.Sprintf(format, args...)} }
+func badf(format string, args ...any) error { return &badRequest{msg: fmt.Sprintf(format, args...)} }
+
+// badField is badf for an error about one field: unknown when err says
+// the message has no such field (protojson's "unknown field", or
+// setField's unknownField).
+func badField(err error, format string, args ...any) error {
+	_, unknown := err.(unknownField)
+	unknown = unknown || strings.Contains(err.Error(), "unknown field")
+	return &badRequest{msg: fmt.Sprintf(format, args...), unknown: unknown}
+}
 
 // requestMessage builds the input message of m: the JSON body, then the
 // route parameters and the query parameters as fields over it (a dotted
@@ -41,7 +54,7 @@ func requestMessage(m *method, body []byte, params, query url.Values, allowUnkno
 	un := protojson.UnmarshalOptions{Resolver: resolver{m.types}}
 	if len(body) > 0 {
 		if err := un.Unmarshal(body, in); err != nil {
-			return nil, badf("the body does not fit %s: %s", m.desc.Input().FullName(), protoErr(err))
+			return nil, badField(err, "the body does not fit %s: %s", m.desc.Input().FullName(), protoErr(err))
 		}
 	}
 	fields := map[string]any{}
@@ -52,7 +65,7 @@ func requestMessage(m *method, body []byte, params, query url.Values, allowUnkno
 		}
 		p, err := setField(fields, m.desc.Input(), name, vs)
 		if err != nil {
-			return nil, badf("route parameter %s: %v", name, err)
+			return nil, badField(err, "route parameter %s: %v", name, err)
 		}
 		paths = append(paths, p)
 	}
@@ -62,7 +75,7 @@ func requestMessage(m *method, body []byte, params, query url.Values, allowUnkno
 			if _, unknown := err.(unknownField); unknown && allowUnknownQuery {
 				continue
 			}
-			return nil, badf("query parameter %s: %v", name, err)
+			return nil, badField(err, "query parameter %s: %v", name, err)
 		}
 		paths = append(paths, p)
 	}
@@ -75,7 +88,7 @@ func requestMessage(m *method, body []byte, params, query url.Values, allowUnkno
 	}
 	over := dynamicpb.NewMessage(m.desc.Input())
 	if err := un.Unmarshal(b, over); err != nil {
-		return nil, badf("the parameters do not fit %s: %s", m.desc.Input().FullName(), protoErr(err))
+		return nil, badField(err, "the parameters do not fit %s: %s", m.desc.Input().FullName(), protoErr(err))
 	}
 	for _, p := range paths {
 		p.copy(in, over)
