@@ -93,7 +93,7 @@ func TestMicroService(t *testing.T) {
 		t.Fatalf("service error: %d %s", r.Status, r.Body)
 	}
 	if r := g.Do("GET", "/odd", nil); r.Status != http.StatusBadGateway || !strings.Contains(r.Body, "odd failure") {
-		t.Fatalf("a code outside 100-599: %d %s", r.Status, r.Body)
+		t.Fatalf("a code that is no HTTP status (E_ODD): %d %s", r.Status, r.Body)
 	}
 	if r := g.Do("GET", "/slow", nil); r.Status != http.StatusGatewayTimeout || r.Code != "GATEWAY_TIMEOUT" {
 		t.Fatalf("slow service: %d %s", r.Status, r.Body)
@@ -273,5 +273,37 @@ func TestSandboxTierAndFallback(t *testing.T) {
 	start := time.Now()
 	if r := g.Do("GET", "/orders", nil, "X-Api-Key", testKey); r.Status != 503 || time.Since(start) > time.Second {
 		t.Errorf("sandbox with no responders: %d %s after %v", r.Status, r.Body, time.Since(start))
+	}
+}
+
+// A service's error code is the caller's status only when it is a final
+// HTTP status, 200 to 599: a 1xx would be read by the caller's HTTP stack
+// as an interim answer, and a code outside the range or not a number is no
+// status at all. Those are 502, with the code in the body.
+func TestServiceErrorCodeBounds(t *testing.T) {
+	g := jetwaytest.Start(t)
+	sub, err := g.Conn.Subscribe("svc.code", func(m *nats.Msg) {
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set("Nats-Service-Error-Code", string(m.Data))
+		r.Header.Set("Nats-Service-Error", "asked")
+		_ = m.RespondMsg(r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := g.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	g.Publish(`{"name":"code","pool":"p","route":{"method":"POST","path":"/code"},"backend":{"type":"nats","subject":"svc.code"}}`)
+	for code, want := range map[string]int{"100": 502, "199": 502, "200": 200, "201": 201, "404": 404, "599": 599, "600": 502, "-1": 502, "4O4": 502} {
+		r := g.Do("POST", "/code", strings.NewReader(code))
+		var body struct {
+			Error string `json:"error"`
+			Code  string `json:"error_code"`
+		}
+		if r.Status != want || json.Unmarshal([]byte(r.Body), &body) != nil || body.Error != "asked" || body.Code != code {
+			t.Errorf("Nats-Service-Error-Code %s: %d %s, want %d", code, r.Status, r.Body, want)
+		}
 	}
 }
