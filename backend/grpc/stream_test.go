@@ -212,6 +212,9 @@ func TestArrayStreamEnds(t *testing.T) {
 	g := jetwaytest.Start(t)
 	addr := startGRPC(t)
 	publishGRPC(g, "stream", "/stream", addr, "grpc.testing.TestService/StreamingOutputCall", "")
+	// Large streams take their time (under the race detector too).
+	g.Publish(fmt.Sprintf(`{"name":"large","pool":"p","route":{"method":"POST","path":"/large"},"timeout":"30s",
+		"backend":{"type":"grpc","target":%q,"method":"grpc.testing.TestService/StreamingOutputCall"}}`, addr))
 	type element struct {
 		Payload struct{ Body string }
 		Error   *struct {
@@ -219,19 +222,19 @@ func TestArrayStreamEnds(t *testing.T) {
 			Message string
 		}
 	}
-	array := func(body string) []element {
+	array := func(path, body string) []element {
 		t.Helper()
-		r := g.Do("POST", "/stream", strings.NewReader(body))
+		r := g.Do("POST", path, strings.NewReader(body))
 		var els []element
 		if r.Status != 200 || r.Header.Get("Content-Type") != "application/json" || json.Unmarshal([]byte(r.Body), &els) != nil {
 			t.Fatalf("%s: %d %v %.300q", body, r.Status, r.Header, r.Body)
 		}
 		return els
 	}
-	if els := array(`{"responseParameters":[{"size":1},{"size":1}],"responseStatus":{"code":14,"message":"gone"}}`); len(els) != 3 || els[2].Error == nil || els[2].Error.Code != float64(14) || els[2].Error.Message != "gone" {
+	if els := array("/stream", `{"responseParameters":[{"size":1},{"size":1}],"responseStatus":{"code":14,"message":"gone"}}`); len(els) != 3 || els[2].Error == nil || els[2].Error.Code != float64(14) || els[2].Error.Message != "gone" {
 		t.Fatalf("a status after two messages: %+v", els)
 	}
-	if els := array(`{"responseParameters":[{"size":1},{"size":1,"intervalUs":10000000}]}`); len(els) != 2 || els[1].Error == nil || els[1].Error.Code != "GATEWAY_TIMEOUT" {
+	if els := array("/stream", `{"responseParameters":[{"size":1},{"size":1,"intervalUs":10000000}]}`); len(els) != 2 || els[1].Error == nil || els[1].Error.Code != "GATEWAY_TIMEOUT" {
 		t.Fatalf("a stream cut at its deadline: %+v", els)
 	}
 	if r := g.Do("POST", "/stream", strings.NewReader(`{}`)); r.Status != 200 || r.Body != "[]" {
@@ -239,13 +242,13 @@ func TestArrayStreamEnds(t *testing.T) {
 	}
 	// A message whose JSON cannot cross the bus (7 MiB, 9.3 MiB as
 	// base64) ends the array with the gateway's error, not silently.
-	if els := array(`{"responseParameters":[{"size":1},{"size":7340032}]}`); len(els) != 2 || els[1].Error == nil || els[1].Error.Code != "BAD_GATEWAY" {
+	if els := array("/large", `{"responseParameters":[{"size":1},{"size":7340032}]}`); len(els) != 2 || els[1].Error == nil || els[1].Error.Code != "BAD_GATEWAY" {
 		t.Fatalf("a message over the bus's max payload: %d elements, last %+v", len(els), els[len(els)-1].Error)
 	}
 	// More than twice the max payload, in 256 KiB messages.
 	n := int(2*g.Conn.MaxPayload()/(256<<10)) + 1
 	body := `{"responseParameters":[` + strings.TrimSuffix(strings.Repeat(`{"size":262144},`, n), ",") + `]}`
-	if els := array(body); len(els) != n || els[n-1].Error != nil || len(els[n-1].Payload.Body) < 256<<10 {
+	if els := array("/large", body); len(els) != n || els[n-1].Error != nil || len(els[n-1].Payload.Body) < 256<<10 {
 		t.Fatalf("a stream of %d MiB: %d elements", n/4, len(els))
 	}
 }
