@@ -328,6 +328,9 @@ const (
 	TierAPI     = "api"
 	TierSandbox = "sandbox"
 	TierDraft   = "draft"
+	// TierCallback carries a finished job's callback to its pool's
+	// workers: jetway.jobs.<pool>.callback.<api>.
+	TierCallback = "callback"
 )
 
 // JobSubject is the subject of a job of an API tier of a pool.
@@ -352,7 +355,7 @@ func ParseJobSubject(subject string) (poolToken, tier, api string, ok bool) {
 	poolToken, rest, _ = strings.Cut(rest, ".")
 	tier, api, _ = strings.Cut(rest, ".")
 	switch tier {
-	case TierAPI, TierSandbox, TierDraft:
+	case TierAPI, TierSandbox, TierDraft, TierCallback:
 	default:
 		return "", "", "", false
 	}
@@ -370,8 +373,18 @@ const JobKeyPrefix = "j."
 // write of BucketJobs): an edge follows a job's changes there.
 func JobStatusSubject(id string) string { return "$KV." + BucketJobs + "." + JobKeyPrefix + id }
 
-// HdrJobID names a job's message's id (the key of its status).
-const HdrJobID = "Jetway-Job"
+// Headers of a job's message: its id (the key of its status), and the
+// caller's callback URL with the key its callbacks are signed with
+// (sign.CallbackKey). In the wire's reserved namespace, so a caller can
+// set none of them and none reaches a backend.
+const (
+	HdrJobID       = "Jetway-Job"
+	HdrCallbackURL = "Jetway-Callback-Url"
+	HdrCallbackKey = "Jetway-Callback-Key"
+	// HdrCallbackSubject names the NATS subject a callback message is
+	// for (an API's destination), in place of HdrCallbackURL.
+	HdrCallbackSubject = "Jetway-Callback-Subject"
+)
 
 // NonceBucketDeleted is the JetStream advisory of the nonce bucket's stream
 // deleted: the admin node re-creates it, edges then refuse requests signed

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/sign"
 )
 
 // Async calls (docs/async.md): a call to an API with an async block that
@@ -85,12 +87,23 @@ func (c *call) enqueue() error {
 		// deduplicates on it runs the job once.
 		c.r.Header["Idempotency-Key"] = []string{id}
 	}
+	cb, err := c.callback(as, id)
+	if err != nil {
+		return err
+	}
 	delete(c.r.Header, "Prefer") // the backend is called synchronously, by the worker
+	delete(c.r.Header, "X-Callback-Url")
 	out := &c.out
 	c.requestMsg(c.id, c.deadline, out)
 	out.Subject = bus.JobSubject(rt.api.Pool, jobTier(rt.api), rt.api.Name)
 	out.Header[bus.HdrJobID] = []string{id}
 	out.Header[jetstream.MsgIDHeader] = []string{id}
+	if cb != nil && cb.url != "" {
+		out.Header[bus.HdrCallbackURL] = []string{cb.url}
+	}
+	if cb != nil && cb.key != "" {
+		out.Header[bus.HdrCallbackKey] = []string{cb.key}
+	}
 	if err := jobs.Publish(ctx, out); err != nil {
 		return c.jobError(err)
 	}
@@ -103,6 +116,47 @@ func (c *call) enqueue() error {
 		c.e.log.Warn("writing a job's status", "api", rt.api.Name, "job", id, "request_id", c.id, "err", err)
 	}
 	return c.accepted(id, registry.JobPending)
+}
+
+// jobCallback is what a job carries for its callbacks: the caller's URL
+// ("": none) and the key they are signed with ("": unsigned).
+type jobCallback struct{ url, key string }
+
+// callback reads a caller's X-Callback-Url, which the API must allow and
+// whose app must be able to verify it. A job of an API with callbacks,
+// by an app with a signing secret, carries the key its callbacks are
+// signed with, derived from the app's newest secret and the job's id
+// (sign.CallbackKey): the workers that send them never hold the secret.
+func (c *call) callback(as *registry.Async, id string) (*jobCallback, error) {
+	v := c.r.Header.Get("X-Callback-Url")
+	var secrets []registry.HMACSecret
+	if c.app != nil {
+		secrets = c.app.app.HMACSecrets
+	}
+	if v == "" && (as.Callbacks == nil || len(secrets) == 0) {
+		return nil, nil
+	}
+	cb := &jobCallback{}
+	if v != "" {
+		u, err := as.Callbacks.CallbackURL(v)
+		if err != nil {
+			return nil, c.refuse(bus.CodeBadRequest, err.Error())
+		}
+		if len(secrets) == 0 {
+			return nil, c.refuse(bus.CodeBadRequest, "a callback is signed with the calling app's signing secret, and this caller has none (jetway app rotate-secret)")
+		}
+		cb.url = u.String()
+	}
+	if len(secrets) > 0 {
+		newest := secrets[0]
+		for _, s := range secrets[1:] {
+			if s.Created.After(newest.Created) {
+				newest = s
+			}
+		}
+		cb.key = base64.RawURLEncoding.EncodeToString(sign.CallbackKey(newest.Bytes(), id))
+	}
+	return cb, nil
 }
 
 // jobTier is the tier token of an API tier's jobs.

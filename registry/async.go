@@ -42,6 +42,9 @@ type Async struct {
 	// 256KiB, at most MaxAsyncResult); a larger body is not kept, and the
 	// status says how large it was.
 	MaxResult Size `json:"max_result,omitempty"`
+	// Callbacks tell the job's end to its caller's X-Callback-Url and
+	// the API's own destinations (callbacks.go).
+	Callbacks *Callbacks `json:"callbacks,omitempty"`
 }
 
 // Async defaults and bounds.
@@ -99,6 +102,7 @@ func (as *Async) check(prefix string, add func(path, format string, args ...any)
 	if as.MaxResult < 0 || as.MaxResult > MaxAsyncResult {
 		add(prefix+".max_result", "must be between 0 and %v", MaxAsyncResult)
 	}
+	as.Callbacks.check(prefix+".callbacks", add)
 }
 
 func validRetryOn(on string) bool {
@@ -139,6 +143,9 @@ func (as *Async) applyDefaults(apiTimeout Duration) {
 	}
 	if as.MaxResult == 0 {
 		as.MaxResult = DefaultAsyncResult
+	}
+	if as.Callbacks != nil {
+		as.Callbacks.applyDefaults()
 	}
 }
 

@@ -171,28 +171,10 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, seq uint64) (*DeadLetter,
 	if !ok || !ValidJobID(d.Job) {
 		return nil, fmt.Errorf("dead letter %d is not a job's (subject %s)", seq, m.Subject)
 	}
-	jobs, err := OpenJobStore(ctx, c.js)
-	if err != nil {
-		return nil, err
-	}
-	ttl := 2 * DefaultAsyncAge
-	js, err := jobs.Get(ctx, d.Job)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		js = &JobStatus{ID: d.Job, API: api, Tier: tier, Pool: d.Pool, App: d.App, RequestID: d.RequestID, Submitted: time.Now().UTC()}
-	case err != nil:
-		return nil, err
-	case !js.Final():
-		return nil, fmt.Errorf("job %s is %s: it has not ended, nothing to replay", d.Job, js.State)
-	}
-	js.State, js.Attempts, js.Reason, js.LastError, js.Result, js.NextAttempt = JobPending, 0, "", nil, nil, nil
-	if js.Revision == 0 {
-		err = jobs.Create(ctx, js, ttl)
-	} else {
-		err = jobs.Update(ctx, js, ttl)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("resetting job %s: %w", d.Job, err)
+	if tier != bus.TierCallback { // a callback goes again as it was; its job has ended
+		if err := c.resetJob(ctx, &d, api, tier); err != nil {
+			return nil, err
+		}
 	}
 	h := nats.Header{}
 	for k, vs := range m.Header {
@@ -210,6 +192,35 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, seq uint64) (*DeadLetter,
 		return &d, fmt.Errorf("job %s is sent again, but its dead letter %d stays: %w", d.Job, seq, err)
 	}
 	return &d, c.noted(ctx, "dlq", "replay", d.API+"/"+d.Job, 0, nil)
+}
+
+// resetJob makes a dead letter's job pending again, with no attempts
+// spent, at its status's address (a new status when it was not kept).
+func (c *Client) resetJob(ctx context.Context, d *DeadLetter, api, tier string) error {
+	jobs, err := OpenJobStore(ctx, c.js)
+	if err != nil {
+		return err
+	}
+	ttl := 2 * DefaultAsyncAge
+	js, err := jobs.Get(ctx, d.Job)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		js = &JobStatus{ID: d.Job, API: api, Tier: tier, Pool: d.Pool, App: d.App, RequestID: d.RequestID, Submitted: time.Now().UTC()}
+	case err != nil:
+		return err
+	case !js.Final():
+		return fmt.Errorf("job %s is %s: it has not ended, nothing to replay", d.Job, js.State)
+	}
+	js.State, js.Attempts, js.Reason, js.LastError, js.Result, js.NextAttempt, js.Callbacks = JobPending, 0, "", nil, nil, nil, nil
+	if js.Revision == 0 {
+		err = jobs.Create(ctx, js, ttl)
+	} else {
+		err = jobs.Update(ctx, js, ttl)
+	}
+	if err != nil {
+		return fmt.Errorf("resetting job %s: %w", d.Job, err)
+	}
+	return nil
 }
 
 // PurgeDeadLetters removes the dead letters of one API, or all (api ""),

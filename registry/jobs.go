@@ -41,6 +41,9 @@ const (
 	ReasonExpired    = "expired"           // past the API's async max_age
 	ReasonCancelled  = "cancelled"         // DELETE by its app
 	ReasonAPIRemoved = "api_removed"       // its API (or its async block) is gone
+	// ReasonCallback records a callback that was not delivered (the job
+	// itself ended as its status says).
+	ReasonCallback = "callback_failed"
 )
 
 // JobStatus is what BucketJobs keeps of a job under its id, and what its
@@ -62,6 +65,9 @@ type JobStatus struct {
 	Reason    string     `json:"reason,omitempty"`
 	LastError *JobError  `json:"last_error,omitempty"`
 	Result    *JobResult `json:"result,omitempty"`
+	// Callbacks are the job's end told to its caller's callback URL and
+	// the API's destinations, each with how it went.
+	Callbacks []CallbackStatus `json:"callbacks,omitempty"`
 
 	// Revision is the KV revision the status was read at (compare-and-set).
 	Revision uint64 `json:"-"`
@@ -75,6 +81,23 @@ func (s *JobStatus) Final() bool {
 	}
 	return false
 }
+
+// CallbackStatus is one callback of a job: where (a URL or a subject),
+// pending, delivered or failed, after how many attempts, and why it
+// failed last.
+type CallbackStatus struct {
+	To        string `json:"to"`
+	State     string `json:"state"`
+	Attempts  int    `json:"attempts"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Callback states.
+const (
+	CallbackPending   = "pending"
+	CallbackDelivered = "delivered"
+	CallbackFailed    = "failed"
+)
 
 // JobError is why an attempt failed: a gateway code (GATEWAY_TIMEOUT, …)
 // or the backend's status.

@@ -1,9 +1,11 @@
 package sign
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSignAndParse(t *testing.T) {
@@ -60,4 +62,42 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted %q as %+v", s, p)
 		}
 	})
+}
+
+func TestCallbackSignature(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	body := []byte(`{"id":"job1","state":"succeeded"}`)
+	r, _ := http.NewRequest("POST", "https://hooks.example.com/done?ref=7", nil)
+	r.Header.Set(CallbackJobHeader, "job1")
+	r.Header.Set(CallbackStateHeader, "succeeded")
+	if err := SignCallback(r, body, "acme", CallbackKey(secret, "job1")); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if job, err := VerifyCallback(r, body, "acme", [][]byte{[]byte("old secret"), secret}, time.Minute, now); err != nil || job != "job1" {
+		t.Fatalf("verify: %q %v", job, err)
+	}
+	for name, tamper := range map[string]func(*http.Request) ([]byte, string, time.Time){
+		"another body": func(r *http.Request) ([]byte, string, time.Time) { return []byte("{}"), "acme", now },
+		"another app":  func(r *http.Request) ([]byte, string, time.Time) { return body, "other", now },
+		"another state": func(r *http.Request) ([]byte, string, time.Time) {
+			r.Header.Set(CallbackStateHeader, "failed")
+			return body, "acme", now
+		},
+		"another job": func(r *http.Request) ([]byte, string, time.Time) {
+			r.Header.Set(CallbackJobHeader, "job2")
+			return body, "acme", now
+		},
+		"too late": func(r *http.Request) ([]byte, string, time.Time) { return body, "acme", now.Add(time.Hour) },
+		"no signature": func(r *http.Request) ([]byte, string, time.Time) {
+			r.Header.Del(CallbackHeader)
+			return body, "acme", now
+		},
+	} {
+		rr := r.Clone(r.Context())
+		b, app, at := tamper(rr)
+		if _, err := VerifyCallback(rr, b, app, [][]byte{secret}, time.Minute, at); err == nil {
+			t.Errorf("%s: verified", name)
+		}
+	}
 }

@@ -183,6 +183,10 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
+	if tier == bus.TierCallback {
+		w.runCallback(m, name)
+		return
+	}
 	jobs, err := w.jobStore(ctx)
 	if err != nil {
 		w.log.Warn("async job store unavailable", "job", id, "err", err)
@@ -367,6 +371,11 @@ func (j *job) judge(resp *backend.Response, err error) {
 func (j *job) finish(state, reason string) {
 	st := j.st
 	st.State, st.Reason, st.NextAttempt = state, reason, nil
+	targets := callbackTargets(j.m, j.cfg.Callbacks, state)
+	st.Callbacks = st.Callbacks[:0]
+	for _, d := range targets {
+		st.Callbacks = append(st.Callbacks, registry.CallbackStatus{To: destinationName(d), State: registry.CallbackPending})
+	}
 	for try := 0; ; try++ {
 		err := j.write()
 		if err == nil {
@@ -392,6 +401,7 @@ func (j *job) finish(state, reason string) {
 	if state != registry.JobSucceeded {
 		j.deadLetter(reason)
 	}
+	j.sendCallbacks(targets)
 	if err := j.m.DoubleAck(j.ctx); err != nil {
 		j.w.log.Warn("acking an async job", "job", st.ID, "err", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/sign"
 )
 
 // jobBackend answers each call with the next status of script (the last
@@ -489,5 +490,137 @@ func TestAsyncJobEvents(t *testing.T) {
 	got := strings.Join(states, " ")
 	if !strings.HasSuffix(got, "running/1 pending/1 running/2 succeeded/2") {
 		t.Fatalf("events: %s", got)
+	}
+}
+
+// callbackReceiver records the callbacks it gets; it answers fail times
+// 500 first.
+type callbackReceiver struct {
+	*httptest.Server
+	mu    sync.Mutex
+	got   []*http.Request
+	body  [][]byte
+	fails atomic.Int64
+}
+
+func newCallbackReceiver(t *testing.T) *callbackReceiver {
+	cr := &callbackReceiver{}
+	cr.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		cr.mu.Lock()
+		cr.got = append(cr.got, r.Clone(context.Background()))
+		cr.body = append(cr.body, b)
+		cr.mu.Unlock()
+		if cr.fails.Add(-1) >= 0 {
+			w.WriteHeader(500)
+		}
+	}))
+	t.Cleanup(cr.Close)
+	return cr
+}
+
+func (cr *callbackReceiver) count() int {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	return len(cr.got)
+}
+
+func TestAsyncCallbacks(t *testing.T) {
+	g := jetwaytest.Start(t)
+	b := newJobBackend(t, 200)
+	cr := newCallbackReceiver(t)
+	cr.fails.Store(2) // the receiver is down for two attempts
+	g.Publish(asyncAPI("notified", b, fmt.Sprintf(`{"callbacks":{"allow":[%q],"allow_private":true,"backoff":"20ms","max_backoff":"40ms","on_success":{"subject":"svc.jobs.done"}}}`, cr.URL+"/hooks/"),
+		`,"auth":{"methods":["key"]}`))
+	key, rec, _ := registry.NewAPIKey()
+	secret, _ := registry.NewHMACSecret()
+	g.PutApps(&registry.App{ID: "acme", Status: registry.AppActive, Keys: []registry.AppKey{rec}, HMACSecrets: []registry.HMACSecret{secret}, APIs: []string{"*"}})
+	done, err := g.Conn.SubscribeSync("svc.jobs.done")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Refused before any job: a URL the API does not allow, an address
+	// that is not public when the API does not allow those.
+	for _, u := range []string{"https://evil.example/hooks/", cr.URL + "/other/", "ftp://x/hooks/"} {
+		if r := g.Do("POST", "/notified", strings.NewReader("x"), "X-Api-Key", key, "Prefer", "respond-async", "X-Callback-Url", u); r.Status != 400 {
+			t.Fatalf("callback %s: %d %s", u, r.Status, r.Body)
+		}
+	}
+
+	loc, id := submit(t, g, "/notified", "x", "X-Api-Key", key, "X-Callback-Url", cr.URL+"/hooks/done?ref=7")
+	waitJob(t, g, loc, registry.JobSucceeded, "X-Api-Key", key)
+	var st registry.JobStatus
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		st = waitJob(t, g, loc, registry.JobSucceeded, "X-Api-Key", key)
+		if len(st.Callbacks) != 2 || st.Callbacks[0].State != registry.CallbackDelivered || st.Callbacks[1].State != registry.CallbackDelivered {
+			return fmt.Errorf("callbacks %+v", st.Callbacks)
+		}
+		return nil
+	})
+	if st.Callbacks[0].Attempts != 3 || st.Callbacks[0].To != cr.URL+"/hooks/done?ref=7" || st.Callbacks[1].To != "nats:svc.jobs.done" {
+		t.Fatalf("callbacks %+v", st.Callbacks)
+	}
+	cr.mu.Lock()
+	last, body := cr.got[len(cr.got)-1], cr.body[len(cr.body)-1]
+	cr.mu.Unlock()
+	if last.URL.Path != "/hooks/done" || last.URL.RawQuery != "ref=7" || last.Header.Get("Jetway-Job-State") != "succeeded" {
+		t.Fatalf("callback %v %v", last.URL, last.Header)
+	}
+	got, err := sign.VerifyCallback(last, body, "acme", [][]byte{secret.Bytes()}, time.Minute, time.Now())
+	if err != nil || got != id {
+		t.Fatalf("callback signature: %s %v", got, err)
+	}
+	if _, err := sign.VerifyCallback(last, append(body, ' '), "acme", [][]byte{secret.Bytes()}, time.Minute, time.Now()); err == nil {
+		t.Fatal("a changed body verified")
+	}
+	var sent registry.JobStatus
+	if err := json.Unmarshal(body, &sent); err != nil || sent.ID != id || sent.State != registry.JobSucceeded || sent.Result == nil {
+		t.Fatalf("callback body %s", body)
+	}
+	m, err := done.NextMsg(5 * time.Second)
+	if err != nil || m.Header.Get("Jetway-Job") != id {
+		t.Fatalf("on_success: %v %v", m, err)
+	}
+
+	// An open API's caller has no secret to verify a callback with.
+	open := newJobBackend(t, 200)
+	g.Publish(asyncAPI("opencb", open, fmt.Sprintf(`{"callbacks":{"allow":[%q],"allow_private":true}}`, cr.URL+"/"), ""))
+	if r := g.Do("POST", "/opencb", strings.NewReader("x"), "Prefer", "respond-async", "X-Callback-Url", cr.URL+"/x"); r.Status != 400 {
+		t.Fatalf("open API callback: %d %s", r.Status, r.Body)
+	}
+}
+
+// A callback may not reach inside the network: an address literal that
+// is not public is refused at submit, and a name that resolves to one is
+// refused when the worker connects — the callback fails and is a dead
+// letter; the job still succeeded.
+func TestAsyncCallbacksStayOutside(t *testing.T) {
+	g := jetwaytest.Start(t)
+	b := newJobBackend(t, 200)
+	cr := newCallbackReceiver(t)
+	port := cr.URL[strings.LastIndex(cr.URL, ":")+1:]
+	g.Publish(asyncAPI("outside", b, fmt.Sprintf(`{"callbacks":{"allow":["http://localhost:%s/","%s/"],"attempts":1}}`, port, cr.URL),
+		`,"auth":{"methods":["key"]}`))
+	key, rec, _ := registry.NewAPIKey()
+	secret, _ := registry.NewHMACSecret()
+	g.PutApps(&registry.App{ID: "acme", Status: registry.AppActive, Keys: []registry.AppKey{rec}, HMACSecrets: []registry.HMACSecret{secret}, APIs: []string{"*"}})
+	if r := g.Do("POST", "/outside", strings.NewReader("x"), "X-Api-Key", key, "Prefer", "respond-async", "X-Callback-Url", cr.URL+"/in"); r.Status != 400 {
+		t.Fatalf("a loopback address literal: %d %s", r.Status, r.Body)
+	}
+	loc, _ := submit(t, g, "/outside", "x", "X-Api-Key", key, "X-Callback-Url", "http://localhost:"+port+"/in")
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		st := waitJob(t, g, loc, registry.JobSucceeded, "X-Api-Key", key)
+		if len(st.Callbacks) != 1 || st.Callbacks[0].State != registry.CallbackFailed || !strings.Contains(st.Callbacks[0].LastError, "not a public address") {
+			return fmt.Errorf("callbacks %+v", st.Callbacks)
+		}
+		return nil
+	})
+	if cr.count() != 0 {
+		t.Fatal("the callback reached a loopback address")
+	}
+	dls, err := g.Client.DeadLetters(context.Background(), "outside", 10)
+	if err != nil || len(dls) != 1 || dls[0].Reason != registry.ReasonCallback || dls[0].Tier != "callback" {
+		t.Fatalf("dead letters %+v %v", dls, err)
 	}
 }

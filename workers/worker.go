@@ -82,6 +82,8 @@ type Worker struct {
 	js       jetstream.JetStream
 	jobs     atomic.Pointer[registry.JobStore]
 	jobPools map[string]*jobPool
+	// The HTTP clients of callbacks (callbacks.go).
+	publicCallbacks, anyCallbacks *http.Client
 
 	calls    chan admitted
 	spawned  atomic.Int64 // runner goroutines started, for tests
@@ -162,6 +164,7 @@ func New(o Options) (*Worker, error) {
 		return nil, fmt.Errorf("opening jetstream: %w", err)
 	}
 	w.js = js
+	w.publicCallbacks, w.anyCallbacks = callbackClients()
 	// Only the breaker changes of the worker's own pools: a worker's NATS
 	// user may hear no others (bus.RolePermissions).
 	subjects := []string{BreakerSubjectPrefix + ">"}
