@@ -308,33 +308,43 @@ func (in *instance) noteUnknown(out *dynamicpb.Message) bool {
 }
 
 // hasUnknown reports whether m, or a message in its fields, lists or map
-// values, holds unknown fields.
+// values, holds unknown fields. It walks the message-typed fields by the
+// descriptor (no closure per message: it runs on every answer).
 func hasUnknown(m protoreflect.Message) bool {
 	if len(m.GetUnknown()) > 0 {
 		return true
 	}
-	found := false
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+	fields := m.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
 		switch {
+		case fd.Message() == nil || !m.Has(fd):
 		case fd.IsMap():
-			if fd.MapValue().Message() != nil {
-				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
-					found = hasUnknown(mv.Message())
-					return !found
-				})
+			if fd.MapValue().Message() == nil {
+				continue
 			}
-		case fd.Message() == nil:
+			found := false
+			m.Get(fd).Map().Range(func(_ protoreflect.MapKey, v protoreflect.Value) bool {
+				found = hasUnknown(v.Message())
+				return !found
+			})
+			if found {
+				return true
+			}
 		case fd.IsList():
-			l := v.List()
-			for i := 0; i < l.Len() && !found; i++ {
-				found = hasUnknown(l.Get(i).Message())
+			l := m.Get(fd).List()
+			for j := 0; j < l.Len(); j++ {
+				if hasUnknown(l.Get(j).Message()) {
+					return true
+				}
 			}
 		default:
-			found = hasUnknown(v.Message())
+			if hasUnknown(m.Get(fd).Message()) {
+				return true
+			}
 		}
-		return !found
-	})
-	return found
+	}
+	return false
 }
 
 func (in *instance) unary(ctx context.Context, m *method, msg *dynamicpb.Message, opts []grpc.CallOption) (*backend.Response, error) {
