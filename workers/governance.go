@@ -135,6 +135,12 @@ func (w *Worker) breaker(a *registry.API, g *governance) backend.Middleware {
 			}()
 			resp, err := next(ctx, req)
 			done = true
+			if errors.Is(ctx.Err(), context.Canceled) && (resp == nil || resp.Stream == nil) {
+				// The caller left before any answer (a relayed stream's
+				// edge gone): that says nothing of the backend.
+				br.Cancel(tk)
+				return resp, err
+			}
 			record := func(failed bool) {
 				end := time.Now()
 				if tr, changed := br.Record(tk, end, end.Sub(start), failed); changed {

@@ -61,7 +61,7 @@ func (w *Worker) tracing(a *registry.API) backend.Middleware {
 				// A relayed stream's span lasts as long as the stream.
 				status := resp.Status
 				resp.AfterStream(func(serr error) {
-					if errors.Is(serr, errStreamCancelled) {
+					if errors.Is(serr, errStreamCancelled) || errors.Is(serr, context.Canceled) {
 						serr = nil // the caller left: no fault of the call
 					}
 					endSpan(span, status, serr)
