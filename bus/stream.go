@@ -23,7 +23,8 @@ import (
 //	edge   → worker  the count of chunks written to the caller, as the answer
 //	                 to such a chunk; "cancel" when the caller went away.
 //	                 The edge answers only under the head's ack inbox.
-//	worker → edge    "end": the last message
+//	worker → edge    "end": the last message; its HdrError, when set
+//	                 (GATEWAY_TIMEOUT, BAD_GATEWAY), says the stream was cut
 //
 // The worker never has more than W chunks sent and not acknowledged, so a
 // caller that reads slowly slows the backend's stream instead of filling

@@ -285,7 +285,7 @@ func (n *node) startEdge(ctx context.Context) error {
 	}
 	if n.push, err = push.New(push.Options{Conn: nc, Logger: n.log,
 		MaxConnsPerApp: f.pushPerApp, MaxConnsPerIP: f.pushPerIP, ConnectRate: f.pushConnectRate,
-		ClusterMaxConnsPerApp: f.pushClusterPerApp, ClusterMaxConnsPerIP: f.pushClusterPerIP, NodeID: n.id}); err != nil {
+		CommandsPerSecond: f.pushCommandsPerSecond, ClusterMaxConnsPerApp: f.pushClusterPerApp, ClusterMaxConnsPerIP: f.pushClusterPerIP, NodeID: n.id}); err != nil {
 		return err
 	}
 	eo.Push = n.push
