@@ -100,6 +100,10 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		// and read it back for its caller (edge/async.go).
 		pub = append(pub, JobsPrefix+">", "$KV."+BucketJobs+".>")
 		pub = append(pub, kvRead(BucketJobs)...)
+		// The queues' depth and age and the dead letters' counts, for
+		// metrics and alerts (registry.ReadJobQueues): stream infos, and
+		// a get of each tier's oldest job (whose request the edge wrote).
+		pub = append(pub, "$JS.API.STREAM.INFO."+StreamJobs, "$JS.API.STREAM.INFO."+StreamDeadLetters, "$JS.API.DIRECT.GET."+StreamJobs)
 		sub := []string{
 			InboxPrefixEdge + ".>",
 			RateLimitSubject,

@@ -18,7 +18,7 @@ func TestJobsAreEachPoolsOwn(t *testing.T) {
 	ajs, _ := jetstream.New(admin.Conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := ajs.CreateStream(ctx, jetstream.StreamConfig{Name: StreamJobs, Subjects: []string{JobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+	if _, err := ajs.CreateStream(ctx, jetstream.StreamConfig{Name: StreamJobs, Subjects: []string{JobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy, AllowDirect: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ajs.CreateStream(ctx, jetstream.StreamConfig{Name: StreamDeadLetters, Subjects: []string{DeadLetterPrefix + ">"}}); err != nil {
@@ -42,6 +42,21 @@ func TestJobsAreEachPoolsOwn(t *testing.T) {
 	}
 	if _, err := ekv.Create(ctx, JobKeyPrefix+"abc", []byte("{}")); err != nil {
 		t.Fatalf("edge writes a job status: %v", err)
+	}
+	// The edge reads the queues' depth and oldest job, and the dead
+	// letters' counts (metrics and alerts).
+	est, err := ejs.Stream(ctx, StreamJobs)
+	if err != nil {
+		t.Fatalf("edge reads the jobs stream's info: %v", err)
+	}
+	if info, err := est.Info(ctx, jetstream.WithSubjectFilter(JobsPrefix+">")); err != nil || len(info.State.Subjects) != 2 {
+		t.Fatalf("edge reads the queues: %+v %v", info, err)
+	}
+	if m, err := est.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(JobSubject("orders", TierAPI, "orders.get"))); err != nil || string(m.Data) != "job" {
+		t.Fatalf("edge reads a tier's oldest job: %v", err)
+	}
+	if _, err := ejs.Stream(ctx, StreamDeadLetters); err != nil {
+		t.Fatalf("edge reads the dead letters' info: %v", err)
 	}
 	// The edge follows a job's status (its event stream) and nothing else
 	// of the bucket's subjects.

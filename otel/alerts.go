@@ -41,6 +41,56 @@ type Alerts struct {
 	// keep is how many seconds of records are kept: the longest window of
 	// the rules last evaluated, at least a minute.
 	keep int64
+	// jobs is the job queues as last read (ObserveJobs), by API tier;
+	// deadSeen each tier's dead-letter counts over time, oldest first.
+	jobs     map[string]registry.JobQueue
+	deadSeen map[string][]deadCount
+}
+
+// deadCount is a tier's dead letters as counted at a time.
+type deadCount struct {
+	at time.Time
+	n  uint64
+}
+
+// ObserveJobs takes the job queues as read at now (registry.ReadJobQueues).
+func (a *Alerts) ObserveJobs(qs []registry.JobQueue, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.jobs = make(map[string]registry.JobQueue, len(qs))
+	for _, q := range qs {
+		a.jobs[q.API] = q
+		h := append(a.deadSeen[q.API], deadCount{now, q.DeadLetters})
+		// Keep a day at most, and at most one count a second.
+		for len(h) > 1 && (now.Sub(h[0].at) > 24*time.Hour || len(h) > 86400) {
+			h = h[1:]
+		}
+		a.deadSeen[q.API] = h
+	}
+	for api := range a.deadSeen {
+		if _, ok := a.jobs[api]; !ok {
+			delete(a.deadSeen, api) // no jobs and no dead letters left
+		}
+	}
+}
+
+// newDead is how many dead letters a tier gained over the window before
+// now: the growth from the oldest count in the window (a purge in between
+// counts as none).
+func (a *Alerts) newDead(api string, now time.Time, w time.Duration) uint64 {
+	h := a.deadSeen[api]
+	if len(h) == 0 {
+		return 0
+	}
+	first := h[len(h)-1]
+	for i := len(h) - 1; i >= 0 && now.Sub(h[i].at) <= w; i-- {
+		first = h[i]
+	}
+	last := h[len(h)-1].n
+	if last < first.n {
+		return 0
+	}
+	return last - first.n
 }
 
 // Firing lists the alerts firing as this evaluator last judged them, each
@@ -60,7 +110,8 @@ func (a *Alerts) Firing() []string {
 
 // NewAlerts returns an evaluator with no data.
 func NewAlerts() *Alerts {
-	return &Alerts{seconds: map[int64]map[string]map[string]Record{}, breakers: map[string]string{}, firing: map[string]bool{}, keep: minKeep}
+	return &Alerts{seconds: map[int64]map[string]map[string]Record{}, breakers: map[string]string{}, firing: map[string]bool{}, keep: minKeep,
+		jobs: map[string]registry.JobQueue{}, deadSeen: map[string][]deadCount{}}
 }
 
 // maxAlertAPIs bounds the APIs kept per second, whatever nodes send.
@@ -182,6 +233,27 @@ func (a *Alerts) Evaluate(now time.Time, rules map[string]*registry.AlertRule, w
 				st := a.breakers[api]
 				judge(r, api, st == "open", st, "closed", "the breaker of api "+api+" is "+st)
 			}
+		case registry.AlertJobQueueAbove, registry.AlertJobAgeAbove, registry.AlertDeadLettersAbove:
+			for _, api := range a.jobTargets(r) {
+				q := a.jobs[api]
+				switch r.Kind {
+				case registry.AlertJobQueueAbove:
+					judge(r, api, q.Queued > uint64(r.Jobs), fmt.Sprint(q.Queued), fmt.Sprint(r.Jobs),
+						fmt.Sprintf("api %s has %d jobs queued (limit %d)", api, q.Queued, r.Jobs))
+				case registry.AlertJobAgeAbove:
+					age := time.Duration(0)
+					if !q.Oldest.IsZero() {
+						age = now.Sub(q.Oldest).Round(time.Second)
+					}
+					limit := time.Duration(r.Age)
+					judge(r, api, age > limit, age.String(), limit.String(),
+						fmt.Sprintf("the oldest job of api %s was submitted %v ago (limit %v)", api, age, limit))
+				default:
+					n := a.newDead(api, now, r.WindowOrDefault())
+					judge(r, api, n > uint64(r.DeadLetters), fmt.Sprint(n), fmt.Sprint(r.DeadLetters),
+						fmt.Sprintf("api %s has %d new dead letters over %v (limit %d)", api, n, r.WindowOrDefault(), r.DeadLetters))
+				}
+			}
 		case registry.AlertSuccessRateBelow, registry.AlertP99Above:
 			for _, api := range a.targets(r) {
 				pass, errs, p99 := a.window(api, now, r.WindowOrDefault())
@@ -200,6 +272,28 @@ func (a *Alerts) Evaluate(now time.Time, rules map[string]*registry.AlertRule, w
 			}
 		}
 	}
+	return out
+}
+
+// jobTargets are the API tiers a job rule watches: its API (and its other
+// tiers that have jobs), or every tier with jobs or dead letters.
+func (a *Alerts) jobTargets(r *registry.AlertRule) []string {
+	var out []string
+	for api := range a.jobs {
+		name, _, _ := strings.Cut(api, "@")
+		if r.API == "*" || name == r.API {
+			out = append(out, api)
+		}
+	}
+	if r.API != "*" && !slices.Contains(out, r.API) {
+		out = append(out, r.API) // judged (as empty) so that a firing one resolves
+	}
+	for k, on := range a.firing { // gone from the queues: judged as empty, so it resolves
+		if t, ok := strings.CutPrefix(k, r.Name+"|"); ok && on && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
 	return out
 }
 

@@ -134,3 +134,42 @@ func TestAlertsKeepOnlyTheWindow(t *testing.T) {
 		t.Fatalf("%d seconds kept with no rule, want at most a minute", n)
 	}
 }
+
+func TestJobAlerts(t *testing.T) {
+	a := NewAlerts()
+	now := time.Unix(1_800_000_000, 0)
+	rules := map[string]*registry.AlertRule{
+		"queue": {Name: "queue", Kind: registry.AlertJobQueueAbove, API: "*", Jobs: 100},
+		"age":   {Name: "age", Kind: registry.AlertJobAgeAbove, API: "reports", Age: registry.Duration(10 * time.Minute)},
+		"dead":  {Name: "dead", Kind: registry.AlertDeadLettersAbove, API: "reports", DeadLetters: 2, Window: registry.Duration(time.Minute)},
+	}
+	fired := func(evs []AlertEvent) []string {
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.Rule+" "+e.Target+" "+e.State)
+		}
+		return out
+	}
+	a.ObserveJobs([]registry.JobQueue{{API: "reports", Queued: 50, Oldest: now.Add(-time.Minute), DeadLetters: 10}}, now)
+	if got := fired(a.Evaluate(now, rules, nil)); len(got) != 0 {
+		t.Fatalf("fired %v", got)
+	}
+	// The queue grows, its head ages, three jobs die within the window.
+	now = now.Add(30 * time.Second)
+	a.ObserveJobs([]registry.JobQueue{{API: "reports", Queued: 500, Oldest: now.Add(-20 * time.Minute), DeadLetters: 13},
+		{API: "sms@sandbox", Queued: 101}}, now)
+	got := fired(a.Evaluate(now, rules, nil))
+	want := []string{"age reports firing", "dead reports firing", "queue reports firing", "queue sms@sandbox firing"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("fired %v, want %v", got, want)
+	}
+	// Drained, and no new dead letters for a window: each resolves, the
+	// tier that left the queues too.
+	now = now.Add(2 * time.Minute)
+	a.ObserveJobs([]registry.JobQueue{{API: "reports", DeadLetters: 13}}, now)
+	got = fired(a.Evaluate(now, rules, nil))
+	want = []string{"age reports resolved", "dead reports resolved", "queue reports resolved", "queue sms@sandbox resolved"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("resolved %v, want %v", got, want)
+	}
+}

@@ -23,6 +23,10 @@ const (
 	AlertP99Above         = "p99_above"          // p99 latency over Window > Latency
 	AlertBreakerOpened    = "breaker_opened"     // the API's breaker is open in its pool
 	AlertNoWorkers        = "no_workers"         // no live worker serves the rule's Pool
+	// Async jobs (docs/async.md), from the job streams.
+	AlertJobQueueAbove    = "job_queue_above"    // more than Jobs jobs of the API in the jobs stream
+	AlertJobAgeAbove      = "job_age_above"      // its oldest job was submitted more than Age ago
+	AlertDeadLettersAbove = "dead_letters_above" // more than DeadLetters new dead letters over Window
 )
 
 // AlertRule is one alert rule. Firing and resolving are published on
@@ -39,6 +43,11 @@ type AlertRule struct {
 	Threshold float64 `json:"threshold,omitempty"`
 	// Latency, for p99_above.
 	Latency Duration `json:"latency,omitempty"`
+	// Jobs, for job_queue_above; Age, for job_age_above; DeadLetters,
+	// for dead_letters_above (new ones over Window, default 5m there).
+	Jobs        int      `json:"jobs,omitempty"`
+	Age         Duration `json:"age,omitempty"`
+	DeadLetters int      `json:"dead_letters,omitempty"`
 	// Window the condition is computed over (default 1m), and the calls it
 	// must hold before the rule judges (default 20).
 	Window   Duration `json:"window,omitempty"`
@@ -51,6 +60,9 @@ type AlertRule struct {
 
 // WindowOrDefault is the rule's window.
 func (r *AlertRule) WindowOrDefault() time.Duration {
+	if r.Window <= 0 && r.Kind == AlertDeadLettersAbove {
+		return 5 * time.Minute
+	}
 	if r.Window <= 0 {
 		return time.Minute
 	}
@@ -100,8 +112,20 @@ func ParseAlert(key string, doc []byte) (*AlertRule, error) {
 		if err := bus.ValidName(r.Pool); err != nil {
 			add("pool", "%v", err)
 		}
+	case AlertJobQueueAbove:
+		if r.Jobs <= 0 {
+			add("jobs", "is required: a number of queued jobs, such as 1000")
+		}
+	case AlertJobAgeAbove:
+		if r.Age <= 0 {
+			add("age", "is required: a duration such as \"10m\"")
+		}
+	case AlertDeadLettersAbove:
+		if r.DeadLetters < 0 {
+			add("dead_letters", "must not be negative (0: any new dead letter)")
+		}
 	default:
-		add("kind", "must be success_rate_below, p99_above, breaker_opened or no_workers")
+		add("kind", "must be success_rate_below, p99_above, breaker_opened, no_workers, job_queue_above, job_age_above or dead_letters_above")
 	}
 	if r.Kind != AlertNoWorkers {
 		if r.API == "" {

@@ -330,6 +330,7 @@ func OpenJobStreams(ctx context.Context, js jetstream.JetStream, o BucketOptions
 		MaxBytes:             JobsMaxBytes,
 		MaxMsgSize:           int32(MaxMaxBody) + 64<<10,
 		Duplicates:           2 * time.Minute,
+		AllowDirect:          true,
 		Storage:              jetstream.FileStorage,
 		Replicas:             max(o.Replicas, 1),
 	}, {

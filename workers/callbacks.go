@@ -125,6 +125,15 @@ func (w *Worker) runCallback(m jetstream.Msg, name string) {
 		state = registry.CallbackFailed
 	}
 	w.noteCallback(ctx, id, idx, attempt, state, err)
+	c := w.jobCount(jobKey(name, h.Get(hdrCallbackTier)))
+	switch state {
+	case registry.CallbackDelivered:
+		c.callbacksDelivered.Add(1)
+	case registry.CallbackPending:
+		c.callbacksRetried.Add(1)
+	default:
+		c.callbacksFailed.Add(1)
+	}
 	switch state {
 	case registry.CallbackPending:
 		d := time.Duration(cfg.Backoff)
@@ -142,15 +151,8 @@ func (w *Worker) runCallback(m jetstream.Msg, name string) {
 // callbackConfig is the callback policy of an API tier as this worker
 // serves it, or the defaults.
 func (w *Worker) callbackConfig(name, tier string) *registry.Callbacks {
-	key := name
-	switch tier {
-	case bus.TierSandbox:
-		key += "@sandbox"
-	case bus.TierDraft:
-		key += "@draft"
-	}
 	w.mu.Lock()
-	as := w.subs[key]
+	as := w.subs[jobKey(name, tier)]
 	w.mu.Unlock()
 	if as != nil {
 		if a := as.state.Load().api.Async; a != nil && a.Callbacks != nil {
@@ -246,12 +248,8 @@ func (w *Worker) noteCallback(ctx context.Context, id string, idx, attempt int, 
 // asyncOf is the async block of an API tier this worker serves (nil: not
 // served).
 func (w *Worker) asyncOf(name, tier string) *registry.Async {
-	key := name
-	if tier == bus.TierSandbox || tier == bus.TierDraft {
-		key += "@" + tier
-	}
 	w.mu.Lock()
-	as := w.subs[key]
+	as := w.subs[jobKey(name, tier)]
 	w.mu.Unlock()
 	if as == nil {
 		return nil

@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -161,12 +166,13 @@ func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consu
 
 // job is one delivery of a job: its message, status and API.
 type job struct {
-	w    *Worker
-	m    jetstream.Msg
-	jobs *registry.JobStore
-	st   *registry.JobStatus
-	cfg  *registry.Async
-	ctx  context.Context // bounds the job store's calls
+	w     *Worker
+	count *jobCounters // nil until the job is tied to an API tier
+	m     jetstream.Msg
+	jobs  *registry.JobStore
+	st    *registry.JobStatus
+	cfg   *registry.Async
+	ctx   context.Context // bounds the job store's calls
 }
 
 // runJob runs one delivery of a job: an attempt, or its end without one
@@ -214,6 +220,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 	j := &job{w: w, m: m, jobs: jobs, st: st, ctx: ctx}
 	switch {
 	case st.State == registry.JobCancelled:
+		w.jobCount(jobKey(name, tier)).cancelled.Add(1)
 		j.deadLetter(registry.ReasonCancelled)
 		_ = m.Ack()
 		return
@@ -221,13 +228,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 		_ = m.Ack() // delivered again after it ended (its ack was lost)
 		return
 	}
-	key := name
-	switch tier {
-	case bus.TierSandbox:
-		key += "@sandbox"
-	case bus.TierDraft:
-		key += "@draft"
-	}
+	key := jobKey(name, tier)
 	w.mu.Lock()
 	as := w.subs[key]
 	w.mu.Unlock()
@@ -263,8 +264,10 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 	defer inv.end()
 	st.State, st.NextAttempt = registry.JobRunning, nil
 	st.Attempts++
+	j.count = w.jobCount(key)
 	if err := j.write(); err != nil {
 		st.Attempts--
+		j.count = nil
 		if errors.Is(err, registry.ErrJobConflict) || errors.Is(err, registry.ErrJobExists) {
 			_ = m.Nak() // cancelled, or written by its edge, meanwhile: the next delivery reads it again
 		} else {
@@ -273,6 +276,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 		}
 		return
 	}
+	j.count.attempts.Add(1)
 	stop := j.keepInProgress(w.o.JobAckWait / 3)
 	resp, err := j.attempt(inv, api, tier)
 	stop()
@@ -290,6 +294,14 @@ func answerFailed(resp *backend.Response) bool {
 		return resp.Failed
 	}
 	return resp.Status >= 400
+}
+
+// jobKey is the key (API.Key) of a job's API tier.
+func jobKey(name, tier string) string {
+	if tier == bus.TierSandbox || tier == bus.TierDraft {
+		return name + "@" + tier
+	}
+	return name
 }
 
 // MaxJobRun bounds everything one delivery of a job does: the longest
@@ -356,6 +368,7 @@ func (j *job) judge(resp *backend.Response, err error) {
 		j.finish(registry.JobDead, registry.ReasonExpired)
 		return
 	}
+	j.count.retries.Add(1)
 	next := time.Now().Add(delay).UTC()
 	st.State, st.NextAttempt = registry.JobPending, &next
 	if err := j.write(); err != nil && !errors.Is(err, registry.ErrJobConflict) {
@@ -371,6 +384,17 @@ func (j *job) judge(resp *backend.Response, err error) {
 func (j *job) finish(state, reason string) {
 	st := j.st
 	st.State, st.Reason, st.NextAttempt = state, reason, nil
+	if j.count == nil {
+		j.count = j.w.jobCount(jobKey(st.API, st.Tier))
+	}
+	switch state {
+	case registry.JobSucceeded:
+		j.count.succeeded.Add(1)
+	case registry.JobFailed:
+		j.count.failed.Add(1)
+	case registry.JobDead:
+		j.count.dead.Add(1)
+	}
 	targets := callbackTargets(j.m, j.cfg.Callbacks, state)
 	st.Callbacks = st.Callbacks[:0]
 	for _, d := range targets {
@@ -552,4 +576,58 @@ func (w *Worker) jobStore(ctx context.Context) (*registry.JobStore, error) {
 	}
 	w.jobs.CompareAndSwap(nil, s)
 	return w.jobs.Load(), nil
+}
+
+// jobCounters count one API tier's jobs on this worker.
+type jobCounters struct {
+	attempts, retries, succeeded, failed, dead, cancelled atomic.Int64
+	callbacksDelivered, callbacksRetried, callbacksFailed atomic.Int64
+}
+
+// jobCount is the counters of an API tier (its key).
+func (w *Worker) jobCount(key string) *jobCounters {
+	if c, ok := w.jobCounts.Load(key); ok {
+		return c.(*jobCounters)
+	}
+	c, _ := w.jobCounts.LoadOrStore(key, new(jobCounters))
+	return c.(*jobCounters)
+}
+
+// WriteJobMetrics writes this worker's async job counters in the
+// Prometheus text format.
+func (w *Worker) WriteJobMetrics(out io.Writer, node string) error {
+	type row struct {
+		key string
+		c   *jobCounters
+	}
+	var rows []row
+	w.jobCounts.Range(func(k, v any) bool {
+		rows = append(rows, row{k.(string), v.(*jobCounters)})
+		return true
+	})
+	if len(rows) == 0 {
+		return nil
+	}
+	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(a.key, b.key) })
+	var b strings.Builder
+	b.WriteString("# HELP jetway_jobs_total Async job events on this worker: attempts made, retries scheduled, and jobs ended by how.\n# TYPE jetway_jobs_total counter\n")
+	for _, r := range rows {
+		for _, e := range []struct {
+			name string
+			n    *atomic.Int64
+		}{{"attempt", &r.c.attempts}, {"retry", &r.c.retries}, {"succeeded", &r.c.succeeded}, {"failed", &r.c.failed}, {"dead", &r.c.dead}, {"cancelled", &r.c.cancelled}} {
+			fmt.Fprintf(&b, "jetway_jobs_total{api=%q,event=%q,node=%q} %d\n", r.key, e.name, node, e.n.Load())
+		}
+	}
+	b.WriteString("# HELP jetway_job_callbacks_total Async job callbacks sent by this worker, by how each attempt went.\n# TYPE jetway_job_callbacks_total counter\n")
+	for _, r := range rows {
+		for _, e := range []struct {
+			name string
+			n    *atomic.Int64
+		}{{"delivered", &r.c.callbacksDelivered}, {"retried", &r.c.callbacksRetried}, {"failed", &r.c.callbacksFailed}} {
+			fmt.Fprintf(&b, "jetway_job_callbacks_total{api=%q,outcome=%q,node=%q} %d\n", r.key, e.name, node, e.n.Load())
+		}
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
 }

@@ -624,3 +624,56 @@ func TestAsyncCallbacksStayOutside(t *testing.T) {
 		t.Fatalf("dead letters %+v %v", dls, err)
 	}
 }
+
+func TestAsyncJobMetrics(t *testing.T) {
+	g := jetwaytest.Start(t)
+	b := newJobBackend(t, 503, 200)
+	g.Publish(asyncAPI("counted", b, `{"backoff":"10ms"}`, ""))
+	loc, _ := submit(t, g, "/counted", "x")
+	waitJob(t, g, loc, registry.JobSucceeded)
+	var out strings.Builder
+	if err := g.Worker.WriteJobMetrics(&out, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`jetway_jobs_total{api="counted",event="attempt",node="w1"} 2`,
+		`jetway_jobs_total{api="counted",event="retry",node="w1"} 1`,
+		`jetway_jobs_total{api="counted",event="succeeded",node="w1"} 1`,
+		`jetway_jobs_total{api="counted",event="failed",node="w1"} 0`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("metrics lack %s:\n%s", want, out.String())
+		}
+	}
+	qs, err := registry.ReadJobQueues(context.Background(), mustJS(t, g))
+	if err != nil || len(qs) != 0 {
+		t.Fatalf("queues after the job: %+v %v", qs, err)
+	}
+}
+
+func mustJS(t *testing.T, g *jetwaytest.Gateway) jetstream.JetStream {
+	js, err := jetstream.New(g.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// The queues as the streams say: jobs waiting for a pool with no worker,
+// their oldest's age, and the dead letters.
+func TestReadJobQueues(t *testing.T) {
+	g := jetwaytest.Start(t, "other") // no worker takes pool jobs
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("waiting", b, `{}`, ""))
+	start := time.Now()
+	for range 3 {
+		r := g.Do("POST", "/waiting", strings.NewReader("x"), "Prefer", "respond-async")
+		if r.Status != 202 {
+			t.Fatalf("submit: %d %s", r.Status, r.Body)
+		}
+	}
+	qs, err := registry.ReadJobQueues(context.Background(), mustJS(t, g))
+	if err != nil || len(qs) != 1 || qs[0].API != "waiting" || qs[0].Queued != 3 || qs[0].Oldest.Before(start.Add(-time.Second)) || qs[0].Oldest.After(time.Now()) {
+		t.Fatalf("queues %+v %v", qs, err)
+	}
+}

@@ -82,6 +82,8 @@ type Worker struct {
 	js       jetstream.JetStream
 	jobs     atomic.Pointer[registry.JobStore]
 	jobPools map[string]*jobPool
+	// jobCounts are the async job counters, by API tier key (*jobCounters).
+	jobCounts sync.Map
 	// The HTTP clients of callbacks (callbacks.go).
 	publicCallbacks, anyCallbacks *http.Client
 

@@ -105,7 +105,9 @@ func (n *node) adminHandler() http.Handler {
 		}
 		if n.worker != nil {
 			n.writeWireMetrics(w)
+			_ = n.worker.WriteJobMetrics(w, n.id)
 		}
+		n.writeJobQueueMetrics(w)
 	})
 	mux.HandleFunc("GET /metric", func(w http.ResponseWriter, r *http.Request) {
 		if n.metrics == nil {

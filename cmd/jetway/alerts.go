@@ -61,11 +61,16 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 	go n.postWebhooks(ctx, hooks)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	var jobsSeen time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
+			if q := n.jobQueues.Load(); q != nil && q.at != jobsSeen {
+				a.ObserveJobs(q.list, q.at)
+				jobsSeen = q.at
+			}
 			if !n.alertLeader(now) {
 				n.firing.Store(nil) // another node judges: its beats say what fires
 				continue

@@ -76,6 +76,9 @@ type node struct {
 	// firing is what the alerts this node judges say now (runAlerts);
 	// nil: it does not judge them.
 	firing atomic.Pointer[[]string]
+	// jobQueues are the async job queues as this edge last read them
+	// (watchJobs); nil: none read, or no API takes async calls.
+	jobQueues atomic.Pointer[jobQueues]
 
 	edgeSrv, adminSrv *http.Server
 	edgeURL           string     // where the edge listens, for the demo's hint
@@ -438,6 +441,7 @@ func (n *node) heartbeat(ctx context.Context) error {
 	// Requests are written in the highest version every live worker reads.
 	go n.wire.Follow(ctx, n.tracker)
 	if n.edge != nil {
+		go n.watchJobs(ctx, n.ctl)
 		go func() {
 			if err := n.runAlerts(ctx, n.ctl); err != nil {
 				n.log.Error("alerts not evaluated", "err", err)
