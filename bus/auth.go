@@ -104,6 +104,8 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		// metrics and alerts (registry.ReadJobQueues): stream infos, and
 		// a get of each tier's oldest job (whose request the edge wrote).
 		pub = append(pub, "$JS.API.STREAM.INFO."+StreamJobs, "$JS.API.STREAM.INFO."+StreamDeadLetters, "$JS.API.DIRECT.GET."+StreamJobs)
+		// A large result, kept in the results object store.
+		pub = append(pub, streamRead("OBJ_"+BucketJobResults)...)
 		sub := []string{
 			InboxPrefixEdge + ".>",
 			RateLimitSubject,
@@ -141,6 +143,11 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		pub = append(pub, "$KV."+BucketJobs+".>")
 		pub = append(pub, kvRead(BucketJobs)...)
 		pub = append(pub, jobs(pools...)...)
+		// A result larger than its API keeps with the status: a new
+		// object of the results store (its chunks and its meta; nothing
+		// else of the store, no purge).
+		pub = append(pub, "$O."+BucketJobResults+".C.>", "$O."+BucketJobResults+".M.>",
+			"$JS.API.STREAM.INFO.OBJ_"+BucketJobResults, "$JS.API.DIRECT.GET.OBJ_"+BucketJobResults+".>", "$JS.API.STREAM.MSG.GET.OBJ_"+BucketJobResults)
 		// Its own inbox only: the pool set's, or every worker's for a user
 		// of every pool.
 		sub := []string{InboxPrefix(UserWorker, pools...) + ".>", HeartbeatPrefix + ">"}

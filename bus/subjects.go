@@ -321,6 +321,10 @@ const (
 	BucketJobs        = "jetway_job_status"
 	StreamDeadLetters = "jetway_dlq"
 	DeadLetterPrefix  = "jetway.dlq."
+	// BucketJobResults (an object store) keeps the results larger than
+	// an API's max_result, each under j.<id>.<attempt>: workers write,
+	// edges read.
+	BucketJobResults = "jetway_job_results"
 )
 
 // Job tiers: the token after the pool in a job's subject.

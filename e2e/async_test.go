@@ -83,6 +83,10 @@ func TestAsyncJobsThroughServe(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
+		if r.URL.Path == "/big" {
+			_, _ = io.WriteString(w, strings.Repeat("x", 100_000))
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = fmt.Fprintf(w, "done %s key=%s", body, r.Header.Get("Idempotency-Key"))
@@ -93,6 +97,8 @@ func TestAsyncJobsThroughServe(t *testing.T) {
 		map[string]any{"async": map[string]any{}, "auth": map[string]any{"methods": []string{"key"}}}))
 	putAPI(t, admin, entry("flaky", "reports", "POST", "/v1/flaky", httpBackend(b.URL+"/flaky"),
 		map[string]any{"async": map[string]any{"attempts": 2, "backoff": "50ms"}}))
+	putAPI(t, admin, entry("export", "reports", "POST", "/v1/export", httpBackend(b.URL+"/big"),
+		map[string]any{"async": map[string]any{"max_result": "1KiB"}}))
 	res := jetway(t, "", "app", "create", "acme", "--api", "reports", "--nats", admin)
 	if res.code != 0 {
 		t.Fatalf("app create: %s %s", res.stdout, res.stderr)
@@ -119,6 +125,14 @@ func TestAsyncJobsThroughServe(t *testing.T) {
 	}
 	if r, _ := do("GET", srv.edge+loc, nil, nil); r.status != http.StatusUnauthorized {
 		t.Fatalf("a job read without its app's key: %v", r)
+	}
+
+	// A result larger than the status keeps: stored by the worker's user,
+	// read back by the edge's.
+	loc = submitJob(t, srv.edge+"/v1/export", "x", nil)
+	waitJobState(t, srv.edge+loc, "succeeded", 10*time.Second, nil)
+	if r, err := do("GET", srv.edge+loc+"/result", nil, nil); err != nil || r.status != 200 || len(r.body) != 100_000 {
+		t.Fatalf("stored result: %v %v", r, err)
 	}
 
 	loc = submitJob(t, srv.edge+"/v1/flaky", "payload", nil)

@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -299,7 +301,9 @@ func (e *Edge) serveJob(w http.ResponseWriter, r *http.Request, id, rest, sent s
 	case r.Method == http.MethodDelete:
 		e.cancelJob(ctx, w, jobs, st, id)
 	case sub == "result":
-		writeJobResult(w, st, id)
+		rctx, rcancel := context.WithTimeout(r.Context(), time.Minute) // a stored result may be megabytes
+		e.writeJobResult(rctx, w, jobs, st, id)
+		rcancel()
 	case sub == "events":
 		cancel() // the stream outlives the lookup's timeout
 		e.jobEvents(w, r, st, id)
@@ -337,24 +341,46 @@ func (e *Edge) cancelJob(ctx context.Context, w http.ResponseWriter, jobs *regis
 }
 
 // writeJobResult writes the backend's answer to a finished job as the
-// backend gave it.
-func writeJobResult(w http.ResponseWriter, st *registry.JobStatus, id string) {
+// backend gave it: the body kept with the status, or the object that
+// keeps a larger one.
+func (e *Edge) writeJobResult(ctx context.Context, w http.ResponseWriter, jobs *registry.JobStore, st *registry.JobStatus, id string) {
 	res := st.Result
 	switch {
 	case res == nil:
 		writeError(w, bus.CodeJobNotFound, "job "+st.ID+" has no result (it is "+st.State+")", id)
 		return
 	case res.Omitted:
-		writeError(w, bus.CodeJobNotFound, "job "+st.ID+"'s result was larger than its API keeps", id)
+		writeError(w, bus.CodeJobNotFound, "job "+st.ID+"'s result was larger than its API keeps, and could not be stored", id)
 		return
+	}
+	var stored io.ReadCloser
+	if res.Stored != "" {
+		obj, err := jobs.OpenResult(ctx, res.Stored)
+		if errors.Is(err, registry.ErrNotFound) {
+			writeError(w, bus.CodeJobNotFound, "job "+st.ID+"'s result has expired", id)
+			return
+		} else if err != nil {
+			e.log.Warn("reading a job's result", "job", st.ID, "request_id", id, "err", err)
+			writeError(w, bus.CodeBusUnavailable, "the job store is not reachable from this edge", id)
+			return
+		}
+		defer func() { _ = obj.Close() }()
+		stored = obj
 	}
 	h := w.Header()
 	for k, vs := range res.Headers {
 		h[k] = vs
 	}
 	h["X-Jetway-Job-State"] = []string{st.State}
+	h["Content-Length"] = []string{strconv.Itoa(res.Size)}
 	w.WriteHeader(res.Status)
-	_, _ = w.Write(res.RawBody())
+	if stored == nil {
+		_, _ = w.Write(res.RawBody())
+		return
+	}
+	if _, err := io.Copy(w, stored); err != nil {
+		e.log.Warn("sending a job's stored result", "job", st.ID, "request_id", id, "err", err)
+	}
 }
 
 // Job event streams: at most maxJobStreams at once on an edge, each at

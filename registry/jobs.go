@@ -118,6 +118,9 @@ type JobResult struct {
 	Size       int                 `json:"size"`
 	// Omitted: the body was larger than max_result and is not kept.
 	Omitted bool `json:"omitted,omitempty"`
+	// Stored names the object (in bus.BucketJobResults) that keeps a
+	// body larger than max_result; GET …/result serves it.
+	Stored string `json:"stored,omitempty"`
 }
 
 // NewJobResult keeps an answer within maxBody bytes of body.
@@ -134,6 +137,38 @@ func NewJobResult(status int, h http.Header, body []byte, maxBody int) *JobResul
 		r.BodyBase64 = body
 	}
 	return r
+}
+
+// ResultObject is the name of the object that keeps a large result of a
+// job's attempt: a new name per attempt, so that no write ever replaces
+// (and has to purge) another.
+func ResultObject(id string, attempt int) string { return "j." + id + "." + strconv.Itoa(attempt) }
+
+// StoreResult keeps a result body larger than an API's max_result and
+// returns the object's name.
+func (s *JobStore) StoreResult(ctx context.Context, id string, attempt int, body []byte) (string, error) {
+	obs, err := s.js.ObjectStore(ctx, bus.BucketJobResults)
+	if err != nil {
+		return "", fmt.Errorf("opening the job results: %w", err)
+	}
+	name := ResultObject(id, attempt)
+	if _, err := obs.PutBytes(ctx, name, body); err != nil {
+		return "", fmt.Errorf("storing job %s's result: %w", id, err)
+	}
+	return name, nil
+}
+
+// OpenResult opens a stored result body (ErrNotFound when it has expired).
+func (s *JobStore) OpenResult(ctx context.Context, name string) (jetstream.ObjectResult, error) {
+	obs, err := s.js.ObjectStore(ctx, bus.BucketJobResults)
+	if err != nil {
+		return nil, fmt.Errorf("opening the job results: %w", err)
+	}
+	r, err := obs.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, fmt.Errorf("result %s: %w", name, ErrNotFound)
+	}
+	return r, err
 }
 
 // RawBody is the kept body as bytes.
@@ -346,6 +381,24 @@ func OpenJobStreams(ctx context.Context, js jetstream.JetStream, o BucketOptions
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(o.Replicas, 1),
 	}}
+	if _, err := js.ObjectStore(ctx, bus.BucketJobResults); errors.Is(err, jetstream.ErrBucketNotFound) {
+		cfg := jetstream.ObjectStoreConfig{Bucket: bus.BucketJobResults,
+			Description: "Jetway async job results larger than their API's max_result (workers write, edges read)",
+			TTL:         MaxAsyncAge + 24*time.Hour, MaxBytes: JobsBucketMaxBytes, Storage: jetstream.FileStorage, Replicas: max(o.Replicas, 1)}
+		for {
+			_, err := js.CreateObjectStore(ctx, cfg)
+			if err == nil || errors.Is(err, jetstream.ErrBucketExists) {
+				break
+			}
+			if noRoomFor(err) && cfg.MaxBytes/2 >= PushStreamMinBytes {
+				cfg.MaxBytes /= 2
+				continue
+			}
+			return fmt.Errorf("creating object store %s: %w", bus.BucketJobResults, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("opening object store %s: %w", bus.BucketJobResults, err)
+	}
 	for _, cfg := range streams {
 		if _, err := js.Stream(ctx, cfg.Name); err == nil {
 			continue

@@ -348,6 +348,13 @@ func (j *job) judge(resp *backend.Response, err error) {
 	} else {
 		status = resp.Status
 		st.Result = registry.NewJobResult(resp.Status, resultHeaders(resp.Header), bytes.Clone(resp.Body), int(cfg.MaxResult))
+		if st.Result.Omitted { // larger than the status keeps: an object of its own
+			if name, err := j.jobs.StoreResult(j.ctx, st.ID, st.Attempts, resp.Body); err == nil {
+				st.Result.Omitted, st.Result.Stored = false, name
+			} else {
+				j.w.log.Warn("async job's result not stored", "job", st.ID, "size", len(resp.Body), "err", err)
+			}
+		}
 		if !answerFailed(resp) {
 			st.LastError = nil
 			j.finish(registry.JobSucceeded, "")

@@ -677,3 +677,25 @@ func TestReadJobQueues(t *testing.T) {
 		t.Fatalf("queues %+v %v", qs, err)
 	}
 }
+
+// A result larger than the API keeps with the status is stored as an
+// object of its own and served whole.
+func TestAsyncLargeResultStored(t *testing.T) {
+	g := jetwaytest.Start(t)
+	big := strings.Repeat("0123456789abcdef", 64<<10) // 1 MiB
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, big)
+	}))
+	t.Cleanup(srv.Close)
+	g.Publish(fmt.Sprintf(`{"name":"export","pool":"jobs","route":{"method":"POST","path":"/export"},"backend":{"type":"http","url":%q},"async":{"max_result":"1KiB"}}`, srv.URL))
+	loc, _ := submit(t, g, "/export", "x")
+	st := waitJob(t, g, loc, registry.JobSucceeded)
+	if st.Result == nil || st.Result.Body != nil || st.Result.Omitted || st.Result.Stored == "" || st.Result.Size != len(big) {
+		t.Fatalf("result %+v", st.Result)
+	}
+	r := g.Do("GET", loc+"/result", nil)
+	if r.Status != 200 || r.Body != big || r.Header.Get("Content-Type") != "text/plain" {
+		t.Fatalf("stored result: %d, %d bytes", r.Status, len(r.Body))
+	}
+}
