@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
+	"github.com/jetway-gw/jetway/admin"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -28,6 +32,9 @@ Commands:
                    leaves the dead letters
   purge [API]      remove the dead letters of one API, or all
 
+With --admin-url each goes through the admin REST API (/v1/deadletters:
+list for a viewer, show and replay for an operator, purge for an admin).
+
 Flags:
 `
 
@@ -35,6 +42,7 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("jetway dlq", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rf := addRegistryFlags(fs)
+	adm := addAdminFlags(fs)
 	limit := fs.Int("limit", 100, "list: at most this many (the newest)")
 	asJSON := fs.Bool("json", false, "list and show: JSON, one record a line")
 	fs.Usage = func() { groupUsage(stderr, fs, "dlq", dlqUsage, args) }
@@ -64,6 +72,15 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) error {
 	if *limit <= 0 {
 		return fmt.Errorf("%w: --limit must be positive", errUsage)
 	}
+	if rest, err := adm.use(fs, true); err != nil {
+		return err
+	} else if rest {
+		c, err := adm.client(*rf.timeout)
+		if err != nil {
+			return err
+		}
+		return dlqOverREST(c, pos[0], api, seq, *limit, *asJSON, stdout)
+	}
 	ctx, c, done, err := rf.dial(1)
 	if err != nil {
 		return err
@@ -75,34 +92,13 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			for _, d := range dls {
-				if err := enc.Encode(d); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEQ\tAT\tAPI\tJOB\tAPP\tREASON\tATTEMPTS\tLAST ERROR")
-		for _, d := range dls {
-			api := d.API
-			if d.Tier != "api" {
-				api += "@" + d.Tier
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", d.Seq, d.At.Format(time.RFC3339), api, d.Job, dash(d.App), d.Reason, d.Attempts, dash(d.Error))
-		}
-		return tw.Flush()
+		return printDeadLetters(stdout, dls, *asJSON)
 	case "show":
 		d, body, err := c.DeadLetter(ctx, seq)
 		if err != nil {
 			return err
 		}
-		return json.NewEncoder(stdout).Encode(struct {
-			*registry.DeadLetter
-			Body string `json:"body"`
-		}{d, string(body)})
+		return printDeadLetter(stdout, d, body)
 	case "replay":
 		d, err := c.ReplayDeadLetter(ctx, seq)
 		if err != nil {
@@ -118,6 +114,105 @@ func cmdDLQ(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%d dead letters removed\n", n)
 		return nil
 	}
+}
+
+// dlqOverREST is `jetway dlq` with --admin-url: the same output, each
+// command one request to /v1/deadletters.
+func dlqOverREST(c *restClient, cmd, api string, seq uint64, limit int, asJSON bool, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.hc.Timeout)
+	defer cancel()
+	key := strconv.FormatUint(seq, 10)
+	path := "/v1/deadletters/" + key
+	q := url.Values{}
+	if api != "" {
+		q.Set("api", api)
+	}
+	switch cmd {
+	case "list":
+		q.Set("limit", strconv.Itoa(limit))
+		var res struct {
+			Items []registry.DeadLetter `json:"items"`
+		}
+		if err := c.getJSON(ctx, "dead letters", "/v1/deadletters?"+q.Encode(), &res); err != nil {
+			return err
+		}
+		return printDeadLetters(stdout, res.Items, asJSON)
+	}
+	method, at := http.MethodGet, path
+	switch cmd {
+	case "replay":
+		method, at = http.MethodPost, path+"/replay"
+	case "purge":
+		method, at = http.MethodDelete, "/v1/deadletters"
+		if len(q) > 0 {
+			at += "?" + q.Encode()
+		}
+	}
+	a, err := c.call(ctx, method, at, nil)
+	if err != nil {
+		return err
+	}
+	if a.status != http.StatusOK {
+		return restError("dead letter", key, 0, a)
+	}
+	switch cmd {
+	case "show":
+		var v admin.DeadLetterView
+		if err := decode(a, &v); err != nil {
+			return err
+		}
+		body := v.BodyBase64
+		if v.Body != nil {
+			body = []byte(*v.Body)
+		}
+		return printDeadLetter(stdout, &v.DeadLetter, body)
+	case "purge":
+		var res struct {
+			Removed uint64 `json:"removed"`
+		}
+		if err := decode(a, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%d dead letters removed\n", res.Removed)
+		return nil
+	}
+	var r admin.Replayed
+	if err := decode(a, &r); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "job %s of %s sent again: /_jetway/jobs/%s\n", r.Job, r.DeadLetter.API, r.Job)
+	return nil
+}
+
+// printDeadLetters prints dead letters as a table, or as JSON, one a line.
+func printDeadLetters(stdout io.Writer, dls []registry.DeadLetter, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, d := range dls {
+			if err := enc.Encode(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tAT\tAPI\tJOB\tAPP\tREASON\tATTEMPTS\tLAST ERROR")
+	for _, d := range dls {
+		api := d.API
+		if d.Tier != "api" {
+			api += "@" + d.Tier
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", d.Seq, d.At.Format(time.RFC3339), api, d.Job, dash(d.App), d.Reason, d.Attempts, dash(d.Error))
+	}
+	return tw.Flush()
+}
+
+// printDeadLetter prints one dead letter with its request's body.
+func printDeadLetter(stdout io.Writer, d *registry.DeadLetter, body []byte) error {
+	return json.NewEncoder(stdout).Encode(struct {
+		*registry.DeadLetter
+		Body string `json:"body"`
+	}{d, string(body)})
 }
 
 // dash is s, or "-" for nothing.
