@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/push/pushclient"
 )
 
@@ -97,7 +98,8 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // chart moving while traffic runs, a degrade switch flipped from the
 // console changing the edge's answer, an XSS payload shown as text, a
 // save that lost a race showing who won and the diff, an entry the schema
-// refuses stopped in the browser, and an app's key shown once.
+// refuses stopped in the browser, an app's key shown once, and a job's
+// dead letter listed and replayed.
 func TestConsole(t *testing.T) {
 	ctx := browser(t)
 	srv := startNode(t, "serve", "serve", "", "--demo")
@@ -302,6 +304,31 @@ func TestConsole(t *testing.T) {
 				break
 			}
 		}
+	})
+	t.Run("jobs: the queues and a dead letter, replayed", func(t *testing.T) {
+		doc := `{"name":"e2e.jobs","pool":"e2e","route":{"method":"POST","path":"/v1/e2e-jobs"},"backend":{"type":"mock","status":503,"body":"down"},"async":{"attempts":1}}`
+		if res := jetway(t, doc, "api", "put", "-", "--nats", srv.natsURL); res.code != 0 {
+			t.Fatalf("api put: %s", res.stderr)
+		}
+		var job string
+		natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error { // the edge has the API
+			r, err := do("POST", srv.edge+"/v1/e2e-jobs", strings.NewReader("report"), http.Header{"Prefer": {"respond-async"}})
+			if err != nil || r.status != http.StatusAccepted {
+				return fmt.Errorf("submit: %v %v", r, err)
+			}
+			job = strings.TrimPrefix(r.header.Get("Location"), "/_jetway/jobs/")
+			return nil
+		})
+		run(t, ctx, "jobs", chromedp.Navigate(console+"#/"), chromedp.WaitVisible(css("#cluster-chart")), chromedp.Click(css(`#bar a[href="#/jobs"]`)), chromedp.WaitVisible(css("#dead-letters")))
+		row := fmt.Sprintf(`#dead-letters tr[data-job=%q]`, job)
+		waitJS(t, ctx, "the dead letter", fmt.Sprintf(`!!document.querySelector(%q) && document.querySelector('#job-queues').textContent.includes('e2e.jobs')`, row))
+		text := value(t, ctx, "the row", chromedp.TextContent(css(row)))
+		if !strings.Contains(text, "e2e.jobs") || !strings.Contains(text, "retries_exhausted") || !strings.Contains(text, "503") {
+			t.Errorf("the dead letter's row: %q", text)
+		}
+		screenshot(t, ctx, "jobs")
+		run(t, ctx, "replay", chromedp.Click(css(row+" button.replay")))
+		waitJS(t, ctx, "the replay's answer", fmt.Sprintf(`!!document.getElementById('replayed') && document.getElementById('replayed').textContent.includes(%q)`, job))
 	})
 	// Found by review: a screen still loading for an older hash drew over
 	// the newer one, and kept its live stream open unseen (the token has

@@ -519,6 +519,61 @@ async function pushScreen(g) {
   leave.push(() => clearInterval(timer));
 }
 
+// jobsScreen: every API tier's async jobs (queued, the oldest's age, dead
+// letters) and the newest dead letters, read again every 5 s; a row's
+// Replay (an operator's) sends its job again and reads both anew.
+async function jobsScreen(g) {
+  const [queues, dead] = await Promise.all([api('GET', '/v1/jobs/queues'), api('GET', '/v1/deadletters?limit=200')]);
+  if (!queues.ok) { show(g, el('p', { class: 'error' }, errorText(queues))); return; }
+  const queueRows = el('tbody', { id: 'job-queues' });
+  const deadRows = el('tbody', { id: 'dead-letters' });
+  const msg = el('div', { id: 'replay-status' });
+  const empty = (cols, r, none) => [el('tr', {}, el('td', { colspan: cols, class: 'muted' }, r && !r.ok ? errorText(r) : none))];
+  function showQueues(r) {
+    const rows = ((r && r.ok && r.json && r.json.items) || []).map(q => el('tr', {}, el('td', {}, q.api), el('td', { class: 'num' }, q.queued),
+      el('td', { class: 'num' }, q.oldest ? age(q.oldest_age_seconds) : '–'), el('td', { class: 'num' }, q.dead_letters)));
+    queueRows.replaceChildren(...(rows.length ? rows : empty(4, r, 'no async jobs queued, and no dead letters')));
+  }
+  function showDead(r) {
+    const rows = ((r && r.ok && r.json && r.json.items) || []).slice().reverse().map(d => el('tr', { 'data-job': d.job },
+      el('td', { class: 'num' }, d.seq), el('td', { title: d.at }, String(d.at || '').replace('T', ' ').replace(/\.\d+/, '')), el('td', {}, d.api + (d.tier && d.tier !== 'api' ? '@' + d.tier : '')),
+      el('td', {}, d.job), el('td', {}, d.app || '–'), el('td', {}, d.reason), el('td', { class: 'num' }, d.attempts), el('td', {}, d.error || '–'),
+      el('td', {}, el('button', { type: 'button', class: 'replay', 'data-seq': d.seq, title: 'send the job again (an operator\'s)', onclick: ev => replay(d, ev.currentTarget) }, 'Replay'))));
+    deadRows.replaceChildren(...(rows.length ? rows : empty(9, r, 'no dead letters')));
+  }
+  async function refresh() {
+    try {
+      const [q, d] = await Promise.all([api('GET', '/v1/jobs/queues'), api('GET', '/v1/deadletters?limit=200')]);
+      if (g !== gen) return;
+      showQueues(q);
+      showDead(d);
+    } catch { /* signed out */ }
+  }
+  async function replay(d, button) {
+    button.disabled = true;
+    const r = await api('POST', '/v1/deadletters/' + encodeURIComponent(d.seq) + '/replay');
+    if (!r.ok) { button.disabled = false; msg.replaceChildren(el('p', { class: 'error' }, errorText(r))); return; }
+    msg.replaceChildren(el('p', { class: 'notice', id: 'replayed' }, 'Job ' + d.job + ' of ' + d.api + ' sent again: pending at ' + ((r.json && r.json.location) || '') + '.'));
+    refresh();
+  }
+  showQueues(queues);
+  showDead(dead);
+  if (!show(g, el('h1', {}, 'Jobs'),
+    el('section', {}, el('h2', {}, 'Queues'), el('table', {}, el('thead', {}, el('tr', {}, ['API', 'queued', 'oldest', 'dead letters'].map(h => el('th', {}, h)))), queueRows)),
+    el('section', {}, el('h2', {}, 'Dead letters'), el('p', { class: 'muted' }, 'The newest 200, newest first: jobs that ended without success. Replay sends one again, pending at the same address with no attempts spent.'),
+      msg, el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'at', 'API', 'job', 'app', 'reason', 'attempts', 'last error', ''].map(h => el('th', {}, h)))), deadRows)))) return;
+  const timer = setInterval(refresh, 5000);
+  leave.push(() => clearInterval(timer));
+}
+
+// age is a number of seconds, short.
+function age(s) {
+  if (s < 60) return Math.round(s) + ' s';
+  if (s < 3600) return Math.round(s / 60) + ' min';
+  if (s < 172800) return (s / 3600).toFixed(1) + ' h';
+  return Math.round(s / 86400) + ' d';
+}
+
 async function nodes(g) {
   const r = await api('GET', '/v1/nodes');
   if (!r.ok) { show(g, el('p', { class: 'error' }, errorText(r))); return; }
@@ -552,6 +607,7 @@ async function route() {
       await apiScreen(g, name);
     } else if (h === 'apps') await apps(g);
     else if (h === 'push') await pushScreen(g);
+    else if (h === 'jobs') await jobsScreen(g);
     else if (h === 'nodes') await nodes(g);
     else if (h === 'audit') await audit(g);
     else await cluster(g);
@@ -561,5 +617,7 @@ async function route() {
 }
 
 document.getElementById('signout').addEventListener('click', () => signOut());
+// The Jobs screen's link, beside the others in the bar.
+document.querySelector('#bar nav a[href="#/nodes"]').before(el('a', { href: '#/jobs' }, 'Jobs'));
 window.addEventListener('hashchange', route);
 route();
