@@ -136,7 +136,7 @@ func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
 	d, err := s.client(w, r).ReplayDeadLetter(r.Context(), seq)
 	switch {
 	case err != nil && d == nil:
-		s.replayRefused(w, r, seq, err)
+		s.replayRefused(w, err)
 		return
 	case err != nil:
 		// The job is sent again, but its record stays: answered as made
@@ -150,18 +150,10 @@ func (s *Server) replayDeadLetter(w http.ResponseWriter, r *http.Request) {
 // replayRefused answers a replay that sent nothing: a record that is not
 // a job's, or whose job has not ended (replayed already, its record kept),
 // is a 409; the rest as the registry's errors.
-func (s *Server) replayRefused(w http.ResponseWriter, r *http.Request, seq uint64, err error) {
-	if !errors.Is(err, registry.ErrNotFound) && !errors.Is(err, registry.ErrNoDeadLetters) {
-		if d, _, derr := s.c.DeadLetter(r.Context(), seq); derr == nil {
-			if !registry.ValidJobID(d.Job) {
-				writeError(w, http.StatusConflict, "CONFLICT", "dead letter "+strconv.FormatUint(seq, 10)+" is not a job's: nothing to replay")
-				return
-			}
-			if st, serr := s.c.JobStatus(r.Context(), d.Job); serr == nil && !st.Final() && d.Tier != bus.TierCallback {
-				writeError(w, http.StatusConflict, "CONFLICT", "job "+d.Job+" is "+st.State+": it has not ended, nothing to replay")
-				return
-			}
-		}
+func (s *Server) replayRefused(w http.ResponseWriter, err error) {
+	if errors.Is(err, registry.ErrNotReplayable) {
+		writeError(w, http.StatusConflict, "CONFLICT", err.Error())
+		return
 	}
 	writeDeadLetterError(w, err, s)
 }

@@ -47,6 +47,10 @@ type DeadLetter struct {
 // ErrNoDeadLetters is returned when the dead letters stream is missing.
 var ErrNoDeadLetters = errors.New("no dead letters stream (async jobs were never set up on this cluster)")
 
+// ErrNotReplayable matches a replay refused for what the record is: not a
+// job's, or of a job that has not ended (a replay already sent it again).
+var ErrNotReplayable = errors.New("nothing to replay")
+
 // deadLetterFilter is the subject filter of one API's dead letters (every
 // pool and tier), or of all ("").
 func deadLetterFilter(api string) string {
@@ -82,11 +86,11 @@ func (c *Client) DeadLetters(ctx context.Context, api string, limit int) ([]Dead
 	if err != nil {
 		return nil, err
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(deadLetterFilter(api)))
+	n, err := countDeadLetters(ctx, st, api)
 	if err != nil {
-		return nil, fmt.Errorf("reading the dead letters: %w", err)
+		return nil, err
 	}
-	if info.State.Msgs == 0 {
+	if n == 0 {
 		return nil, nil
 	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
@@ -133,6 +137,21 @@ func deadLetterOf(subject string, h nats.Header, seq uint64, at time.Time) DeadL
 	return d
 }
 
+// countDeadLetters counts the dead letters of one API, or all: the sum of
+// the per-subject counts a filtered stream info gives (its message count
+// is the whole stream's, whatever the filter).
+func countDeadLetters(ctx context.Context, st jetstream.Stream, api string) (uint64, error) {
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(deadLetterFilter(api)))
+	if err != nil {
+		return 0, fmt.Errorf("reading the dead letters: %w", err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
+}
+
 // DeadLetter reads one dead letter by its sequence, with the request's
 // body.
 func (c *Client) DeadLetter(ctx context.Context, seq uint64) (*DeadLetter, []byte, error) {
@@ -169,7 +188,7 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, seq uint64) (*DeadLetter,
 	d := deadLetterOf(m.Subject, m.Header, m.Sequence, m.Time)
 	tok, tier, api, ok := bus.ParseJobSubject(m.Subject)
 	if !ok || !ValidJobID(d.Job) {
-		return nil, fmt.Errorf("dead letter %d is not a job's (subject %s)", seq, m.Subject)
+		return nil, fmt.Errorf("%w: dead letter %d is not a job's (subject %s)", ErrNotReplayable, seq, m.Subject)
 	}
 	if tier != bus.TierCallback { // a callback goes again as it was; its job has ended
 		if err := c.resetJob(ctx, &d, api, tier); err != nil {
@@ -209,7 +228,7 @@ func (c *Client) resetJob(ctx context.Context, d *DeadLetter, api, tier string) 
 	case err != nil:
 		return err
 	case !js.Final():
-		return fmt.Errorf("job %s is %s: it has not ended, nothing to replay", d.Job, js.State)
+		return fmt.Errorf("%w: job %s is %s, it has not ended", ErrNotReplayable, d.Job, js.State)
 	}
 	js.State, js.Attempts, js.Reason, js.LastError, js.Result, js.NextAttempt, js.Callbacks = JobPending, 0, "", nil, nil, nil, nil
 	if js.Revision == 0 {
@@ -235,11 +254,10 @@ func (c *Client) PurgeDeadLetters(ctx context.Context, api string) (uint64, erro
 	if err != nil {
 		return 0, err
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(deadLetterFilter(api)))
+	n, err := countDeadLetters(ctx, st, api)
 	if err != nil {
-		return 0, fmt.Errorf("reading the dead letters: %w", err)
+		return 0, err
 	}
-	n := info.State.Msgs
 	var opts []jetstream.StreamPurgeOpt
 	if api != "" {
 		opts = append(opts, jetstream.WithPurgeSubject(deadLetterFilter(api)))

@@ -433,7 +433,7 @@ func (j *job) finish(state, reason string) {
 		j.deadLetter(reason)
 	}
 	j.sendCallbacks(targets)
-	if err := j.m.DoubleAck(j.ctx); err != nil {
+	if err := j.m.Ack(); err != nil { // a lost ack redelivers a job whose final status is written: acked then
 		j.w.log.Warn("acking an async job", "job", st.ID, "err", err)
 	}
 }
@@ -474,7 +474,7 @@ func (j *job) deadLetter(reason string) {
 		if len(msg) > 1024 {
 			msg = msg[:1024]
 		}
-		h.Set(registry.HdrDeadError, strconv.Itoa(e.Status)+" "+e.Code+" "+msg)
+		h.Set(registry.HdrDeadError, strings.Join(slices.DeleteFunc([]string{strconv.Itoa(e.Status), e.Code, msg}, func(s string) bool { return s == "" }), " "))
 	}
 	_, tier, name, _ := bus.ParseJobSubject(m.Subject())
 	out := &nats.Msg{Subject: bus.DeadLetterSubject(st.Pool, tier, name), Header: h, Data: m.Data()}

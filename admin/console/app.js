@@ -617,7 +617,5 @@ async function route() {
 }
 
 document.getElementById('signout').addEventListener('click', () => signOut());
-// The Jobs screen's link, beside the others in the bar.
-document.querySelector('#bar nav a[href="#/nodes"]').before(el('a', { href: '#/jobs' }, 'Jobs'));
 window.addEventListener('hashchange', route);
 route();
