@@ -387,13 +387,17 @@ func TestAsyncJobsShareTheBulkhead(t *testing.T) {
 	}
 }
 
-// TestAsyncBurstLosesNoneRunsNoneTwice: a burst of submits from many
-// callers at once is accepted or refused (never a third answer); every
-// accepted job runs exactly once and ends succeeded.
+// TestAsyncBurstLosesNoneRunsNoneTwice: a burst of 10,000 submits from
+// many callers at once is accepted or refused (never a third answer);
+// every accepted job runs exactly once and ends succeeded. 2,000 under
+// the race detector, 300 with -short.
 func TestAsyncBurstLosesNoneRunsNoneTwice(t *testing.T) {
-	n := 2000
-	if testing.Short() {
+	n := 10_000
+	switch {
+	case testing.Short():
 		n = 300
+	case raceEnabled:
+		n = 2000
 	}
 	g := jetwaytest.Start(t)
 	var seen sync.Map // Idempotency-Key → *atomic.Int64
