@@ -106,6 +106,11 @@ func TestServeDemoAndCLI(t *testing.T) {
 		if r = get(t, edge+"/v1/cached/ada"); r.header.Get("X-Cache") != "hit" {
 			t.Errorf("GET /v1/cached/ada, again: X-Cache %q", r.header.Get("X-Cache"))
 		}
+		// The README's async call: 202, then the job succeeds with the report.
+		loc := submitJob(t, edge+"/v1/report", "march", nil)
+		if j := waitJobState(t, edge+loc, "succeeded", 10*time.Second, nil); j.Result == nil || j.Result.Body == nil || !strings.Contains(*j.Result.Body, `"report":"march"`) {
+			t.Errorf("the demo report job: %+v", j)
+		}
 		// The demo's saved cases pass through the real edge.
 		if res := jetway(t, "", "api", "test", "demo.orders", "--edge", edge, "--nats", url); res.code != 0 || !strings.Contains(res.stdout, "2 of 2 cases passed") {
 			t.Errorf("api test: exit %d\n%s%s", res.code, res.stdout, res.stderr)

@@ -178,6 +178,9 @@ func demoAPIs(base, grpcAddr string) []string {
 		`{"name":"demo.cached","pool":"demo","description":"Answers kept by the edges for 10 s, shared between them: X-Cache says hit or miss.",
 		  "route":{"method":"GET","path":"/v1/cached/{name}"},
 		  "backend":{"type":"http","url":"` + base + `/hello/{name}"},"timeout":"2s","cache":{"ttl":"10s","shared":true}}`,
+		`{"name":"demo.report","pool":"demo","description":"A slow report: with Prefer: respond-async, 202 and a job to read later (docs/async.md).",
+		  "route":{"method":"POST","path":"/v1/report"},
+		  "backend":{"type":"http","url":"` + base + `/report"},"timeout":"5s","async":{"attempts":3,"backoff":"1s"}}`,
 	}
 }
 
@@ -220,6 +223,14 @@ func demoBackend() http.Handler {
 			code = 400
 		}
 		writeJSON(w, code, map[string]any{"status": code, "from": "demo backend"})
+	})
+	mux.HandleFunc("POST /report", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<10))
+		select {
+		case <-time.After(time.Second): // a report takes a while
+			writeJSON(w, 200, map[string]any{"report": string(body), "rows": 42})
+		case <-r.Context().Done():
+		}
 	})
 	mux.HandleFunc("GET /slow", func(w http.ResponseWriter, r *http.Request) {
 		ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
