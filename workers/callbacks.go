@@ -145,7 +145,7 @@ func (w *Worker) runCallback(m jetstream.Msg, name string) {
 	case registry.CallbackFailed:
 		w.deadCallback(ctx, m, attempt, err)
 	}
-	_ = m.DoubleAck(ctx)
+	_ = m.Ack()
 }
 
 // callbackConfig is the callback policy of an API tier as this worker
