@@ -3,6 +3,7 @@ package registry
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -172,6 +173,9 @@ func (cb *Callbacks) CallbackURL(s string) (*url.URL, error) {
 			return nil, fmt.Errorf("the callback URL names an address that is not public")
 		}
 	}
+	if err := checkCallbackPath(u); err != nil {
+		return nil, err
+	}
 	host := strings.ToLower(u.Hostname())
 	path := u.EscapedPath()
 	if path == "" {
@@ -201,16 +205,85 @@ func (cb *Callbacks) CallbackURL(s string) (*url.URL, error) {
 	return nil, fmt.Errorf("the callback URL is not one this API allows")
 }
 
-// PublicIP reports whether ip is a public unicast address: not loopback,
-// private (RFC 1918, fc00::/7), link-local, unspecified, multicast, CGNAT
-// (100.64.0.0/10), or an IPv4 address in IPv6 clothing of one of those.
+// checkCallbackPath refuses a path the receiver may resolve outside an
+// allowed prefix: Go's client sends the path as written and the receiver
+// normalises it, so "/jobs/../admin", "/jobs/%2e%2e/admin" or
+// "/jobs/..%2fadmin" would escape "/jobs/". Refused: a "." or ".."
+// segment (as written or decoded), and a percent-encoded dot, slash or
+// backslash, or a backslash, anywhere in the path.
+func checkCallbackPath(u *url.URL) error {
+	raw := u.EscapedPath()
+	lower := strings.ToLower(raw)
+	for _, enc := range []string{"%2e", "%2f", "%5c"} {
+		if strings.Contains(lower, enc) {
+			return fmt.Errorf("the callback URL's path must not percent-encode a dot, slash or backslash")
+		}
+	}
+	if strings.Contains(u.Path, `\`) || strings.Contains(raw, `\`) {
+		return fmt.Errorf("the callback URL's path must not hold a backslash")
+	}
+	for _, p := range []string{raw, u.Path} {
+		for _, seg := range strings.Split(p, "/") {
+			if seg == "." || seg == ".." {
+				return fmt.Errorf("the callback URL's path must not have a \".\" or \"..\" segment")
+			}
+		}
+	}
+	return nil
+}
+
+// nonPublic are the prefixes PublicIP refuses.
+var nonPublic = func() []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range []string{
+		"0.0.0.0/8",       // "this" network
+		"10.0.0.0/8",      // private (RFC 1918)
+		"100.64.0.0/10",   // CGNAT
+		"127.0.0.0/8",     // loopback
+		"169.254.0.0/16",  // link-local
+		"172.16.0.0/12",   // private (RFC 1918)
+		"192.0.0.0/24",    // IETF protocol assignments
+		"192.0.2.0/24",    // documentation (TEST-NET-1)
+		"192.168.0.0/16",  // private (RFC 1918)
+		"198.18.0.0/15",   // benchmarking
+		"198.51.100.0/24", // documentation (TEST-NET-2)
+		"203.0.113.0/24",  // documentation (TEST-NET-3)
+		"224.0.0.0/4",     // multicast
+		"240.0.0.0/4",     // reserved, and broadcast
+		"::/96",           // unspecified, loopback, IPv4-compatible
+		"::ffff:0:0/96",   // IPv4-mapped (unmapped first; kept for safety)
+		"64:ff9b::/96",    // NAT64, embedding any IPv4 address
+		"64:ff9b:1::/48",  // local-use NAT64
+		"100::/64",        // discard-only
+		"2001::/32",       // Teredo, embedding any IPv4 address
+		"2001:db8::/32",   // documentation
+		"2002::/16",       // 6to4, embedding any IPv4 address
+		"fc00::/7",        // unique local
+		"fe80::/10",       // link-local
+		"fec0::/10",       // site-local (deprecated)
+		"ff00::/8",        // multicast
+	} {
+		ps = append(ps, netip.MustParsePrefix(s))
+	}
+	return ps
+}()
+
+// PublicIP reports whether ip is a public unicast address: not in any of
+// the loopback, private, link-local, unspecified, multicast, CGNAT,
+// benchmarking, documentation or reserved ranges, nor an IPv6 address
+// that embeds or translates to an IPv4 one (IPv4-mapped, IPv4-compatible,
+// NAT64, 6to4, Teredo), nor site-local. An invalid ip is not public.
 func PublicIP(ip net.IP) bool {
-	if v4 := ip.To4(); v4 != nil {
-		ip = v4
-		if v4[0] == 0 || v4[0] == 100 && v4[1]&0xc0 == 64 || v4[0] == 192 && v4[1] == 0 && v4[2] == 0 || v4[0] >= 240 {
+	a, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range nonPublic {
+		if p.Contains(a) {
 			return false
 		}
 	}
-	return !(ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified())
+	return !(a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified())
 }
