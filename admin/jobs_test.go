@@ -195,7 +195,7 @@ func TestJobsAndDeadLettersOverREST(t *testing.T) {
 
 	// A record whose job has not ended (replayed already, its record
 	// kept) is a conflict, and sends nothing.
-	pending := registry.NewJobID()
+	pending := registry.NewJobID("p")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	js, err := jetstream.New(g.Conn)

@@ -96,16 +96,20 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		pub = append(pub, "$JS.ACK."+PushDurable.Stream+".>")
 		// The shared cache is read by direct gets only: no consumers.
 		pub = append(pub, "$JS.API.STREAM.INFO.KV_"+BucketCache, "$JS.API.DIRECT.GET.KV_"+BucketCache+".>")
-		// Async jobs: store a job (a JetStream publish), create its status
-		// and read it back for its caller (edge/async.go).
-		pub = append(pub, JobsPrefix+">", "$KV."+BucketJobs+".>")
-		pub = append(pub, kvRead(BucketJobs)...)
+		// Async jobs: store a job (a JetStream publish; the callers'
+		// tiers only, never a callback message, which a worker would
+		// deliver), create its status and read it back for its caller with
+		// direct gets (edge/async.go), and read a stored result.
+		for _, tier := range []string{TierAPI, TierSandbox, TierDraft} {
+			pub = append(pub, JobsPrefix+"*."+tier+".>")
+		}
+		pub = append(pub, "$KV."+BucketJobs+"."+JobKeyPrefix+"*.*",
+			"$JS.API.DIRECT.GET.KV_"+BucketJobs+".$KV."+BucketJobs+"."+JobKeyPrefix+"*.*",
+			"$JS.API.DIRECT.GET."+StreamJobResults+"."+JobResultPrefix+">")
 		// The queues' depth and age and the dead letters' counts, for
 		// metrics and alerts (registry.ReadJobQueues): stream infos, and
 		// a get of each tier's oldest job (whose request the edge wrote).
 		pub = append(pub, "$JS.API.STREAM.INFO."+StreamJobs, "$JS.API.STREAM.INFO."+StreamDeadLetters, "$JS.API.DIRECT.GET."+StreamJobs)
-		// A large result, kept in the results object store.
-		pub = append(pub, streamRead("OBJ_"+BucketJobResults)...)
 		sub := []string{
 			InboxPrefixEdge + ".>",
 			RateLimitSubject,
@@ -138,16 +142,9 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			pub = append(pub, kvRead(b)...)
 		}
 		pub = append(pub, SecretRead(pools...)...) // its pools' own secrets only
-		// Async jobs: the job statuses (read and write), and its pools'
-		// own job consumers and dead letters (jobs).
-		pub = append(pub, "$KV."+BucketJobs+".>")
-		pub = append(pub, kvRead(BucketJobs)...)
+		// Async jobs: its pools' own job consumers, statuses, results,
+		// callbacks and dead letters (jobs).
 		pub = append(pub, jobs(pools...)...)
-		// A result larger than its API keeps with the status: a new
-		// object of the results store (its chunks and its meta; nothing
-		// else of the store, no purge).
-		pub = append(pub, "$O."+BucketJobResults+".C.>", "$O."+BucketJobResults+".M.>",
-			"$JS.API.STREAM.INFO.OBJ_"+BucketJobResults, "$JS.API.DIRECT.GET.OBJ_"+BucketJobResults+".>", "$JS.API.STREAM.MSG.GET.OBJ_"+BucketJobResults)
 		// Its own inbox only: the pool set's, or every worker's for a user
 		// of every pool.
 		sub := []string{InboxPrefix(UserWorker, pools...) + ".>", HeartbeatPrefix + ">"}
@@ -181,27 +178,34 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 // jobs are the subjects a worker of pools publishes to take its pools'
 // jobs (every pool's: none given): create and read the pool's durable
 // consumer — the create subject names the filter, which must be the
-// pool's own subjects — pull its messages, ack them, and write the dead
-// letters of its pools.
+// pool's own subjects — pull its messages and ack them; read and write
+// its pools' job statuses one key at a time (a direct get, a publish: no
+// stream info, no consumer, so no other pool's is listed or read); store
+// its results and callback messages; write its dead letters.
 func jobs(pools ...string) []string {
 	const api = "$JS.API.CONSUMER."
-	if len(pools) == 0 {
-		return []string{
-			api + "CREATE." + StreamJobs + ".*." + JobsPrefix + ">",
-			api + "INFO." + StreamJobs + ".*",
-			api + "MSG.NEXT." + StreamJobs + ".*",
-			"$JS.ACK." + StreamJobs + ".>",
-			DeadLetterPrefix + ">",
+	toks := []string{"*"}
+	if len(pools) > 0 {
+		toks = toks[:0]
+		for _, p := range pools {
+			toks = append(toks, PoolToken(p))
 		}
 	}
 	var out []string
-	for _, p := range pools {
-		c, tok := JobConsumer(p), PoolToken(p)
+	for _, tok := range toks {
+		c := "*"
+		if tok != "*" {
+			c = "jobs_" + tok
+		}
+		status := "$KV." + BucketJobs + "." + JobKeyPrefix + tok + ".*"
 		out = append(out,
 			api+"CREATE."+StreamJobs+"."+c+"."+JobsPrefix+tok+".>",
 			api+"INFO."+StreamJobs+"."+c,
 			api+"MSG.NEXT."+StreamJobs+"."+c,
 			"$JS.ACK."+StreamJobs+"."+c+".>",
+			status, "$JS.API.DIRECT.GET.KV_"+BucketJobs+"."+status,
+			JobResultPrefix+tok+".>",
+			JobsPrefix+tok+"."+TierCallback+".>",
 			DeadLetterPrefix+tok+".>",
 		)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,8 +25,21 @@ func TestJobsAreEachPoolsOwn(t *testing.T) {
 	if _, err := ajs.CreateStream(ctx, jetstream.StreamConfig{Name: StreamDeadLetters, Subjects: []string{DeadLetterPrefix + ">"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ajs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketJobs}); err != nil {
+	// The status bucket as registry.OpenJobStreams makes it: no rollups.
+	if _, err := ajs.CreateStream(ctx, jetstream.StreamConfig{Name: "KV_" + BucketJobs, Subjects: []string{"$KV." + BucketJobs + ".>"},
+		MaxMsgsPerSubject: 1, AllowDirect: true, DenyDelete: true, DenyPurge: true}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := ajs.CreateStream(ctx, jetstream.StreamConfig{Name: StreamJobResults, Subjects: []string{JobResultPrefix + ">"}, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	statusGet := func(c *roleConn, key string) *nats.Msg {
+		t.Helper()
+		m, err := c.Request("$JS.API.DIRECT.GET.KV_"+BucketJobs+".$KV."+BucketJobs+"."+key, nil, 2*time.Second)
+		if err != nil {
+			t.Fatalf("reading status %s: %v", key, err)
+		}
+		return m
 	}
 
 	edge := connectAs(t, s, UserEdge, "e")
@@ -36,12 +50,19 @@ func TestJobsAreEachPoolsOwn(t *testing.T) {
 	if _, err := ejs.Publish(ctx, JobSubject("eu.x", TierAPI, "a"), []byte("job")); err != nil {
 		t.Fatalf("edge stores a job: %v", err)
 	}
-	ekv, err := ejs.KeyValue(ctx, BucketJobs)
-	if err != nil {
-		t.Fatalf("edge opens the job statuses: %v", err)
+	for _, key := range []string{JobKeyPrefix + "orders.abc", JobKeyPrefix + "eu:x.abc"} {
+		if _, err := ejs.Publish(ctx, "$KV."+BucketJobs+"."+key, []byte(`{"state":"pending"}`)); err != nil {
+			t.Fatalf("edge writes job status %s: %v", key, err)
+		}
+		if m := statusGet(edge, key); string(m.Data) != `{"state":"pending"}` {
+			t.Fatalf("edge reads job status %s: %q", key, m.Data)
+		}
 	}
-	if _, err := ekv.Create(ctx, JobKeyPrefix+"abc", []byte("{}")); err != nil {
-		t.Fatalf("edge writes a job status: %v", err)
+	// No one wipes the statuses with a rollup.
+	rollup := nats.NewMsg("$KV." + BucketJobs + "." + JobKeyPrefix + "orders.x")
+	rollup.Header.Set("Nats-Rollup", "all")
+	if _, err := ejs.PublishMsg(ctx, rollup); err == nil {
+		t.Fatal("a rollup of the job statuses was taken")
 	}
 	// The edge reads the queues' depth and oldest job, and the dead
 	// letters' counts (metrics and alerts).
@@ -95,13 +116,24 @@ func TestJobsAreEachPoolsOwn(t *testing.T) {
 	if _, err := ojs.Publish(ctx, DeadLetterSubject("orders", TierAPI, "orders.get"), []byte("dead")); err != nil {
 		t.Fatalf("pool orders writes its dead letter: %v", err)
 	}
-	okv, err := ojs.KeyValue(ctx, BucketJobs)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := ojs.Publish(ctx, "$KV."+BucketJobs+"."+JobKeyPrefix+"orders.abc", []byte(`{"state":"running"}`)); err != nil {
+		t.Fatalf("worker writes its pool's job status: %v", err)
 	}
-	if _, err := okv.Put(ctx, JobKeyPrefix+"abc", []byte(`{"state":"running"}`)); err != nil {
-		t.Fatalf("worker writes a job status: %v", err)
+	if m := statusGet(orders, JobKeyPrefix+"orders.abc"); string(m.Data) != `{"state":"running"}` {
+		t.Fatalf("worker reads its pool's job status: %q", m.Data)
 	}
+	if _, err := ojs.Publish(ctx, JobResultSubject("orders.abc", 1), []byte("big result")); err != nil {
+		t.Fatalf("worker stores its pool's result: %v", err)
+	}
+	if _, err := ojs.Publish(ctx, JobSubject("orders", TierCallback, "orders.get"), []byte("{}")); err != nil {
+		t.Fatalf("worker stores its pool's callback: %v", err)
+	}
+	if m, err := edge.Request("$JS.API.DIRECT.GET."+StreamJobResults+"."+JobResultSubject("orders.abc", 1), nil, 2*time.Second); err != nil || string(m.Data) != "big result" {
+		t.Fatalf("edge reads a stored result: %v", err)
+	}
+	edge.denied(t, "edge stores a callback message", JobSubject("orders", TierCallback, "x"), func() {
+		_ = edge.Publish(JobSubject("orders", TierCallback, "x"), []byte("{}"))
+	})
 
 	// Another pool's consumer, or its own name with another pool's
 	// filter, or every pool's: refused.
@@ -112,6 +144,14 @@ func TestJobsAreEachPoolsOwn(t *testing.T) {
 		"$JS.API.CONSUMER.MSG.NEXT." + StreamJobs + "." + JobConsumer("eu.x"),
 		DeadLetterSubject("eu.x", TierAPI, "a"),
 		JobSubject("eu.x", TierAPI, "a"),
+		JobSubject("eu.x", TierCallback, "a"),
+		JobResultSubject("eu:x.abc", 1),
+		"$KV." + BucketJobs + "." + JobKeyPrefix + "eu:x.abc",
+		"$JS.API.DIRECT.GET.KV_" + BucketJobs + ".$KV." + BucketJobs + "." + JobKeyPrefix + "eu:x.abc",
+		"$JS.API.DIRECT.GET.KV_" + BucketJobs,
+		"$JS.API.STREAM.INFO.KV_" + BucketJobs,
+		"$JS.API.CONSUMER.CREATE.KV_" + BucketJobs,
+		"$JS.API.STREAM.MSG.GET.KV_" + BucketJobs,
 	} {
 		orders.denied(t, "pool orders' worker uses "+subj, subj, func() { _ = orders.PublishRequest(subj, orders.NewInbox(), []byte(`{}`)) })
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -321,11 +322,18 @@ const (
 	BucketJobs        = "jetway_job_status"
 	StreamDeadLetters = "jetway_dlq"
 	DeadLetterPrefix  = "jetway.dlq."
-	// BucketJobResults (an object store) keeps the results larger than
-	// an API's max_result, each under j.<id>.<attempt>: workers write,
-	// edges read.
-	BucketJobResults = "jetway_job_results"
+	// StreamJobResults keeps the results larger than an API's
+	// max_result, one message each on jetway.results.<job id>.<attempt>
+	// (JobResultSubject): a pool's workers write their own pool's (the job
+	// id starts with the pool's token), edges read.
+	StreamJobResults = "jetway_job_results"
+	JobResultPrefix  = "jetway.results."
 )
+
+// JobResultSubject is the subject of a stored result of a job's attempt.
+func JobResultSubject(id string, attempt int) string {
+	return JobResultPrefix + id + "." + strconv.Itoa(attempt)
+}
 
 // Job tiers: the token after the pool in a job's subject.
 const (
@@ -370,7 +378,9 @@ func ParseJobSubject(subject string) (poolToken, tier, api string, ok bool) {
 // from; its filter is JobsPrefix + PoolToken(pool) + ".>".
 func JobConsumer(pool string) string { return "jobs_" + PoolToken(pool) }
 
-// JobKeyPrefix starts the key of a job's status in BucketJobs: j.<id>.
+// JobKeyPrefix starts the key of a job's status in BucketJobs: j.<id>,
+// where the id is <pool token>.<random> (so the key is two tokens after
+// the prefix, the first the pool's).
 const JobKeyPrefix = "j."
 
 // JobStatusSubject is the subject a job's status is written on (a KV

@@ -94,7 +94,12 @@ func TestAsyncJobsThroughServe(t *testing.T) {
 	srv, withUser := startAuthServe(t)
 	admin := withUser("admin")
 	putAPI(t, admin, entry("reports", "reports", "POST", "/v1/reports", httpBackend(b.URL+"/reports"),
-		map[string]any{"async": map[string]any{}, "auth": map[string]any{"methods": []string{"key"}}}))
+		map[string]any{"async": map[string]any{"callbacks": map[string]any{"on_success": map[string]any{"subject": "svc.e2e.done"}}},
+			"auth": map[string]any{"methods": []string{"key"}}}))
+	done, err := natsConn(t, admin).SubscribeSync("svc.e2e.done")
+	if err != nil {
+		t.Fatal(err)
+	}
 	putAPI(t, admin, entry("flaky", "reports", "POST", "/v1/flaky", httpBackend(b.URL+"/flaky"),
 		map[string]any{"async": map[string]any{"attempts": 2, "backoff": "50ms"}}))
 	putAPI(t, admin, entry("export", "reports", "POST", "/v1/export", httpBackend(b.URL+"/big"),
@@ -125,6 +130,10 @@ func TestAsyncJobsThroughServe(t *testing.T) {
 	}
 	if r, _ := do("GET", srv.edge+loc, nil, nil); r.status != http.StatusUnauthorized {
 		t.Fatalf("a job read without its app's key: %v", r)
+	}
+	// The API's on_success destination is told, by the worker's user.
+	if m, err := done.NextMsg(10 * time.Second); err != nil || m.Header.Get("Jetway-Job") != j.ID {
+		t.Fatalf("on_success: %v %v", m, err)
 	}
 
 	// A result larger than the status keeps: stored by the worker's user,

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -72,12 +71,12 @@ func (c *call) enqueue() error {
 	if c.app != nil {
 		app = c.app.app.ID
 	}
-	id := registry.NewJobID()
+	id := registry.NewJobID(rt.api.Pool)
 	if key := c.r.Header.Get("Idempotency-Key"); key != "" {
 		if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 			return c.refuse(bus.CodeBadRequest, "Idempotency-Key must be 1 to 255 printable characters")
 		}
-		id = registry.IdempotentJobID(rt.key, app, key)
+		id = registry.IdempotentJobID(rt.api.Pool, rt.key, app, key)
 		if st, err := jobs.Get(ctx, id); err == nil {
 			return c.accepted(st.ID, st.State) // a repeat: the job it made
 		} else if !errors.Is(err, registry.ErrNotFound) {
@@ -106,8 +105,15 @@ func (c *call) enqueue() error {
 	if cb != nil && cb.key != "" {
 		out.Header[bus.HdrCallbackKey] = []string{cb.key}
 	}
-	if err := jobs.Publish(ctx, out); err != nil {
+	dup, err := jobs.Publish(ctx, out)
+	if err != nil {
 		return c.jobError(err)
+	}
+	if dup {
+		// The stream took this job (this Idempotency-Key's) within two
+		// minutes, and its status is gone already (a short result_ttl):
+		// the job ran or runs; a new pending status would never end.
+		return c.accepted(id, registry.JobPending)
 	}
 	st := &registry.JobStatus{ID: id, API: rt.api.Name, Tier: jobTier(rt.api), Pool: rt.api.Pool, App: app, RequestID: c.id,
 		State: registry.JobPending, MaxAttempts: as.Attempts, Submitted: time.Now().UTC()}
@@ -175,6 +181,9 @@ func jobTier(a *registry.API) string {
 // jobError is the refusal of a job the stream did not take.
 func (c *call) jobError(err error) error {
 	var ae *jetstream.APIError
+	if errors.As(err, &ae) && strings.Contains(ae.Description, "message size") {
+		return c.refuse(bus.CodePayloadTooLarge, "the job is larger than the jobs stream takes")
+	}
 	if errors.As(err, &ae) && strings.Contains(ae.Description, "maximum") {
 		// DiscardNew: the API's queue (or the stream) is full. Nothing
 		// was stored.
@@ -220,11 +229,7 @@ func (e *Edge) jobStore(ctx context.Context) (*registry.JobStore, error) {
 	if s := e.jobs.Load(); s != nil {
 		return s, nil
 	}
-	js, err := jetstream.New(e.o.Conn)
-	if err != nil {
-		return nil, err
-	}
-	s, err := registry.OpenJobStore(ctx, js)
+	s, err := registry.NewJobStore(e.o.Conn)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +265,12 @@ func (e *Edge) serveJob(w http.ResponseWriter, r *http.Request, id, rest, sent s
 		return
 	}
 	n := e.inflight.Add(1)
-	defer e.inflight.Add(-1)
+	counted := true
+	defer func() {
+		if counted {
+			e.inflight.Add(-1)
+		}
+	}()
 	if limit := e.o.MaxInFlight; limit > 0 && n > limit {
 		writeError(w, bus.CodeOverloaded, "this edge is serving its limit of requests", id)
 		return
@@ -306,7 +316,11 @@ func (e *Edge) serveJob(w http.ResponseWriter, r *http.Request, id, rest, sent s
 		rcancel()
 	case sub == "events":
 		cancel() // the stream outlives the lookup's timeout
-		e.jobEvents(w, r, st, id)
+		// A stream lives long: it is no call in flight (it has its own
+		// cap), as a push connection is not.
+		e.inflight.Add(-1)
+		counted = false
+		e.jobEvents(w, r, jobs, st, id)
 	default:
 		_ = writeJSON(w, http.StatusOK, st)
 	}
@@ -353,9 +367,10 @@ func (e *Edge) writeJobResult(ctx context.Context, w http.ResponseWriter, jobs *
 		writeError(w, bus.CodeJobNotFound, "job "+st.ID+"'s result was larger than its API keeps, and could not be stored", id)
 		return
 	}
-	var stored io.ReadCloser
+	body := res.RawBody()
 	if res.Stored != "" {
-		obj, err := jobs.OpenResult(ctx, res.Stored)
+		var err error
+		body, err = jobs.LoadResult(ctx, res.Stored)
 		if errors.Is(err, registry.ErrNotFound) {
 			writeError(w, bus.CodeJobNotFound, "job "+st.ID+"'s result has expired", id)
 			return
@@ -364,8 +379,6 @@ func (e *Edge) writeJobResult(ctx context.Context, w http.ResponseWriter, jobs *
 			writeError(w, bus.CodeBusUnavailable, "the job store is not reachable from this edge", id)
 			return
 		}
-		defer func() { _ = obj.Close() }()
-		stored = obj
 	}
 	h := w.Header()
 	for k, vs := range res.Headers {
@@ -374,13 +387,7 @@ func (e *Edge) writeJobResult(ctx context.Context, w http.ResponseWriter, jobs *
 	h["X-Jetway-Job-State"] = []string{st.State}
 	h["Content-Length"] = []string{strconv.Itoa(res.Size)}
 	w.WriteHeader(res.Status)
-	if stored == nil {
-		_, _ = w.Write(res.RawBody())
-		return
-	}
-	if _, err := io.Copy(w, stored); err != nil {
-		e.log.Warn("sending a job's stored result", "job", st.ID, "request_id", id, "err", err)
-	}
+	_, _ = w.Write(body)
 }
 
 // Job event streams: at most maxJobStreams at once on an edge, each at
@@ -397,7 +404,7 @@ const (
 // the job ends, the caller goes or maxJobStream passes. A change is heard
 // as its worker writes it: one core subscription on the status's KV
 // subject, no consumer.
-func (e *Edge) jobEvents(w http.ResponseWriter, r *http.Request, st *registry.JobStatus, id string) {
+func (e *Edge) jobEvents(w http.ResponseWriter, r *http.Request, jobs *registry.JobStore, st *registry.JobStatus, id string) {
 	if n := e.jobStreams.Add(1); n > maxJobStreams {
 		e.jobStreams.Add(-1)
 		w.Header().Set("Retry-After", "5")
@@ -405,7 +412,7 @@ func (e *Edge) jobEvents(w http.ResponseWriter, r *http.Request, st *registry.Jo
 		return
 	}
 	defer e.jobStreams.Add(-1)
-	changes := make(chan *nats.Msg, 8)
+	changes := make(chan *nats.Msg, 64)
 	sub, err := e.o.Conn.ChanSubscribe(bus.JobStatusSubject(st.ID), changes)
 	if err != nil {
 		writeError(w, bus.CodeBusUnavailable, "the job store is not reachable from this edge", id)
@@ -416,10 +423,16 @@ func (e *Edge) jobEvents(w http.ResponseWriter, r *http.Request, st *registry.Jo
 	defer cancel()
 	// Read again once subscribed: a change between the first read and
 	// the subscription is not missed.
-	if jobs, err := e.jobStore(ctx); err == nil {
-		if now, err := jobs.Get(ctx, st.ID); err == nil && now.App == st.App {
-			st = now
+	reread := func() *registry.JobStatus {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer rcancel()
+		if now, err := jobs.Get(rctx, st.ID); err == nil && now.App == st.App {
+			return now
 		}
+		return nil
+	}
+	if now := reread(); now != nil {
+		st = now
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
@@ -428,12 +441,12 @@ func (e *Edge) jobEvents(w http.ResponseWriter, r *http.Request, st *registry.Jo
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	var last *registry.JobStatus
+	var last uint64
 	send := func(st *registry.JobStatus) bool {
-		if last != nil && st.State == last.State && st.Attempts == last.Attempts && st.Updated.Equal(last.Updated) {
-			return true // the read and the subscription both saw this write
+		if st.Revision <= last {
+			return true // seen already
 		}
-		last = st
+		last = st.Revision
 		b, _ := json.Marshal(st)
 		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if _, err := w.Write(append(append([]byte("event: status\ndata: "), b...), "\n\n"...)); err != nil {
@@ -455,12 +468,13 @@ func (e *Edge) jobEvents(w http.ResponseWriter, r *http.Request, st *registry.Jo
 			if _, err := w.Write([]byte(": ping\n\n")); err != nil || rc.Flush() != nil {
 				return
 			}
-		case m := <-changes:
-			var next registry.JobStatus
-			if json.Unmarshal(m.Data, &next) != nil || next.ID != st.ID || next.App != st.App {
-				continue // not this job's status as its worker writes it
+		case <-changes:
+			// A write was published; what the bucket kept is read back
+			// (a compare-and-set the stream refused is published too).
+			for len(changes) > 0 {
+				<-changes
 			}
-			if !send(&next) {
+			if next := reread(); next != nil && !send(next) {
 				return
 			}
 		}

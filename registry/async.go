@@ -39,8 +39,8 @@ type Async struct {
 	// (default 24h, at most MaxAsyncAge).
 	ResultTTL Duration `json:"result_ttl,omitempty"`
 	// MaxResult bounds the result body kept with the status (default
-	// 256KiB, at most MaxAsyncResult); a larger body is not kept, and the
-	// status says how large it was.
+	// 16KiB, at most MaxAsyncResult); a larger body is kept in the results
+	// stream, and the status links it.
 	MaxResult Size `json:"max_result,omitempty"`
 	// Callbacks tell the job's end to its caller's X-Callback-Url and
 	// the API's own destinations (callbacks.go).
@@ -59,8 +59,8 @@ const (
 	DefaultAsyncAge        = 24 * time.Hour
 	MaxAsyncAge            = 7 * 24 * time.Hour
 	MaxAsyncAttemptTimeout = 15 * time.Minute
-	DefaultAsyncResult     = Size(256 << 10)
-	MaxAsyncResult         = Size(1 << 20)
+	DefaultAsyncResult     = Size(16 << 10)
+	MaxAsyncResult         = Size(256 << 10)
 )
 
 // DefaultAsyncRetryOn are the outcomes an async job retries by default.

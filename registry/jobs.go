@@ -139,36 +139,33 @@ func NewJobResult(status int, h http.Header, body []byte, maxBody int) *JobResul
 	return r
 }
 
-// ResultObject is the name of the object that keeps a large result of a
-// job's attempt: a new name per attempt, so that no write ever replaces
-// (and has to purge) another.
-func ResultObject(id string, attempt int) string { return "j." + id + "." + strconv.Itoa(attempt) }
-
-// StoreResult keeps a result body larger than an API's max_result and
-// returns the object's name.
+// StoreResult keeps a result body larger than an API's max_result as one
+// message of the results stream, and returns its subject: a new one per
+// attempt, under the job's pool.
 func (s *JobStore) StoreResult(ctx context.Context, id string, attempt int, body []byte) (string, error) {
-	obs, err := s.js.ObjectStore(ctx, bus.BucketJobResults)
-	if err != nil {
-		return "", fmt.Errorf("opening the job results: %w", err)
-	}
-	name := ResultObject(id, attempt)
-	if _, err := obs.PutBytes(ctx, name, body); err != nil {
+	subj := bus.JobResultSubject(id, attempt)
+	if _, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: body}); err != nil {
 		return "", fmt.Errorf("storing job %s's result: %w", id, err)
 	}
-	return name, nil
+	return subj, nil
 }
 
-// OpenResult opens a stored result body (ErrNotFound when it has expired).
-func (s *JobStore) OpenResult(ctx context.Context, name string) (jetstream.ObjectResult, error) {
-	obs, err := s.js.ObjectStore(ctx, bus.BucketJobResults)
+// LoadResult reads a stored result body (ErrNotFound when it has gone:
+// its TTL passed, or the stream made room).
+func (s *JobStore) LoadResult(ctx context.Context, subject string) ([]byte, error) {
+	if !strings.HasPrefix(subject, bus.JobResultPrefix) {
+		return nil, fmt.Errorf("result %s: %w", subject, ErrNotFound)
+	}
+	m, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+bus.StreamJobResults+"."+subject, nil)
 	if err != nil {
-		return nil, fmt.Errorf("opening the job results: %w", err)
+		return nil, fmt.Errorf("reading result %s: %w", subject, err)
 	}
-	r, err := obs.Get(ctx, name)
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, fmt.Errorf("result %s: %w", name, ErrNotFound)
+	if st := m.Header.Get("Status"); st == "404" {
+		return nil, fmt.Errorf("result %s: %w", subject, ErrNotFound)
+	} else if st != "" {
+		return nil, fmt.Errorf("reading result %s: status %s %s", subject, st, m.Header.Get("Description"))
 	}
-	return r, err
+	return m.Data, nil
 }
 
 // RawBody is the kept body as bytes.
@@ -179,37 +176,49 @@ func (r *JobResult) RawBody() []byte {
 	return r.BodyBase64
 }
 
-// NewJobID is a job id: 128 random bits, lower-case base32 (26
-// characters) — unguessable, since an open API's job is found by its id
-// alone.
-func NewJobID() string {
+// NewJobID is a job id of an API tier of pool: the pool's token, a dot,
+// and 128 random bits in lower-case base32 (26 characters) — unguessable,
+// since an open API's job is found by its id alone. The pool is in the id
+// so that a pool's workers may read and write their own pool's jobs
+// only: the status key and the result subjects start with it.
+func NewJobID(pool string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+	return bus.PoolToken(pool) + "." + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
 // ValidJobID reports whether s has the shape NewJobID makes.
 func ValidJobID(s string) bool {
-	if len(s) != 26 {
-		return false
+	_, ok := JobPool(s)
+	return ok
+}
+
+// JobPool is the pool token of a job id (ok: s is a job id).
+func JobPool(s string) (poolToken string, ok bool) {
+	if len(s) < 28 || s[len(s)-27] != '.' {
+		return "", false
 	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
-			return false
+	poolToken, r := s[:len(s)-27], s[len(s)-26:]
+	for i := 0; i < len(r); i++ {
+		if c := r[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
+			return "", false
 		}
 	}
-	return true
+	if bus.ValidName(strings.ReplaceAll(poolToken, ":", ".")) != nil || strings.Contains(poolToken, ".") {
+		return "", false
+	}
+	return poolToken, true
 }
 
 // IdempotentJobID is the id of the job an Idempotency-Key of an app
-// makes on an API tier: the same key, app and tier make the same job,
-// whichever edge takes the call. Found from the key, as the key's
+// makes on an API tier of pool: the same key, app and tier make the same
+// job, whichever edge takes the call. Found from the key, as the key's
 // semantics require; only the app that submitted a job may read it,
 // except on an open API, where whoever holds the key could submit it
 // again and learn the id anyway.
-func IdempotentJobID(apiKey, app, key string) string {
+func IdempotentJobID(pool, apiKey, app, key string) string {
 	sum := sha256.Sum256([]byte("jetway-job\x00" + apiKey + "\x00" + app + "\x00" + key))
-	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
+	return bus.PoolToken(pool) + "." + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
 }
 
 // Errors of the job store.
@@ -220,36 +229,53 @@ var (
 
 // JobStore reads and writes job statuses in BucketJobs. Each value has
 // its own TTL (the API's result_ttl, counted from its last write), so a
-// bucket needs no sweeper.
+// bucket needs no sweeper. It reads one key at a time with a direct get
+// and writes with a publish on the key's subject — the only uses of the
+// bucket a worker's user has, for its own pools' keys (bus.RolePermissions):
+// no stream info, no consumer, so a worker lists and reads no other pool's.
 type JobStore struct {
+	nc *nats.Conn
 	js jetstream.JetStream
-	kv jetstream.KeyValue
 }
 
-// OpenJobStore opens the job status bucket (the admin creates it:
-// OpenJobStreams).
-func OpenJobStore(ctx context.Context, js jetstream.JetStream) (*JobStore, error) {
-	kv, err := js.KeyValue(ctx, bus.BucketJobs)
+// NewJobStore is the job store over nc (no I/O: the admin creates the
+// bucket, OpenJobStreams).
+func NewJobStore(nc *nats.Conn) (*JobStore, error) {
+	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("opening bucket %s: %w", bus.BucketJobs, err)
+		return nil, err
 	}
-	return &JobStore{js: js, kv: kv}, nil
+	return &JobStore{nc: nc, js: js}, nil
+}
+
+// OpenJobStore is NewJobStore over js's connection.
+func OpenJobStore(_ context.Context, js jetstream.JetStream) (*JobStore, error) {
+	return &JobStore{nc: js.Conn(), js: js}, nil
 }
 
 // Get reads a job's status (ErrNotFound when there is none: never, or its
 // TTL passed).
 func (s *JobStore) Get(ctx context.Context, id string) (*JobStatus, error) {
-	e, err := s.kv.Get(ctx, bus.JobKeyPrefix+id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
-	} else if err != nil {
+	m, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+bus.BucketJobs+"."+bus.JobStatusSubject(id), nil)
+	if err != nil {
 		return nil, fmt.Errorf("reading job %s: %w", id, err)
 	}
+	if st := m.Header.Get("Status"); st == "404" {
+		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	} else if st != "" {
+		return nil, fmt.Errorf("reading job %s: status %s %s", id, st, m.Header.Get("Description"))
+	}
+	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" || len(m.Data) == 0 {
+		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
 	var st JobStatus
-	if err := json.Unmarshal(e.Value(), &st); err != nil {
+	if err := json.Unmarshal(m.Data, &st); err != nil {
 		return nil, fmt.Errorf("job %s: stored status is damaged: %w", id, err)
 	}
-	st.Revision = e.Revision()
+	if st.ID != id {
+		return nil, fmt.Errorf("job %s: stored status is another's", id)
+	}
+	st.Revision, _ = strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 	return &st, nil
 }
 
@@ -300,60 +326,60 @@ func (s *JobStore) put(ctx context.Context, key string, value []byte, rev uint64
 }
 
 // Publish stores a job's message in the jobs stream (deduplicated by its
-// Nats-Msg-Id within two minutes).
-func (s *JobStore) Publish(ctx context.Context, m *nats.Msg) error {
-	_, err := s.js.PublishMsg(ctx, m)
-	return err
-}
-
-// Delete forgets a job's status.
-func (s *JobStore) Delete(ctx context.Context, id string) error {
-	return s.kv.Purge(ctx, bus.JobKeyPrefix+id)
+// Nats-Msg-Id within two minutes: duplicate says the stream had it).
+func (s *JobStore) Publish(ctx context.Context, m *nats.Msg) (duplicate bool, err error) {
+	ack, err := s.js.PublishMsg(ctx, m)
+	if err != nil {
+		return false, err
+	}
+	return ack.Duplicate, nil
 }
 
 // Job stream bounds. A job waits at most MaxAsyncAge; the stream refuses
 // new jobs (never drops one it accepted) past JobsMaxBytes in all or
-// JobsMaxPerAPI queued for one API tier. A server without the room gets
-// the largest halving of JobsMaxBytes it can reserve.
+// JobsMaxPerAPI queued for one API tier. The status bucket refuses a new
+// status past JobsBucketMaxBytes (a status is a few KiB: results above
+// max_result go to the results stream, which makes room by dropping its
+// oldest). A server without the room gets the largest halving of each it
+// can reserve.
 const (
-	JobsMaxBytes       = 1 << 30
-	JobsMaxPerAPI      = 100_000
-	DeadLettersMaxAge  = 30 * 24 * time.Hour
-	DeadLettersMaxByte = 1 << 30
-	JobsBucketMaxBytes = 1 << 30
+	JobsMaxBytes          = 1 << 30
+	JobsMaxPerAPI         = 100_000
+	DeadLettersMaxAge     = 30 * 24 * time.Hour
+	DeadLettersMaxByte    = 1 << 30
+	JobsBucketMaxBytes    = 4 << 30
+	JobResultsMaxBytes    = 4 << 30
+	jobStatusMaxValue     = int32(MaxAsyncResult)*6 + 64<<10 // the largest kept body JSON-escaped, and the rest
+	jobStatusMarkerTTL    = time.Minute
+	jobStatusBucketMaxAge = MaxAsyncAge + 24*time.Hour // each value has its own, shorter TTL
 )
 
 // OpenJobStreams opens what async jobs are kept in, creating it when
 // missing: the jobs stream (work queue: a job is gone once a worker acks
-// it), the status bucket and the dead letters.
+// it), the status bucket, the results stream and the dead letters. The
+// status bucket is a KV bucket's stream made by hand, to deny what a KV
+// bucket allows: a rollup (Nats-Rollup: all would let any edge or
+// worker, whose users write statuses, wipe every job's), deletes and
+// purges by the API.
 func OpenJobStreams(ctx context.Context, js jetstream.JetStream, o BucketOptions) error {
-	if _, err := js.KeyValue(ctx, bus.BucketJobs); errors.Is(err, jetstream.ErrBucketNotFound) {
-		cfg := jetstream.KeyValueConfig{
-			Bucket:         bus.BucketJobs,
-			Description:    "Jetway async job statuses (j.<id>) and idempotency keys (i.<digest>): edges and workers read and write",
-			History:        1,
-			TTL:            MaxAsyncAge + 24*time.Hour, // each value has its own, shorter TTL
-			LimitMarkerTTL: time.Minute,
-			MaxValueSize:   int32(MaxAsyncResult) + 64<<10,
-			MaxBytes:       JobsBucketMaxBytes,
-			Storage:        jetstream.FileStorage,
-			Replicas:       max(o.Replicas, 1),
-		}
-		for {
-			_, err := js.CreateKeyValue(ctx, cfg)
-			if err == nil || errors.Is(err, jetstream.ErrBucketExists) {
-				break
-			}
-			if noRoomFor(err) && cfg.MaxBytes/2 >= PushStreamMinBytes {
-				cfg.MaxBytes /= 2
-				continue
-			}
-			return fmt.Errorf("creating bucket %s: %w", bus.BucketJobs, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("opening bucket %s: %w", bus.BucketJobs, err)
-	}
 	streams := []jetstream.StreamConfig{{
+		Name:                   "KV_" + bus.BucketJobs,
+		Description:            "Jetway async job statuses (key j.<pool token>.<id>): edges and each pool's workers write their own",
+		Subjects:               []string{"$KV." + bus.BucketJobs + ".>"},
+		MaxMsgsPerSubject:      1,
+		Discard:                jetstream.DiscardNew,
+		MaxAge:                 jobStatusBucketMaxAge,
+		MaxBytes:               JobsBucketMaxBytes,
+		MaxMsgSize:             jobStatusMaxValue,
+		AllowDirect:            true,
+		AllowMsgTTL:            true,
+		SubjectDeleteMarkerTTL: jobStatusMarkerTTL,
+		DenyDelete:             true,
+		DenyPurge:              true,
+		Duplicates:             2 * time.Minute,
+		Storage:                jetstream.FileStorage,
+		Replicas:               max(o.Replicas, 1),
+	}, {
 		Name:                 bus.StreamJobs,
 		Description:          "Jetway async jobs (edges publish; each pool's workers take theirs from one durable consumer)",
 		Subjects:             []string{bus.JobsPrefix + ">"},
@@ -369,6 +395,19 @@ func OpenJobStreams(ctx context.Context, js jetstream.JetStream, o BucketOptions
 		Storage:              jetstream.FileStorage,
 		Replicas:             max(o.Replicas, 1),
 	}, {
+		Name:        bus.StreamJobResults,
+		Description: "Jetway async job results larger than their API's max_result (each pool's workers write theirs, edges read)",
+		Subjects:    []string{bus.JobResultPrefix + ">"},
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      jobStatusBucketMaxAge,
+		MaxBytes:    JobResultsMaxBytes,
+		MaxMsgSize:  int32(MaxMaxBody) + 64<<10,
+		AllowDirect: true,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(o.Replicas, 1),
+	}, {
 		Name:        bus.StreamDeadLetters,
 		Description: "Jetway dead letters: async jobs that ended without success (jetway dlq)",
 		Subjects:    []string{bus.DeadLetterPrefix + ">"},
@@ -381,24 +420,6 @@ func OpenJobStreams(ctx context.Context, js jetstream.JetStream, o BucketOptions
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(o.Replicas, 1),
 	}}
-	if _, err := js.ObjectStore(ctx, bus.BucketJobResults); errors.Is(err, jetstream.ErrBucketNotFound) {
-		cfg := jetstream.ObjectStoreConfig{Bucket: bus.BucketJobResults,
-			Description: "Jetway async job results larger than their API's max_result (workers write, edges read)",
-			TTL:         MaxAsyncAge + 24*time.Hour, MaxBytes: JobsBucketMaxBytes, Storage: jetstream.FileStorage, Replicas: max(o.Replicas, 1)}
-		for {
-			_, err := js.CreateObjectStore(ctx, cfg)
-			if err == nil || errors.Is(err, jetstream.ErrBucketExists) {
-				break
-			}
-			if noRoomFor(err) && cfg.MaxBytes/2 >= PushStreamMinBytes {
-				cfg.MaxBytes /= 2
-				continue
-			}
-			return fmt.Errorf("creating object store %s: %w", bus.BucketJobResults, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("opening object store %s: %w", bus.BucketJobResults, err)
-	}
 	for _, cfg := range streams {
 		if _, err := js.Stream(ctx, cfg.Name); err == nil {
 			continue

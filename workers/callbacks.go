@@ -72,7 +72,7 @@ func (j *job) sendCallbacks(targets []registry.Destination) {
 	for i, d := range targets {
 		h := nats.Header{}
 		h.Set(bus.HdrJobID, st.ID)
-		h.Set(jetstream.MsgIDHeader, "cb."+st.ID+"."+strconv.Itoa(i)+"."+st.State)
+		h.Set(jetstream.MsgIDHeader, "cb."+st.ID+"."+strconv.Itoa(i)+"."+j.seq())
 		h.Set(hdrCallbackIndex, strconv.Itoa(i))
 		h.Set(hdrCallbackTier, tier)
 		if d.URL != "" {
@@ -115,7 +115,14 @@ func (w *Worker) runCallback(m jetstream.Msg, name string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Timeout)+5*time.Second)
 	defer cancel()
-	err = w.deliverCallback(ctx, m, cfg)
+	stop := (&job{m: m}).keepInProgress(w.o.JobAckWait / 3) // a slow receiver is not delivered to twice
+	err = allowedTarget(h, cfg)
+	if err == nil {
+		err = w.deliverCallback(ctx, m, cfg)
+	} else {
+		attempt = cfg.Attempts // a target the API does not allow now is not tried again
+	}
+	stop()
 	state := registry.CallbackDelivered
 	switch {
 	case err == nil:
@@ -146,6 +153,26 @@ func (w *Worker) runCallback(m jetstream.Msg, name string) {
 		w.deadCallback(ctx, m, attempt, err)
 	}
 	_ = m.Ack()
+}
+
+// allowedTarget checks a callback message's target against its API as
+// this worker serves it now: one of the API's own destinations, or a URL
+// its allowlist takes. A message names its target, and an edge's user
+// could have written one: a worker never sends where the API does not
+// say it may.
+func allowedTarget(h nats.Header, cfg *registry.Callbacks) error {
+	subj, u := h.Get(bus.HdrCallbackSubject), h.Get(bus.HdrCallbackURL)
+	for _, d := range []*registry.Destination{cfg.OnSuccess, cfg.OnFailure} {
+		if d != nil && ((subj != "" && d.Subject == subj) || (u != "" && d.URL == u)) {
+			return nil
+		}
+	}
+	if u != "" {
+		if _, err := cfg.CallbackURL(u); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("the callback's target is not one its API allows (now)")
 }
 
 // callbackConfig is the callback policy of an API tier as this worker
@@ -264,7 +291,11 @@ func (w *Worker) deadCallback(ctx context.Context, m jetstream.Msg, attempts int
 	for k, vs := range m.Headers() {
 		h[k] = vs
 	}
-	h.Set(jetstream.MsgIDHeader, "dlq.cb."+m.Headers().Get(bus.HdrJobID)+"."+m.Headers().Get(hdrCallbackIndex))
+	seq := "0"
+	if md, err := m.Metadata(); err == nil {
+		seq = strconv.FormatUint(md.Sequence.Stream, 10)
+	}
+	h.Set(jetstream.MsgIDHeader, "dlq.cb."+m.Headers().Get(bus.HdrJobID)+"."+m.Headers().Get(hdrCallbackIndex)+"."+seq)
 	h.Set(registry.HdrDeadReason, registry.ReasonCallback)
 	h.Set(registry.HdrDeadState, registry.CallbackFailed)
 	h.Set(registry.HdrDeadAttempts, strconv.Itoa(attempts))

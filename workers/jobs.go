@@ -53,15 +53,15 @@ type jobPool struct {
 	done chan struct{}
 }
 
-// applyJobs starts taking the jobs of the pools that have an API taking
-// async calls, and stops for pools that no longer have one. Called by
-// Apply with w.mu held.
+// applyJobs takes the jobs of every pool this worker serves an API of —
+// not only those with an API taking async calls now: the jobs an API took
+// before its async block went (or the API itself) still run or end as
+// dead letters — and stops for pools it serves no API of any more. Called
+// by Apply with w.mu held.
 func (w *Worker) applyJobs(want map[string]*registry.API) {
 	pools := map[string]bool{}
 	for _, a := range want {
-		if a.Async != nil {
-			pools[a.Pool] = true
-		}
+		pools[a.Pool] = true
 	}
 	for p, jp := range w.jobPools {
 		if !pools[p] {
@@ -96,7 +96,11 @@ func (w *Worker) takeJobs(ctx context.Context, pool string) {
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       w.o.JobAckWait,
 			MaxDeliver:    -1, // a job ends by its attempts and max_age, counted in its status
-			MaxAckPending: 10_000,
+			// No cap on jobs delivered and not acked: a worker takes only
+			// as many as it has slots, and a cap would count the jobs
+			// waiting out a backoff, so that one API retrying a backlog
+			// would stall its pool's other APIs.
+			MaxAckPending: -1,
 			MaxWaiting:    512,
 		})
 		if err == nil {
@@ -182,7 +186,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 	defer cancel()
 	id := m.Headers().Get(bus.HdrJobID)
 	tok, tier, name, ok := bus.ParseJobSubject(m.Subject())
-	if !ok || tok != bus.PoolToken(pool) || !registry.ValidJobID(id) {
+	if idTok, idOK := registry.JobPool(id); !ok || !idOK || tok != bus.PoolToken(pool) || idTok != tok {
 		// Nothing can run it: only a node with an edge's credentials
 		// could have written it.
 		w.log.Warn("async job malformed; dropped", "subject", m.Subject(), "job", id)
@@ -203,6 +207,33 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 	if md, err := m.Metadata(); err == nil {
 		submitted = md.Timestamp
 	}
+	// The API tier as this worker serves it; a job with none here ends
+	// (read first: its status tells it was cancelled, say) once the
+	// registry says its API is gone or moved to another pool.
+	key := jobKey(name, tier)
+	w.mu.Lock()
+	as := w.subs[key]
+	w.mu.Unlock()
+	var api *registry.API
+	cfg := defaultAsync()
+	if as != nil {
+		if api = as.state.Load().api; api.Async != nil {
+			cfg = api.Async // else: the API stopped taking new jobs; those it took still run
+		}
+	} else if !w.apiGone(name, tier, pool) {
+		_ = m.NakWithDelay(jobRetryDelay) // not applied here yet
+		return
+	}
+	// Admitted before anything is read: a job put back because its API
+	// is at its concurrency costs the store nothing.
+	var inv invocation
+	if as != nil && time.Since(submitted) <= time.Duration(cfg.MaxAge) {
+		if inv, err = w.admitUntil(as, time.Now().Add(time.Duration(cfg.AttemptTimeout))); err != nil {
+			_ = m.NakWithDelay(jobRetryDelay) // the API is at its concurrency: later
+			return
+		}
+		defer inv.end()
+	}
 	st, err := jobs.Get(ctx, id)
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
@@ -217,51 +248,30 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 		_ = m.NakWithDelay(jobRetryDelay)
 		return
 	}
-	j := &job{w: w, m: m, jobs: jobs, st: st, ctx: ctx}
+	j := &job{w: w, m: m, jobs: jobs, st: st, ctx: ctx, cfg: cfg}
 	switch {
 	case st.State == registry.JobCancelled:
-		w.jobCount(jobKey(name, tier)).cancelled.Add(1)
+		w.jobCount(key).cancelled.Add(1)
 		j.deadLetter(registry.ReasonCancelled)
 		_ = m.Ack()
 		return
 	case st.Final():
 		_ = m.Ack() // delivered again after it ended (its ack was lost)
 		return
-	}
-	key := jobKey(name, tier)
-	w.mu.Lock()
-	as := w.subs[key]
-	w.mu.Unlock()
-	if as == nil {
-		if w.apiGone(name, tier) {
-			j.cfg = defaultAsync()
-			j.finish(registry.JobDead, registry.ReasonAPIRemoved)
-			return
-		}
-		_ = m.NakWithDelay(jobRetryDelay) // not applied here yet
+	case as == nil:
+		j.finish(registry.JobDead, registry.ReasonAPIRemoved)
 		return
 	}
-	api := as.state.Load().api
-	j.cfg = api.Async
-	if j.cfg == nil { // the API stopped taking new jobs; those it took still run
-		j.cfg = defaultAsync()
-	}
-	st.MaxAttempts = j.cfg.Attempts
-	if time.Since(submitted) > time.Duration(j.cfg.MaxAge) {
+	st.MaxAttempts = cfg.Attempts
+	if time.Since(submitted) > time.Duration(cfg.MaxAge) {
 		j.finish(registry.JobDead, registry.ReasonExpired)
 		return
 	}
-	if st.Attempts >= j.cfg.Attempts {
+	if st.Attempts >= cfg.Attempts {
 		// Its attempts went with workers that died during them.
 		j.finish(registry.JobDead, registry.ReasonExhausted)
 		return
 	}
-	inv, err := w.admit(as, time.Now().Add(time.Duration(j.cfg.AttemptTimeout)))
-	if err != nil {
-		_ = m.NakWithDelay(jobRetryDelay) // the API is at its concurrency: later
-		return
-	}
-	defer inv.end()
 	st.State, st.NextAttempt = registry.JobRunning, nil
 	st.Attempts++
 	j.count = w.jobCount(key)
@@ -462,7 +472,7 @@ func (j *job) deadLetter(reason string) {
 	for k, vs := range m.Headers() {
 		h[k] = vs
 	}
-	h.Set(jetstream.MsgIDHeader, "dlq."+st.ID+"."+reason)
+	h.Set(jetstream.MsgIDHeader, "dlq."+st.ID+"."+j.seq())
 	h.Set(registry.HdrDeadReason, reason)
 	h.Set(registry.HdrDeadState, st.State)
 	h.Set(registry.HdrDeadAttempts, strconv.Itoa(st.Attempts))
@@ -481,6 +491,16 @@ func (j *job) deadLetter(reason string) {
 	if _, err := j.w.js.PublishMsg(j.ctx, out); err != nil {
 		j.w.log.Error("async job's dead letter not written", "job", st.ID, "reason", reason, "err", err)
 	}
+}
+
+// seq is the job message's stream sequence: what keeps the ids of the
+// messages its end makes (dead letter, callbacks) apart from a replay's,
+// whose message is another (deduplication would drop them otherwise).
+func (j *job) seq() string {
+	if md, err := j.m.Metadata(); err == nil {
+		return strconv.FormatUint(md.Sequence.Stream, 10)
+	}
+	return "0"
 }
 
 // keepInProgress tells the stream the job is still being worked on until
@@ -557,18 +577,25 @@ func defaultAsync() *registry.Async {
 }
 
 // apiGone reports whether the registry as last applied has no such API
-// tier any more.
-func (w *Worker) apiGone(name, tier string) bool {
+// tier any more in pool (deleted, or moved to another pool, whose
+// workers do not read this pool's jobs).
+func (w *Worker) apiGone(name, tier, pool string) bool {
 	s := w.snap.Load()
 	if s == nil {
 		return false
 	}
-	if tier == bus.TierDraft {
-		_, ok := s.Drafts[name]
-		return !ok
+	var a *registry.API
+	switch tier {
+	case bus.TierDraft:
+		a = s.Drafts[name]
+	case bus.TierSandbox:
+		if p := s.APIs[name]; p != nil {
+			a = p.SandboxAPI()
+		}
+	default:
+		a = s.APIs[name]
 	}
-	a, ok := s.APIs[name]
-	return !ok || (tier == bus.TierSandbox && a.Sandbox == nil)
+	return a == nil || a.Pool != pool
 }
 
 // jobStore opens the job status bucket on first need (the admin makes
@@ -577,7 +604,7 @@ func (w *Worker) jobStore(ctx context.Context) (*registry.JobStore, error) {
 	if s := w.jobs.Load(); s != nil {
 		return s, nil
 	}
-	s, err := registry.OpenJobStore(ctx, w.js)
+	s, err := registry.NewJobStore(w.o.Conn)
 	if err != nil {
 		return nil, err
 	}

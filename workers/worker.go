@@ -473,13 +473,23 @@ type invocation struct {
 // admitted call holds its API's backend instance and counts as in flight
 // until end.
 func (w *Worker) admit(as *apiSub, sent time.Time) (invocation, error) {
+	return w.admitAt(as, sent, true)
+}
+
+// admitUntil is admit for an async job's attempt, whose deadline is its
+// own (the API's attempt_timeout), not capped by the API's timeout.
+func (w *Worker) admitUntil(as *apiSub, deadline time.Time) (invocation, error) {
+	return w.admitAt(as, deadline, false)
+}
+
+func (w *Worker) admitAt(as *apiSub, sent time.Time, capped bool) (invocation, error) {
 	st := as.acquire()
 	if st == nil {
 		return invocation{}, bus.Errorf(bus.CodeNoWorkers, "the api is no longer served by this worker")
 	}
 	now := time.Now()
 	deadline := now.Add(st.timeout)
-	if !sent.IsZero() && sent.Before(deadline) {
+	if !sent.IsZero() && (sent.Before(deadline) || !capped) {
 		deadline = sent
 	}
 	if !deadline.After(now) {
