@@ -38,8 +38,9 @@ import (
 const (
 	jobSlots      = 64              // jobs one worker runs at once per pool
 	jobFetchWait  = 5 * time.Second // how long one pull waits for jobs
-	jobRetryDelay = time.Second     // a job this worker cannot take now comes back after
-	jobWriteTries = 20              // tries of a job's final status write, 500ms apart
+	jobGather     = 2 * time.Millisecond
+	jobRetryDelay = time.Second // a job this worker cannot take now comes back after
+	jobWriteTries = 20          // tries of a job's final status write, 500ms apart
 )
 
 // DefaultJobAckWait is how long a job taken by a worker that went silent
@@ -129,16 +130,30 @@ func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consu
 		case <-ctx.Done():
 			return nil
 		}
+		// Take what else is free; with few free, wait a moment for more,
+		// so that a deep queue is pulled in batches, not one pull (one
+		// round trip) per job that ends.
 		n := 1
+		gather := time.NewTimer(jobGather)
+	take:
 		for n < jobSlots {
+			if n >= jobSlots/4 {
+				select {
+				case slots <- struct{}{}:
+					n++
+					continue
+				default:
+					break take
+				}
+			}
 			select {
 			case slots <- struct{}{}:
 				n++
-				continue
-			default:
+			case <-gather.C:
+				break take
 			}
-			break
 		}
+		gather.Stop()
 		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(jobFetchWait))
 		if err != nil {
 			for range n {
