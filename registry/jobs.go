@@ -156,16 +156,31 @@ func (s *JobStore) LoadResult(ctx context.Context, subject string) ([]byte, erro
 	if !strings.HasPrefix(subject, bus.JobResultPrefix) {
 		return nil, fmt.Errorf("result %s: %w", subject, ErrNotFound)
 	}
-	m, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+bus.StreamJobResults+"."+subject, nil)
+	m, err := directGet(ctx, s.nc, bus.StreamJobResults, subject)
 	if err != nil {
 		return nil, fmt.Errorf("reading result %s: %w", subject, err)
 	}
-	if st := m.Header.Get("Status"); st == "404" {
-		return nil, fmt.Errorf("result %s: %w", subject, ErrNotFound)
-	} else if st != "" {
-		return nil, fmt.Errorf("reading result %s: status %s %s", subject, st, m.Header.Get("Description"))
-	}
 	return m.Data, nil
+}
+
+// directGet reads the last message of subject in stream with one direct
+// get (a request whose subject names the message's: what a role narrowed
+// to some keys may be allowed). A missing or deleted one is ErrNotFound.
+func directGet(ctx context.Context, nc *nats.Conn, stream, subject string) (*nats.Msg, error) {
+	m, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream+"."+subject, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch st := m.Header.Get("Status"); {
+	case st == "404":
+		return nil, ErrNotFound
+	case st != "":
+		return nil, fmt.Errorf("status %s %s", st, m.Header.Get("Description"))
+	}
+	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return nil, ErrNotFound
+	}
+	return m, nil
 }
 
 // RawBody is the kept body as bytes.
@@ -256,17 +271,11 @@ func OpenJobStore(_ context.Context, js jetstream.JetStream) (*JobStore, error) 
 // Get reads a job's status (ErrNotFound when there is none: never, or its
 // TTL passed).
 func (s *JobStore) Get(ctx context.Context, id string) (*JobStatus, error) {
-	m, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+bus.BucketJobs+"."+bus.JobStatusSubject(id), nil)
-	if err != nil {
+	m, err := directGet(ctx, s.nc, "KV_"+bus.BucketJobs, bus.JobStatusSubject(id))
+	if errors.Is(err, ErrNotFound) || (err == nil && len(m.Data) == 0) {
+		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	} else if err != nil {
 		return nil, fmt.Errorf("reading job %s: %w", id, err)
-	}
-	if st := m.Header.Get("Status"); st == "404" {
-		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
-	} else if st != "" {
-		return nil, fmt.Errorf("reading job %s: status %s %s", id, st, m.Header.Get("Description"))
-	}
-	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" || len(m.Data) == 0 {
-		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
 	var st JobStatus
 	if err := json.Unmarshal(m.Data, &st); err != nil {

@@ -266,18 +266,11 @@ func LoadSecret(ctx context.Context, nc *nats.Conn, pool, name string) ([]byte, 
 	if err := secretKeyCheck(pool, name); err != nil {
 		return nil, 0, err
 	}
-	m, err := nc.RequestWithContext(ctx, bus.SecretGetPrefix+"."+bus.SecretKey(pool, name), nil)
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading secret %s of pool %s: %w", name, pool, err)
-	}
-	if st := m.Header.Get("Status"); st != "" {
-		if st == "404" {
-			return nil, 0, fmt.Errorf("secret %s of pool %s: %w", name, pool, ErrSecretNotFound)
-		}
-		return nil, 0, fmt.Errorf("reading secret %s of pool %s: status %s %s", name, pool, st, m.Header.Get("Description"))
-	}
-	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+	m, err := directGet(ctx, nc, "KV_"+bus.BucketSecrets, "$KV."+bus.BucketSecrets+"."+bus.SecretKey(pool, name))
+	if errors.Is(err, ErrNotFound) {
 		return nil, 0, fmt.Errorf("secret %s of pool %s: %w", name, pool, ErrSecretNotFound)
+	} else if err != nil {
+		return nil, 0, fmt.Errorf("reading secret %s of pool %s: %w", name, pool, err)
 	}
 	rev, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 	return m.Data, rev, nil
