@@ -116,6 +116,7 @@ func TestCLIOverREST(t *testing.T) {
 	if r := runCmd("", "api", "list", "--admin-url", srv.URL, "--admin-token", "wrong-token-wrong-token-wrong-tok"); r.code != 1 || !strings.Contains(r.stderr, "UNAUTHENTICATED") {
 		t.Fatalf("a wrong token: %+v", r)
 	}
+
 	changes, err := g.Client.Audit(context.Background(), time.Time{}, "api", 100)
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +125,40 @@ func TestCLIOverREST(t *testing.T) {
 		if c.Actor != "bootstrap-token" {
 			t.Errorf("change %+v not by the token", c)
 		}
+	}
+
+	// The dead letters of async jobs, over REST as over NATS.
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) }))
+	t.Cleanup(down.Close)
+	g.Publish(`{"name":"rest.jobs","pool":"p","route":{"method":"POST","path":"/rest/jobs"},"backend":{"type":"http","url":"` + down.URL + `"},"async":{"attempts":1}}`)
+	if r := g.Do("POST", "/rest/jobs", strings.NewReader("x"), "Prefer", "respond-async"); r.Status != 202 {
+		t.Fatalf("submit: %d %s", r.Status, r.Body)
+	}
+	var seq string
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		r := cli("", "dlq", "list", "rest.jobs")
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(line); len(f) > 5 && f[2] == "rest.jobs" && f[5] == "retries_exhausted" {
+				seq = f[0]
+				return nil
+			}
+		}
+		return fmt.Errorf("dlq list: %+v", r)
+	})
+	if r := cli("", "dlq", "show", seq); r.code != 0 || !strings.Contains(r.stdout, `"body":"x"`) {
+		t.Fatalf("dlq show: %+v", r)
+	}
+	if r := cli("", "dlq", "replay", seq); r.code != 0 || !strings.Contains(r.stdout, "sent again") {
+		t.Fatalf("dlq replay: %+v", r)
+	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error { // it fails again
+		if r := cli("", "dlq", "list", "rest.jobs"); strings.Count(r.stdout, "rest.jobs") != 1 {
+			return fmt.Errorf("dlq list after the replay: %+v", r)
+		}
+		return nil
+	})
+	if r := cli("", "dlq", "purge", "rest.jobs"); r.code != 0 || !strings.Contains(r.stdout, "1 dead letters removed") {
+		t.Fatalf("dlq purge: %+v", r)
 	}
 }
 
