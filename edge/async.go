@@ -62,11 +62,7 @@ func (c *call) enqueue() error {
 	rt, as := c.rt, c.rt.api.Async
 	ctx, cancel := context.WithDeadline(c.r.Context(), c.deadline)
 	defer cancel()
-	jobs, err := c.e.jobStore(ctx)
-	if err != nil {
-		c.e.log.Warn("async jobs unavailable", "api", rt.api.Name, "request_id", c.id, "err", err)
-		return c.refuse(bus.CodeBusUnavailable, "async jobs are not available on this edge now")
-	}
+	jobs := c.e.jobs
 	app := ""
 	if c.app != nil {
 		app = c.app.app.ID
@@ -218,25 +214,6 @@ func (c *call) accepted(id, state string) error {
 	return errEnded
 }
 
-// jobStore opens the job status bucket on first need: it is the admin's
-// to create, and may be made after this edge started.
-func (e *Edge) jobStore(ctx context.Context) (*registry.JobStore, error) {
-	if s := e.jobs.Load(); s != nil {
-		return s, nil
-	}
-	e.jobsMu.Lock()
-	defer e.jobsMu.Unlock()
-	if s := e.jobs.Load(); s != nil {
-		return s, nil
-	}
-	s, err := registry.NewJobStore(e.o.Conn)
-	if err != nil {
-		return nil, err
-	}
-	e.jobs.Store(s)
-	return s, nil
-}
-
 // serveJob answers /_jetway/jobs/<id> (GET: the job's status; DELETE:
 // cancel it while it is pending) and /_jetway/jobs/<id>/result (GET: the
 // backend's answer as it was). Only the app that submitted a job may see
@@ -277,11 +254,7 @@ func (e *Edge) serveJob(w http.ResponseWriter, r *http.Request, id, rest, sent s
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	jobs, err := e.jobStore(ctx)
-	if err != nil {
-		writeError(w, bus.CodeBusUnavailable, "async jobs are not available on this edge now", id)
-		return
-	}
+	jobs := e.jobs
 	st, err := jobs.Get(ctx, jobID)
 	if errors.Is(err, registry.ErrNotFound) {
 		notFound()

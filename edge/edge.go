@@ -91,11 +91,9 @@ type Edge struct {
 	shared              *sharedStore // the shared response cache (sharedcache.go)
 	purges              sync.Map     // API name → time.Time of its last purge on this edge (cache.go)
 	cluster             *cluster
-	tracer              trace.Tracer // nil: tracing off
-	// jobs is the async job store, opened on first need (async.go).
-	jobs       atomic.Pointer[registry.JobStore]
-	jobsMu     sync.Mutex
-	jobStreams atomic.Int64 // job event streams open (async.go)
+	tracer              trace.Tracer       // nil: tracing off
+	jobs                *registry.JobStore // the async jobs' statuses and results (async.go)
+	jobStreams          atomic.Int64       // job event streams open (async.go)
 }
 
 // router is the compiled form of one registry snapshot.
@@ -233,8 +231,12 @@ func New(o Options) (*Edge, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	jobs, err := registry.NewJobStore(o.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
 	e := &Edge{o: o, log: o.Logger, cluster: newCluster(o.ClusterInterval), tracer: otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/edge"),
-		refreshes: &semaphore{ch: make(chan struct{}, maxRefreshes)}, shared: newSharedStore(o.Conn, o.Logger)}
+		refreshes: &semaphore{ch: make(chan struct{}, maxRefreshes)}, shared: newSharedStore(o.Conn, o.Logger), jobs: jobs}
 	e.Apply(&registry.Snapshot{})
 	return e, nil
 }

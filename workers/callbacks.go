@@ -248,10 +248,7 @@ func (w *Worker) deliverCallback(ctx context.Context, m jetstream.Msg, cfg *regi
 // noteCallback writes how a callback went into its job's status (when the
 // status is still kept).
 func (w *Worker) noteCallback(ctx context.Context, id string, idx, attempt int, state string, cause error) {
-	jobs, err := w.jobStore(ctx)
-	if err != nil {
-		return
-	}
+	jobs := w.jobs
 	for range 5 {
 		st, err := jobs.Get(ctx, id)
 		if err != nil || idx >= len(st.Callbacks) {

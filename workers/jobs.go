@@ -212,12 +212,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 		w.runCallback(m, name)
 		return
 	}
-	jobs, err := w.jobStore(ctx)
-	if err != nil {
-		w.log.Warn("async job store unavailable", "job", id, "err", err)
-		_ = m.NakWithDelay(jobRetryDelay)
-		return
-	}
+	jobs := w.jobs
 	submitted := time.Now()
 	if md, err := m.Metadata(); err == nil {
 		submitted = md.Timestamp
@@ -243,6 +238,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 	// is at its concurrency costs the store nothing.
 	var inv invocation
 	if as != nil && time.Since(submitted) <= time.Duration(cfg.MaxAge) {
+		var err error
 		if inv, err = w.admitUntil(as, time.Now().Add(time.Duration(cfg.AttemptTimeout))); err != nil {
 			_ = m.NakWithDelay(jobRetryDelay) // the API is at its concurrency: later
 			return
@@ -611,20 +607,6 @@ func (w *Worker) apiGone(name, tier, pool string) bool {
 		a = s.APIs[name]
 	}
 	return a == nil || a.Pool != pool
-}
-
-// jobStore opens the job status bucket on first need (the admin makes
-// it, maybe after this worker started).
-func (w *Worker) jobStore(ctx context.Context) (*registry.JobStore, error) {
-	if s := w.jobs.Load(); s != nil {
-		return s, nil
-	}
-	s, err := registry.NewJobStore(w.o.Conn)
-	if err != nil {
-		return nil, err
-	}
-	w.jobs.CompareAndSwap(nil, s)
-	return w.jobs.Load(), nil
 }
 
 // jobCounters count one API tier's jobs on this worker.

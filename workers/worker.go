@@ -80,7 +80,7 @@ type Worker struct {
 	// Async jobs (jobs.go): the JetStream context, the job store (opened
 	// on first need) and the loops taking each pool's jobs (under mu).
 	js       jetstream.JetStream
-	jobs     atomic.Pointer[registry.JobStore]
+	jobs     *registry.JobStore
 	jobPools map[string]*jobPool
 	// jobCounts are the async job counters, by API tier key (*jobCounters).
 	jobCounts sync.Map
@@ -166,6 +166,9 @@ func New(o Options) (*Worker, error) {
 		return nil, fmt.Errorf("opening jetstream: %w", err)
 	}
 	w.js = js
+	if w.jobs, err = registry.NewJobStore(o.Conn); err != nil {
+		return nil, err
+	}
 	w.publicCallbacks, w.anyCallbacks = callbackClients()
 	// Only the breaker changes of the worker's own pools: a worker's NATS
 	// user may hear no others (bus.RolePermissions).
