@@ -395,6 +395,9 @@ const (
 	HdrJobID       = "Jetway-Job"
 	HdrCallbackURL = "Jetway-Callback-Url"
 	HdrCallbackKey = "Jetway-Callback-Key"
+	// HdrJobUser names the user (a token's subject) whose job it is,
+	// when the caller came with a token.
+	HdrJobUser = "Jetway-Job-User"
 	// HdrCallbackSubject names the NATS subject a callback message is
 	// for (an API's destination), in place of HdrCallbackURL.
 	HdrCallbackSubject = "Jetway-Callback-Subject"

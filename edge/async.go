@@ -63,7 +63,7 @@ func (c *call) enqueue() error {
 	ctx, cancel := context.WithDeadline(c.r.Context(), c.deadline)
 	defer cancel()
 	jobs := c.e.jobs
-	app := ""
+	app, user := "", c.tokenUser()
 	if c.app != nil {
 		app = c.app.app.ID
 	}
@@ -72,7 +72,7 @@ func (c *call) enqueue() error {
 		if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 			return c.refuse(bus.CodeBadRequest, "Idempotency-Key must be 1 to 255 printable characters")
 		}
-		id = registry.IdempotentJobID(rt.api.Pool, rt.key, app, key)
+		id = registry.IdempotentJobID(rt.api.Pool, rt.key, app+"\x00"+user, key)
 		if st, err := jobs.Get(ctx, id); err == nil {
 			return c.accepted(st.ID, st.State) // a repeat: the job it made
 		} else if !errors.Is(err, registry.ErrNotFound) {
@@ -94,6 +94,9 @@ func (c *call) enqueue() error {
 	c.requestMsg(c.id, c.deadline, out)
 	out.Subject = bus.JobSubject(rt.api.Pool, jobTier(rt.api), rt.api.Name)
 	out.Header[bus.HdrJobID] = []string{id}
+	if user != "" {
+		out.Header[bus.HdrJobUser] = []string{user}
+	}
 	out.Header[jetstream.MsgIDHeader] = []string{id}
 	if cb != nil && cb.url != "" {
 		out.Header[bus.HdrCallbackURL] = []string{cb.url}
@@ -111,7 +114,7 @@ func (c *call) enqueue() error {
 		// the job ran or runs; a new pending status would never end.
 		return c.accepted(id, registry.JobPending)
 	}
-	st := &registry.JobStatus{ID: id, API: rt.api.Name, Tier: jobTier(rt.api), Pool: rt.api.Pool, App: app, RequestID: c.id,
+	st := &registry.JobStatus{ID: id, API: rt.api.Name, Tier: jobTier(rt.api), Pool: rt.api.Pool, App: app, User: user, RequestID: c.id,
 		State: registry.JobPending, MaxAttempts: as.Attempts, Submitted: time.Now().UTC()}
 	// A worker that took the job first wrote its status already
 	// (ErrJobExists); any other failure leaves a job that runs, and whose
@@ -161,6 +164,24 @@ func (c *call) callback(as *registry.Async, id string) (*jobCallback, error) {
 		cb.key = base64.RawURLEncoding.EncodeToString(sign.CallbackKey(newest.Bytes(), id))
 	}
 	return cb, nil
+}
+
+// tokenUser is the subject of the token the caller was authenticated by
+// ("" for a key, a signature or no authentication): one app's users do
+// not share their jobs.
+func (c *call) tokenUser() string {
+	if c.method != "jwt" || c.app == nil {
+		return ""
+	}
+	return c.user
+}
+
+// bearerUser is the subject of a request's bearer token (read before
+// authentication verifies the token and takes the header off).
+func bearerUser(r *http.Request) string {
+	bearer, _ := CutAuthScheme(r.Header.Get("Authorization"), "Bearer")
+	user, _ := tokenSubject(strings.TrimSpace(bearer), "sub")
+	return user
 }
 
 // jobTier is the tier token of an API tier's jobs.
@@ -270,13 +291,17 @@ func (e *Edge) serveJob(w http.ResponseWriter, r *http.Request, id, rest, sent s
 			notFound()
 			return
 		}
+		user := ""
+		if p.method(r) == "jwt" {
+			user = bearerUser(r) // before Authenticate takes the header off
+		}
 		app, err := Authenticate(r, p, Caller{Addr: addr, Path: sent})
 		if err != nil {
 			writeRefusal(w, asError(err), id)
 			return
 		}
-		if app == nil || app.ID != st.App {
-			notFound() // another app's job is none of its business, not even its existence
+		if app == nil || app.ID != st.App || user != st.User {
+			notFound() // another app's (or user's) job is none of its business, not even its existence
 			return
 		}
 	}

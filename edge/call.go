@@ -118,6 +118,7 @@ type call struct {
 	decoded     any           // the body as validation parsed it, for a body rewrite
 	bytes       int           // the body bytes sent
 	async       bool          // the call is stored as a job (enqueue)
+	user        string        // a token's subject, when a token authenticated the call (async.go)
 
 	refusal Error // what refuse returns, so that refusing allocates nothing more
 }
@@ -266,6 +267,9 @@ func (c *call) authenticate() error {
 // is read first: its digest is signed.
 func (c *call) identify(p *AuthPolicy) error {
 	c.method = p.method(c.r)
+	if c.method == "jwt" {
+		c.user = bearerUser(c.r) // the header goes with identification
+	}
 	var body []byte
 	if c.method == "hmac" {
 		if err := c.readBody(); err != nil {
@@ -275,6 +279,7 @@ func (c *call) identify(p *AuthPolicy) error {
 	}
 	aa, err := p.identifyBy(c.method, c.r, Caller{Addr: c.addr, Path: c.sentPath, Body: body})
 	if err != nil {
+		c.user = ""
 		return err
 	}
 	c.app = aa // known from here on: its refusals count as its own

@@ -49,11 +49,14 @@ const (
 // JobStatus is what BucketJobs keeps of a job under its id, and what its
 // caller reads (GET /_jetway/jobs/{id}).
 type JobStatus struct {
-	ID          string     `json:"id"`
-	API         string     `json:"api"`
-	Tier        string     `json:"tier"`
-	Pool        string     `json:"pool"`
-	App         string     `json:"app,omitempty"`
+	ID   string `json:"id"`
+	API  string `json:"api"`
+	Tier string `json:"tier"`
+	Pool string `json:"pool"`
+	App  string `json:"app,omitempty"`
+	// User is the subject of the token the job was submitted with (""
+	// for a key or a signature): only that user of the app reads it.
+	User        string     `json:"user,omitempty"`
 	RequestID   string     `json:"request_id,omitempty"`
 	State       string     `json:"state"`
 	Attempts    int        `json:"attempts"`

@@ -253,7 +253,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 		// says whose job it is as the edge's would.
 		h := m.Headers()
 		st = &registry.JobStatus{ID: id, API: name, Tier: tier, Pool: pool, State: registry.JobPending, Submitted: submitted.UTC(),
-			App: h.Get(bus.HdrApp), RequestID: h.Get(bus.HdrRequestID)}
+			App: h.Get(bus.HdrApp), User: h.Get(bus.HdrJobUser), RequestID: h.Get(bus.HdrRequestID)}
 	case err != nil:
 		w.log.Warn("reading an async job's status", "job", id, "err", err)
 		_ = m.NakWithDelay(jobRetryDelay)
