@@ -2,15 +2,8 @@ package push_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -72,27 +65,13 @@ func TestUserAddressingAndTokenExpiry(t *testing.T) {
 // its tokens, and returns a token maker and the app as stored.
 func shopIssuer(t *testing.T, g *jetwaytest.Gateway) (token func(sub string, exp time.Time) string, app *registry.App) {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	b64 := base64.RawURLEncoding.EncodeToString
-	jwks, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "EC", "kid": "k1", "crv": "P-256",
-		"x": b64(key.X.FillBytes(make([]byte, 32))), "y": b64(key.Y.FillBytes(make([]byte, 32)))}}})
-	f := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(f, jwks, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	const iss = "https://id.shop.example"
+	issuer := jetwaytest.NewIssuer(t, "https://id.shop.example")
 	app = &registry.App{ID: "shop", Status: registry.AppActive, APIs: []string{"*"},
-		JWT: &registry.JWTAuth{Issuer: iss, Algorithms: []string{"ES256"}, JWKSFile: f}}
+		JWT: &registry.JWTAuth{Issuer: issuer.Iss, Algorithms: []string{"ES256"}, JWKSFile: issuer.File}}
 	g.PutApps(app)
 	g.PutTopic(`{"name":"orders","publish":["pub"],"subscribe":["*"],"auth":{"methods":["key","jwt"]}}`)
 	return func(sub string, exp time.Time) string {
-		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": iss, "sub": sub, "exp": exp.Unix()})
-		tok.Header["kid"] = "k1"
-		s, err := tok.SignedString(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return issuer.Token(jwt.MapClaims{"sub": sub, "exp": exp.Unix()})
 	}, app
 }
 

@@ -2,21 +2,15 @@ package push_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/push/pushclient"
 	"github.com/jetway-gw/jetway/registry"
 )
@@ -36,29 +30,15 @@ func TestUserClaimOfATopic(t *testing.T) {
 	}
 	g.PutTopic(`{"name":"users","subscribe":["*"],"user_claim":"https://shop.example/uid"}`)
 
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	b64 := base64.RawURLEncoding.EncodeToString
-	jwks, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "EC", "kid": "k1", "crv": "P-256",
-		"x": b64(key.X.FillBytes(make([]byte, 32))), "y": b64(key.Y.FillBytes(make([]byte, 32)))}}})
-	f := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(f, jwks, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	const iss = "https://id.shop.example"
+	issuer := jetwaytest.NewIssuer(t, "https://id.shop.example")
 	g.PutApps(&registry.App{ID: "shop", Status: registry.AppActive, APIs: []string{"*"},
-		JWT: &registry.JWTAuth{Issuer: iss, Algorithms: []string{"ES256"}, JWKSFile: f}})
+		JWT: &registry.JWTAuth{Issuer: issuer.Iss, Algorithms: []string{"ES256"}, JWKSFile: issuer.File}})
 	topicDoc := func(claim string) string {
 		return `{"name":"orders","publish":["pub"],"subscribe":["*"],"auth":{"methods":["key","jwt"]},"user_claim":"` + claim + `"}`
 	}
 	g.PutTopic(topicDoc("uid"))
 	token := func(sub, uid string) string {
-		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": iss, "sub": sub, "uid": uid, "exp": time.Now().Add(time.Hour).Unix()})
-		tok.Header["kid"] = "k1"
-		s, err := tok.SignedString(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return issuer.Token(jwt.MapClaims{"sub": sub, "uid": uid, "exp": time.Now().Add(time.Hour).Unix()})
 	}
 	c, err := pushclient.Dial(ctx, pushclient.Options{Edge: g.URL, Topic: "orders", Transport: "ws", Header: http.Header{"Authorization": {"Bearer " + token("s-alice", "alice")}}})
 	if err != nil {

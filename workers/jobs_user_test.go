@@ -1,13 +1,6 @@
 package workers_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,26 +16,12 @@ import (
 // two users makes two jobs.
 func TestAsyncJobsAreTheirUsersOnly(t *testing.T) {
 	g := jetwaytest.Start(t)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	b64 := base64.RawURLEncoding.EncodeToString
-	jwks, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "EC", "kid": "k1", "crv": "P-256",
-		"x": b64(key.X.FillBytes(make([]byte, 32))), "y": b64(key.Y.FillBytes(make([]byte, 32)))}}})
-	f := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(f, jwks, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	const iss = "https://id.shop.example"
+	issuer := jetwaytest.NewIssuer(t, "https://id.shop.example")
 	apiKey, rec, _ := registry.NewAPIKey()
 	g.PutApps(&registry.App{ID: "shop", Status: registry.AppActive, APIs: []string{"*"}, Keys: []registry.AppKey{rec},
-		JWT: &registry.JWTAuth{Issuer: iss, Algorithms: []string{"ES256"}, JWKSFile: f}})
+		JWT: &registry.JWTAuth{Issuer: issuer.Iss, Algorithms: []string{"ES256"}, JWKSFile: issuer.File}})
 	token := func(sub string) string {
-		tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": iss, "sub": sub, "exp": time.Now().Add(time.Hour).Unix()})
-		tok.Header["kid"] = "k1"
-		s, err := tok.SignedString(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return "Bearer " + s
+		return "Bearer " + issuer.Token(jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()})
 	}
 	b := newJobBackend(t, 200)
 	g.Publish(asyncAPI("mine", b, `{}`, `,"auth":{"methods":["jwt","key"]}`))
