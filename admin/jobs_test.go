@@ -202,7 +202,7 @@ func TestJobsAndDeadLettersOverREST(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := registry.OpenJobStore(ctx, js)
+	jobs, err := registry.NewJobStore(g.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -216,7 +216,7 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, seq uint64) (*DeadLetter,
 // resetJob makes a dead letter's job pending again, with no attempts
 // spent, at its status's address (a new status when it was not kept).
 func (c *Client) resetJob(ctx context.Context, d *DeadLetter, api, tier string) error {
-	jobs, err := OpenJobStore(ctx, c.js)
+	jobs, err := NewJobStore(c.js.Conn())
 	if err != nil {
 		return err
 	}

@@ -266,11 +266,6 @@ func NewJobStore(nc *nats.Conn) (*JobStore, error) {
 	return &JobStore{nc: nc, js: js}, nil
 }
 
-// OpenJobStore is NewJobStore over js's connection.
-func OpenJobStore(_ context.Context, js jetstream.JetStream) (*JobStore, error) {
-	return &JobStore{nc: js.Conn(), js: js}, nil
-}
-
 // Get reads a job's status (ErrNotFound when there is none: never, or its
 // TTL passed).
 func (s *JobStore) Get(ctx context.Context, id string) (*JobStatus, error) {

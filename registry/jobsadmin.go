@@ -15,7 +15,7 @@ func (c *Client) JobStatus(ctx context.Context, id string) (*JobStatus, error) {
 	if !ValidJobID(id) {
 		return nil, fmt.Errorf("job %q: %w", id, ErrNotFound)
 	}
-	jobs, err := OpenJobStore(ctx, c.js)
+	jobs, err := NewJobStore(c.js.Conn())
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	} else if err != nil {

@@ -178,13 +178,8 @@ func allowedTarget(h nats.Header, cfg *registry.Callbacks) error {
 // callbackConfig is the callback policy of an API tier as this worker
 // serves it, or the defaults.
 func (w *Worker) callbackConfig(name, tier string) *registry.Callbacks {
-	w.mu.Lock()
-	as := w.subs[jobKey(name, tier)]
-	w.mu.Unlock()
-	if as != nil {
-		if a := as.state.Load().api.Async; a != nil && a.Callbacks != nil {
-			return a.Callbacks
-		}
+	if a := w.asyncOf(name, tier); a != nil && a.Callbacks != nil {
+		return a.Callbacks
 	}
 	return defaultCallbacks
 }
@@ -272,7 +267,7 @@ func (w *Worker) noteCallback(ctx context.Context, id string, idx, attempt int, 
 // asyncOf is the async block of an API tier this worker serves (nil: not
 // served).
 func (w *Worker) asyncOf(name, tier string) *registry.Async {
-	w.mu.Lock()
+	w.mu.Lock() // not on a call's path: a job's end, a callback
 	as := w.subs[jobKey(name, tier)]
 	w.mu.Unlock()
 	if as == nil {

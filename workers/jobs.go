@@ -491,11 +491,7 @@ func (j *job) deadLetter(reason string) {
 		h.Set(registry.HdrDeadApp, st.App)
 	}
 	if e := st.LastError; e != nil {
-		msg := e.Message
-		if len(msg) > 1024 {
-			msg = msg[:1024]
-		}
-		h.Set(registry.HdrDeadError, strings.Join(slices.DeleteFunc([]string{strconv.Itoa(e.Status), e.Code, msg}, func(s string) bool { return s == "" }), " "))
+		h.Set(registry.HdrDeadError, strings.Join(slices.DeleteFunc([]string{strconv.Itoa(e.Status), e.Code, truncate(e.Message, 1024)}, func(s string) bool { return s == "" }), " "))
 	}
 	_, tier, name, _ := bus.ParseJobSubject(m.Subject())
 	out := &nats.Msg{Subject: bus.DeadLetterSubject(st.Pool, tier, name), Header: h, Data: m.Data()}
