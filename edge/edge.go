@@ -67,6 +67,10 @@ type Options struct {
 	// Push, when set, serves the topics under /_jetway/ (push.go); every
 	// snapshot rechecks its subscribers.
 	Push *push.Server
+	// Shedding tunes load shedding (shed.go): the calls of an API whose
+	// workers answer OVERLOADED are refused in part at the edge, before
+	// the NATS trip. The zero value sheds, with the defaults.
+	Shedding Shedding
 }
 
 // Edge is an http.Handler. Feed it registry snapshots with Apply; each one
@@ -94,6 +98,7 @@ type Edge struct {
 	tracer              trace.Tracer       // nil: tracing off
 	jobs                *registry.JobStore // the async jobs' statuses and results (async.go)
 	jobStreams          atomic.Int64       // job event streams open (async.go)
+	shed                *shedder           // load shedding, by API tier (shed.go)
 }
 
 // router is the compiled form of one registry snapshot.
@@ -236,7 +241,8 @@ func New(o Options) (*Edge, error) {
 		return nil, fmt.Errorf("edge: %w", err)
 	}
 	e := &Edge{o: o, log: o.Logger, cluster: newCluster(o.ClusterInterval), tracer: otel.Tracer(o.Tracing, "github.com/jetway-gw/jetway/edge"),
-		refreshes: &semaphore{ch: make(chan struct{}, maxRefreshes)}, shared: newSharedStore(o.Conn, o.Logger), jobs: jobs}
+		refreshes: &semaphore{ch: make(chan struct{}, maxRefreshes)}, shared: newSharedStore(o.Conn, o.Logger), jobs: jobs,
+		shed: newShedder(o.Shedding)}
 	e.Apply(&registry.Snapshot{})
 	return e, nil
 }

@@ -1,0 +1,391 @@
+package edge
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/workers"
+)
+
+// never is a u that sheds whenever the share is above 0.
+func never() float64 { return 0 }
+
+// An API whose workers take every call is never shed, however busy; nor
+// one that refuses a few, while K·accepts ≥ requests.
+func TestShedNeverWithoutOverload(t *testing.T) {
+	th := newThrottle("")
+	for slot := int64(1000); slot < 1100; slot++ {
+		for i := range 500 {
+			if th.sheds(slot, DefaultShedK, never) {
+				t.Fatalf("slot %d call %d shed with no refusal", slot, i)
+			}
+			th.note(slot, false)
+		}
+	}
+	th = newThrottle("")
+	for slot := int64(0); slot < 100; slot++ {
+		for i := range 500 {
+			if th.sheds(slot, DefaultShedK, never) {
+				t.Fatalf("slot %d call %d shed with a third of calls refused (K=2)", slot, i)
+			}
+			th.note(slot, i%3 == 2) // requests ≤ 1.5 × accepts, always
+		}
+	}
+	if p := th.odds(99, DefaultShedK); p != 0 {
+		t.Fatalf("odds %v, want 0", p)
+	}
+}
+
+// sim drives a throttle like an edge under an offered load: per slot,
+// offered calls, of which the workers accept at most capacity; it returns
+// per slot the calls shed, sent and accepted.
+type sim struct {
+	th          *throttle
+	k           float64
+	rnd         *rand.Rand
+	shed, sent  []int
+	accepted    []int
+	firstSlot   int64
+	currentSlot int64
+}
+
+func newSim(k float64) *sim {
+	return &sim{th: newThrottle(""), k: k, rnd: rand.New(rand.NewPCG(1, 2)), firstSlot: 5000, currentSlot: 5000}
+}
+
+func (s *sim) run(slots, offered, capacity int) {
+	for range slots {
+		var shed, sent, acc int
+		for range offered {
+			if s.th.sheds(s.currentSlot, s.k, s.rnd.Float64) {
+				shed++
+				continue
+			}
+			sent++
+			ok := acc < capacity
+			if ok {
+				acc++
+			}
+			s.th.note(s.currentSlot, !ok)
+		}
+		s.shed, s.sent, s.accepted = append(s.shed, shed), append(s.sent, sent), append(s.accepted, acc)
+		s.currentSlot++
+	}
+}
+
+// sum adds up xs[from:to].
+func sum(xs []int, from, to int) int {
+	n := 0
+	for _, x := range xs[from:to] {
+		n += x
+	}
+	return n
+}
+
+// At 16× capacity the edge sheds about 1 − K/16 of the calls and the
+// workers get about K times what they take, and still take all they can.
+func TestShedHeavyOverload(t *testing.T) {
+	for _, k := range []float64{1.5, 2} {
+		s := newSim(k)
+		const capacity, offered = 100, 1600
+		s.run(40, offered, capacity)
+		from, to := 2*shedBuckets, 40 // steady state: the window holds only overload
+		shed := float64(sum(s.shed, from, to)) / float64(offered*(to-from))
+		want := 1 - k/16
+		if shed < want-0.03 || shed > want+0.03 {
+			t.Errorf("K=%v: shed share %.3f, want %.3f ± 0.03", k, shed, want)
+		}
+		sent := float64(sum(s.sent, from, to)) / float64(capacity*(to-from))
+		if sent < k-0.3 || sent > k+0.3 {
+			t.Errorf("K=%v: workers were sent %.2f × capacity, want about %v", k, sent, k)
+		}
+		if acc := sum(s.accepted, from, to); acc < capacity*(to-from)*98/100 {
+			t.Errorf("K=%v: workers took %d calls, want ~%d (capacity)", k, acc, capacity*(to-from))
+		}
+		// The first slot of the overload sheds already: its own refusals count.
+		if s.shed[0] < offered/2 {
+			t.Errorf("K=%v: first slot shed %d of %d", k, s.shed[0], offered)
+		}
+	}
+}
+
+// When the workers take calls again (more workers, or less load), the
+// shedding stops within two windows: until the overload's buckets leave
+// the window they outweigh the new replies, and the calls shed meanwhile
+// count as requests without accepts, so the share decays (about
+// 1 − K·(1 − share) a window) rather than drops.
+func TestShedRecovers(t *testing.T) {
+	for _, after := range []struct {
+		name              string
+		offered, capacity int
+	}{
+		{"load drops", 50, 100},
+		{"capacity returns", 1600, 10000},
+	} {
+		s := newSim(DefaultShedK)
+		s.run(30, 1600, 100)
+		s.run(3*shedBuckets, after.offered, after.capacity)
+		over := 30
+		for i := over + 2*shedBuckets; i < len(s.shed); i++ {
+			if s.shed[i] != 0 {
+				t.Errorf("%s: slot %d after the overload ended shed %d calls", after.name, i-over, s.shed[i])
+			}
+		}
+		if p := s.th.odds(s.currentSlot, DefaultShedK); p != 0 {
+			t.Errorf("%s: odds %v two windows after, want 0", after.name, p)
+		}
+	}
+}
+
+// Replies older than the window are out of it, and a reply too old for
+// its bucket is dropped, not counted in a newer one.
+func TestShedWindow(t *testing.T) {
+	th := newThrottle("")
+	for range 100 {
+		th.note(10, true)
+	}
+	if p := th.odds(10, 2); p < 0.98 {
+		t.Fatalf("odds %v after 100 refusals, want ~0.99", p)
+	}
+	if p := th.odds(10+shedBuckets-1, 2); p < 0.98 {
+		t.Fatalf("odds %v at the window's end, want ~0.99", p)
+	}
+	if p := th.odds(10+shedBuckets, 2); p != 0 {
+		t.Fatalf("odds %v a window later, want 0", p)
+	}
+	th.note(10+shedBuckets, false) // reuses slot 10's bucket
+	th.note(10, true)              // too late: dropped
+	if p := th.odds(10+shedBuckets, 2); p != 0 {
+		t.Fatalf("odds %v, want 0: a stale refusal counted", p)
+	}
+}
+
+func TestShedderOptions(t *testing.T) {
+	for _, c := range []struct {
+		o     Shedding
+		k     float64
+		width time.Duration
+	}{
+		{Shedding{}, DefaultShedK, DefaultShedWindow / shedBuckets},
+		{Shedding{K: 0.5, Window: 2 * time.Second}, 1, 200 * time.Millisecond},
+		{Shedding{K: 1.5, Window: -1}, 1.5, DefaultShedWindow / shedBuckets},
+	} {
+		s := newShedder(c.o)
+		if s.k != c.k || s.width != int64(c.width) {
+			t.Errorf("%+v: k %v width %v, want %v %v", c.o, s.k, time.Duration(s.width), c.k, c.width)
+		}
+	}
+}
+
+// The shedding of a call allocates nothing, shed or not, and takes no
+// lock once the tier's throttle exists.
+func TestShedAllocatesNothing(t *testing.T) {
+	s := newShedder(Shedding{})
+	rt := &route{key: "a", api: &registry.API{Name: "a"}}
+	now := time.Now()
+	s.of(rt).note(s.slot(now), true)
+	for _, overloaded := range []bool{false, true} {
+		n := testing.AllocsPerRun(1000, func() {
+			th := s.of(rt)
+			th.sheds(s.slot(now), s.k, rand.Float64)
+			th.note(s.slot(now), overloaded)
+		})
+		if n != 0 {
+			t.Errorf("overloaded=%v: %v allocs per call", overloaded, n)
+		}
+	}
+}
+
+// Idle throttles that never shed are dropped; one that shed keeps its
+// count.
+func TestShedderTidy(t *testing.T) {
+	s := newShedder(Shedding{})
+	a, b := &route{key: "a", api: &registry.API{Name: "a"}}, &route{key: "b", api: &registry.API{Name: "b"}}
+	s.of(a).note(100, false)
+	s.of(b).note(100, true)
+	if !s.of(b).sheds(100, 2, never) {
+		t.Fatal("b not shed")
+	}
+	s.tidy(100)
+	s.tidy(100 + shedBuckets)
+	if _, ok := (*s.apis.Load())["a"]; ok {
+		t.Error("idle throttle a kept")
+	}
+	if n := s.shedCount("b"); n != 1 {
+		t.Errorf("b shed %d, want 1", n)
+	}
+}
+
+// funcPtr identifies a step, to find it in steps.
+func funcPtr(f func(*call) error) uintptr { return reflect.ValueOf(f).Pointer() }
+
+// hookShedding runs the shed step before send, and counts replies for it,
+// unless steps does already (call.go's hook lines); it undoes that when
+// the test ends.
+func hookShedding(t *testing.T) {
+	for _, f := range steps {
+		if funcPtr(f) == funcPtr((*call).shed) {
+			return
+		}
+	}
+	saved := steps
+	t.Cleanup(func() { steps = saved })
+	for i, f := range steps {
+		switch funcPtr(f) {
+		case funcPtr((*call).send):
+			steps[i] = func(c *call) error {
+				if err := c.shed(); err != nil {
+					return err
+				}
+				return c.send()
+			}
+		case funcPtr((*call).reply):
+			steps[i] = func(c *call) error {
+				if rep, err := bus.DecodeReply(c.msg.Header); err == nil {
+					c.noteReply(rep.Code)
+				}
+				return c.reply()
+			}
+		}
+	}
+}
+
+// shedGateway is nats-server, an edge with o and a worker over it, and
+// one API (GET /slow) on a backend that takes delay per call, with at
+// most conc calls per worker.
+func shedGateway(t *testing.T, o Options, conc int, delay time.Duration) (url string, e *Edge) {
+	t.Helper()
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(delay)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(backend.Close)
+	quiet := slog.New(slog.DiscardHandler)
+	ns := natstest.RunServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	o.Conn, o.Logger = natstest.Connect(t, ns), quiet
+	e, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := workers.New(workers.Options{Conn: natstest.Connect(t, ns), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := natstest.Connect(t, ns)
+	watcher := registry.NewWatcher(registry.WatcherOptions{Conn: ctl, Logger: quiet})
+	watcher.OnChange(e.Apply)
+	watcher.OnChange(w.Apply)
+	go func() { _ = watcher.Run(ctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := watcher.WaitLive(wctx); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := registry.NewClient(wctx, ctl, registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Put(wctx, []byte(`{"name":"slow","pool":"shed","route":{"method":"GET","path":"/slow"},
+		"backend":{"type":"http","url":"`+backend.URL+`/"},"timeout":"5s","concurrency":`+strconv.Itoa(conc)+`}`)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	natstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if e.Routes() < 1 || len(w.Subscribed()) < 1 {
+			return io.EOF
+		}
+		return nil
+	})
+	return srv.URL, e
+}
+
+// tally is what an overload run saw.
+type tally struct {
+	ok, refused, other atomic.Int64
+}
+
+// overload calls u at rate per second, each call on its own goroutine
+// (at most 512 at once), for d.
+func overload(u string, rate int, d time.Duration) *tally {
+	var tl tally
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	sem := make(chan struct{}, 512)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; ; i++ {
+		at := start.Add(time.Duration(i) * time.Second / time.Duration(rate))
+		if at.Sub(start) >= d {
+			break
+		}
+		time.Sleep(time.Until(at))
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			resp, err := client.Get(u)
+			if err != nil {
+				tl.other.Add(1)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusOK:
+				tl.ok.Add(1)
+			case http.StatusServiceUnavailable:
+				tl.refused.Add(1)
+			default:
+				tl.other.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return &tl
+}
+
+// At many times its workers' capacity, an API's refusals are mostly the
+// edge's own, and the workers still answer about what they can.
+func TestShedAtOverload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds of load")
+	}
+	hookShedding(t)
+	const conc, delay = 4, 20 * time.Millisecond
+	capacity := float64(conc) * float64(time.Second/delay) // 200 calls/s
+	u, e := shedGateway(t, Options{}, conc, delay)
+	// Below capacity: nothing is refused, nothing shed.
+	if tl := overload(u+"/slow", int(capacity/4), time.Second); tl.refused.Load() != 0 || e.Shed("slow") != 0 {
+		t.Fatalf("below capacity: %d refused, %d shed", tl.refused.Load(), e.Shed("slow"))
+	}
+	const d = 2 * time.Second
+	tl := overload(u+"/slow", int(16*capacity), d)
+	shed, refused, ok := e.Shed("slow"), tl.refused.Load(), tl.ok.Load()
+	goodput := float64(ok) / d.Seconds() / capacity
+	t.Logf("16× capacity for %v: %d ok (goodput %.2f × capacity), %d refused, %d of them shed at the edge, %d other",
+		d, ok, goodput, refused, shed, tl.other.Load())
+	if tl.other.Load() != 0 {
+		t.Errorf("%d calls neither answered nor refused", tl.other.Load())
+	}
+	if shed < refused*3/4 {
+		t.Errorf("the edge shed %d of %d refusals, want most", shed, refused)
+	}
+	if goodput < 0.5 { // ~0.85 on an idle machine: see TestShedHeavyOverload
+		t.Errorf("goodput %.2f × capacity, want near 1", goodput)
+	}
+}
