@@ -33,6 +33,16 @@ type ConnectOptions struct {
 	// subscribe to; a worker's Pools pick its pool set's prefix.
 	Role  string
 	Pools []string
+	// PingInterval and MaxPingsOut: the client pings its server every
+	// PingInterval and leaves it for another when more than MaxPingsOut
+	// pings are unanswered, so a frozen server is found within
+	// PingInterval × (MaxPingsOut+1). 0 means DefaultPingInterval and
+	// DefaultMaxPingsOut (3 s).
+	PingInterval time.Duration
+	MaxPingsOut  int
+	// Link, when set, learns of the connection's losses and reconnects;
+	// Start it with the connection Connect returns.
+	Link *Link
 	// Extra are appended to Jetway's defaults (credentials, TLS, ...).
 	Extra []nats.Option
 }
@@ -56,6 +66,14 @@ func Connect(ctx context.Context, url string, opts ConnectOptions) (*nats.Conn, 
 			timeout = max(d, 10*time.Millisecond)
 		}
 	}
+	ping, pings := opts.PingInterval, opts.MaxPingsOut
+	if ping <= 0 {
+		ping = DefaultPingInterval
+	}
+	if pings <= 0 {
+		pings = DefaultMaxPingsOut
+	}
+	link := opts.Link
 	o := []nats.Option{
 		nats.Name(opts.Name),
 		nats.Timeout(timeout),
@@ -63,16 +81,26 @@ func Connect(ctx context.Context, url string, opts ConnectOptions) (*nats.Conn, 
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.ReconnectBufSize(-1),
-		nats.PingInterval(5 * time.Second),
-		nats.MaxPingsOutstanding(3),
+		nats.PingInterval(ping),
+		nats.MaxPingsOutstanding(pings),
+		// A write the server does not take (a frozen server, its socket
+		// full) fails within this, and the client moves on, rather than
+		// holding the connection for the default minute.
+		nats.FlusherTimeout(2 * time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			why := "disconnected"
 			if err != nil {
 				log.Warn("nats disconnected", "err", err)
+				why = err.Error()
 			}
+			link.down(nil, LinkDown, why)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+			link.up()
 		}),
+		nats.ConnectHandler(func(*nats.Conn) { link.up() }), // a first connect made in the background (Wait)
+		nats.ClosedHandler(func(*nats.Conn) { link.down(nil, LinkClosed, "the connection is closed") }),
 		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
 			if sub != nil {

@@ -34,6 +34,7 @@ const (
 	CodeTopicNotFound    Code = "TOPIC_NOT_FOUND"
 	CodeJobNotFound      Code = "JOB_NOT_FOUND"
 	CodeConflict         Code = "CONFLICT"
+	CodeBusLost          Code = "BUS_LOST"
 )
 
 var codeStatus = map[Code]int{
@@ -59,6 +60,7 @@ var codeStatus = map[Code]int{
 	CodeTopicNotFound:    http.StatusNotFound,
 	CodeJobNotFound:      http.StatusNotFound,
 	CodeConflict:         http.StatusConflict,
+	CodeBusLost:          http.StatusBadGateway,
 }
 
 // Status is the HTTP status of a code (500 for an unknown one).

@@ -45,3 +45,15 @@ func CleanHeaders(h map[string][]string) {
 		}
 	}
 }
+
+// Idempotent reports whether a call may be sent twice: its method is
+// idempotent (RFC 9110 § 9.2.2), or the caller gave an Idempotency-Key
+// (h in canonical form, as http.Header).
+func Idempotent(method string, h map[string][]string) bool {
+	switch method {
+	case "GET", "HEAD", "OPTIONS", "PUT", "DELETE":
+		return true
+	}
+	v := h["Idempotency-Key"]
+	return len(v) > 0 && v[0] != ""
+}

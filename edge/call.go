@@ -435,7 +435,13 @@ func (c *call) send() error {
 		endSend(span, nil)
 		return err
 	}
-	msg, err := bus.Request(ctx, c.e.o.Conn, out, wire)
+	var msg *nats.Msg
+	var err error
+	if l := c.e.o.Link; l != nil {
+		msg, err = l.Request(ctx, out, wire, bus.Idempotent(c.r.Method, c.r.Header))
+	} else {
+		msg, err = bus.Request(ctx, c.e.o.Conn, out, wire)
+	}
 	cancel()
 	endSend(span, err)
 	if err != nil {
@@ -522,6 +528,8 @@ func (c *call) requestError(err error) error {
 		// The caller went away; nobody reads this, but log it.
 		c.e.log.Debug("caller cancelled", "api", rt.api.Name, "request_id", c.id)
 		return errCallerGone
+	case errors.Is(err, bus.ErrLinkLost):
+		return c.refuse(bus.CodeBusLost, "the edge's connection to nats was lost while the call was in flight: it may or may not have reached api "+rt.api.Name+", and it is not idempotent, so it was not sent again")
 	case errors.Is(err, nats.ErrMaxPayload):
 		return c.refuse(bus.CodePayloadTooLarge, "request exceeds the bus max payload")
 	default:

@@ -34,6 +34,11 @@ import (
 type Options struct {
 	// Conn carries requests to the workers. Required.
 	Conn *nats.Conn
+	// Link, when set, is what the edge knows of Conn (bus.Link): a call
+	// in flight when the connection is lost is sent again on the next
+	// one if it may be sent twice, and fails at once with BUS_LOST if
+	// not. nil: a call in flight then waits for its deadline.
+	Link *bus.Link
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// MaxInFlight caps the requests this edge serves at once, across all

@@ -227,15 +227,6 @@ func (w *Worker) onBreakerEvent(m *nats.Msg) {
 	}
 }
 
-// idempotent reports whether a request may be sent twice.
-func idempotent(req *backend.Request) bool {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return req.Header.Get("Idempotency-Key") != ""
-}
-
 // retry retries what the policy allows, within the call's deadline and the
 // API's retry budget, with full-jitter backoff. The budget is kept while
 // its policy is unchanged; nil without a policy.
@@ -288,7 +279,7 @@ func (w *Worker) retry(a *registry.API, g *governance) backend.Middleware {
 				cancel()
 				cond := failure(resp, err)
 				if cond == "" || cond == registry.FallbackOnCircuitOpen || !r.Retries(cond) ||
-					attempt >= r.Attempts || !idempotent(req) || !budget.TryRetry(time.Now()) {
+					attempt >= r.Attempts || !bus.Idempotent(req.Method, req.Header) || !budget.TryRetry(time.Now()) {
 					return resp, err
 				}
 				pause := resilience.Backoff(attempt, base, maxBackoff, rand.Uint64())

@@ -28,6 +28,10 @@ import (
 type Options struct {
 	// Conn carries the API requests. Required.
 	Conn *nats.Conn
+	// Link, when set, is what the worker knows of Conn (bus.Link): an
+	// answer the connection's loss kept from going out goes out on the
+	// next connection, within the call's deadline.
+	Link *bus.Link
 	// Pools the worker serves; empty means every pool (as `jetway serve`).
 	Pools []string
 	// Logger; nil means slog.Default().
@@ -428,7 +432,7 @@ func (w *Worker) serve(inv invocation, m *nats.Msg) {
 	if err != nil {
 		code, msg := errorCode(err)
 		inv.as.stats.record(time.Since(start), true, string(code)+": "+msg)
-		w.replyError(m, req.RequestID, code, msg)
+		w.replyErrorBy(m, req.RequestID, code, msg, inv.deadline)
 		return
 	}
 	if failed := failure(resp, nil) != ""; failed {
@@ -448,7 +452,7 @@ func (w *Worker) serve(inv invocation, m *nats.Msg) {
 		resp.Free()
 		return
 	}
-	w.reply(m, resp, req.RequestID)
+	w.reply(m, resp, req.RequestID, inv.deadline)
 	resp.Free()
 }
 
@@ -579,8 +583,9 @@ func decodeRequest(a *registry.API, m *nats.Msg) *backend.Request {
 }
 
 // reply sends a backend's response: status and headers as NATS headers,
-// the body as it is; a response NATS refuses becomes BAD_GATEWAY.
-func (w *Worker) reply(m *nats.Msg, resp *backend.Response, requestID string) {
+// the body as it is; a response NATS refuses becomes BAD_GATEWAY. A
+// connection lost meanwhile delays it to the next one, until deadline.
+func (w *Worker) reply(m *nats.Msg, resp *backend.Response, requestID string, deadline time.Time) {
 	rb := replyBufs.Get().(*replyBuf)
 	h := rb.h
 	for k, vs := range resp.Header { // a copy: resp's map may be shared (a cached response)
@@ -592,7 +597,7 @@ func (w *Worker) reply(m *nats.Msg, resp *backend.Response, requestID string) {
 		bus.SetOutcome(h, resp.Failed)
 	}
 	rb.msg = nats.Msg{Header: h, Data: resp.Body}
-	err := m.RespondMsg(&rb.msg)
+	err := w.o.Link.Respond(m, &rb.msg, deadline)
 	if len(h) <= 32 { // a map grown by a reply with many headers is not kept
 		clear(h)
 		rb.msg = nats.Msg{}
@@ -621,7 +626,13 @@ var replyBufs = sync.Pool{New: func() any { return &replyBuf{h: make(nats.Header
 // replyError sends a gateway-made error. requestID is passed in because
 // decodeRequest strips the wire headers from m.
 func (w *Worker) replyError(m *nats.Msg, requestID string, code bus.Code, msg string) {
-	if err := m.RespondMsg(bus.ErrorReply(code, msg, requestID)); err != nil {
+	w.replyErrorBy(m, requestID, code, msg, time.Time{})
+}
+
+// replyErrorBy is replyError for the answer of an admitted call, which a
+// lost connection delays to the next one, until deadline.
+func (w *Worker) replyErrorBy(m *nats.Msg, requestID string, code bus.Code, msg string, deadline time.Time) {
+	if err := w.o.Link.Respond(m, bus.ErrorReply(code, msg, requestID), deadline); err != nil {
 		w.log.Warn("sending error reply", "subject", m.Subject, "err", err)
 	}
 }

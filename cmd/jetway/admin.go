@@ -35,6 +35,20 @@ func (n *node) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		ready, reason := n.watcher.Ready()
+		nats := map[string]any{}
+		carries := true // the data plane: every call connection is up
+		for _, l := range n.links {
+			state, why, since := l.link.State()
+			st := map[string]any{"state": state}
+			if state != bus.LinkUp {
+				st["reason"], st["since"] = why, since.UTC().Format(time.RFC3339Nano)
+				if carries { // this node cannot carry calls: that first
+					carries, ready = false, false
+					reason = fmt.Sprintf("nats connection of the %s %s since %s: %s", l.name, state, since.UTC().Format(time.RFC3339), why)
+				}
+			}
+			nats[l.name] = st
+		}
 		if n.draining.Load() {
 			ready, reason = false, "draining: shutting down"
 		}
@@ -45,6 +59,9 @@ func (n *node) adminHandler() http.Handler {
 			"role":     n.role,
 			"registry": map[string]any{"source": s.Source.String(), "revision": s.Revision, "apis": len(s.APIs)},
 			"wire":     map[string]any{"reads": []int{bus.WireMinVersion, bus.WireVersion}, "writes": n.wire.Send()},
+		}
+		if len(nats) > 0 {
+			body["nats"] = nats
 		}
 		if n.edge != nil {
 			body["routes"] = n.edge.Routes()

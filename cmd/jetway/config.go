@@ -127,8 +127,13 @@ type nodeFlags struct {
 	natsListenTLS     struct{ cert, key, clientCA string } // serve: the embedded server's TLS
 	replicas          int
 	drain             time.Duration
-	logFormat         string
-	logLevel          string
+	// NATS failure detection (bus.ConnectOptions, bus.LinkOptions) and
+	// how stale a registry /readyz still calls ready.
+	natsPing, natsProbeAfter, natsProbeTimeout time.Duration
+	natsPingsOut                               int
+	readyMaxStale                              time.Duration
+	logFormat                                  string
+	logLevel                                   string
 }
 
 // flags defines role r's flags on f. Their names, defaults and help texts
@@ -156,6 +161,11 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 		fs.StringVar(&f.natsURL, "nats", natsDefault, "NATS server URL(s), comma-separated (env JETWAY_NATS_URL)")
 	}
 	natsAuthFlags(fs, &f.natsClient)
+	fs.DurationVar(&f.natsPing, "nats-ping-interval", bus.DefaultPingInterval, "ping the NATS server this often; with --nats-max-pings-out, a server that stopped answering is left for another within interval × (max+1)")
+	fs.IntVar(&f.natsPingsOut, "nats-max-pings-out", bus.DefaultMaxPingsOut, "unanswered pings after which the NATS server is left for another")
+	fs.DurationVar(&f.natsProbeAfter, "nats-probe-after", bus.DefaultQuietForProbe, "with calls in flight and nothing received from NATS for this long, ping the server at once")
+	fs.DurationVar(&f.natsProbeTimeout, "nats-probe-timeout", bus.DefaultProbeTimeout, "a server that does not answer that ping within this is suspect: /readyz turns 503 and the connection moves to another server")
+	fs.DurationVar(&f.readyMaxStale, "ready-max-stale", 15*time.Minute, "how long /readyz stays 200 on a registry that stopped following NATS (watch broken, quorum lost), saying why; 0: for ever")
 	fs.StringVar(&f.dataDir, "data", "./jetway-data", "folder for JetStream data (serve) and the local registry snapshot")
 	if r == roleAdmin {
 		fs.StringVar(&f.edgeURL, "edge", "", "the edge the admin API sends saved cases and promotes' cases to (http://host:port); empty: none")
@@ -424,10 +434,27 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 		{"--read-timeout", c.readTimeout},
 		{"--idle-timeout", c.idleTimeout},
 		{"--drain-timeout", c.drain},
+		{"--ready-max-stale", c.readyMaxStale},
 	} {
 		if d.v < 0 {
 			add(fmt.Errorf("%w: %s %s: must not be negative", errUsage, d.flag, d.v))
 		}
+	}
+	for _, d := range []struct {
+		flag     string
+		v        time.Duration
+		min, max time.Duration
+	}{
+		{"--nats-ping-interval", c.natsPing, 100 * time.Millisecond, time.Minute},
+		{"--nats-probe-after", c.natsProbeAfter, 50 * time.Millisecond, time.Minute},
+		{"--nats-probe-timeout", c.natsProbeTimeout, 20 * time.Millisecond, 10 * time.Second},
+	} {
+		if d.v < d.min || d.v > d.max {
+			add(fmt.Errorf("%w: %s %s: must be between %s and %s", errUsage, d.flag, d.v, d.min, d.max))
+		}
+	}
+	if c.natsPingsOut < 1 || c.natsPingsOut > 10 {
+		add(fmt.Errorf("%w: --nats-max-pings-out %d: must be 1 to 10", errUsage, c.natsPingsOut))
 	}
 	if (c.role == roleWorker || c.role == roleServe) && (c.jobAckWait < time.Second || c.jobAckWait > 10*time.Minute) {
 		add(fmt.Errorf("%w: --job-ack-wait %s: must be between 1s and 10m", errUsage, c.jobAckWait))

@@ -56,6 +56,9 @@ type node struct {
 	ctl      *nats.Conn       // the registry's connection (serve: as the admin user)
 	registry *registry.Client // serve: the admin API's registry client
 	conns    []*nats.Conn
+	// links are what the call path knows of the edge's and the worker's
+	// connections (bus.Link): /readyz turns 503 when one is not up.
+	links    []namedLink
 	creds    bus.Credentials // serve --nats-auth: the role passwords
 	beatDone chan struct{}
 	tracker  *bus.Tracker
@@ -88,7 +91,33 @@ type node struct {
 	undo []func()
 }
 
+// namedLink is a data-plane connection's Link, with what /readyz calls it.
+type namedLink struct {
+	name string
+	link *bus.Link
+}
+
+// connectLinked is connect for a connection calls ride on (the edge's,
+// the worker's): its Link follows it, finds a server that stopped
+// answering from the calls' evidence, and tells /readyz.
+func (n *node) connectLinked(ctx context.Context, url, name, user string) (*nats.Conn, *bus.Link, error) {
+	l := bus.NewLink(bus.LinkOptions{Quiet: n.cfg.natsProbeAfter, ProbeTimeout: n.cfg.natsProbeTimeout, Logger: n.log})
+	nc, err := n.dial(ctx, url, name, user, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	lctx, stop := context.WithCancel(context.Background())
+	n.onExit(stop)
+	l.Start(lctx, nc)
+	n.links = append(n.links, namedLink{strings.TrimPrefix(name, "jetway-"), l})
+	return nc, l, nil
+}
+
 func (n *node) connect(ctx context.Context, url, name, user string) (*nats.Conn, error) {
+	return n.dial(ctx, url, name, user, nil)
+}
+
+func (n *node) dial(ctx context.Context, url, name, user string, link *bus.Link) (*nats.Conn, error) {
 	var extra []nats.Option
 	if n.inproc != nil {
 		extra = append(extra, nats.InProcessServer(n.inproc))
@@ -111,7 +140,8 @@ func (n *node) connect(ctx context.Context, url, name, user string) (*nats.Conn,
 	if user == bus.UserWorker {
 		pools = n.cfg.pools // its pool set's inbox (bus.InboxPrefix)
 	}
-	nc, err := bus.Connect(ctx, url, bus.ConnectOptions{Name: name, Wait: true, Logger: n.log, Extra: extra, Role: user, Pools: pools})
+	nc, err := bus.Connect(ctx, url, bus.ConnectOptions{Name: name, Wait: true, Logger: n.log, Extra: extra, Role: user, Pools: pools,
+		PingInterval: n.cfg.natsPing, MaxPingsOut: n.cfg.natsPingsOut, Link: link})
 	if err != nil {
 		return nil, err
 	}
@@ -258,13 +288,13 @@ func (n *node) startEdge(ctx context.Context) error {
 	if !n.role.hasEdge() {
 		return nil
 	}
-	nc, err := n.connect(ctx, n.natsURL, "jetway-edge", bus.UserEdge)
+	nc, link, err := n.connectLinked(ctx, n.natsURL, "jetway-edge", bus.UserEdge)
 	if err != nil {
 		return err
 	}
 	f := n.cfg
 	n.metrics = otel.NewMetrics(n.id, string(n.role))
-	eo := edge.Options{Conn: nc, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics, TrustedProxies: f.trusted, Wire: n.wire, Certs: f.certs}
+	eo := edge.Options{Conn: nc, Link: link, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics, TrustedProxies: f.trusted, Wire: n.wire, Certs: f.certs}
 	eo.IPRules = &edge.IPRules{Allow: f.allow, Deny: f.deny}
 	eo.Nonces = registry.NewNonceStore(n.ctl, registry.BucketOptions{Replicas: f.replicas})
 	if n.role == roleServe {
@@ -371,11 +401,11 @@ func (n *node) startWorker(ctx context.Context) error {
 	if n.role != roleServe && n.role != roleWorker {
 		return nil
 	}
-	nc, err := n.connect(ctx, n.natsURL, "jetway-worker", bus.UserWorker)
+	nc, link, err := n.connectLinked(ctx, n.natsURL, "jetway-worker", bus.UserWorker)
 	if err != nil {
 		return err
 	}
-	wo := workers.Options{Conn: nc, Pools: n.cfg.pools, Logger: n.log, Wire: n.wire, JobAckWait: n.cfg.jobAckWait}
+	wo := workers.Options{Conn: nc, Link: link, Pools: n.cfg.pools, Logger: n.log, Wire: n.wire, JobAckWait: n.cfg.jobAckWait}
 	if n.cfg.tracing != nil {
 		wo.Tracing = n.cfg.tracing
 	}

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
+)
+
+// A drill of the operations issue, in short: under a steady load of
+// idempotent calls, the NATS node the edge is connected to is killed
+// (one of three). Every call succeeds — the ones in flight at that
+// moment are sent again on the edge's next connection — and none
+// outlives its deadline. A call that may not be sent twice fails at once
+// with BUS_LOST instead of waiting for its deadline.
+func TestCallsSurviveTheEdgesNATSNodeKilled(t *testing.T) {
+	t.Parallel()
+	servers, urls := natstest.RunCluster(t, 3, nil)
+	var hits atomic.Int64
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.Method == http.MethodPost {
+			time.Sleep(1500 * time.Millisecond) // in flight when the node dies (its shutdown takes a moment)
+		} else {
+			time.Sleep(2 * time.Millisecond)
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer be.Close()
+	for _, doc := range []string{
+		entry("e2e.loss", "loss", "GET", "/loss", httpBackend(be.URL), map[string]any{"timeout": "3s"}),
+		entry("e2e.loss-post", "loss", "POST", "/loss", httpBackend(be.URL), map[string]any{"timeout": "3s"}),
+	} {
+		if res := jetway(t, doc, "api", "put", "-", "--nats", urls, "--replicas", "3"); res.code != 0 {
+			t.Fatalf("api put: %d %s%s", res.code, res.stdout, res.stderr)
+		}
+	}
+	// The edge knows node 0 only (it learns the others from it); one
+	// worker is on node 0 too, and answers after its reconnect what it
+	// held, the other on node 1.
+	edge := startNode(t, "edge", "edge", "", "--nats", servers[0].ClientURL())
+	w0 := startNode(t, "worker-0", "worker", "", "--nats", servers[0].ClientURL(), "--pool", "loss")
+	w1 := startNode(t, "worker-1", "worker", "", "--nats", servers[1].ClientURL(), "--pool", "loss")
+	for _, n := range []*node{edge, w0, w1} {
+		n.waitReady(t)
+	}
+	w0.waitServing(t, "e2e.loss")
+	w1.waitServing(t, "e2e.loss")
+	waitBody(t, edge.edge+"/loss", "ok")
+
+	var (
+		mu       sync.Mutex
+		calls    int
+		failures []string
+		longest  time.Duration
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				r, err := do(http.MethodGet, edge.edge+"/loss", nil, nil)
+				took := time.Since(start)
+				mu.Lock()
+				calls++
+				longest = max(longest, took)
+				if err != nil || r.status != http.StatusOK {
+					failures = append(failures, fmt.Sprintf("%v %v after %s", err, r, took.Round(time.Millisecond)))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	// A POST in flight when the node dies.
+	post := make(chan string, 1)
+	time.Sleep(time.Second)
+	go func() {
+		start := time.Now()
+		r, err := do(http.MethodPost, edge.edge+"/loss", strings.NewReader("x"), nil)
+		if err != nil {
+			post <- err.Error()
+			return
+		}
+		post <- fmt.Sprintf("%d %s after %s", r.status, r.gwErr().Code, time.Since(start).Round(time.Millisecond))
+	}()
+	time.Sleep(100 * time.Millisecond)
+	servers[0].Shutdown()
+	killed := time.Now()
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	p := <-post
+	t.Logf("%d calls, %d failed, longest %s; the POST: %s", calls, len(failures), longest.Round(time.Millisecond), p)
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d idempotent calls failed through the node loss (at %s): %v", len(failures), calls, killed.Format("15:04:05.000"), failures)
+	}
+	if longest > 3*time.Second+100*time.Millisecond {
+		t.Fatalf("a call took %s: past its deadline of 3s", longest)
+	}
+	// The POST was in flight on the lost connection: it fails at once,
+	// saying so, never a 504 at its deadline.
+	if !strings.HasPrefix(p, "502 BUS_LOST") {
+		t.Fatalf("the POST in flight when the edge's node died: %s, want 502 BUS_LOST at once", p)
+	}
+}
