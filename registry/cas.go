@@ -66,15 +66,21 @@ func collect(opts []WriteOption) writeOpts {
 // at that revision (a KV compare-and-set). kind names the key in errors.
 func write(ctx context.Context, kv jetstream.KeyValue, kind, key string, value []byte, opts []WriteOption) (uint64, error) {
 	o := collect(opts)
-	var rev uint64
+	var rev, before uint64
 	var err error
 	switch {
 	case o.ifRevision == nil:
+		// The revision before, so that a write whose outcome is unknown
+		// can be told apart from an earlier write of the same value.
+		if e, gerr := kv.Get(ctx, key); gerr == nil {
+			before = e.Revision()
+		}
 		rev, err = kv.Put(ctx, key, value)
 	case *o.ifRevision == 0:
 		rev, err = kv.Create(ctx, key, value)
 	default:
-		rev, err = kv.Update(ctx, key, value, *o.ifRevision)
+		before = *o.ifRevision
+		rev, err = kv.Update(ctx, key, value, before)
 	}
 	if err == nil {
 		return rev, nil
@@ -82,7 +88,7 @@ func write(ctx context.Context, kv jetstream.KeyValue, kind, key string, value [
 	if o.ifRevision != nil && isConflict(err) {
 		return 0, conflict(ctx, kv, kind, key, *o.ifRevision)
 	}
-	return 0, fmt.Errorf("writing %s %s: %w", kind, key, err)
+	return 0, writeFailed(kv, "put", kind, key, value, before, err)
 }
 
 // isConflict reports whether a KV write failed on its revision check.
@@ -155,7 +161,7 @@ func update(ctx context.Context, kv jetstream.KeyValue, kind, key string, change
 			return rev, nil
 		}
 		if !isConflict(err) {
-			return 0, fmt.Errorf("writing %s %s: %w", kind, key, err)
+			return 0, writeFailed(kv, "put", kind, key, doc, e.Revision(), err)
 		}
 		last = conflict(ctx, kv, kind, key, e.Revision())
 	}
@@ -174,7 +180,7 @@ func remove(ctx context.Context, kv jetstream.KeyValue, kind, key string, opts [
 		if o.ifRevision != nil && isConflict(err) {
 			return conflict(ctx, kv, kind, key, *o.ifRevision)
 		}
-		return fmt.Errorf("deleting %s %s: %w", kind, key, err)
+		return writeFailed(kv, "delete", kind, key, nil, 0, err)
 	}
 	return nil
 }

@@ -106,7 +106,7 @@ func (c *Client) publish(ctx context.Context, a *API, js []byte, opts []WriteOpt
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("writing %s: %w", key, err)
+			return nil, writeFailedIn(BucketAPIs, "put", "api", key, val, latest[key], err)
 		}
 		a.Revision, a.Created = ack.Sequence, created
 		if created == 0 {

@@ -62,6 +62,10 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyVa
 
 // Client reads and writes API entries; the CLI and tests use it. Writes are
 // validated first: an invalid entry is never written.
+//
+// Each bucket is opened on first use (lazyKV): a call waits only for the
+// buckets it reads or writes, so one bucket that cannot be opened fails
+// the calls that use it, not every write.
 type Client struct {
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
@@ -78,91 +82,99 @@ type Client struct {
 
 	secrets jetstream.KeyValue // backend credentials by pool
 
-	pushErr  error // why the push streams could not be opened (PushStreamsErr)
-	jobsErr  error // why the async job streams could not be opened (JobStreamsErr)
-	replicas int   // the BucketOptions' replicas, for streams opened later
+	push     *streamOpen // the push streams (PushStreamsErr)
+	jobs     *streamOpen // the async job streams (JobStreamsErr)
+	replicas int         // the BucketOptions' replicas, for streams opened later
 
 	actor    string      // who the audit trail says writes (As)
 	auditErr func(error) // WithAuditErrors
 }
 
-// NewClient opens (creating if needed) the API bucket over nc.
+// NewClient returns a client of the registry over nc. It starts opening
+// every bucket and stream of the registry at once, creating those that are
+// missing (with o's replicas), so that one admin command creates every
+// bucket edges and workers may not create themselves; it waits for them
+// within ctx, but no longer than a couple of seconds: a bucket still
+// opening, or that failed to open, is opened again by the first call that
+// uses it. So a write needs only its own bucket: `api put` works while the
+// alert rules' bucket cannot be opened. The opens started here go on after
+// ctx ends (up to 10 s each).
 func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("opening jetstream: %w", err)
 	}
-	kv, err := OpenAPIs(ctx, js, o)
-	if err != nil {
-		return nil, err
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backgroundOpen)
+	lazy := func(name string, open func(context.Context, jetstream.JetStream, BucketOptions) (jetstream.KeyValue, error)) *lazyKV {
+		return newLazyKV(name, js, o, open)
 	}
-	flags, err := OpenFlags(ctx, js, o)
-	if err != nil {
-		return nil, err
-	}
-	alerts, err := OpenAlerts(ctx, js, o)
-	if err != nil {
-		return nil, err
-	}
-	apps, err := OpenApps(ctx, js, o)
-	if err != nil {
-		return nil, err
-	}
-	certs, err := OpenCerts(ctx, js, o)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := OpenACME(ctx, js, o); err != nil {
-		return nil, err
-	}
-	grpcSchemas, err := OpenSchemas(ctx, js, o)
-	if err != nil {
-		return nil, err
-	}
-	jsonSchemas, err := OpenJSONSchemas(ctx, js, o)
-	if err != nil {
-		return nil, err
+	c := &Client{js: js, replicas: o.Replicas, actor: DefaultActor(),
+		kv: lazy(BucketAPIs, OpenAPIs), flags: lazy(BucketFlags, OpenFlags), alerts: lazy(BucketAlerts, OpenAlerts),
+		apps: lazy(BucketApps, OpenApps), certs: lazy(BucketCerts, OpenCerts), schemas: lazy(BucketSchemas, OpenSchemas),
+		jsonSchemas: lazy(BucketJSONSchemas, OpenJSONSchemas), tokens: lazy(bus.BucketAdminTokens, OpenAdminTokens),
+		topics: lazy(BucketTopics, OpenTopics), secrets: lazy(bus.BucketSecrets, OpenSecrets)}
+	var waits []<-chan struct{}
+	for _, b := range []jetstream.KeyValue{c.kv, c.flags, c.alerts, c.apps, c.certs, c.schemas, c.jsonSchemas, c.tokens, c.topics, c.secrets} {
+		op, _ := b.(*lazyKV).attempt(bctx)
+		waits = append(waits, op.done)
 	}
 	// Not used by the client, but made here so that one admin command
 	// creates every bucket edges and workers may not create themselves.
-	if _, err := OpenNonces(ctx, js, o); err != nil {
-		return nil, err
-	}
-	if _, err := OpenCache(ctx, js, o); err != nil {
-		return nil, err
-	}
-	if _, err := OpenAudit(ctx, js, o); err != nil {
-		return nil, err
-	}
-	tokens, err := OpenAdminTokens(ctx, js, o)
-	if err != nil {
-		return nil, err
-	}
-	topics, err := OpenTopics(ctx, js, o)
-	if err != nil {
-		return nil, err
-	}
-	secrets, err := OpenSecrets(ctx, js, o)
-	if err != nil {
-		return nil, err
+	for _, open := range []func(context.Context) error{
+		func(ctx context.Context) error { _, err := OpenACME(ctx, js, o); return err },
+		func(ctx context.Context) error { _, err := OpenNonces(ctx, js, o); return err },
+		func(ctx context.Context) error { _, err := OpenCache(ctx, js, o); return err },
+		func(ctx context.Context) error { _, err := OpenAudit(ctx, js, o); return err },
+	} {
+		waits = append(waits, startStreamOpen(bctx, open).done)
 	}
 	// Push is one capability among others: without room for its streams
-	// the registry still serves APIs, and PutTopic tries again.
-	pushErr := OpenPushStreams(ctx, js, o)
+	// the registry still serves APIs, and PutTopic tries again. Its
+	// streams take what room the bounded buckets leave (halving their
+	// caps to fit), so they are made after them.
+	registryOpened := slices.Clone(waits)
+	c.push = startStreamOpen(bctx, func(ctx context.Context) error {
+		for _, w := range registryOpened {
+			<-w
+		}
+		return OpenPushStreams(ctx, js, o)
+	})
 	// So is async: without its streams an API with an async block still
 	// answers its synchronous calls, and its jobs are refused.
-	jobsErr := OpenJobStreams(ctx, js, o)
-	return &Client{jobsErr: jobsErr, js: js, kv: kv, flags: flags, alerts: alerts, apps: apps, certs: certs, schemas: grpcSchemas, jsonSchemas: jsonSchemas,
-		tokens: tokens, topics: topics, secrets: secrets, pushErr: pushErr, replicas: o.Replicas, actor: DefaultActor()}, nil
+	c.jobs = startStreamOpen(bctx, func(ctx context.Context) error {
+		<-c.push.done
+		return OpenJobStreams(ctx, js, o)
+	})
+	waits = append(waits, c.push.done, c.jobs.done)
+	go func() {
+		for _, w := range waits {
+			<-w
+		}
+		cancel()
+	}()
+	timer := time.NewTimer(eagerWait)
+	defer timer.Stop()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return c, nil
+		case <-timer.C:
+			return c, nil
+		}
+	}
+	return c, nil
 }
 
 // PushStreamsErr is why NewClient could not open the push streams (nil
-// when it did): topics cannot be written until they open.
-func (c *Client) PushStreamsErr() error { return c.pushErr }
+// when it did): topics cannot be written until they open. It waits for
+// the open NewClient started.
+func (c *Client) PushStreamsErr() error { return c.push.wait() }
 
 // JobStreamsErr is why NewClient could not open the async job streams
-// (nil when it did): async jobs are refused until they open.
-func (c *Client) JobStreamsErr() error { return c.jobsErr }
+// (nil when it did): async jobs are refused until they open. It waits for
+// the open NewClient started.
+func (c *Client) JobStreamsErr() error { return c.jobs.wait() }
 
 // ErrNotFound is returned for an API or revision that does not exist.
 var ErrNotFound = errors.New("not found")
@@ -281,7 +293,7 @@ func (c *Client) Delete(ctx context.Context, name string, opts ...WriteOption) e
 		if o.ifRevision != nil && isConflict(err) {
 			return conflict(ctx, c.kv, "api", name, *o.ifRevision)
 		}
-		return fmt.Errorf("deleting %s: %w", name, err)
+		return writeFailed(c.kv, "delete", "api", name, nil, 0, err)
 	}
 	return c.noted(ctx, "api", "delete", name, 0, nil)
 }

@@ -427,7 +427,7 @@ func (c *Client) PutTopic(ctx context.Context, doc []byte, opts ...WriteOption) 
 	if err != nil {
 		return nil, err
 	}
-	if c.pushErr != nil { // a topic needs its stream: try again, refuse with why
+	if c.PushStreamsErr() != nil { // a topic needs its stream: try again, refuse with why
 		if err := OpenPushStreams(ctx, c.js, BucketOptions{Replicas: c.replicas}); err != nil {
 			return nil, err
 		}

@@ -94,6 +94,7 @@ func (rf registryFlags) dial(replicas int) (ctx context.Context, c *registry.Cli
 
 // dialConn is dial that also returns the NATS connection.
 func (rf registryFlags) dialConn(replicas int) (ctx context.Context, c *registry.Client, nc *nats.Conn, done func(), err error) {
+	lastRegistry.Store(&rf)
 	ctx, cancel := context.WithTimeout(context.Background(), *rf.timeout)
 	nc, err = rf.nats.connect(ctx, "jetway-cli")
 	if err != nil {

@@ -91,6 +91,15 @@ var errUsage = errors.New("usage")
 // failure (1) and retry after reading again.
 const exitConflict = 3
 
+// exitUnknown is the exit code of a write whose outcome is unknown
+// (registry.ErrOutcomeUnknown): JetStream did not answer in time, and
+// reading the key back could not show the write in force. It may have
+// landed, may not have, and may still land once JetStream has quorum: a
+// script must read the entry (the message names the command) before it
+// writes again or reports a failure. 1 is kept for writes that surely
+// failed and 3 for conflicts.
+const exitUnknown = 4
+
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -98,6 +107,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var err error
 	auditFailures.Store(nil)
+	lastRegistry.Store(nil)
 	switch args[0] {
 	case "serve":
 		err = cmdNode(roleServe, args[1:], stderr)
@@ -168,6 +178,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "jetway:", line)
 		}
 		return 2
+	case errors.Is(err, registry.ErrOutcomeUnknown):
+		var ue *registry.OutcomeUnknownError
+		if errors.As(err, &ue) && settleUnknown(ue, stdout, stderr) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "jetway:", err)
+		return exitUnknown
 	case errors.Is(err, registry.ErrConflict):
 		fmt.Fprintln(stderr, "jetway:", err)
 		return exitConflict

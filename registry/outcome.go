@@ -1,0 +1,154 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrOutcomeUnknown matches every *OutcomeUnknownError (errors.Is).
+var ErrOutcomeUnknown = errors.New("write outcome unknown")
+
+// OutcomeUnknownError is a write sent to JetStream that got no answer in
+// time (the context's deadline, nats.ErrTimeout): it may have landed, may
+// not have, and may still land later — with quorum lost, a stream leader
+// can hold the proposal and commit it when its peers return. Retrying an
+// unconditional write is safe; Recheck reads the key to see whether the
+// value written is in force.
+type OutcomeUnknownError struct {
+	Op     string // "put" or "delete"
+	Kind   string // "api", "degrade switch", "app", ...
+	Bucket string // the KV bucket written
+	Key    string // the key written
+	// Check is the command that shows the key's state, e.g.
+	// "jetway api get NAME".
+	Check string
+	Err   error // the cause
+
+	value  []byte // what was written (put)
+	before uint64 // the key's revision before the write (0: none or unknown)
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	check := ""
+	if e.Check != "" {
+		check = "; check with `" + e.Check + "`"
+	}
+	return fmt.Sprintf("outcome unknown — %s of %s %s got no answer (%v): it may or may not have landed, and may still land once JetStream has quorum%s", e.verb(), e.Kind, e.Key, e.Err, check)
+}
+
+func (e *OutcomeUnknownError) verb() string {
+	if e.Op == "delete" {
+		return "the delete"
+	}
+	return "the write"
+}
+
+// Is makes errors.Is(err, ErrOutcomeUnknown) true.
+func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+// Unwrap returns the cause.
+func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
+
+// Recheck reads the key in js and reports whether the write is in force:
+// for a put, the key holds the value written at a revision after the one
+// it had before; for a delete, the key is gone. landed false means only
+// "not yet": the write may still land (a proposal held by a leader that
+// lost quorum), so the outcome stays unknown. err is set when the key
+// could not be read.
+func (e *OutcomeUnknownError) Recheck(ctx context.Context, js jetstream.JetStream) (landed bool, rev uint64, err error) {
+	kv, err := js.KeyValue(ctx, e.Bucket)
+	if err != nil {
+		return false, 0, fmt.Errorf("opening bucket %s: %w", e.Bucket, err)
+	}
+	en, err := kv.Get(ctx, e.Key)
+	if e.Op == "delete" {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return true, 0, nil
+		}
+		if err != nil {
+			return false, 0, err
+		}
+		return false, en.Revision(), nil
+	}
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, 0, nil
+	}
+	if err != nil {
+		return false, 0, err
+	}
+	if en.Revision() > e.before && bytes.Equal(en.Value(), e.value) {
+		return true, en.Revision(), nil
+	}
+	return false, en.Revision(), nil
+}
+
+// noAnswer reports whether a write's error leaves its outcome unknown: the
+// request was sent and no answer came (a deadline, a timeout, the caller
+// giving up). A "no responders" answer (jetstream.ErrNoStreamResponse) is
+// not one: no server took the message, nothing was stored.
+func noAnswer(err error) bool {
+	var oe *BucketOpenError
+	if errors.As(err, &oe) {
+		return false // nothing was sent
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrTimeout)
+}
+
+// writeFailed is the error of a KV write of key in kv that failed with
+// err: an *OutcomeUnknownError when no answer came, a definite failure
+// otherwise. value is what was written (nil for a delete), before the
+// key's revision before the write (0: none or unknown).
+func writeFailed(kv jetstream.KeyValue, op, kind, key string, value []byte, before uint64, err error) error {
+	return writeFailedIn(kv.Bucket(), op, kind, key, value, before, err)
+}
+
+func writeFailedIn(bucket, op, kind, key string, value []byte, before uint64, err error) error {
+	if noAnswer(err) {
+		return &OutcomeUnknownError{Op: op, Kind: kind, Bucket: bucket, Key: key, Check: checkCommand(bucket, key), Err: err, value: value, before: before}
+	}
+	verb := "writing"
+	if op == "delete" {
+		verb = "deleting"
+	}
+	var oe *BucketOpenError
+	if errors.As(err, &oe) {
+		return fmt.Errorf("%s %s %s: nothing was written: %w", verb, kind, key, err)
+	}
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return fmt.Errorf("%s %s %s: nothing was written: no server holds a leader of bucket %s's stream (JetStream quorum lost, or its servers down): %w", verb, kind, key, bucket, err)
+	}
+	return fmt.Errorf("%s %s %s: %w", verb, kind, key, err)
+}
+
+// checkCommand is the CLI command that shows a key of a bucket.
+func checkCommand(bucket, key string) string {
+	switch bucket {
+	case BucketAPIs:
+		if name, ok := strings.CutPrefix(key, DraftPrefix); ok {
+			return "jetway api get --draft " + name
+		}
+		return "jetway api get " + key
+	case BucketFlags:
+		if strings.HasPrefix(key, FaultPrefix) {
+			return "jetway fault list"
+		}
+		return "jetway degrade list"
+	case BucketApps:
+		return "jetway app get " + key
+	case BucketAlerts:
+		return "jetway alert list"
+	case BucketTopics:
+		return "jetway topic get " + key
+	case BucketJSONSchemas:
+		return "jetway jsonschema get " + key
+	case BucketCerts:
+		return "jetway cert list"
+	}
+	return ""
+}
