@@ -118,3 +118,103 @@ func TestCallsSurviveTheEdgesNATSNodeKilled(t *testing.T) {
 		t.Fatalf("the POST in flight when the edge's node died: %s, want 502 BUS_LOST at once", p)
 	}
 }
+
+// A NATS node that freezes (its connections open, silent) under load: the
+// edge's calls in flight on it are the evidence, the edge leaves it for
+// another node within about a second and sends them again there. No call
+// fails.
+func TestEdgeLeavesAFrozenNATSNode(t *testing.T) {
+	t.Parallel()
+	servers, urls := natstest.RunCluster(t, 3, nil)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(2 * time.Millisecond)
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer be.Close()
+	if res := jetway(t, entry("e2e.frozen", "frozen", "GET", "/frozen", httpBackend(be.URL), map[string]any{"timeout": "5s"}),
+		"api", "put", "-", "--nats", urls, "--replicas", "3"); res.code != 0 {
+		t.Fatalf("api put: %d %s%s", res.code, res.stdout, res.stderr)
+	}
+	// The edge reaches node 0 through a proxy that can freeze it.
+	px := natstest.NewProxy(t, servers[0].Addr().String())
+	edge := startNode(t, "edge", "edge", "", "--nats", px.URL())
+	w := startNode(t, "worker", "worker", "", "--nats", servers[1].ClientURL(), "--pool", "frozen")
+	edge.waitReady(t)
+	w.waitServing(t, "e2e.frozen")
+	waitBody(t, edge.edge+"/frozen", "ok")
+
+	var (
+		mu       sync.Mutex
+		calls    int
+		failures []string
+		longest  time.Duration
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				r, err := do(http.MethodGet, edge.edge+"/frozen", nil, nil)
+				took := time.Since(start)
+				mu.Lock()
+				calls++
+				longest = max(longest, took)
+				if err != nil || r.status != http.StatusOK {
+					failures = append(failures, fmt.Sprintf("%v %v after %s", err, r, took.Round(time.Millisecond)))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	px.Freeze()
+	time.Sleep(4 * time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d calls, %d failed, longest %s (the freeze's detection and the calls sent again)", calls, len(failures), longest.Round(time.Millisecond))
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d calls failed through the freeze: %v", len(failures), calls, failures)
+	}
+	if longest > 3*time.Second {
+		t.Fatalf("a call took %s: the frozen node was not left within 3s", longest)
+	}
+}
+
+// /readyz says when the edge cannot carry calls: a frozen NATS (the only
+// one it knows) turns it 503 within the pings' 3 s, saying why; back to
+// 200 when the server answers again.
+func TestReadyzOnAFrozenNATS(t *testing.T) {
+	t.Parallel()
+	ns := natstest.RunServer(t)
+	px := natstest.NewProxy(t, ns.Addr().String())
+	edge := startNode(t, "edge", "edge", "", "--nats", px.URL())
+	edge.waitReady(t)
+	px.Freeze()
+	frozen := time.Now()
+	var rz readyz
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		st, r, err := edge.readyz()
+		if err != nil {
+			return err
+		}
+		if st != http.StatusServiceUnavailable {
+			return fmt.Errorf("/readyz %d: %s", st, r.Reason)
+		}
+		rz = r
+		return nil
+	})
+	t.Logf("/readyz 503 %s after the freeze: %s", time.Since(frozen).Round(time.Millisecond), rz.Reason)
+	if !strings.Contains(rz.Reason, "nats connection of the edge") {
+		t.Fatalf("/readyz reason %q does not say the edge's connection is down", rz.Reason)
+	}
+	px.Thaw()
+	edge.waitReady(t)
+}
