@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -26,26 +27,28 @@ func never() float64 { return 0 }
 // An API whose workers take every call is never shed, however busy; nor
 // one that refuses a few, while K·accepts ≥ requests.
 func TestShedNeverWithoutOverload(t *testing.T) {
-	th := newThrottle("")
-	for slot := int64(1000); slot < 1100; slot++ {
-		for i := range 500 {
-			if th.sheds(slot, DefaultShedK, never) {
-				t.Fatalf("slot %d call %d shed with no refusal", slot, i)
+	for _, u := range []func() float64{never, nil} {
+		th := newThrottle("")
+		for slot := int64(1000); slot < 1100; slot++ {
+			for i := range 500 {
+				if th.sheds(slot, DefaultShedK, u) {
+					t.Fatalf("slot %d call %d shed with no refusal", slot, i)
+				}
+				th.note(slot, false)
 			}
-			th.note(slot, false)
 		}
-	}
-	th = newThrottle("")
-	for slot := int64(0); slot < 100; slot++ {
-		for i := range 500 {
-			if th.sheds(slot, DefaultShedK, never) {
-				t.Fatalf("slot %d call %d shed with a third of calls refused (K=2)", slot, i)
+		th = newThrottle("")
+		for slot := int64(0); slot < 100; slot++ {
+			for i := range 500 {
+				if th.sheds(slot, DefaultShedK, u) {
+					t.Fatalf("slot %d call %d shed with a third of calls refused (K=2)", slot, i)
+				}
+				th.note(slot, i%3 == 2) // requests ≤ 1.5 × accepts, always
 			}
-			th.note(slot, i%3 == 2) // requests ≤ 1.5 × accepts, always
 		}
-	}
-	if p := th.odds(99, DefaultShedK); p != 0 {
-		t.Fatalf("odds %v, want 0", p)
+		if p := th.odds(99, DefaultShedK); p != 0 {
+			t.Fatalf("odds %v, want 0", p)
+		}
 	}
 }
 
@@ -55,22 +58,26 @@ func TestShedNeverWithoutOverload(t *testing.T) {
 type sim struct {
 	th          *throttle
 	k           float64
-	rnd         *rand.Rand
+	u           func() float64 // nil: even pacing
 	shed, sent  []int
 	accepted    []int
 	firstSlot   int64
 	currentSlot int64
 }
 
-func newSim(k float64) *sim {
-	return &sim{th: newThrottle(""), k: k, rnd: rand.New(rand.NewPCG(1, 2)), firstSlot: 5000, currentSlot: 5000}
+func newSim(k float64, random bool) *sim {
+	s := &sim{th: newThrottle(""), k: k, firstSlot: 5000, currentSlot: 5000}
+	if random {
+		s.u = rand.New(rand.NewPCG(1, 2)).Float64
+	}
+	return s
 }
 
 func (s *sim) run(slots, offered, capacity int) {
 	for range slots {
 		var shed, sent, acc int
 		for range offered {
-			if s.th.sheds(s.currentSlot, s.k, s.rnd.Float64) {
+			if s.th.sheds(s.currentSlot, s.k, s.u) {
 				shed++
 				continue
 			}
@@ -98,8 +105,9 @@ func sum(xs []int, from, to int) int {
 // At 16× capacity the edge sheds about 1 − K/16 of the calls and the
 // workers get about K times what they take, and still take all they can.
 func TestShedHeavyOverload(t *testing.T) {
-	for _, k := range []float64{1.5, 2} {
-		s := newSim(k)
+	for _, k := range []float64{1.5, 2, -1.5, -2} { // < 0: random
+		s := newSim(math.Abs(k), k < 0)
+		k := math.Abs(k)
 		const capacity, offered = 100, 1600
 		s.run(40, offered, capacity)
 		from, to := 2*shedBuckets, 40 // steady state: the window holds only overload
@@ -135,7 +143,7 @@ func TestShedRecovers(t *testing.T) {
 		{"load drops", 50, 100},
 		{"capacity returns", 1600, 10000},
 	} {
-		s := newSim(DefaultShedK)
+		s := newSim(DefaultShedK, false)
 		s.run(30, 1600, 100)
 		s.run(3*shedBuckets, after.offered, after.capacity)
 		over := 30
@@ -181,7 +189,7 @@ func TestShedderOptions(t *testing.T) {
 	}{
 		{Shedding{}, DefaultShedK, DefaultShedWindow / shedBuckets},
 		{Shedding{K: 0.5, Window: 2 * time.Second}, 1, 200 * time.Millisecond},
-		{Shedding{K: 1.5, Window: -1}, 1.5, DefaultShedWindow / shedBuckets},
+		{Shedding{K: 1.5, Window: -1, Random: true}, 1.5, DefaultShedWindow / shedBuckets},
 	} {
 		s := newShedder(c.o)
 		if s.k != c.k || s.width != int64(c.width) {
@@ -198,13 +206,15 @@ func TestShedAllocatesNothing(t *testing.T) {
 	now := time.Now()
 	s.of(rt).note(s.slot(now), true)
 	for _, overloaded := range []bool{false, true} {
-		n := testing.AllocsPerRun(1000, func() {
-			th := s.of(rt)
-			th.sheds(s.slot(now), s.k, rand.Float64)
-			th.note(s.slot(now), overloaded)
-		})
-		if n != 0 {
-			t.Errorf("overloaded=%v: %v allocs per call", overloaded, n)
+		for _, u := range []func() float64{nil, rand.Float64} {
+			n := testing.AllocsPerRun(1000, func() {
+				th := s.of(rt)
+				th.sheds(s.slot(now), s.k, u)
+				th.note(s.slot(now), overloaded)
+			})
+			if n != 0 {
+				t.Errorf("overloaded=%v random=%v: %v allocs per call", overloaded, u != nil, n)
+			}
 		}
 	}
 }
