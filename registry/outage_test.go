@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func (c *r3Cluster) start(which []int) {
 			c.t.Fatal(err)
 		}
 		go s.Start()
-		if !s.ReadyForConnections(10 * time.Second) {
+		if !s.ReadyForConnections(30 * time.Second) {
 			c.t.Fatalf("server %d not ready after restart", i)
 		}
 		c.servers[i] = s
@@ -227,4 +228,113 @@ func TestWriteNeedsOnlyItsBucket(t *testing.T) {
 	if _, err := c.ListAlerts(actx); err == nil || !strings.Contains(err.Error(), bus.BucketAlerts) {
 		t.Fatalf("alerts: %v; want an error naming the bucket", err)
 	}
+}
+
+// healthState waits until the watcher's health is in state want.
+func waitHealth(t *testing.T, w *registry.Watcher, want string, within time.Duration) registry.Health {
+	t.Helper()
+	var h registry.Health
+	natstest.CheckFor(t, within, 20*time.Millisecond, func() error {
+		if h = w.Health(); h.State != want {
+			return errors.New("health " + h.State + ": " + h.Reason)
+		}
+		return nil
+	})
+	return h
+}
+
+// A quorum outage through a running watcher, and a node started during
+// it: both say quorum lost (not live, not "nats not reachable"), and once
+// the servers are back a new write is followed within about a second.
+func TestWatcherThroughQuorumOutage(t *testing.T) {
+	cl := startR3Cluster(t)
+	nc := cl.connect(0)
+	c, err := registry.NewClient(context.Background(), nc, registry.BucketOptions{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctxTimeout(t, 5*time.Second), entry("before", "/before")); err != nil {
+		t.Fatal(err)
+	}
+	file := t.TempDir() + "/registry.json"
+	w := registry.NewWatcher(registry.WatcherOptions{Conn: nc, SnapshotFile: file})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = w.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if h := waitHealth(t, w, registry.HealthLive, 10*time.Second); !h.Live || !h.Since.IsZero() || h.Revision == 0 {
+		t.Fatalf("live: %+v", h)
+	}
+	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if _, err := os.Stat(file); err != nil {
+			return err
+		}
+		return nil
+	})
+
+	stopped := cl.stopAllBut(0)
+	lost := time.Now()
+	h := waitHealth(t, w, registry.HealthQuorumLost, 15*time.Second)
+	t.Logf("running watcher: %q after %v: %s", h.State, time.Since(lost).Round(time.Millisecond), h.Reason)
+	if h.Live || h.Since.IsZero() {
+		t.Errorf("health during the outage: %+v", h)
+	}
+	if ok, reason := w.Ready(); ok || !strings.Contains(reason, "quorum lost") {
+		t.Errorf("Ready during the outage: %v %q", ok, reason)
+	}
+
+	// A node started during the outage, from its snapshot file: NATS is
+	// reachable, JetStream is not answering.
+	nc2 := cl.connect(0)
+	w2 := registry.NewWatcher(registry.WatcherOptions{Conn: nc2, SnapshotFile: file})
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done2 := make(chan struct{})
+	go func() { _ = w2.Run(ctx2); close(done2) }()
+	t.Cleanup(func() { cancel2(); <-done2 })
+	h2 := waitHealth(t, w2, registry.HealthQuorumLost, 10*time.Second)
+	if strings.Contains(h2.Reason, "not reachable") || len(w2.Current().APIs) != 1 {
+		t.Errorf("restarted node: %+v (%d apis)", h2, len(w2.Current().APIs))
+	}
+	t.Logf("node started in the outage: %s", h2.Reason)
+
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Second)
+	_, err = c.Put(wctx, entry("during", "/during"))
+	wcancel()
+	if err == nil {
+		t.Fatal("a write during the outage succeeded")
+	}
+	t.Logf("write during the outage: %v", err)
+
+	cl.start(stopped)
+	back := time.Now()
+	// The first write that succeeds once the cluster is whole, and how
+	// long the watchers take to show it.
+	var wrote time.Time
+	natstest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		wctx, wcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer wcancel()
+		_, err := c.Put(wctx, entry("after", "/after"))
+		return err
+	})
+	wrote = time.Now()
+	var seen, seen2 time.Duration
+	natstest.CheckFor(t, 20*time.Second, 5*time.Millisecond, func() error {
+		if seen == 0 && bodyOf(w, "after") == "/after" {
+			seen = time.Since(wrote)
+		}
+		if seen2 == 0 && bodyOf(w2, "after") == "/after" {
+			seen2 = time.Since(wrote)
+		}
+		if seen == 0 || seen2 == 0 {
+			return errors.New("not seen yet")
+		}
+		return nil
+	})
+	t.Logf("catch-up: quorum back, first write accepted %v after the restart; seen by the running watcher %v and the restarted one %v after it was accepted",
+		wrote.Sub(back).Round(time.Millisecond), seen.Round(time.Millisecond), seen2.Round(time.Millisecond))
+	if seen > 3*time.Second || seen2 > 3*time.Second {
+		t.Errorf("catch-up took %v / %v, want about a second", seen, seen2)
+	}
+	waitHealth(t, w, registry.HealthLive, 5*time.Second)
+	waitHealth(t, w2, registry.HealthLive, 5*time.Second)
 }

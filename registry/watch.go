@@ -123,6 +123,14 @@ type Watcher struct {
 	fromFile bool
 	lastErr  error
 
+	// Health (health.go), under mu: when Run started, the probe's last
+	// error and since when it fails, and the channel closed to make every
+	// set watch again (when JetStream answers again after an outage).
+	started    time.Time
+	probeErr   error
+	probeSince time.Time
+	rewatch    chan struct{}
+
 	saveCh chan struct{}
 }
 
@@ -141,6 +149,10 @@ type kvSet[T any] struct {
 	// cluster made before them may lack the bucket); their retries slow
 	// down to a minute.
 	optional bool
+	// err is why the set's watch failed last, since errSince; nil once
+	// it replays again. Under Watcher.mu.
+	err      error
+	errSince time.Time
 }
 
 // NewWatcher returns a watcher with an empty snapshot.
@@ -149,7 +161,7 @@ func NewWatcher(o WatcherOptions) *Watcher {
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Watcher{o: o, log: log, saveCh: make(chan struct{}, 1)}
+	w := &Watcher{o: o, log: log, saveCh: make(chan struct{}, 1), rewatch: make(chan struct{})}
 	w.apis = &kvSet[*API]{open: OpenAPIs, name: BucketAPIs, good: map[string]*API{},
 		parse: parseAPIAt}
 	w.flags = &kvSet[*Switch]{open: OpenFlags, name: BucketFlags, good: map[string]*Switch{}, parseAt: ParseSwitchAt}
@@ -209,26 +221,15 @@ func (w *Watcher) OnChange(f func(*Snapshot)) { w.subs = append(w.subs, f) }
 // Current returns the snapshot in force. It never blocks.
 func (w *Watcher) Current() *Snapshot { return w.cur.Load() }
 
-// Ready reports whether the registry is loaded live from NATS and the
-// connection is up; otherwise it says why not.
+// Ready reports whether the registry follows NATS live; otherwise it says
+// why not (Health's Reason).
 func (w *Watcher) Ready() (bool, string) {
-	s := w.Current()
-	connected := w.o.Conn != nil && w.o.Conn.IsConnected()
-	switch {
-	case s.Source == SourceLive && connected:
+	h := w.Health()
+	if h.Live {
+		s := w.Current()
 		return true, fmt.Sprintf("registry live at revision %d (%d apis, %d degraded)", s.Revision, len(s.APIs), len(s.Degrade))
-	case s.Source == SourceFile:
-		return false, fmt.Sprintf("serving from local snapshot (%d apis): nats not reachable", len(s.APIs))
-	case !connected:
-		return false, "not connected to nats"
 	}
-	w.mu.Lock()
-	err := w.lastErr
-	w.mu.Unlock()
-	if err != nil {
-		return false, "registry not loaded: " + err.Error()
-	}
-	return false, "registry not loaded yet"
+	return false, h.Reason
 }
 
 // WaitLive blocks until the registry has been loaded from NATS at least once.
@@ -255,7 +256,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 		}
 		go w.saver(ctx)
 	}
+	w.mu.Lock()
+	w.started = time.Now()
+	w.mu.Unlock()
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); w.probe(ctx) }()
 	run := func(name string, f func()) {
 		if w.watches(name) {
 			wg.Add(1)
@@ -280,25 +286,31 @@ func (w *Watcher) watches(bucket string) bool {
 
 // runSet keeps one bucket watched until ctx ends.
 func runSet[T any](ctx context.Context, w *Watcher, s *kvSet[T]) {
-	const minBackoff = 100 * time.Millisecond
-	backoff := minBackoff
+	backoff := watchMinBackoff
 	for ctx.Err() == nil {
 		wentLive, err := watchSet(ctx, w, s)
 		if ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, errReconnected) {
-			// Re-watch at once: the server may have restarted, and an
-			// ordered consumer would otherwise take seconds of missed
-			// heartbeats to notice.
-			w.log.Info("nats reconnected; re-watching registry", "bucket", s.name)
-			backoff = minBackoff
+		if errors.Is(err, errReconnected) || errors.Is(err, errRewatch) {
+			// Re-watch at once: the server may have restarted, or
+			// JetStream answers again after an outage, and an ordered
+			// consumer would otherwise take seconds of missed heartbeats
+			// (and its own backoff) to notice.
+			w.log.Info("re-watching registry", "bucket", s.name, "why", err)
+			backoff = watchMinBackoff
 			continue
 		}
 		if wentLive {
-			backoff = minBackoff
+			backoff = watchMinBackoff
 		}
-		maxBackoff := 3 * time.Second
+		maxBackoff := watchMaxBackoff
+		w.mu.Lock()
+		if s.err == nil {
+			s.errSince = time.Now()
+		}
+		s.err = err
+		w.mu.Unlock()
 		if s.optional {
 			maxBackoff = time.Minute
 		} else {
@@ -319,7 +331,19 @@ func (w *Watcher) setErr(err error) {
 	w.mu.Unlock()
 }
 
-var errReconnected = errors.New("nats reconnected")
+var (
+	errReconnected = errors.New("nats reconnected")
+	errRewatch     = errors.New("jetstream answers again")
+)
+
+// How a broken watch is re-established: short attempts, retried quickly, so
+// that a node follows the registry again within a second of JetStream
+// answering (a cluster regaining quorum).
+const (
+	watchOpenTimeout = time.Second
+	watchMinBackoff  = 50 * time.Millisecond
+	watchMaxBackoff  = 250 * time.Millisecond
+)
 
 // watchSet opens a bucket, replays it and follows changes until the watch
 // fails, the connection reconnects, or ctx ends. wentLive reports whether
@@ -334,11 +358,14 @@ func watchSet[T any](ctx context.Context, w *Watcher, s *kvSet[T]) (wentLive boo
 	}
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
+	w.mu.Lock()
+	rewatch := w.rewatch
+	w.mu.Unlock()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return false, err
 	}
-	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	octx, cancel := context.WithTimeout(ctx, watchOpenTimeout)
 	kv, err := s.open(octx, js, w.o.Bucket)
 	cancel()
 	if err != nil {
@@ -367,6 +394,8 @@ func watchSet[T any](ctx context.Context, w *Watcher, s *kvSet[T]) (wentLive boo
 			return false, ctx.Err()
 		case <-reconnected:
 			return false, errReconnected
+		case <-rewatch:
+			return false, errRewatch
 		case e, ok = <-watcher.Updates():
 		}
 		if !ok {
@@ -388,6 +417,7 @@ func watchSet[T any](ctx context.Context, w *Watcher, s *kvSet[T]) (wentLive boo
 	}
 	w.mu.Lock()
 	s.good, s.live, w.lastErr = fresh, true, nil
+	s.err, s.errSince = nil, time.Time{}
 	w.publishLocked()
 	w.mu.Unlock()
 
@@ -399,6 +429,8 @@ func watchSet[T any](ctx context.Context, w *Watcher, s *kvSet[T]) (wentLive boo
 			return true, ctx.Err()
 		case <-reconnected:
 			return true, errReconnected
+		case <-rewatch:
+			return true, errRewatch
 		case e, ok = <-watcher.Updates():
 		}
 		if !ok {
