@@ -40,13 +40,13 @@ func TestShedNeverWithoutOverload(t *testing.T) {
 		th = newThrottle("")
 		for slot := int64(0); slot < 100; slot++ {
 			for i := range 500 {
-				if th.sheds(slot, DefaultShedK, u) {
+				if th.sheds(slot, 2, u) {
 					t.Fatalf("slot %d call %d shed with a third of calls refused (K=2)", slot, i)
 				}
 				th.note(slot, i%3 == 2) // requests ≤ 1.5 × accepts, always
 			}
 		}
-		if p := th.odds(99, DefaultShedK); p != 0 {
+		if p := th.odds(99, 2); p != 0 {
 			t.Fatalf("odds %v, want 0", p)
 		}
 	}
