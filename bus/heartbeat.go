@@ -399,6 +399,24 @@ func (t *Tracker) Live(role string, now time.Time) int {
 	return n
 }
 
+// Serving reports whether a worker serving pool (or a serve node, which
+// serves every pool) was live and not stopping at now: a no-responders
+// answer for one of the pool's APIs is then a moment's gap — its workers
+// reconnecting to another NATS node — rather than a pool with no worker.
+func (t *Tracker) Serving(pool string, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tn := range t.nodes {
+		if tn.hb.Stopping || t.deadLocked(tn, now) {
+			continue
+		}
+		if tn.hb.Role == "serve" || (tn.hb.Role == "worker" && slices.Contains(tn.hb.Pools, pool)) {
+			return true
+		}
+	}
+	return false
+}
+
 // WireFloor is the lowest wire version among the workers (and serve
 // nodes) live at now, ok false when there are none. A beat without a
 // version comes from a release that reads only version 1.

@@ -436,3 +436,23 @@ func TestHeartbeatHealthIsBounded(t *testing.T) {
 		t.Errorf("an edge's beat: breakers %v, alerts %v", edge.Breakers, edge.Alerts)
 	}
 }
+
+// Serving: a live worker of the pool, or a serve node; not a worker of
+// another pool, a stopping one or one silent too long.
+func TestTrackerServing(t *testing.T) {
+	tr := NewTracker(nil, time.Second)
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr.observe(Heartbeat{ID: "w1", Role: "worker", Pools: []string{"orders"}}, t0)
+	tr.observe(Heartbeat{ID: "w2", Role: "worker", Pools: []string{"pay"}, Stopping: true}, t0)
+	tr.observe(Heartbeat{ID: "e", Role: "edge"}, t0)
+	if !tr.Serving("orders", t0.Add(time.Second)) || tr.Serving("pay", t0) || tr.Serving("other", t0) {
+		t.Fatal("serving: want orders only")
+	}
+	if tr.Serving("orders", t0.Add(3100*time.Millisecond)) {
+		t.Fatal("a worker silent for 3.1 periods still serves")
+	}
+	tr.observe(Heartbeat{ID: "s", Role: "serve"}, t0)
+	if !tr.Serving("other", t0) {
+		t.Fatal("a serve node serves every pool")
+	}
+}

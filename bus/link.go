@@ -32,6 +32,7 @@ const (
 	DefaultMaxPingsOut   = 2
 	DefaultQuietForProbe = time.Second
 	DefaultProbeTimeout  = 500 * time.Millisecond
+	DefaultGrace         = 2 * time.Second
 )
 
 // LinkOptions tune a Link.
@@ -45,7 +46,12 @@ type LinkOptions struct {
 	// server silent past it is suspect, and the connection moves to
 	// another server of the cluster.
 	ProbeTimeout time.Duration
-	Logger       *slog.Logger
+	// Grace is how long after its connection was lost a request waits
+	// for the next one (default DefaultGrace): the client moves to
+	// another node in milliseconds when there is one. Past it, with no
+	// connection, a request fails at once with ErrNotConnected.
+	Grace  time.Duration
+	Logger *slog.Logger
 }
 
 // Link is what a node's call path knows of its connection to NATS: which
@@ -97,6 +103,9 @@ func NewLink(o LinkOptions) *Link {
 	}
 	if o.ProbeTimeout <= 0 {
 		o.ProbeTimeout = DefaultProbeTimeout
+	}
+	if o.Grace <= 0 {
+		o.Grace = DefaultGrace
 	}
 	l := &Link{o: o, log: o.Logger}
 	if l.log == nil {
@@ -182,20 +191,29 @@ func (l *Link) Counts() (interrupted, resent, forced int64) {
 // (the wire version's retry included), and carries it across a lost
 // connection: when the connection is lost (or found dead) while the
 // request waits, a request that may be sent twice (resend: an idempotent
-// call) is sent again as soon as the next connection is up, within ctx;
-// any other fails at once with ErrLinkLost, never at its deadline.
+// call) is sent again as soon as the next connection is up, within ctx
+// and the Grace; any other fails at once with ErrLinkLost, never at its
+// deadline. A request that finds no connection waits for one through the
+// Grace, then fails with ErrNotConnected.
 func (l *Link) Request(ctx context.Context, m *nats.Msg, sent int, resend bool) (*nats.Msg, error) {
 	nc := l.nc.Load()
 	for {
 		g := l.gen.Load()
-		if g.ctx.Err() != nil { // between connections
-			if !resend {
-				return nil, ErrLinkLost
+		if g.ctx.Err() != nil { // between connections: wait out the grace
+			_, _, since := l.State()
+			wait := l.o.Grace - time.Since(since)
+			if wait <= 0 {
+				return nil, ErrNotConnected
 			}
+			t := time.NewTimer(wait)
 			select {
 			case <-g.next:
+				t.Stop()
 				continue
+			case <-t.C:
+				return nil, ErrNotConnected
 			case <-ctx.Done():
+				t.Stop()
 				return nil, ctx.Err()
 			}
 		}

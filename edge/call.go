@@ -37,6 +37,7 @@ var steps = [...]func(*call) error{
 	(*call).cacheLookup,    // the API's response cache answers (cache.go)
 	(*call).limitInFlight,  // the API's edge_concurrency
 	(*call).enqueue,        // an async call becomes a job: 202 and its address (async.go)
+	(*call).shed,           // the API's workers are refusing calls: refuse a share here (shed.go)
 	(*call).send,           // one NATS request on the tier's subject
 	(*call).reply,          // the worker's reply becomes the response
 }
@@ -435,13 +436,7 @@ func (c *call) send() error {
 		endSend(span, nil)
 		return err
 	}
-	var msg *nats.Msg
-	var err error
-	if l := c.e.o.Link; l != nil {
-		msg, err = l.Request(ctx, out, wire, bus.Idempotent(c.r.Method, c.r.Header))
-	} else {
-		msg, err = bus.Request(ctx, c.e.o.Conn, out, wire)
-	}
+	msg, err := c.request(ctx, out, wire)
 	cancel()
 	endSend(span, err)
 	if err != nil {
@@ -458,6 +453,41 @@ func (c *call) send() error {
 	}
 	c.msg = msg
 	return nil
+}
+
+// maxGapWait bounds how long an idempotent call waits, in all, through
+// a gap in its pool's workers (Options.Serving).
+const maxGapWait = time.Second
+
+// request sends the call's request and waits for its reply. Through the
+// edge's link, an idempotent call survives the loss of the edge's NATS
+// connection (bus.Link.Request). And an idempotent call that finds no
+// worker while its pool's workers are known to be live (they are
+// reconnecting after their NATS node died) tries again for a moment —
+// 10, 20, 40 ms ... up to maxGapWait in all, within its deadline — where a
+// pool with no worker is still answered NO_WORKERS at once.
+func (c *call) request(ctx context.Context, out *nats.Msg, wire int) (*nats.Msg, error) {
+	idem := bus.Idempotent(c.r.Method, c.r.Header)
+	var waited time.Duration
+	for wait := 10 * time.Millisecond; ; wait *= 2 {
+		var msg *nats.Msg
+		var err error
+		if l := c.e.o.Link; l != nil {
+			msg, err = l.Request(ctx, out, wire, idem)
+		} else {
+			msg, err = bus.Request(ctx, c.e.o.Conn, out, wire)
+		}
+		if err == nil || !idem || !errors.Is(err, nats.ErrNoResponders) || c.e.o.Serving == nil ||
+			waited+wait > maxGapWait || time.Until(c.deadline) < 2*wait || !c.e.o.Serving(c.rt.api.Pool) {
+			return msg, err
+		}
+		select {
+		case <-time.After(wait):
+			waited += wait
+		case <-ctx.Done():
+			return nil, err
+		}
+	}
 }
 
 // requestMsg writes the call as a NATS request on the tier's subject into
@@ -548,6 +578,7 @@ func (c *call) reply() error {
 		ge := err.(*bus.Error)
 		return c.refuse(ge.Code, ge.Message)
 	}
+	c.noteReply(rep.Code) // the workers' OVERLOADED replies drive the shedding (shed.go)
 	fallback := m.Header.Get("X-Jetway-Fallback") != ""
 	c.outcome, c.upstream = rep.Outcome, rep.Status
 	failed := rep.Code != "" || fallback || c.failedAnswer(rep.Status)

@@ -39,6 +39,11 @@ type Options struct {
 	// one if it may be sent twice, and fails at once with BUS_LOST if
 	// not. nil: a call in flight then waits for its deadline.
 	Link *bus.Link
+	// Serving, when set, reports whether a worker of a pool is live
+	// (bus.Tracker.Serving, from heartbeats): an idempotent call that
+	// finds no worker of a pool said to be live waits a moment for its
+	// workers to reconnect instead of failing NO_WORKERS at once.
+	Serving func(pool string) bool
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// MaxInFlight caps the requests this edge serves at once, across all

@@ -8,14 +8,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
@@ -239,40 +237,6 @@ func TestShedderTidy(t *testing.T) {
 	}
 }
 
-// funcPtr identifies a step, to find it in steps.
-func funcPtr(f func(*call) error) uintptr { return reflect.ValueOf(f).Pointer() }
-
-// hookShedding runs the shed step before send, and counts replies for it,
-// unless steps does already (call.go's hook lines); it undoes that when
-// the test ends.
-func hookShedding(t *testing.T) {
-	for _, f := range steps {
-		if funcPtr(f) == funcPtr((*call).shed) {
-			return
-		}
-	}
-	saved := steps
-	t.Cleanup(func() { steps = saved })
-	for i, f := range steps {
-		switch funcPtr(f) {
-		case funcPtr((*call).send):
-			steps[i] = func(c *call) error {
-				if err := c.shed(); err != nil {
-					return err
-				}
-				return c.send()
-			}
-		case funcPtr((*call).reply):
-			steps[i] = func(c *call) error {
-				if rep, err := bus.DecodeReply(c.msg.Header); err == nil {
-					c.noteReply(rep.Code)
-				}
-				return c.reply()
-			}
-		}
-	}
-}
-
 // shedGateway is nats-server, an edge with o and a worker over it, and
 // one API (GET /slow) on a backend that takes delay per call, with at
 // most conc calls per worker.
@@ -375,7 +339,6 @@ func TestShedAtOverload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few seconds of load")
 	}
-	hookShedding(t)
 	const conc, delay = 4, 20 * time.Millisecond
 	capacity := float64(conc) * float64(time.Second/delay) // 200 calls/s
 	u, e := shedGateway(t, Options{}, conc, delay)

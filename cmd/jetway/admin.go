@@ -22,11 +22,34 @@ import (
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/edge"
+	"github.com/jetway-gw/jetway/registry"
 )
 
+// readiness is /readyz's word on the registry: ready while it follows
+// NATS, and also while it serves a snapshot that stopped following (watch
+// broken, quorum lost) for less than --ready-max-stale — a registry
+// outage must not take every edge out of its load balancer at once,
+// when the calls themselves need no registry — saying why; not ready
+// with nothing loaded, or a snapshot staler than that.
+func (n *node) readiness(now time.Time) (bool, string, registry.Health) {
+	h := n.watcher.Health()
+	if h.Live {
+		s := n.watcher.Current()
+		return true, fmt.Sprintf("registry live at revision %d (%d apis, %d degraded)", s.Revision, len(s.APIs), len(s.Degrade)), h
+	}
+	if n.watcher.Current().Source == registry.SourceNone {
+		return false, h.Reason, h
+	}
+	if limit := n.cfg.readyMaxStale; limit > 0 && !h.Since.IsZero() && now.Sub(h.Since) > limit {
+		return false, fmt.Sprintf("%s; stale for %s, past --ready-max-stale %s", h.Reason, now.Sub(h.Since).Round(time.Second), limit), h
+	}
+	return true, h.Reason, h
+}
+
 // adminHandler serves the admin listener: /healthz answers while the
-// process runs; /readyz answers 200 only when connected to NATS with the
-// registry loaded and not draining, and 503 with the reason otherwise.
+// process runs; /readyz answers 200 when the node can carry calls (its
+// call connections up, a registry loaded and not too stale: readiness)
+// and is not draining, and 503 with the reason otherwise.
 func (n *node) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -34,9 +57,9 @@ func (n *node) adminHandler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		ready, reason := n.watcher.Ready()
+		ready, reason, reg := n.readiness(time.Now())
 		nats := map[string]any{}
-		carries := true // the data plane: every call connection is up
+		carries := true // every call connection is up
 		for _, l := range n.links {
 			state, why, since := l.link.State()
 			st := map[string]any{"state": state}
@@ -44,7 +67,7 @@ func (n *node) adminHandler() http.Handler {
 				st["reason"], st["since"] = why, since.UTC().Format(time.RFC3339Nano)
 				if carries { // this node cannot carry calls: that first
 					carries, ready = false, false
-					reason = fmt.Sprintf("nats connection of the %s %s since %s: %s", l.name, state, since.UTC().Format(time.RFC3339), why)
+					reason = fmt.Sprintf("nats connection of the %s %s since %s: %s; %s", l.name, state, since.UTC().Format(time.RFC3339), why, reason)
 				}
 			}
 			nats[l.name] = st
@@ -57,7 +80,7 @@ func (n *node) adminHandler() http.Handler {
 			"ready":    ready,
 			"reason":   reason,
 			"role":     n.role,
-			"registry": map[string]any{"source": s.Source.String(), "revision": s.Revision, "apis": len(s.APIs)},
+			"registry": map[string]any{"source": s.Source.String(), "revision": s.Revision, "apis": len(s.APIs), "state": reg.State},
 			"wire":     map[string]any{"reads": []int{bus.WireMinVersion, bus.WireVersion}, "writes": n.wire.Send()},
 		}
 		if len(nats) > 0 {

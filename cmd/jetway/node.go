@@ -294,7 +294,7 @@ func (n *node) startEdge(ctx context.Context) error {
 	}
 	f := n.cfg
 	n.metrics = otel.NewMetrics(n.id, string(n.role))
-	eo := edge.Options{Conn: nc, Link: link, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics, TrustedProxies: f.trusted, Wire: n.wire, Certs: f.certs}
+	eo := edge.Options{Conn: nc, Link: link, Serving: n.serving, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics, TrustedProxies: f.trusted, Wire: n.wire, Certs: f.certs}
 	eo.IPRules = &edge.IPRules{Allow: f.allow, Deny: f.deny}
 	eo.Nonces = registry.NewNonceStore(n.ctl, registry.BucketOptions{Replicas: f.replicas})
 	if n.role == roleServe {
@@ -368,6 +368,13 @@ func (n *node) createBuckets(ctx context.Context) {
 	}); err != nil {
 		n.log.Warn("watching the nonce bucket", "err", err)
 	}
+}
+
+// serving is edge.Options.Serving: whether the heartbeats say a worker of
+// pool is live. The tracker starts after the edge is built, before any
+// call.
+func (n *node) serving(pool string) bool {
+	return n.tracker != nil && n.tracker.Serving(pool, time.Now())
 }
 
 // publishMetrics sends the edge's per-second records to the cluster and
