@@ -59,7 +59,7 @@ func streamRead(st string) []string {
 // every pool (the embedded server's one worker user). pools is ignored for
 // other roles. Pool names must have passed ValidName.
 //
-// Edges: request any API, exchange rate-limit reports, publish metrics,
+// Edges: request any API, exchange rate-limit reports, publish metrics, SLA records,
 // alerts and their own heartbeats, read the APIs, flags, alert rules and
 // apps (signing secrets included: edges check signatures) and claim
 // nonces. Workers: answer the requests of their pools' APIs (only the
@@ -73,6 +73,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			APIPrefix + ">", SandboxPrefix + ">",
 			RateLimitSubject, PushCensusSubject,
 			MetricsPrefix + UserEdge + ".*",
+			SLAPrefix + "*", // its per-minute SLA records (a JetStream publish: the ack comes to its inbox)
 			AlertPrefix + ">",
 			HeartbeatPrefix + UserEdge + ".*",
 			"$KV." + BucketNonces + ".>",   // claim a nonce (KV create)

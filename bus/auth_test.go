@@ -446,6 +446,46 @@ func TestSecretsAreEachPoolsOwn(t *testing.T) {
 	})
 }
 
+// An edge stores its SLA records in jetway_sla through a JetStream
+// publish on jetway.sla.<node id> and may do nothing else with them: no
+// other subject under the prefix, no reading, deleting or purging the
+// records (its own or another node's). A worker may not publish them.
+func TestSLARecordsOnlyEdgesAppend(t *testing.T) {
+	s := roleServer(t, "eu")
+	admin := connectAs(t, s, UserAdmin, "a")
+	ajs, _ := jetstream.New(admin.Conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := ajs.CreateStream(ctx, jetstream.StreamConfig{Name: StreamSLA, Subjects: []string{SLAPrefix + ">"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge := connectAs(t, s, UserEdge, "e")
+	ejs, _ := jetstream.New(edge.Conn)
+	if _, err := ejs.Publish(ctx, SLAPrefix+"node1", []byte(`{"node":"node1"}`)); err != nil {
+		t.Fatalf("an edge stores its SLA record: %v", err)
+	}
+	edge.allowed(t, "edge publishes its SLA record")
+	if info, err := st.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Fatalf("records stored: %+v %v", info, err)
+	}
+	deep := SLAPrefix + "node1.more"
+	edge.denied(t, "edge publishes under a deeper SLA subject", deep, func() { _ = edge.Publish(deep, nil) })
+	for _, subj := range []string{
+		"$JS.API.STREAM.INFO." + StreamSLA,
+		"$JS.API.STREAM.PURGE." + StreamSLA,
+		"$JS.API.STREAM.MSG.DELETE." + StreamSLA,
+		"$JS.API.CONSUMER.CREATE." + StreamSLA,
+		"$JS.API.DIRECT.GET." + StreamSLA,
+	} {
+		edge.denied(t, "edge reaches the SLA stream by "+subj, subj, func() { _ = edge.PublishRequest(subj, edge.NewInbox(), []byte(`{}`)) })
+	}
+	worker := connectAs(t, s, UserWorker, "w")
+	worker.denied(t, "worker publishes an SLA record", SLAPrefix+"node1", func() { _ = worker.Publish(SLAPrefix+"node1", nil) })
+	pooled := connectAs(t, s, "worker-orders", "wo")
+	pooled.denied(t, "pool worker publishes an SLA record", SLAPrefix+"w1", func() { _ = pooled.Publish(SLAPrefix+"w1", nil) })
+}
+
 // An unknown role may do nothing.
 func TestRolePermissionsUnknownRole(t *testing.T) {
 	p := RolePermissions("wroker")

@@ -93,6 +93,16 @@ const (
 	AuditPrefix = "jetway.audit."
 	// StreamAudit keeps the audit trail.
 	StreamAudit = "jetway_audit"
+	// SLAPrefix starts the subject of an edge's per-minute SLA records:
+	// jetway.sla.<node id>, kept in StreamSLA for the SLA reports
+	// (otel/sla.go, jetway report). Edges publish them (any node id: the
+	// edges share one user); only the admin reads them. A forged record
+	// can at most skew the reports of the minutes it claims — add calls,
+	// failures or breaker openings to an API's figures — never remove
+	// another node's records (edges may not delete, purge or read).
+	SLAPrefix = "jetway.sla."
+	// StreamSLA keeps the SLA records (35 days by default).
+	StreamSLA = "jetway_sla"
 )
 
 // CachePurge is a purge request on CachePurgeSubject: an API's cached
