@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -116,6 +117,11 @@ func TestCallsSurviveTheEdgesNATSNodeKilled(t *testing.T) {
 	// saying so, never a 504 at its deadline.
 	if !strings.HasPrefix(p, "502 BUS_LOST") {
 		t.Fatalf("the POST in flight when the edge's node died: %s, want 502 BUS_LOST at once", p)
+	}
+	// The edge's /metrics counts the calls the loss interrupted.
+	m := get(t, edge.admin+"/metrics")
+	if !regexp.MustCompile(`jetway_nats_calls_interrupted_total\{node="[^"]+",role="edge",conn="edge"\} [1-9]`).Match(m.body) {
+		t.Fatalf("/metrics does not count the interrupted calls:\n%s", m.body)
 	}
 }
 

@@ -306,6 +306,9 @@ func (c *call) shed() error {
 		return nil
 	}
 	c.endFlight(flightFailed) // the calls waiting on this one would be shed alike
+	if m := c.e.o.Metrics; m != nil {
+		m.RecordShed(c.rt.key, c.rt.api.Pool)
+	}
 	if c.serveStale() {
 		return errEnded
 	}

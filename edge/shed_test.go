@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -9,12 +10,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
 )
@@ -341,7 +344,8 @@ func TestShedAtOverload(t *testing.T) {
 	}
 	const conc, delay = 4, 20 * time.Millisecond
 	capacity := float64(conc) * float64(time.Second/delay) // 200 calls/s
-	u, e := shedGateway(t, Options{}, conc, delay)
+	m := otel.NewMetrics("shed-edge", "edge")
+	u, e := shedGateway(t, Options{Metrics: m}, conc, delay)
 	// Below capacity: nothing is refused, nothing shed.
 	if tl := overload(u+"/slow", int(capacity/4), time.Second); tl.refused.Load() != 0 || e.Shed("slow") != 0 {
 		t.Fatalf("below capacity: %d refused, %d shed", tl.refused.Load(), e.Shed("slow"))
@@ -360,5 +364,10 @@ func TestShedAtOverload(t *testing.T) {
 	}
 	if goodput < 0.5 { // ~0.85 on an idle machine: see TestShedHeavyOverload
 		t.Errorf("goodput %.2f × capacity, want near 1", goodput)
+	}
+	var b strings.Builder
+	_ = m.WritePrometheus(&b)
+	if want := fmt.Sprintf(`jetway_requests_shed_total{api="slow",pool="shed",node="shed-edge",role="edge"} %d`, shed); !strings.Contains(b.String(), want) {
+		t.Errorf("metrics lack %s:\n%s", want, b.String())
 	}
 }

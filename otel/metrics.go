@@ -75,6 +75,7 @@ type apiMetrics struct {
 	failed     map[string]*atomic.Int64
 	hist       *histogram
 	faults     [2]atomic.Int64                 // injected by a drill: delays, aborts
+	shed       atomic.Int64                    // refused by the edge's shedding (also blocked OVERLOADED)
 	cache      [len(cacheResults)]atomic.Int64 // response cache lookups, by cacheResults
 	// the current second, swapped by Tick
 	sec   atomic.Pointer[secAcc]
@@ -141,6 +142,10 @@ func (m *Metrics) RecordFault(api, pool string, abort bool) {
 	}
 	m.api(api, pool).faults[i].Add(1)
 }
+
+// RecordShed counts one call the edge's load shedding refused before
+// sending it (it is also counted blocked, OVERLOADED, by Record).
+func (m *Metrics) RecordShed(api, pool string) { m.api(api, pool).shed.Add(1) }
 
 // cacheResults name the response cache lookups RecordCache counts.
 var cacheResults = [4]string{"hit", "miss", "stale", "shared"}
@@ -324,6 +329,13 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 	}
 	counters("jetway_faults_injected_total", "Faults a drill (jetway fault on) injected, by kind: calls delayed, calls aborted.",
 		"kind", []string{"delay", "abort"}, func(a *apiMetrics, i int) int64 { return a.faults[i].Load() })
+	fmt.Fprintln(bw, "# HELP jetway_requests_shed_total Calls the edge refused itself (OVERLOADED) because the API's workers were refusing calls; counted in jetway_requests_blocked_total too.")
+	fmt.Fprintln(bw, "# TYPE jetway_requests_shed_total counter")
+	for _, a := range apis {
+		if n := a.shed.Load(); n > 0 {
+			fmt.Fprintf(bw, "jetway_requests_shed_total{%s} %d\n", lbl(a), n)
+		}
+	}
 	counters("jetway_cache_lookups_total", "Response cache lookups, by result: hit, miss, stale (served past freshness: stale-while-revalidate or stale-if-error), shared (a hit read from the shared cache).",
 		"result", cacheResults[:], func(a *apiMetrics, i int) int64 { return a.cache[i].Load() })
 	fmt.Fprintln(bw, "# HELP jetway_availability Share of passed calls (not blocked) that did not fail, since start.")

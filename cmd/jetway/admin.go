@@ -46,6 +46,34 @@ func (n *node) readiness(now time.Time) (bool, string, registry.Health) {
 	return true, h.Reason, h
 }
 
+// writeLinkMetrics writes what the call connections' links counted
+// (bus.Link.Counts): calls a lost connection interrupted, calls sent
+// again on the next, reconnects forced on a server that stopped
+// answering.
+func (n *node) writeLinkMetrics(w io.Writer) {
+	if len(n.links) == 0 {
+		return
+	}
+	var b strings.Builder
+	for _, m := range []struct {
+		name, help string
+		value      func(interrupted, resent, forced int64) int64
+	}{
+		{"jetway_nats_calls_interrupted_total", "Calls in flight when their NATS connection was lost or found dead.",
+			func(i, _, _ int64) int64 { return i }},
+		{"jetway_nats_calls_resent_total", "Idempotent calls sent again on the next NATS connection after their connection was lost.",
+			func(_, r, _ int64) int64 { return r }},
+		{"jetway_nats_forced_reconnects_total", "NATS servers left because they stopped answering while calls waited on them.",
+			func(_, _, f int64) int64 { return f }},
+	} {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n", m.name, m.help, m.name)
+		for _, l := range n.links {
+			fmt.Fprintf(&b, "%s{node=%q,role=%q,conn=%q} %d\n", m.name, n.id, n.role, l.name, m.value(l.link.Counts()))
+		}
+	}
+	_, _ = io.WriteString(w, b.String())
+}
+
 // adminHandler serves the admin listener: /healthz answers while the
 // process runs; /readyz answers 200 when the node can carry calls (its
 // call connections up, a registry loaded and not too stale: readiness)
@@ -148,6 +176,7 @@ func (n *node) adminHandler() http.Handler {
 			_ = n.worker.WriteJobMetrics(w, n.id)
 		}
 		n.writeJobQueueMetrics(w)
+		n.writeLinkMetrics(w)
 	})
 	mux.HandleFunc("GET /metric", func(w http.ResponseWriter, r *http.Request) {
 		if n.metrics == nil {
