@@ -138,6 +138,15 @@ func (l *Latency) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Add counts one latency.
+func (l *Latency) Add(d time.Duration) {
+	if l.Counts == nil {
+		l.Counts = map[int]int64{}
+	}
+	l.Counts[bucketOf(d)]++
+	l.Sum += d
+}
+
 // Merge adds o's latencies.
 func (l *Latency) Merge(o Latency) {
 	if l.Counts == nil {

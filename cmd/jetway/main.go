@@ -52,6 +52,7 @@ Observing:
   top       a live table of every API across the cluster (QPS, errors, p99, breaker, degraded)
   metric    an API's per-second records from every node
   alert     alert rules: success rate, p99, breaker opened, no workers (put|list|delete)
+  report    the SLA report of a period per API and owner (md, html, json)
 
 Other:
   nodes     list the live nodes of the cluster from their heartbeats
@@ -149,6 +150,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdNodes(args[1:], stdout, stderr)
 	case "audit":
 		err = cmdAudit(args[1:], stdout, stderr)
+	case "report":
+		err = cmdReport(args[1:], stdout, stderr)
 	case "dlq":
 		err = cmdDLQ(args[1:], stdout, stderr)
 	case "nats-permissions":
