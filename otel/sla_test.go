@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus"
@@ -271,5 +273,45 @@ func TestSLARecorderStreamRoundTrip(t *testing.T) {
 	// A period that ends before the records: nothing.
 	if none, err := ReadSLA(ctx, js, start.Add(-time.Hour), start); err != nil || len(none) != 0 {
 		t.Errorf("an earlier period: %d, %v", len(none), err)
+	}
+}
+
+// The recorder as an edge runs it: on the edge user's own connection
+// (its inbox prefix, its permissions), the stream made by the admin; the
+// edge's minute under way is stored at Stop and the admin reads it back.
+func TestSLARecorderAsEdgeUser(t *testing.T) {
+	opts := natstest.DefaultOptions(t)
+	opts.Users = []*server.User{
+		{Username: bus.UserAdmin, Password: "a", Permissions: bus.RolePermissions(bus.UserAdmin)},
+		{Username: bus.UserEdge, Password: "e", Permissions: bus.RolePermissions(bus.UserEdge)},
+	}
+	s := natstest.RunServerWithOptions(t, opts)
+	admin := natstest.Connect(t, s, nats.UserInfo(bus.UserAdmin, "a"))
+	violations := make(chan error, 8)
+	edge := natstest.Connect(t, s, nats.UserInfo(bus.UserEdge, "e"), nats.CustomInboxPrefix(bus.InboxPrefix(bus.UserEdge)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ajs, _ := jetstream.New(admin)
+	if _, err := EnsureSLAStream(ctx, ajs, SLAStreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ejs, _ := jetstream.New(edge)
+	m := NewMetrics("e1", "edge")
+	r, err := StartSLARecorder(m, SLAOptions{JS: ejs, Node: "e1", Breakers: edge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := r.cur
+	record(m, "orders.get", 3, Succeeded, "", func(int) time.Duration { return time.Millisecond })
+	r.Stop(ctx)
+	got, err := ReadSLA(ctx, ajs, from, from.Add(time.Hour))
+	if err != nil || len(got) != 1 || got[0].APIs[0].Succeeded != 3 {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	select {
+	case err := <-violations:
+		t.Fatalf("the edge's recorder was refused: %v", err)
+	default:
 	}
 }
