@@ -33,6 +33,12 @@ const (
 	DefaultQuietForProbe = time.Second
 	DefaultProbeTimeout  = 500 * time.Millisecond
 	DefaultGrace         = 2 * time.Second
+	// maxResends bounds how often one call is sent again.
+	maxResends = 2
+	// minForcedGap is the least time between two reconnects a probe
+	// forces: a server found silent by mistake (a slow uplink holding the
+	// ping behind a large body) is not left over and over.
+	minForcedGap = 10 * time.Second
 )
 
 // LinkOptions tune a Link.
@@ -73,8 +79,9 @@ type Link struct {
 	mu  sync.Mutex // orders generation changes (never held on the call path)
 	gen atomic.Pointer[linkGen]
 
-	state    atomic.Pointer[linkState]
-	inflight atomic.Int64
+	state     atomic.Pointer[linkState]
+	inflight  atomic.Int64
+	busySince atomic.Int64 // unix ns when inflight last went from 0 to 1
 
 	// Counted for metrics: calls a lost connection interrupted, the ones
 	// sent again on the next, and reconnects a probe forced.
@@ -197,6 +204,7 @@ func (l *Link) Counts() (interrupted, resent, forced int64) {
 // Grace, then fails with ErrNotConnected.
 func (l *Link) Request(ctx context.Context, m *nats.Msg, sent int, resend bool) (*nats.Msg, error) {
 	nc := l.nc.Load()
+	resends := 0
 	for {
 		g := l.gen.Load()
 		if g.ctx.Err() != nil { // between connections: wait out the grace
@@ -217,35 +225,47 @@ func (l *Link) Request(ctx context.Context, m *nats.Msg, sent int, resend bool) 
 				return nil, ctx.Err()
 			}
 		}
-		rctx, cancel := context.WithCancelCause(ctx)
-		stop := context.AfterFunc(g.ctx, func() { cancel(ErrLinkLost) })
-		l.inflight.Add(1)
+		rctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(g.ctx, cancel)
+		if l.inflight.Add(1) == 1 {
+			l.busySince.Store(time.Now().UnixNano()) // the quiet is measured from the first call on
+		}
 		reply, err := Request(rctx, nc, m, sent)
 		l.inflight.Add(-1)
 		stop()
-		lost := err != nil && errors.Is(context.Cause(rctx), ErrLinkLost)
-		cancel(nil)
-		if err != nil && !lost && ctx.Err() == nil && reconnecting(err) {
-			// The client knew before its handlers told us.
-			l.down(g, LinkDown, err.Error())
-			lost = true
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return reply, err
 		}
-		if !lost || ctx.Err() != nil {
+		if notSent(err) {
+			// The client knew before its handlers told us; nothing went
+			// out, so any call may wait for the next connection.
+			l.down(g, LinkDown, err.Error())
+			continue
+		}
+		if errors.Is(err, nats.ErrDisconnected) {
+			// The client dropped the requests waiting on a connection it
+			// lost, maybe before its handlers told us.
+			l.down(g, LinkDown, err.Error())
+		}
+		if g.ctx.Err() == nil {
 			return reply, err
 		}
 		l.interrupted.Add(1)
-		if !resend {
+		if !resend || resends >= maxResends {
 			return nil, ErrLinkLost
 		}
+		resends++
 		l.resent.Add(1)
 	}
 }
 
-// reconnecting reports whether err says the connection is between
-// servers (with no reconnect buffer, a publish then fails at once).
-func reconnecting(err error) bool {
-	return errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrConnectionReconnecting) ||
-		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrStaleConnection)
+// notSent reports whether err is a publish refused because the
+// connection is between servers (with no reconnect buffer, a publish then
+// fails at once): nothing went out. (ErrDisconnected is not one: it ends
+// a request that went out, when the client drops its waiting requests.)
+func notSent(err error) bool {
+	return errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrConnectionReconnecting)
 }
 
 // Respond sends out as m's reply. When the connection is between servers
@@ -254,11 +274,14 @@ func reconnecting(err error) bool {
 // connection, which may well be up, and a reply late is better than
 // none.
 func (l *Link) Respond(m *nats.Msg, out *nats.Msg, deadline time.Time) error {
+	if l == nil {
+		return m.RespondMsg(out)
+	}
+	g := l.gen.Load() // before the publish: a failure ends this connection's life, not a later one's
 	err := m.RespondMsg(out)
-	if err == nil || l == nil || !reconnecting(err) {
+	if err == nil || !notSent(err) {
 		return err
 	}
-	g := l.gen.Load()
 	l.down(g, LinkDown, err.Error())
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
@@ -268,21 +291,25 @@ func (l *Link) Respond(m *nats.Msg, out *nats.Msg, deadline time.Time) error {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (and no connection came back before the call's deadline)", err)
 		}
-		if err = m.RespondMsg(out); err == nil || !reconnecting(err) {
+		g = l.gen.Load()
+		if err = m.RespondMsg(out); err == nil || !notSent(err) {
 			return err
 		}
-		g = l.gen.Load()
 		l.down(g, LinkDown, err.Error())
 	}
 }
 
 // watch pings the server at once when requests are in flight and nothing
-// has come in for Quiet, and forces a reconnect when it does not answer.
+// has come in for Quiet, and forces a reconnect when it does not answer
+// (at most once every minForcedGap). It also mends a generation left
+// ended on a connection that is up (a loss reported after the reconnect
+// it belonged to).
 func (l *Link) watch(ctx context.Context, nc *nats.Conn) {
 	tick := time.NewTicker(max(l.o.Quiet/4, 10*time.Millisecond))
 	defer tick.Stop()
 	var lastIn uint64
 	lastChange := time.Now()
+	var lastForced time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -296,20 +323,32 @@ func (l *Link) watch(ctx context.Context, nc *nats.Conn) {
 				lastChange = now
 				continue
 			}
+			if st := l.state.Load(); st.name != LinkUp && st.name != LinkClosed && now.Sub(st.since) > time.Second {
+				l.up() // connected for a while: whatever said otherwise is past
+			}
 			if in := nc.Stats().InMsgs; in != lastIn {
 				lastIn, lastChange = in, now
 				continue
 			}
-			if l.inflight.Load() == 0 || now.Sub(lastChange) < l.o.Quiet {
+			if l.inflight.Load() == 0 {
+				continue
+			}
+			from := lastChange
+			if busy := time.Unix(0, l.busySince.Load()); busy.After(from) {
+				from = busy
+			}
+			quiet := now.Sub(from)
+			if quiet < l.o.Quiet || now.Sub(lastForced) < minForcedGap {
 				continue
 			}
 			g := l.gen.Load()
 			if err := nc.FlushTimeout(l.o.ProbeTimeout); err != nil && nc.IsConnected() && g == l.gen.Load() {
 				why := fmt.Sprintf("%d calls unanswered for %s and the server did not answer a ping within %s (%v)",
-					l.inflight.Load(), now.Sub(lastChange).Round(time.Millisecond), l.o.ProbeTimeout, err)
+					l.inflight.Load(), quiet.Round(time.Millisecond), l.o.ProbeTimeout, err)
 				l.log.Warn("nats server suspect: moving to another", "server", nc.ConnectedUrlRedacted(), "why", why)
 				l.down(g, LinkSuspect, why)
 				l.forced.Add(1)
+				lastForced = time.Now()
 				if err := nc.ForceReconnect(); err != nil {
 					l.log.Warn("forcing a nats reconnect", "err", err)
 				}

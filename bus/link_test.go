@@ -3,6 +3,8 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,7 +118,7 @@ func TestLinkCarriesCallsOffAFrozenServer(t *testing.T) {
 	}
 	o := <-other
 	if !errors.Is(o.err, bus.ErrLinkLost) {
-		t.Fatalf("the other call: %v, want ErrLinkLost", o.err)
+		t.Fatalf("the other call: %v (reply %v after %s), want ErrLinkLost", o.err, o.reply, o.took)
 	}
 	if o.took > 5*time.Second {
 		t.Fatalf("the other call failed after %s: it waited for its deadline", o.took)
@@ -240,4 +242,116 @@ func TestLinkKeepsALiveServerWithSlowCalls(t *testing.T) {
 	if interrupted, _, forced := l.Counts(); interrupted != 0 || forced != 0 {
 		t.Fatalf("interrupted %d, forced %d: a live server was left", interrupted, forced)
 	}
+}
+
+// slowUplink forwards client→server at about bps bytes a second (and the
+// other way at full speed).
+func slowUplink(t *testing.T, upstream string, bps int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", upstream)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			t.Cleanup(func() { _ = c.Close(); _ = s.Close() })
+			go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
+			go func() {
+				buf := make([]byte, bps/20)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						if _, werr := s.Write(buf[:n]); werr != nil {
+							break
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+					if err != nil {
+						break
+					}
+				}
+				_ = s.Close()
+			}()
+		}
+	}()
+	return "nats://" + ln.Addr().String()
+}
+
+// A large body on a slow uplink keeps the server's answers (the ping's
+// pong included) behind it for seconds: the link may take that for a
+// silent server once, but not over and over — the call is answered
+// within its deadline.
+func TestLinkSlowUplinkIsNotLeftOverAndOver(t *testing.T) {
+	ns := natstest.RunServer(t)
+	rnc := natstest.Connect(t, ns)
+	if _, err := rnc.Subscribe("svc.up", func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := rnc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	_, l := linked(t, slowUplink(t, ns.Addr().String(), 256<<10), bus.LinkOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := l.Request(ctx, &nats.Msg{Subject: "svc.up", Data: make([]byte, 512<<10)}, bus.WireVersion, true)
+	interrupted, resent, forced := l.Counts()
+	t.Logf("answered in %s: interrupted %d, resent %d, forced %d", time.Since(start).Round(time.Millisecond), interrupted, resent, forced)
+	if err != nil {
+		t.Fatalf("the call: %v", err)
+	}
+	if forced > 1 {
+		t.Fatalf("%d forced reconnects for one slow call", forced)
+	}
+}
+
+// Answers racing reconnects never leave the link down on a connection
+// that is up.
+func TestLinkRespondDuringReconnectsEndsUp(t *testing.T) {
+	ns := natstest.RunServer(t)
+	wnc, wl := linked(t, ns.ClientURL(), bus.LinkOptions{})
+	caller := natstest.Connect(t, ns)
+	if _, err := wnc.Subscribe("svc.race", func(m *nats.Msg) {
+		_ = wl.Respond(m, &nats.Msg{Data: []byte("ok")}, time.Now().Add(time.Second))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wnc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = caller.Request("svc.race", nil, 100*time.Millisecond)
+		}
+	}()
+	for range 10 {
+		_ = wnc.ForceReconnect()
+		time.Sleep(30 * time.Millisecond)
+	}
+	close(stop)
+	<-done
+	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if st, why, _ := wl.State(); st != bus.LinkUp {
+			return errors.New(st + ": " + why)
+		}
+		return nil
+	})
 }

@@ -455,6 +455,17 @@ func (c *call) send() error {
 	return nil
 }
 
+// resendable reports whether the edge may send the call twice: its
+// method is idempotent, or it carries an Idempotency-Key and its API has
+// a retry policy (the API's owner said such calls may be sent again).
+func (c *call) resendable() bool {
+	switch c.r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return c.rt.api.Retry != nil && c.r.Header.Get("Idempotency-Key") != ""
+}
+
 // maxGapWait bounds how long an idempotent call waits, in all, through
 // a gap in its pool's workers (Options.Serving).
 const maxGapWait = time.Second
@@ -467,7 +478,7 @@ const maxGapWait = time.Second
 // 10, 20, 40 ms ... up to maxGapWait in all, within its deadline — where a
 // pool with no worker is still answered NO_WORKERS at once.
 func (c *call) request(ctx context.Context, out *nats.Msg, wire int) (*nats.Msg, error) {
-	idem := bus.Idempotent(c.r.Method, c.r.Header)
+	idem := c.resendable()
 	var waited time.Duration
 	for wait := 10 * time.Millisecond; ; wait *= 2 {
 		var msg *nats.Msg

@@ -339,8 +339,8 @@ func overload(u string, rate int, d time.Duration) *tally {
 // At many times its workers' capacity, an API's refusals are mostly the
 // edge's own, and the workers still answer about what they can.
 func TestShedAtOverload(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a few seconds of load")
+	if testing.Short() || raceEnabled {
+		t.Skip("a few seconds of load, measured: not under -short or the race detector")
 	}
 	const conc, delay = 4, 20 * time.Millisecond
 	capacity := float64(conc) * float64(time.Second/delay) // 200 calls/s

@@ -91,6 +91,14 @@ func (w *Watcher) Health() Health {
 	if since.IsZero() {
 		since = started
 	}
+	if s.Source == SourceFile {
+		w.mu.Lock()
+		saved := w.fileSavedAt
+		w.mu.Unlock()
+		if !saved.IsZero() && saved.Before(since) {
+			since = saved // the file's entries are as old as the file
+		}
+	}
 	h.Since = since
 	serving := fmt.Sprintf("serving the last live snapshot (revision %d, %d apis)", s.Revision, len(s.APIs))
 	switch s.Source {

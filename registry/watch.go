@@ -112,16 +112,17 @@ type Watcher struct {
 
 	// mu orders publishing between the buckets' watch loops and guards what
 	// they share. Requests never take it: they read cur.
-	mu       sync.Mutex
-	apis     *kvSet[*API]
-	flags    *kvSet[*Switch]
-	alerts   *kvSet[*AlertRule]
-	apps     *kvSet[*App]
-	certs    *kvSet[*Cert]
-	jsonSch  *kvSet[*JSONSchema]
-	topics   *kvSet[*Topic]
-	fromFile bool
-	lastErr  error
+	mu          sync.Mutex
+	apis        *kvSet[*API]
+	flags       *kvSet[*Switch]
+	alerts      *kvSet[*AlertRule]
+	apps        *kvSet[*App]
+	certs       *kvSet[*Cert]
+	jsonSch     *kvSet[*JSONSchema]
+	topics      *kvSet[*Topic]
+	fromFile    bool
+	fileSavedAt time.Time // when the snapshot file loaded was written
+	lastErr     error
 
 	// Health (health.go), under mu: when Run started, the probe's last
 	// error and since when it fails, and the channel closed to make every
@@ -618,6 +619,7 @@ func (w *Watcher) loadFile() error {
 		loadEntries(w, w.jsonSch, f.JSONSchemas)
 	}
 	w.fromFile = true
+	w.fileSavedAt = f.SavedAt
 	w.publishLocked()
 	w.log.Info("serving from local registry snapshot until nats is reached", "file", w.o.SnapshotFile, "apis", len(w.apis.good))
 	return nil
