@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -76,8 +77,9 @@ func New(o Options) *Server {
 // MaxBody bounds a request body (an entry, a switch).
 const MaxBody = 1 << 20
 
-// requestTimeout bounds the registry work of one request.
-const requestTimeout = 10 * time.Second
+// requestTimeout bounds the registry work of one request (a var for the
+// tests: export_test.go).
+var requestTimeout = 10 * time.Second
 
 //go:embed openapi.json
 var openAPIDoc []byte
@@ -290,12 +292,19 @@ func writeRaw(w http.ResponseWriter, status int, b []byte) {
 // writeRegistryError answers a registry error with its status: a
 // validation error 400 with every problem, a conflict 412 (or 409 on a
 // create) naming the revision that won, a route held 409, a missing entry
-// 404, anything else 503 (the registry not reachable) or 500.
+// 404, a write that got no answer 504 (outcome unknown), anything else 503
+// (the registry not reachable) or 500.
 func writeRegistryError(w http.ResponseWriter, err error, log *slog.Logger) {
 	var ve *registry.ValidationError
 	var ce *registry.ConflictError
 	var rc *registry.RouteConflictError
+	var ue *registry.OutcomeUnknownError
 	switch {
+	case errors.As(err, &ue):
+		// Before the deadline's case: it wraps one. The write may have
+		// landed, so this is no 503 a client would retry blindly.
+		log.Warn("admin write outcome unknown", "kind", ue.Kind, "key", ue.Key, "op", ue.Op, "err", ue.Err)
+		writeOutcomeUnknown(w, ue)
 	case errors.As(err, &ve):
 		e := apiError{Code: "INVALID_ENTRY", Message: "the entry is not valid; nothing was written"}
 		for _, p := range ve.Problems {
@@ -323,6 +332,62 @@ func writeRegistryError(w http.ResponseWriter, err error, log *slog.Logger) {
 		log.Warn("admin request failed", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "REGISTRY_UNAVAILABLE", err.Error())
 	}
+}
+
+// writeOutcomeUnknown answers a write that JetStream did not answer in
+// time: 504 OUTCOME_UNKNOWN, saying what was written and how to see
+// whether it landed (details.check, a GET of the resource).
+func writeOutcomeUnknown(w http.ResponseWriter, ue *registry.OutcomeUnknownError) {
+	check := outcomeCheck(ue)
+	how := "GET the resource"
+	if check != "" {
+		how = check
+	}
+	what := "the write of"
+	if ue.Op == "delete" {
+		what = "the delete of"
+	}
+	msg := fmt.Sprintf("outcome unknown: %s %s %s got no answer from the registry (JetStream) in time; it may or may not have landed, and may still land once JetStream has quorum. %s to see whether it is in force before retrying or reporting a failure", what, ue.Kind, ue.Key, how)
+	extra := map[string]string{"operation": ue.Op, "kind": ue.Kind, "key": ue.Key}
+	if check != "" {
+		extra["check"] = check
+	}
+	writeJSON(w, http.StatusGatewayTimeout, apiError{Code: "OUTCOME_UNKNOWN", Message: msg, Extra: extra})
+}
+
+// outcomeCheck is the request that shows the key a write whose outcome is
+// unknown was writing ("": none of this API's).
+func outcomeCheck(ue *registry.OutcomeUnknownError) string {
+	key := ue.Key
+	switch ue.Bucket {
+	case registry.BucketAPIs:
+		if name, ok := strings.CutPrefix(key, registry.DraftPrefix); ok {
+			return "GET /v1/apis/" + url.PathEscape(name) + "/draft"
+		}
+		return "GET /v1/apis/" + url.PathEscape(key)
+	case registry.BucketFlags:
+		if api, ok := strings.CutPrefix(key, registry.DegradePrefix); ok {
+			return "GET /v1/apis/" + url.PathEscape(api) + "/degrade"
+		}
+		if api, ok := strings.CutPrefix(key, registry.FaultPrefix); ok {
+			return "GET /v1/apis/" + url.PathEscape(api) + "/fault"
+		}
+	case registry.BucketApps:
+		return "GET /v1/apps/" + url.PathEscape(key)
+	case registry.BucketAlerts:
+		return "GET /v1/alerts"
+	case registry.BucketTopics:
+		return "GET /v1/topics/" + url.PathEscape(key)
+	case bus.BucketAdminTokens:
+		return "GET /v1/tokens"
+	case registry.BucketSecrets:
+		// bus.SecretKey: name.pool
+		if _, pool, ok := strings.Cut(key, "."); ok {
+			return "GET /v1/secrets?pool=" + url.QueryEscape(pool)
+		}
+		return "GET /v1/secrets"
+	}
+	return ""
 }
 
 // readBody reads a request body of at most MaxBody; false when it answered

@@ -9,3 +9,11 @@ func SetLiveTimes(keepAlive, write time.Duration) func() {
 	liveKeepAlive, liveWriteTimeout = keepAlive, write
 	return func() { liveKeepAlive, liveWriteTimeout = k, w }
 }
+
+// SetRequestTimeout shortens the bound of a request's registry work for a
+// test; the returned func restores it.
+func SetRequestTimeout(d time.Duration) func() {
+	old := requestTimeout
+	requestTimeout = d
+	return func() { requestTimeout = old }
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -151,6 +152,10 @@ func (s *Server) promoteAPI(w http.ResponseWriter, r *http.Request) {
 	default: // promoted (a draft left behind is said in the log)
 		if err != nil {
 			s.log.Warn("promoted, with an error after", "api", p.API, "err", err)
+		}
+		if errors.Is(err, registry.ErrOutcomeUnknown) {
+			// The draft's removal got no answer: it may still be there.
+			w.Header().Add("Warning", `199 jetway "promoted; the removal of the draft got no answer and may or may not have landed: GET /v1/apis/`+url.PathEscape(p.API)+`/draft"`)
 		}
 		w.Header().Set("ETag", etag(p.Revision))
 		writeJSON(w, http.StatusOK, p)
