@@ -65,6 +65,7 @@ type node struct {
 	wire     *bus.WireVersions // the wire version this node's requests are written in
 	id       string
 	metrics  *otel.Metrics
+	sla      *otel.SLARecorder // the edge's per-minute SLA records (publishMetrics)
 	// stopWatch ends the registry watch (at shutdown) and waits until it
 	// has, at most until ctx ends.
 	stopWatch func(ctx context.Context)
@@ -361,6 +362,11 @@ func (n *node) createBuckets(ctx context.Context) {
 			}()
 		}
 	}
+	if js, err := jetstream.New(n.ctl); err == nil {
+		if _, err := otel.EnsureSLAStream(ctx, js, otel.SLAStreamOptions{Replicas: n.cfg.replicas}); err != nil {
+			n.log.Warn("sla records: the stream could not be created", "err", err)
+		}
+	}
 	// A deleted nonce bucket would leave signed APIs refused on
 	// every edge whose user may not create it: re-create it.
 	if err := registry.KeepNonces(ctx, n.ctl, bo, func(err error) {
@@ -390,6 +396,22 @@ func (n *node) publishMetrics(nc *nats.Conn) error {
 		if b, err := json.Marshal(rs); err == nil {
 			_ = pub.Publish(otel.MetricsSubjectPrefix+string(n.role)+"."+n.id, b)
 		}
+	})
+	sjs, err := jetstream.New(pub)
+	if err != nil {
+		return fmt.Errorf("sla records: %w", err)
+	}
+	so := otel.SLAOptions{JS: sjs, Node: n.id, Breakers: nc, Log: n.log}
+	if n.role == roleServe {
+		so.Stream = &otel.SLAStreamOptions{Replicas: n.cfg.replicas}
+	}
+	if n.sla, err = otel.StartSLARecorder(n.metrics, so); err != nil {
+		return err
+	}
+	n.onExit(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n.sla.Stop(ctx) // at once when shutdown stopped it already
 	})
 	// jetway metric asks every edge for an API's recent records.
 	if _, err := nc.Subscribe(otel.MetricsQuerySubject, func(m *nats.Msg) {
@@ -706,6 +728,9 @@ func (n *node) shutdown() error {
 		// The edge's calls have ended: write out their lines (a call
 		// that outlived the drain timeout logs straight through).
 		_ = n.accessLog.Close()
+	}
+	if n.sla != nil {
+		n.sla.Stop(ctx) // the minute under way, stored before the connections drain
 	}
 	if n.worker != nil {
 		if err := n.worker.Shutdown(ctx); err != nil {
