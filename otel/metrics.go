@@ -36,8 +36,8 @@ const (
 
 // Reasons and codes counted by name; any other counts as "other".
 var (
-	blockReasons = []string{"RATE_LIMITED", "DEGRADED", "CIRCUIT_OPEN", "OVERLOADED", "UNAUTHENTICATED", "FORBIDDEN", "PAYLOAD_TOO_LARGE", "BAD_REQUEST", "INVALID_REQUEST", "other"}
-	failCodes    = []string{"GATEWAY_TIMEOUT", "BAD_GATEWAY", "NO_WORKERS", "BUS_UNAVAILABLE", "INTERNAL", "BACKEND_5XX", "FAULT_INJECTED", "CLASSIFIED", "other"}
+	blockReasons = []string{"RATE_LIMITED", "DEGRADED", "CIRCUIT_OPEN", "OVERLOADED", "UNAUTHENTICATED", "FORBIDDEN", "PAYLOAD_TOO_LARGE", "BAD_REQUEST", "INVALID_REQUEST", "NO_SANDBOX", "other"}
+	failCodes    = []string{"GATEWAY_TIMEOUT", "BAD_GATEWAY", "NO_WORKERS", "BUS_UNAVAILABLE", "BUS_LOST", "WIRE_VERSION", "INTERNAL", "BACKEND_5XX", "FAULT_INJECTED", "CLASSIFIED", "other"}
 )
 
 // Metrics are a node's per-API call metrics: counters, latency histograms
