@@ -104,7 +104,7 @@ func TestSLARecorderMinutesMerge(t *testing.T) {
 	if merged.Succeeded != succeeded {
 		t.Errorf("succeeded %d, want %d", merged.Succeeded, succeeded)
 	}
-	if merged.Failed["BACKEND_5XX"] != 30 || merged.Failed["BAD_GATEWAY"] != 18 || merged.Failed["GATEWAY_TIMEOUT"] != 12 || merged.Failed["other"] != 6 {
+	if merged.Failed["BACKEND_5XX"] != 30 || merged.Failed["BAD_GATEWAY"] != 18 || merged.Failed["GATEWAY_TIMEOUT"] != 12 || merged.Failed["BUS_LOST"] != 6 {
 		t.Errorf("failed %v", merged.Failed)
 	}
 	if merged.Blocked["RATE_LIMITED"] != 24 || merged.Blocked["OVERLOADED"] != 6 {
