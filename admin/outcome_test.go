@@ -106,3 +106,25 @@ func TestWriteWithoutAnswerIsOutcomeUnknown(t *testing.T) {
 		t.Errorf("the GET named: %d %s; want the entry, still there", g.status, g.body)
 	}
 }
+
+// A secret's delete that gets no answer is 504 as well, naming the list of
+// its pool (no answer holds a value, this one neither).
+func TestSecretDeleteWithoutAnswer(t *testing.T) {
+	t.Cleanup(admin.SetRequestTimeout(time.Second))
+	e := start(t)
+	value := `{"url":"nats://partner:4222","user":"jetway","password":"hunter2-secret"}`
+	if r := e.do(boot, "PUT", "/v1/secrets/orders/partner", value); r.status != 200 {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	js, cfg := bucketStream(t, e, registry.BucketSecrets)
+	cfg.NoAck = true
+	updateStream(t, js, cfg)
+	r := e.do(boot, "DELETE", "/v1/secrets/orders/partner", "")
+	b := outcomeOf(t, r)
+	if r.status != 504 || b.Code != "OUTCOME_UNKNOWN" || b.Details["check"] != "GET /v1/secrets?pool=orders" || strings.Contains(r.body, "hunter2") {
+		t.Fatalf("delete without an answer: %d %s", r.status, r.body)
+	}
+	if g := e.do(boot, "GET", "/v1/secrets?pool=orders", ""); g.status != 200 || strings.Contains(g.body, "partner") {
+		t.Errorf("the GET named: %d %s; want the secret gone (no_ack stored the delete)", g.status, g.body)
+	}
+}

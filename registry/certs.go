@@ -102,7 +102,7 @@ func (c *Client) DeleteCert(ctx context.Context, name string) error {
 		return fmt.Errorf("reading certificate %s: %w", name, err)
 	}
 	if err := c.certs.Delete(ctx, name); err != nil {
-		return fmt.Errorf("deleting certificate %s: %w", name, err)
+		return writeFailed(c.certs, "delete", "certificate", name, nil, 0, err)
 	}
 	return c.noted(ctx, "cert", "delete", name, 0, nil)
 }

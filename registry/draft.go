@@ -197,6 +197,9 @@ func (c *Client) Promote(ctx context.Context, name string, draftRev, prodRev uin
 		err = c.noted(ctx, "api", "delete", DraftKey(name), 0, nil)
 	case isConflict(err) || errors.Is(err, jetstream.ErrKeyNotFound):
 		err = nil // a newer draft, or none: it is not ours to remove
+	case noAnswer(err):
+		// The API is promoted; only the draft's removal is unknown.
+		err = fmt.Errorf("%s is promoted at revision %d, but the removal of its draft got no answer: %w", name, a.Revision, writeFailed(c.kv, "delete", "draft", DraftKey(name), nil, 0, err))
 	default:
 		err = fmt.Errorf("%s is promoted at revision %d, but its draft was not removed: %w", name, a.Revision, err)
 	}

@@ -207,17 +207,22 @@ func (c *Client) PutSchema(ctx context.Context, b []byte) (*Schema, error) {
 		return nil, err
 	}
 	key := SchemaKey(s.Digest)
+	var before uint64
 	rev, err := c.schemas.Create(ctx, key, canon)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// Stored already; a value that is not these bytes (written raw)
 		// is repaired, or every entry pinning the digest would fail.
-		if e, gerr := c.schemas.Get(ctx, key); gerr == nil && bytes.Equal(e.Value(), canon) {
+		e, gerr := c.schemas.Get(ctx, key)
+		if gerr == nil && bytes.Equal(e.Value(), canon) {
 			return s, nil
+		}
+		if gerr == nil {
+			before = e.Revision()
 		}
 		rev, err = c.schemas.Put(ctx, key, canon)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("storing schema %s: %w", s.Digest, err)
+		return nil, writeFailed(c.schemas, "put", "schema", key, canon, before, err)
 	}
 	return s, c.noted(ctx, "schema", "put", s.Digest, rev, nil)
 }

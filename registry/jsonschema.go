@@ -177,7 +177,7 @@ func (c *Client) DeleteJSONSchema(ctx context.Context, name string) error {
 		return fmt.Errorf("json schema %s is in use: %w", name, err)
 	}
 	if err := c.jsonSchemas.Delete(ctx, name); err != nil {
-		return fmt.Errorf("deleting json schema %s: %w", name, err)
+		return writeFailed(c.jsonSchemas, "delete", "json schema", name, nil, 0, err)
 	}
 	return c.noted(ctx, "jsonschema", "delete", name, 0, nil)
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
 )
 
 // ErrOutcomeUnknown matches every *OutcomeUnknownError (errors.Is).
@@ -149,6 +151,17 @@ func checkCommand(bucket, key string) string {
 		return "jetway jsonschema get " + key
 	case BucketCerts:
 		return "jetway cert list"
+	case BucketSchemas:
+		return "jetway schema list"
+	case BucketSecrets:
+		// bus.SecretKey: name.pool
+		if _, pool, ok := strings.Cut(key, "."); ok {
+			return "jetway secret list --pool " + pool
+		}
+		return "jetway secret list"
+	case bus.BucketAdminTokens:
+		// No command: the admin REST API's.
+		return "GET /v1/tokens"
 	}
 	return ""
 }

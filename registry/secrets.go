@@ -171,9 +171,11 @@ func (c *Client) PutSecret(ctx context.Context, pool, name string, value []byte)
 		return 0, &ValidationError{Key: bus.SecretKey(pool, name), Problems: []schemas.Problem{{Path: "", Message: err.Error()}}}
 	}
 	key := bus.SecretKey(pool, name)
-	rev, err := c.secrets.Put(ctx, key, value)
+	// write: no answer is *OutcomeUnknownError, which the revision read
+	// before tells apart from an earlier write of the same value.
+	rev, err := write(ctx, c.secrets, "secret", key, value, nil)
 	if err != nil {
-		return 0, fmt.Errorf("storing secret %s of pool %s: %w", name, pool, err)
+		return 0, err
 	}
 	return rev, c.noted(ctx, "secret", "put", key, rev, nil)
 }
@@ -191,7 +193,7 @@ func (c *Client) DeleteSecret(ctx context.Context, pool, name string) error {
 		return err
 	}
 	if err := c.secrets.Purge(ctx, key); err != nil {
-		return fmt.Errorf("deleting secret %s of pool %s: %w", name, pool, err)
+		return writeFailed(c.secrets, "delete", "secret", key, nil, 0, err)
 	}
 	return c.noted(ctx, "secret", "delete", key, 0, nil)
 }

@@ -194,7 +194,7 @@ func (c *Client) RevokeAdminToken(ctx context.Context, id string) error {
 		return err
 	}
 	if err := c.tokens.Delete(ctx, id); err != nil {
-		return fmt.Errorf("revoking admin token %s: %w", id, err)
+		return writeFailed(c.tokens, "delete", "admin token", id, nil, 0, err)
 	}
 	return c.noted(ctx, "token", "delete", id, 0, nil)
 }
