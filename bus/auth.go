@@ -76,6 +76,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			SLAPrefix + "*", // its per-minute SLA records (a JetStream publish: the ack comes to its inbox)
 			AlertPrefix + ">",
 			HeartbeatPrefix + UserEdge + ".*",
+			SiteEventSubject,               // its calls moved to another NATS cluster
 			"$KV." + BucketNonces + ".>",   // claim a nonce (KV create)
 			"$KV." + BucketACME + ".>",     // store what ACME obtained, for every edge
 			"$KV." + BucketCache + ".>",    // keep an answer for every edge (cache.shared)

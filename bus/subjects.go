@@ -79,6 +79,10 @@ const (
 	// /nodes and the alerts' live set (bounded: MaxTrackedNodes, fields
 	// clamped) or drop another node of that role until its next beat.
 	HeartbeatPrefix = "jetway.heartbeat."
+	// SiteEventSubject is where an edge says its calls moved between its
+	// NATS clusters (a primary and a standby: --nats-standby), published
+	// on both. Edges publish it.
+	SiteEventSubject = "jetway.events.site"
 	// CachePurgeSubject is where the admin asks every edge to drop an
 	// API's cached answers ({"api":…,"path":…}); each edge answers with
 	// how many it dropped. Only the admin publishes it: a forged purge

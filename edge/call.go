@@ -480,13 +480,26 @@ const maxGapWait = time.Second
 func (c *call) request(ctx context.Context, out *nats.Msg, wire int) (*nats.Msg, error) {
 	idem := c.resendable()
 	var waited time.Duration
+	moved := false // to another site, once
 	for wait := 10 * time.Millisecond; ; wait *= 2 {
 		var msg *nats.Msg
 		var err error
-		if l := c.e.o.Link; l != nil {
+		l := c.e.o.Link
+		if s := c.e.o.Sites; s != nil {
+			l = s.For()
+		}
+		if l != nil {
 			msg, err = l.Request(ctx, out, wire, idem)
 		} else {
 			msg, err = bus.Request(ctx, c.e.o.Conn, out, wire)
+		}
+		if s := c.e.o.Sites; s != nil && !moved && (errors.Is(err, bus.ErrNotConnected) || idem && errors.Is(err, bus.ErrLinkLost)) {
+			if other := s.For(); other != l && other.Up() {
+				// Its site went down under it while another is up: the
+				// call goes there (it was not sent, or may be sent twice).
+				moved = true
+				continue
+			}
 		}
 		if err == nil || !idem || !errors.Is(err, nats.ErrNoResponders) || c.e.o.Serving == nil ||
 			waited+wait > maxGapWait || time.Until(c.deadline) < 2*wait || !c.e.o.Serving(c.rt.api.Pool) {

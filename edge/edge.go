@@ -39,6 +39,9 @@ type Options struct {
 	// one if it may be sent twice, and fails at once with BUS_LOST if
 	// not. nil: a call in flight then waits for its deadline.
 	Link *bus.Link
+	// Sites, when set (a standby cluster: --nats-standby), choose the
+	// link each call goes out on (bus.Sites.For); Link is then unused.
+	Sites *bus.Sites
 	// Serving, when set, reports whether a worker of a pool is live
 	// (bus.Tracker.Serving, from heartbeats): an idempotent call that
 	// finds no worker of a pool said to be live waits a moment for its

@@ -93,7 +93,7 @@ func (n *node) adminHandler() http.Handler {
 			st := map[string]any{"state": state}
 			if state != bus.LinkUp {
 				st["reason"], st["since"] = why, since.UTC().Format(time.RFC3339Nano)
-				if carries { // this node cannot carry calls: that first
+				if carries && !n.failover.spare(l.link) { // this node cannot carry calls: that first
 					carries, ready = false, false
 					reason = fmt.Sprintf("nats connection of the %s %s since %s: %s; %s", l.name, state, since.UTC().Format(time.RFC3339), why, reason)
 				}
@@ -129,6 +129,17 @@ func (n *node) adminHandler() http.Handler {
 		_ = json.NewEncoder(w).Encode(body)
 	})
 	mux.Handle("GET /nodes", n.tracker)
+	mux.HandleFunc("/site", func(w http.ResponseWriter, r *http.Request) {
+		if n.failover == nil {
+			http.Error(w, "this node has no standby cluster (edge --nats-standby)", http.StatusNotFound)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodPost {
+			http.Error(w, "GET or POST", http.StatusMethodNotAllowed)
+			return
+		}
+		n.failover.serveHTTP(w, r)
+	})
 	mux.HandleFunc("GET /push", func(w http.ResponseWriter, _ *http.Request) {
 		if n.push == nil {
 			http.Error(w, "this node serves no push clients (edges do)", http.StatusNotFound)
@@ -177,6 +188,7 @@ func (n *node) adminHandler() http.Handler {
 		}
 		n.writeJobQueueMetrics(w)
 		n.writeLinkMetrics(w)
+		n.failover.writeMetrics(w, n)
 	})
 	mux.HandleFunc("GET /metric", func(w http.ResponseWriter, r *http.Request) {
 		if n.metrics == nil {

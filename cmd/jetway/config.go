@@ -132,6 +132,8 @@ type nodeFlags struct {
 	natsPing, natsProbeAfter, natsProbeTimeout time.Duration
 	natsPingsOut                               int
 	readyMaxStale                              time.Duration
+	natsStandby                                string        // edge: a standby cluster's URL(s)
+	failoverAfter, failbackAfter               time.Duration // edge with --nats-standby
 	logFormat                                  string
 	logLevel                                   string
 }
@@ -165,6 +167,11 @@ func (r role) flags(f *nodeFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&f.natsPingsOut, "nats-max-pings-out", bus.DefaultMaxPingsOut, "unanswered pings after which the NATS server is left for another")
 	fs.DurationVar(&f.natsProbeAfter, "nats-probe-after", bus.DefaultQuietForProbe, "with calls in flight and nothing received from NATS for this long, ping the server at once")
 	fs.DurationVar(&f.natsProbeTimeout, "nats-probe-timeout", bus.DefaultProbeTimeout, "a server that does not answer that ping within this is suspect: /readyz turns 503 and the connection moves to another server")
+	if r == roleEdge {
+		fs.StringVar(&f.natsStandby, "nats-standby", "", "a standby NATS cluster's URL(s), with its own workers and a mirror of the registry (jetway standby init): calls move there when the primary (--nats) is unhealthy")
+		fs.DurationVar(&f.failoverAfter, "failover-after", 5*time.Second, "with --nats-standby: how long the primary must be unhealthy (unreachable, or without its quorum) before calls move to the standby")
+		fs.DurationVar(&f.failbackAfter, "failback-after", 5*time.Minute, "with --nats-standby: how long the primary must be healthy again before calls move back; 0: only when told (POST /site?use=primary on the admin listener)")
+	}
 	fs.DurationVar(&f.readyMaxStale, "ready-max-stale", 15*time.Minute, "how long /readyz stays 200 on a registry that stopped following NATS (watch broken, quorum lost), saying why; 0: for ever")
 	fs.StringVar(&f.dataDir, "data", "./jetway-data", "folder for JetStream data (serve) and the local registry snapshot")
 	if r == roleAdmin {
@@ -435,6 +442,7 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 		{"--idle-timeout", c.idleTimeout},
 		{"--drain-timeout", c.drain},
 		{"--ready-max-stale", c.readyMaxStale},
+		{"--failback-after", c.failbackAfter},
 	} {
 		if d.v < 0 {
 			add(fmt.Errorf("%w: %s %s: must not be negative", errUsage, d.flag, d.v))
@@ -452,6 +460,9 @@ func (c *nodeConfig) validate(stderr io.Writer) problems {
 		if d.v < d.min || d.v > d.max {
 			add(fmt.Errorf("%w: %s %s: must be between %s and %s", errUsage, d.flag, d.v, d.min, d.max))
 		}
+	}
+	if c.natsStandby != "" && (c.failoverAfter < time.Second || c.failoverAfter > 10*time.Minute) {
+		add(fmt.Errorf("%w: --failover-after %s: must be between 1s and 10m", errUsage, c.failoverAfter))
 	}
 	if c.natsPingsOut < 1 || c.natsPingsOut > 10 {
 		add(fmt.Errorf("%w: --nats-max-pings-out %d: must be 1 to 10", errUsage, c.natsPingsOut))

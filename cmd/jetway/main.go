@@ -56,6 +56,7 @@ Observing:
 
 Other:
   nodes     list the live nodes of the cluster from their heartbeats
+  standby   make a second NATS cluster a standby of this one, and see its lag (init|status)
   audit     the audit trail: every registry change, who made it and when
   dlq       the dead letters of async jobs: list, show, replay, purge
   nats-permissions
@@ -148,6 +149,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdMetric(args[1:], stdout, stderr)
 	case "nodes":
 		err = cmdNodes(args[1:], stdout, stderr)
+	case "standby":
+		err = cmdStandby(args[1:], stdout, stderr)
 	case "audit":
 		err = cmdAudit(args[1:], stdout, stderr)
 	case "report":

@@ -59,6 +59,7 @@ type node struct {
 	// links are what the call path knows of the edge's and the worker's
 	// connections (bus.Link): /readyz turns 503 when one is not up.
 	links    []namedLink
+	failover *failover       // an edge with --nats-standby
 	creds    bus.Credentials // serve --nats-auth: the role passwords
 	beatDone chan struct{}
 	tracker  *bus.Tracker
@@ -293,9 +294,13 @@ func (n *node) startEdge(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sites, err := n.startFailover(ctx, nc, link)
+	if err != nil {
+		return err
+	}
 	f := n.cfg
 	n.metrics = otel.NewMetrics(n.id, string(n.role))
-	eo := edge.Options{Conn: nc, Link: link, Serving: n.serving, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics, TrustedProxies: f.trusted, Wire: n.wire, Certs: f.certs}
+	eo := edge.Options{Conn: nc, Link: link, Sites: sites, Serving: n.serving, Logger: n.log, MaxInFlight: f.maxInFlight, Metrics: n.metrics, TrustedProxies: f.trusted, Wire: n.wire, Certs: f.certs}
 	eo.IPRules = &edge.IPRules{Allow: f.allow, Deny: f.deny}
 	eo.Nonces = registry.NewNonceStore(n.ctl, registry.BucketOptions{Replicas: f.replicas})
 	if n.role == roleServe {
