@@ -2,6 +2,7 @@ package otel
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -37,6 +38,7 @@ type Alerts struct {
 	mu       sync.Mutex
 	seconds  map[int64]map[string]map[string]Record // second → api → node → record
 	breakers map[string]string                      // api → last announced state
+	sites    map[string]string                      // edge node id → the site its calls go to (ObserveSite)
 	firing   map[string]bool                        // rule|target → firing
 	// keep is how many seconds of records are kept: the longest window of
 	// the rules last evaluated, at least a minute.
@@ -110,7 +112,7 @@ func (a *Alerts) Firing() []string {
 
 // NewAlerts returns an evaluator with no data.
 func NewAlerts() *Alerts {
-	return &Alerts{seconds: map[int64]map[string]map[string]Record{}, breakers: map[string]string{}, firing: map[string]bool{}, keep: minKeep,
+	return &Alerts{seconds: map[int64]map[string]map[string]Record{}, breakers: map[string]string{}, sites: map[string]string{}, firing: map[string]bool{}, keep: minKeep,
 		jobs: map[string]registry.JobQueue{}, deadSeen: map[string][]deadCount{}}
 }
 
@@ -156,6 +158,19 @@ func (a *Alerts) ObserveRecords(rs []Record, now time.Time) {
 			a.seconds[sec][r.API] = map[string]Record{}
 		}
 		a.seconds[sec][r.API][r.Node] = r
+	}
+}
+
+// maxSiteNodes bounds the edges whose site is kept (events may be forged).
+const maxSiteNodes = 1024
+
+// ObserveSite takes the NATS cluster an edge's calls go to ("primary" or
+// "standby"), from its own failover or its event.
+func (a *Alerts) ObserveSite(node, site string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.sites[node]; ok || len(a.sites) < maxSiteNodes {
+		a.sites[node] = site
 	}
 }
 
@@ -228,6 +243,12 @@ func (a *Alerts) Evaluate(now time.Time, rules map[string]*registry.AlertRule, w
 		case registry.AlertNoWorkers:
 			serving := workersServe(r.Pool)
 			judge(r, r.Pool, !serving, fmt.Sprint(serving), "a live worker", "no live worker serves pool "+r.Pool)
+		case registry.AlertOnStandby:
+			nodes := slices.Sorted(maps.Keys(a.sites))
+			for _, node := range nodes {
+				site := a.sites[node]
+				judge(r, node, site != "primary", site, "primary", "edge "+node+" sends its calls to its "+site+" nats cluster")
+			}
 		case registry.AlertBreakerOpened:
 			for _, api := range a.targets(r) {
 				st := a.breakers[api]

@@ -173,3 +173,32 @@ func TestJobAlerts(t *testing.T) {
 		t.Fatalf("resolved %v, want %v", got, want)
 	}
 }
+
+// on_standby fires per edge while its calls go to the standby cluster,
+// once, and resolves when they are back.
+func TestSiteAlert(t *testing.T) {
+	a := NewAlerts()
+	r, err := registry.ParseAlert("dr", []byte(`{"name":"dr","kind":"on_standby"}`))
+	if err != nil {
+		t.Fatalf("on_standby without an api: %v", err)
+	}
+	rules := map[string]*registry.AlertRule{"dr": r}
+	now := time.Unix(1_800_000_000, 0)
+	serve := func(string) bool { return true }
+	a.ObserveSite("e1", "primary")
+	if evs := a.Evaluate(now, rules, serve); len(evs) != 0 {
+		t.Fatalf("on the primary: %+v", evs)
+	}
+	a.ObserveSite("e1", "standby")
+	evs := a.Evaluate(now, rules, serve)
+	if len(evs) != 1 || evs[0].State != "firing" || evs[0].Target != "e1" {
+		t.Fatalf("moved: %+v", evs)
+	}
+	if evs := a.Evaluate(now.Add(time.Second), rules, serve); len(evs) != 0 {
+		t.Fatalf("repeated: %+v", evs)
+	}
+	a.ObserveSite("e1", "primary")
+	if evs := a.Evaluate(now.Add(2*time.Second), rules, serve); len(evs) != 1 || evs[0].State != "resolved" {
+		t.Fatalf("back: %+v", evs)
+	}
+}

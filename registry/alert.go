@@ -27,6 +27,9 @@ const (
 	AlertJobQueueAbove    = "job_queue_above"    // more than Jobs jobs of the API in the jobs stream
 	AlertJobAgeAbove      = "job_age_above"      // its oldest job was submitted more than Age ago
 	AlertDeadLettersAbove = "dead_letters_above" // more than DeadLetters new dead letters over Window
+	// AlertOnStandby fires while an edge sends its calls to its standby
+	// NATS cluster (--nats-standby), one alert per edge.
+	AlertOnStandby = "on_standby"
 )
 
 // AlertRule is one alert rule. Firing and resolving are published on
@@ -124,10 +127,11 @@ func ParseAlert(key string, doc []byte) (*AlertRule, error) {
 		if r.DeadLetters < 0 {
 			add("dead_letters", "must not be negative (0: any new dead letter)")
 		}
+	case AlertOnStandby:
 	default:
-		add("kind", "must be success_rate_below, p99_above, breaker_opened, no_workers, job_queue_above, job_age_above or dead_letters_above")
+		add("kind", "must be success_rate_below, p99_above, breaker_opened, no_workers, job_queue_above, job_age_above, dead_letters_above or on_standby")
 	}
-	if r.Kind != AlertNoWorkers {
+	if r.Kind != AlertNoWorkers && r.Kind != AlertOnStandby {
 		if r.API == "" {
 			add("api", "is required: an API name or \"*\"")
 		} else if r.API != "*" {

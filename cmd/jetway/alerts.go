@@ -57,6 +57,16 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 		return err
 	}
 	subs = append(subs, s2)
+	s3, err := nc.Subscribe(bus.SiteEventSubject, func(m *nats.Msg) {
+		var ev siteEvent
+		if json.Unmarshal(m.Data, &ev) == nil && ev.Node != "" && (ev.To == "primary" || ev.To == "standby") {
+			a.ObserveSite(ev.Node, ev.To)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	subs = append(subs, s3)
 	hooks := make(chan otel.AlertEvent, 64) // bounded: a slow webhook never holds up evaluation
 	go n.postWebhooks(ctx, hooks)
 	t := time.NewTicker(time.Second)
@@ -70,6 +80,10 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 			if q := n.jobQueues.Load(); q != nil && q.at != jobsSeen {
 				a.ObserveJobs(q.list, q.at)
 				jobsSeen = q.at
+			}
+			if f := n.failover; f != nil {
+				active, _ := f.sites.Active()
+				a.ObserveSite(n.id, f.sites.Name(active)) // its own, whichever cluster is up
 			}
 			if !n.alertLeader(now) {
 				n.firing.Store(nil) // another node judges: its beats say what fires
