@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -59,11 +60,25 @@ func InitStandby(ctx context.Context, nc *nats.Conn, primaryDomain string, repli
 	}
 	var out []MirrorState
 	for _, b := range StandbyBuckets {
-		st, err := mirrorBucket(ctx, local, primary, b, primaryDomain, replicas)
-		if err != nil {
-			return out, fmt.Errorf("bucket %s: %w", b, err)
+		// Each step within a few seconds, again until ctx ends: a cluster
+		// just started answers nothing until it has its meta leader.
+		for {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			st, err := mirrorBucket(sctx, local, primary, b, primaryDomain, replicas)
+			cancel()
+			if err == nil {
+				out = append(out, st)
+				break
+			}
+			if errors.Is(err, ErrNotAMirror) || ctx.Err() != nil {
+				return out, fmt.Errorf("bucket %s: %w", b, err)
+			}
+			select {
+			case <-ctx.Done():
+				return out, fmt.Errorf("bucket %s: %w", b, err)
+			case <-time.After(500 * time.Millisecond):
+			}
 		}
-		out = append(out, st)
 	}
 	return out, nil
 }

@@ -81,6 +81,8 @@ type node struct {
 type cluster struct {
 	nats         []*proc
 	natsURLs     []string
+	standby      []*proc // a standby cluster (drills with standby): leaf nodes of the primary
+	standbyURLs  []string
 	edges        []*node
 	workers      []*node
 	lb           *proc
@@ -95,7 +97,7 @@ type cluster struct {
 // workers of pool drill (on n2 and n3), two edges (edge-1 on n1, edge-2
 // on n2; each learns the other nodes from its own) and haproxy in front
 // of the edges, checking their /readyz.
-func startCluster(cfg config, dir, haproxy string) (*cluster, error) {
+func startCluster(cfg config, dir, haproxy string, standby bool) (*cluster, error) {
 	c := &cluster{timeout: 2 * time.Second}
 	var err error
 	if c.mainBackend, err = serveBackend("main"); err != nil {
@@ -104,8 +106,10 @@ func startCluster(cfg config, dir, haproxy string) (*cluster, error) {
 	if c.otherBackend, err = serveBackend("other"); err != nil {
 		return c, err
 	}
-	if err := c.startNATS(cfg, dir); err != nil {
-		return c, err
+	var leafs []string
+	var err2 error
+	if c.nats, c.natsURLs, leafs, err2 = startNATS(cfg, dir, "drills", "n", standby, nil); err2 != nil {
+		return c, err2
 	}
 	all := strings.Join(c.natsURLs, ",")
 	for _, api := range []struct{ name, path, backend string }{
@@ -125,8 +129,24 @@ func startCluster(cfg config, dir, haproxy string) (*cluster, error) {
 		}
 		c.workers = append(c.workers, w)
 	}
+	var edgeArgs []string
+	if standby {
+		if c.standby, c.standbyURLs, _, err = startNATS(cfg, dir, "drills-standby", "s", false, leafs); err != nil {
+			return c, err
+		}
+		sall := strings.Join(c.standbyURLs, ",")
+		if err := jetwayCLI(cfg.jetway, "", "standby", "init", "--nats", sall, "--primary-domain", "primary", "--replicas", "3"); err != nil {
+			return c, err
+		}
+		w, err := startNode(cfg.jetway, dir, "worker-standby", "worker", c.standbyURLs[0], "--pool", "drill")
+		if err != nil {
+			return c, err
+		}
+		c.workers = append(c.workers, w)
+		edgeArgs = []string{"--nats-standby", sall, "--failover-after", "5s"}
+	}
 	for i, url := range []string{c.natsURLs[0], c.natsURLs[1]} {
-		e, err := startNode(cfg.jetway, dir, fmt.Sprintf("edge-%d", i+1), "edge", url)
+		e, err := startNode(cfg.jetway, dir, fmt.Sprintf("edge-%d", i+1), "edge", url, edgeArgs...)
 		if err != nil {
 			return c, err
 		}
@@ -153,53 +173,77 @@ func startCluster(cfg config, dir, haproxy string) (*cluster, error) {
 	return c, nil
 }
 
-func (c *cluster) startNATS(cfg config, dir string) error {
-	var client, routes []int
+// startNATS starts a three-node cluster named name, its servers prefix1
+// to prefix3: with leafPort, the primary of a standby pair (JetStream
+// domain primary, leaf node listeners, whose URLs it returns); with
+// remotes, the standby (domain standby, a leaf node of each remote).
+func startNATS(cfg config, dir, name, prefix string, leafPort bool, remotes []string) (procs []*proc, urls, leafs []string, err error) {
+	var client, routes, leafPorts []int
 	for range 3 {
-		p, err := freePort()
-		if err != nil {
-			return err
+		var p, r, l int
+		if p, err = freePort(); err == nil {
+			if r, err = freePort(); err == nil {
+				l, err = freePort()
+			}
 		}
-		r, err := freePort()
 		if err != nil {
-			return err
+			return nil, nil, nil, err
 		}
-		client, routes = append(client, p), append(routes, r)
+		client, routes, leafPorts = append(client, p), append(routes, r), append(leafPorts, l)
 	}
 	var routeURLs []string
 	for _, r := range routes {
 		routeURLs = append(routeURLs, fmt.Sprintf("nats://127.0.0.1:%d", r))
 	}
 	for i := range 3 {
-		name := fmt.Sprintf("n%d", i+1)
-		conf := filepath.Join(dir, name+".conf")
+		server := fmt.Sprintf("%s%d", prefix, i+1)
+		js := fmt.Sprintf("jetstream { store_dir: %q }", filepath.Join(dir, server))
+		extra := ""
+		switch {
+		case leafPort:
+			js = fmt.Sprintf("jetstream { store_dir: %q, domain: primary }", filepath.Join(dir, server))
+			extra = fmt.Sprintf("leafnodes { listen: 127.0.0.1:%d }\n", leafPorts[i])
+			leafs = append(leafs, fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPorts[i]))
+		case len(remotes) > 0:
+			js = fmt.Sprintf("jetstream { store_dir: %q, domain: standby }", filepath.Join(dir, server))
+			extra = fmt.Sprintf("leafnodes { remotes: [{ urls: [%s] }] }\n", strings.Join(quoteAll(remotes), ", "))
+		}
+		conf := filepath.Join(dir, server+".conf")
 		body := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
-jetstream { store_dir: %q }
+%s
 cluster {
-  name: drills
+  name: %s
   listen: 127.0.0.1:%d
   routes: [%s]
 }
-`, name, client[i], filepath.Join(dir, name), routes[i], strings.Join(routeURLs, ", "))
+%s`, server, client[i], js, name, routes[i], strings.Join(routeURLs, ", "), extra)
 		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
-		p := &proc{name: name, bin: cfg.natsServer, args: []string{"-c", conf}, log: filepath.Join(dir, name+".log")}
+		p := &proc{name: server, bin: cfg.natsServer, args: []string{"-c", conf}, log: filepath.Join(dir, server+".log")}
 		if err := p.start(); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
-		c.nats = append(c.nats, p)
-		c.natsURLs = append(c.natsURLs, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
+		procs = append(procs, p)
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
 	}
-	// JetStream is ready when the cluster has a meta leader: an R3
-	// bucket can be created. The first `api put` retries until then.
-	for _, u := range c.natsURLs {
+	// JetStream is ready when the cluster has a meta leader: the first
+	// jetway command retries until then.
+	for _, u := range urls {
 		if err := waitTCP(strings.TrimPrefix(u, "nats://"), 10*time.Second); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 	}
-	return nil
+	return procs, urls, leafs, nil
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
 }
 
 func waitTCP(addr string, timeout time.Duration) error {
@@ -301,7 +345,7 @@ func (c *cluster) stop() {
 	for _, n := range append(append([]*node{}, c.edges...), c.workers...) {
 		n.stop()
 	}
-	for _, p := range c.nats {
+	for _, p := range append(append([]*proc{}, c.nats...), c.standby...) {
 		p.stop()
 	}
 	for _, b := range []*http.Server{c.mainBackend, c.otherBackend} {

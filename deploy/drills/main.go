@@ -44,6 +44,9 @@ type drill struct {
 	// stops; the measured API stays drill.main.
 	other bool
 	needs string // a tool the drill cannot run without ("haproxy")
+	// standby: the drill runs a standby cluster too (jetway standby init,
+	// a worker of its own, edges with --nats-standby).
+	standby bool
 }
 
 var drills = []drill{
@@ -66,12 +69,17 @@ var drills = []drill{
 				return errors.Join(c.nats[1].restartAfterKill(), c.nats[2].restartAfterKill())
 			}, c.nats[2].kill()
 		}},
+	{name: "cluster-down", what: "SIGKILL every node of the primary NATS cluster: the edges move their calls to the standby cluster (its own worker, the mirrored registry)", target: 99.9, standby: true,
+		inject: func(c *cluster) (func() error, error) {
+			var errs []error
+			for _, p := range c.nats {
+				errs = append(errs, p.kill())
+			}
+			return nil, errors.Join(errs...)
+		}},
 	{name: "backend-down", what: "stop drill.other's backend: its calls fail fast and clear, drill.main does not notice", target: 99.99, other: true,
 		inject: func(c *cluster) (func() error, error) { return nil, c.otherBackend.Close() }},
 }
-
-// cluster-down (a whole cluster lost, the standby cluster takes over)
-// waits for the standby cluster; see README.md.
 
 type config struct {
 	duration, faultAt, hold time.Duration
@@ -183,7 +191,7 @@ func runDrill(cfg config, d drill, dir string, haproxy string) (*result, error) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	c, err := startCluster(cfg, dir, haproxy)
+	c, err := startCluster(cfg, dir, haproxy, d.standby)
 	if err != nil {
 		if c != nil {
 			c.stop()
