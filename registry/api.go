@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -44,6 +46,7 @@ type API struct {
 	Name        string   `json:"name"`
 	Pool        string   `json:"pool"`
 	Description string   `json:"description,omitempty"`
+	Owner       string   `json:"owner,omitempty"` // who answers for it: SLA reports go by it (CheckOwner)
 	Route       Route    `json:"route"`
 	Backend     Backend  `json:"backend"`
 	Timeout     Duration `json:"timeout,omitempty"`
@@ -336,7 +339,7 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 		return nil, failed // the schema reports a document that is not an object
 	}
 	fields := map[string]any{
-		"name": &a.Name, "pool": &a.Pool, "description": &a.Description,
+		"name": &a.Name, "pool": &a.Pool, "description": &a.Description, "owner": &a.Owner,
 		"route": &a.Route, "backend": &a.Backend, "timeout": &a.Timeout,
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
 		"rate_limits": &a.RateLimits, "edge_concurrency": &a.EdgeConcurrency,
@@ -449,6 +452,11 @@ func (a *API) check(key string) []schemas.Problem {
 	}
 	if err := bus.ValidName(a.Pool); err != nil {
 		add("pool", "%v", err)
+	}
+	if a.Owner != "" {
+		if err := CheckOwner(a.Owner); err != nil {
+			add("owner", "%v", err)
+		}
 	}
 	params, catchAll, err := parseRoutePath(a.Route.Path)
 	if err != nil {
@@ -719,4 +727,36 @@ func templateNames(t string) ([]string, error) {
 func (a *API) Marshal() []byte {
 	b, _ := json.Marshal(a)
 	return b
+}
+
+// MaxOwnerLen bounds an API's owner, in characters.
+const MaxOwnerLen = 64
+
+// Unowned is the owner SLA reports give an API whose entry names none; no
+// entry may name it.
+const Unowned = "unowned"
+
+// CheckOwner reports an owner an API entry (or a report schedule) cannot
+// name: 1 to 64 printable characters (letters, digits, punctuation,
+// spaces), without control characters or a leading or trailing space,
+// and not "unowned", which reports use for the APIs without one.
+func CheckOwner(owner string) error {
+	switch {
+	case owner == "":
+		return errors.New("must not be empty")
+	case !utf8.ValidString(owner):
+		return errors.New("must be UTF-8")
+	case utf8.RuneCountInString(owner) > MaxOwnerLen:
+		return fmt.Errorf("must be at most %d characters", MaxOwnerLen)
+	case strings.TrimSpace(owner) != owner:
+		return errors.New("must not begin or end with a space")
+	case strings.EqualFold(owner, Unowned):
+		return fmt.Errorf("%q is what reports call the APIs without an owner: leave the field out", Unowned)
+	}
+	for _, r := range owner {
+		if !unicode.IsPrint(r) && r != ' ' {
+			return fmt.Errorf("must be printable: no control characters, tabs or line breaks (got %q)", owner)
+		}
+	}
+	return nil
 }

@@ -45,6 +45,7 @@ func (a *API) SandboxAPI() *API {
 		Name:        a.Name,
 		Pool:        sb.Pool,
 		Description: a.Description,
+		Owner:       a.Owner,
 		Route:       a.Route,
 		Backend:     sb.Backend,
 		Timeout:     sb.Timeout,

@@ -156,7 +156,7 @@ type apiInfo struct {
 }
 
 // unowned is the owner of an API whose entry names none.
-const unowned = "unowned"
+const unowned = registry.Unowned
 
 func readReportInputs(ctx context.Context, js jetstream.JetStream, c *registry.Client, o reportFlags) (reportInputs, error) {
 	in := reportInputs{apis: map[string]apiInfo{}}
@@ -168,23 +168,21 @@ func readReportInputs(ctx context.Context, js jetstream.JetStream, c *registry.C
 	if err != nil {
 		return in, err
 	}
-	entries, err := c.List(ctx)
+	// The entries in force: an invalid newest revision is not served, and
+	// its owner is not the API's.
+	entries, err := c.ListInForce(ctx)
 	if err != nil {
 		return in, err
 	}
-	for _, e := range entries {
-		var v struct {
-			Name  string `json:"name"`
-			Pool  string `json:"pool"`
-			Owner string `json:"owner"`
-		}
-		if e.Err != nil || json.Unmarshal(e.Value, &v) != nil || v.Name == "" {
+	for _, f := range entries {
+		a := f.API
+		if a == nil {
 			continue
 		}
-		if _, seen := in.apis[v.Name]; seen && e.Name != v.Name {
-			continue // the entry under the API's own key wins
+		if _, seen := in.apis[a.Name]; seen && f.Entry.Name != a.Name {
+			continue // the entry under the API's own key wins (not its draft)
 		}
-		in.apis[v.Name] = apiInfo{Pool: v.Pool, Owner: cmp.Or(strings.TrimSpace(v.Owner), unowned)}
+		in.apis[a.Name] = apiInfo{Pool: a.Pool, Owner: cmp.Or(a.Owner, unowned)}
 	}
 	for _, kind := range []string{"degrade", "fault", "api"} {
 		chs, err := c.Audit(ctx, o.from, kind, 100_000)
