@@ -36,7 +36,9 @@ func (c *Client) CreateApp(ctx context.Context, a *App, withSecret bool) (key, s
 		return "", "", nil, fmt.Errorf("app %s exists already (rotate-key gives it a new key): %w", a.ID, err)
 	}
 	if err != nil {
-		return "", "", nil, err
+		return "", "", nil, c.afterLanded(err, func(context.Context, *Client, uint64) error {
+			return fmt.Errorf("app %s was created, but its API key was never shown: give it a new one (jetway app rotate-key %s)", a.ID, a.ID)
+		})
 	}
 	return key, secret, stored, nil
 }
@@ -50,7 +52,9 @@ func (c *Client) RotateAppKey(ctx context.Context, id string) (string, *App, err
 		return err
 	})
 	if err != nil {
-		return "", nil, err
+		return "", nil, c.afterLanded(err, func(context.Context, *Client, uint64) error {
+			return fmt.Errorf("app %s has a new API key, but it was never shown: rotate it again (jetway app rotate-key %s)", id, id)
+		})
 	}
 	if len(a.Keys) != 1 || a.Keys[0].SHA256 != KeyDigest(key) {
 		return "", nil, fmt.Errorf("app %s: the stored key is not the new one; rotate it again", a.ID)
@@ -68,7 +72,9 @@ func (c *Client) RotateAppSecret(ctx context.Context, id string) (string, *App, 
 		return err
 	})
 	if err != nil {
-		return "", nil, err
+		return "", nil, c.afterLanded(err, func(context.Context, *Client, uint64) error {
+			return fmt.Errorf("app %s has a new signing secret, but it was never shown: rotate it again (jetway app rotate-secret %s)", id, id)
+		})
 	}
 	return sec.Secret, a, nil
 }

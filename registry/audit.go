@@ -26,9 +26,16 @@ type Change struct {
 	Kind     string    `json:"kind"`   // api, app, degrade, fault, alert, jsonschema, schema, cert
 	Key      string    `json:"key"`
 	Revision uint64    `json:"revision,omitempty"`
+	// Settled is how a write whose answer never came was found to have
+	// landed: SettledReadBack, or "" for a write that was answered.
+	Settled string `json:"settled,omitempty"`
 	// Seq is the change's place in the trail (set when read).
 	Seq uint64 `json:"seq,omitempty"`
 }
+
+// SettledReadBack is a Change's Settled for a write that got no answer and
+// was then read back in force (OutcomeUnknownError.Settle).
+const SettledReadBack = "read-back"
 
 // Audit trail bounds: a year of changes, at most AuditMaxBytes.
 const (
@@ -115,7 +122,11 @@ func (c *Client) noted(ctx context.Context, kind, action, key string, rev uint64
 	if err != nil {
 		return err
 	}
-	b, _ := json.Marshal(Change{At: time.Now().UTC(), Actor: c.actor, Action: action, Kind: kind, Key: key, Revision: rev})
+	ch := Change{At: time.Now().UTC(), Actor: c.actor, Action: action, Kind: kind, Key: key, Revision: rev}
+	if c.settled {
+		ch.Settled = SettledReadBack
+	}
+	b, _ := json.Marshal(ch)
 	_, perr := c.js.Publish(ctx, bus.AuditPrefix+kind, b)
 	if errors.Is(perr, jetstream.ErrNoStreamResponse) {
 		// The stream is gone (deleted by hand): make it again, once.

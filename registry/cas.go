@@ -71,9 +71,12 @@ func write(ctx context.Context, kv jetstream.KeyValue, kind, key string, value [
 	switch {
 	case o.ifRevision == nil:
 		// The revision before, so that a write whose outcome is unknown
-		// can be told apart from an earlier write of the same value.
-		if e, gerr := kv.Get(ctx, key); gerr == nil {
-			before = e.Revision()
+		// can be told apart from an earlier write of the same value
+		// (with IfRevision the caller knows it: no read).
+		before = revisionBefore(ctx, kv, key)
+		if cerr := ctx.Err(); cerr != nil {
+			// The time ran out before the write was sent.
+			return 0, writeFailed(kv, "put", kind, key, value, before, &notSentError{cerr})
 		}
 		rev, err = kv.Put(ctx, key, value)
 	case *o.ifRevision == 0:
@@ -89,6 +92,37 @@ func write(ctx context.Context, kv jetstream.KeyValue, kind, key string, value [
 		return 0, conflict(ctx, kv, kind, key, *o.ifRevision)
 	}
 	return 0, writeFailed(kv, "put", kind, key, value, before, err)
+}
+
+// Bounds of the read of a key's revision before an unconditional write: a
+// share of the time left, so that a registry that does not answer (quorum
+// lost) leaves the write itself its time.
+const (
+	beforeReadMax   = time.Second
+	beforeReadShare = 3 // at most 1/beforeReadShare of the time left
+)
+
+// revisionBefore reads key's revision before a write, within a short
+// timeout of its own: 0 when the key does not exist, revUnknown when it
+// could not be read (then no read-back can show the write landed).
+func revisionBefore(ctx context.Context, kv jetstream.KeyValue, key string) uint64 {
+	d := beforeReadMax
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)/beforeReadShare)
+	}
+	if d <= 0 {
+		return revUnknown
+	}
+	gctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	e, err := kv.Get(gctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return 0
+	case err != nil:
+		return revUnknown
+	}
+	return e.Revision()
 }
 
 // isConflict reports whether a KV write failed on its revision check.

@@ -88,7 +88,7 @@ func (c *Client) PutCert(ctx context.Context, cert *Cert, opts ...WriteOption) (
 	}
 	rev, err := write(ctx, c.certs, "certificate", cert.Name, doc, opts)
 	if err != nil {
-		return nil, err
+		return nil, c.notedLater(err, "cert", "put", cert.Name)
 	}
 	parsed.Revision = rev
 	return parsed, c.noted(ctx, "cert", "put", cert.Name, rev, nil)
@@ -102,7 +102,7 @@ func (c *Client) DeleteCert(ctx context.Context, name string) error {
 		return fmt.Errorf("reading certificate %s: %w", name, err)
 	}
 	if err := c.certs.Delete(ctx, name); err != nil {
-		return writeFailed(c.certs, "delete", "certificate", name, nil, 0, err)
+		return c.notedLater(writeFailed(c.certs, "delete", "certificate", name, nil, 0, err), "cert", "delete", name)
 	}
 	return c.noted(ctx, "cert", "delete", name, 0, nil)
 }

@@ -183,15 +183,31 @@ func (c *Client) Promote(ctx context.Context, name string, draftRev, prodRev uin
 	if err != nil {
 		return nil, fmt.Errorf("the draft of %s does not validate as its production entry: %w", name, err)
 	}
-	if a, err = c.publish(ctx, a, e.Value, []WriteOption{IfRevision(prodRev)}); err != nil {
-		return nil, err
-	}
 	action := "promote"
 	if !tested {
 		action = "promote-untested"
 	}
-	auditErr := c.noted(ctx, "api", action, name, a.Revision, nil)
-	err = c.kv.Delete(ctx, DraftKey(name), jetstream.LastRevision(draftRev))
+	if a, err = c.publish(ctx, a, e.Value, []WriteOption{IfRevision(prodRev)}); err != nil {
+		// No answer, then read back in force: the same audit record and
+		// the draft's removal, on the connection of the read-back.
+		return nil, c.afterLanded(err, func(ctx context.Context, cc *Client, rev uint64) error {
+			kv, kerr := cc.js.KeyValue(ctx, BucketAPIs)
+			if kerr != nil {
+				return errors.Join(cc.noted(ctx, "api", action, name, rev, nil),
+					fmt.Errorf("%s is promoted at revision %d, but its draft was not removed: opening bucket %s: %w", name, rev, BucketAPIs, kerr))
+			}
+			cc.kv = kv
+			return cc.promoted(ctx, name, action, rev, draftRev)
+		})
+	}
+	return a, c.promoted(ctx, name, action, a.Revision, draftRev)
+}
+
+// promoted is what follows a promotion that landed at rev: its audit
+// record (action), then the removal of the draft at draftRev.
+func (c *Client) promoted(ctx context.Context, name, action string, rev, draftRev uint64) error {
+	auditErr := c.noted(ctx, "api", action, name, rev, nil)
+	err := c.kv.Delete(ctx, DraftKey(name), jetstream.LastRevision(draftRev))
 	switch {
 	case err == nil:
 		err = c.noted(ctx, "api", "delete", DraftKey(name), 0, nil)
@@ -199,11 +215,12 @@ func (c *Client) Promote(ctx context.Context, name string, draftRev, prodRev uin
 		err = nil // a newer draft, or none: it is not ours to remove
 	case noAnswer(err):
 		// The API is promoted; only the draft's removal is unknown.
-		err = fmt.Errorf("%s is promoted at revision %d, but the removal of its draft got no answer: %w", name, a.Revision, writeFailed(c.kv, "delete", "draft", DraftKey(name), nil, 0, err))
+		err = fmt.Errorf("%s is promoted at revision %d, but the removal of its draft got no answer: %w", name, rev,
+			c.notedLater(writeFailed(c.kv, "delete", "draft", DraftKey(name), nil, 0, err), "api", "delete", DraftKey(name)))
 	default:
-		err = fmt.Errorf("%s is promoted at revision %d, but its draft was not removed: %w", name, a.Revision, err)
+		err = fmt.Errorf("%s is promoted at revision %d, but its draft was not removed: %w", name, rev, err)
 	}
-	return a, errors.Join(auditErr, err)
+	return errors.Join(auditErr, err)
 }
 
 // RoutedDrafts are the snapshot's drafts that hold their routes in the

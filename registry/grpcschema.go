@@ -218,11 +218,13 @@ func (c *Client) PutSchema(ctx context.Context, b []byte) (*Schema, error) {
 		}
 		if gerr == nil {
 			before = e.Revision()
+		} else {
+			before = revUnknown // an older write of these bytes could not be told apart
 		}
 		rev, err = c.schemas.Put(ctx, key, canon)
 	}
 	if err != nil {
-		return nil, writeFailed(c.schemas, "put", "schema", key, canon, before, err)
+		return nil, c.notedLater(writeFailed(c.schemas, "put", "schema", key, canon, before, err), "schema", "put", s.Digest)
 	}
 	return s, c.noted(ctx, "schema", "put", s.Digest, rev, nil)
 }

@@ -83,7 +83,7 @@ func (c *Client) PutJSONSchema(ctx context.Context, name string, doc []byte, opt
 	}
 	rev, err := write(ctx, c.jsonSchemas, "json schema", name, s.Schema, opts)
 	if err != nil {
-		return nil, err
+		return nil, c.notedLater(err, "jsonschema", "put", name)
 	}
 	s.Revision = rev
 	return s, c.noted(ctx, "jsonschema", "put", name, rev, nil)
@@ -177,7 +177,7 @@ func (c *Client) DeleteJSONSchema(ctx context.Context, name string) error {
 		return fmt.Errorf("json schema %s is in use: %w", name, err)
 	}
 	if err := c.jsonSchemas.Delete(ctx, name); err != nil {
-		return writeFailed(c.jsonSchemas, "delete", "json schema", name, nil, 0, err)
+		return c.notedLater(writeFailed(c.jsonSchemas, "delete", "json schema", name, nil, 0, err), "jsonschema", "delete", name)
 	}
 	return c.noted(ctx, "jsonschema", "delete", name, 0, nil)
 }

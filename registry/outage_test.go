@@ -176,15 +176,31 @@ func TestOutcomeRecheck(t *testing.T) {
 	if _, err := c.SetDegrade(ctx, "a", &registry.Degrade{On: true}); err != nil {
 		t.Fatal(err)
 	}
-	// A write cut off by its deadline before it was sent: the read-back
-	// shows the old switch, which is not the write.
+	// A write cut off before it was sent is a plain failure: nothing was
+	// written.
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err = c.SetDegrade(done, "a", &registry.Degrade{On: true, Reason: "new"})
+	if err == nil || errors.Is(err, registry.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "nothing was written") {
+		t.Fatalf("write never sent: %v; want nothing was written", err)
+	}
+	// A write taken and never answered nor stored (held, as by a leader
+	// without quorum): the read-back shows the old switch, which is not
+	// the write.
+	updateStream(t, js, registry.BucketFlags, func(cfg *jetstream.StreamConfig) {
+		cfg.Subjects = []string{"$KV." + registry.BucketFlags + ".fault.>"}
+	})
+	swallow(t, nc, "$KV."+registry.BucketFlags+".degrade.>")
+	held, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err = c.SetDegrade(held, "a", &registry.Degrade{On: true, Reason: "new"})
+	cancel()
 	var ue *registry.OutcomeUnknownError
 	if !errors.As(err, &ue) {
 		t.Fatalf("want *OutcomeUnknownError, got %v", err)
 	}
+	updateStream(t, js, registry.BucketFlags, func(cfg *jetstream.StreamConfig) {
+		cfg.Subjects = []string{"$KV." + registry.BucketFlags + ".>"}
+	})
 	if landed, _, err := ue.Recheck(ctx, js); err != nil || landed {
 		t.Fatalf("landed %v, %v; want not landed", landed, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -33,8 +34,22 @@ type OutcomeUnknownError struct {
 	Err   error // the cause
 
 	value  []byte // what was written (put)
-	before uint64 // the key's revision before the write (0: none or unknown)
+	before uint64 // the key's revision before the write (0: none; revUnknown: not known)
+
+	// settle is what the writer does after a write that was answered —
+	// its audit record, follow-up steps — run by Settle once Recheck has
+	// shown the write in force (nil: nothing).
+	settle func(ctx context.Context, js jetstream.JetStream, rev uint64) error
+	// landed and landedRev: Recheck showed the write in force, at
+	// landedRev (0 for a delete).
+	landed    bool
+	landedRev uint64
 }
+
+// revUnknown is an OutcomeUnknownError's before when the key's revision
+// before the write could not be read: no value read back can then be told
+// apart from an earlier write of the same value.
+const revUnknown = math.MaxUint64
 
 func (e *OutcomeUnknownError) Error() string {
 	check := ""
@@ -61,9 +76,19 @@ func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 // for a put, the key holds the value written at a revision after the one
 // it had before; for a delete, the key is gone. landed false means only
 // "not yet": the write may still land (a proposal held by a leader that
-// lost quorum), so the outcome stays unknown. err is set when the key
-// could not be read.
+// lost quorum), so the outcome stays unknown. A put whose key's revision
+// before could not be read is never reported landed: the value read back
+// may be an older write's. err is set when the key could not be read.
+// Once it reports landed, Settle may run.
 func (e *OutcomeUnknownError) Recheck(ctx context.Context, js jetstream.JetStream) (landed bool, rev uint64, err error) {
+	landed, rev, err = e.recheck(ctx, js)
+	if landed {
+		e.landed, e.landedRev = true, rev
+	}
+	return landed, rev, err
+}
+
+func (e *OutcomeUnknownError) recheck(ctx context.Context, js jetstream.JetStream) (landed bool, rev uint64, err error) {
 	kv, err := js.KeyValue(ctx, e.Bucket)
 	if err != nil {
 		return false, 0, fmt.Errorf("opening bucket %s: %w", e.Bucket, err)
@@ -84,10 +109,64 @@ func (e *OutcomeUnknownError) Recheck(ctx context.Context, js jetstream.JetStrea
 	if err != nil {
 		return false, 0, err
 	}
-	if en.Revision() > e.before && bytes.Equal(en.Value(), e.value) {
+	if e.before != revUnknown && en.Revision() > e.before && bytes.Equal(en.Value(), e.value) {
 		return true, en.Revision(), nil
 	}
 	return false, en.Revision(), nil
+}
+
+// ErrNotSettled is Settle called before Recheck showed the write landed.
+var ErrNotSettled = errors.New("the write is not shown in force (Recheck first)")
+
+// Settle does, after a write whose outcome was unknown and that Recheck
+// has since shown in force, what the writer would have done had the write
+// been answered: its audit record (marked settled by read-back) and its
+// follow-up steps (a promoted draft's removal, say), on js (the client the
+// write went through may be closed by then). An error says what is
+// missing — an audit record not stored, a follow-up not done, a secret
+// never shown — while the write itself stands. Without a Recheck that
+// showed the write landed it does nothing and returns ErrNotSettled.
+func (e *OutcomeUnknownError) Settle(ctx context.Context, js jetstream.JetStream) error {
+	if !e.landed {
+		return fmt.Errorf("settling the %s of %s %s: %w", e.Op, e.Kind, e.Key, ErrNotSettled)
+	}
+	if e.settle == nil {
+		return nil
+	}
+	return e.settle(ctx, js, e.landedRev)
+}
+
+// afterLanded adds f to what the *OutcomeUnknownError in err (if any)
+// settles with (after what it had): f runs, by Settle, on a copy of c over
+// Settle's connection whose audit records say they were settled by
+// read-back and whose audit failures are returned, never handed to
+// WithAuditErrors's function; rev is the revision the read-back found (0
+// for a delete). Only c.js is Settle's: f opens any bucket it writes from
+// it. err is returned as it is.
+func (c *Client) afterLanded(err error, f func(ctx context.Context, c *Client, rev uint64) error) error {
+	var ue *OutcomeUnknownError
+	if !errors.As(err, &ue) {
+		return err
+	}
+	prev := ue.settle
+	ue.settle = func(ctx context.Context, js jetstream.JetStream, rev uint64) error {
+		var perr error
+		if prev != nil {
+			perr = prev(ctx, js, rev)
+		}
+		cc := *c
+		cc.js, cc.auditErr, cc.settled = js, nil, true
+		return errors.Join(perr, f(ctx, &cc, rev))
+	}
+	return err
+}
+
+// notedLater is afterLanded with the write's audit record: what noted
+// would have recorded had the write been answered.
+func (c *Client) notedLater(err error, kind, action, key string) error {
+	return c.afterLanded(err, func(ctx context.Context, cc *Client, rev uint64) error {
+		return cc.noted(ctx, kind, action, key, rev, nil)
+	})
 }
 
 // noAnswer reports whether a write's error leaves its outcome unknown: the
@@ -96,16 +175,27 @@ func (e *OutcomeUnknownError) Recheck(ctx context.Context, js jetstream.JetStrea
 // not one: no server took the message, nothing was stored.
 func noAnswer(err error) bool {
 	var oe *BucketOpenError
-	if errors.As(err, &oe) {
+	var ns *notSentError
+	if errors.As(err, &oe) || errors.As(err, &ns) {
 		return false // nothing was sent
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrTimeout)
 }
 
+// notSentError is a write never sent: the time was up (or the caller
+// gone) before it, spent reading what the write needed first.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string {
+	return fmt.Sprintf("the write was never sent: %v", e.err)
+}
+
+func (e *notSentError) Unwrap() error { return e.err }
+
 // writeFailed is the error of a KV write of key in kv that failed with
 // err: an *OutcomeUnknownError when no answer came, a definite failure
 // otherwise. value is what was written (nil for a delete), before the
-// key's revision before the write (0: none or unknown).
+// key's revision before the write (0: none; revUnknown: not known).
 func writeFailed(kv jetstream.KeyValue, op, kind, key string, value []byte, before uint64, err error) error {
 	return writeFailedIn(kv.Bucket(), op, kind, key, value, before, err)
 }
@@ -119,7 +209,8 @@ func writeFailedIn(bucket, op, kind, key string, value []byte, before uint64, er
 		verb = "deleting"
 	}
 	var oe *BucketOpenError
-	if errors.As(err, &oe) {
+	var ns *notSentError
+	if errors.As(err, &oe) || errors.As(err, &ns) {
 		return fmt.Errorf("%s %s %s: nothing was written: %w", verb, kind, key, err)
 	}
 	if errors.Is(err, jetstream.ErrNoStreamResponse) {

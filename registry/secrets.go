@@ -175,7 +175,7 @@ func (c *Client) PutSecret(ctx context.Context, pool, name string, value []byte)
 	// before tells apart from an earlier write of the same value.
 	rev, err := write(ctx, c.secrets, "secret", key, value, nil)
 	if err != nil {
-		return 0, err
+		return 0, c.notedLater(err, "secret", "put", key)
 	}
 	return rev, c.noted(ctx, "secret", "put", key, rev, nil)
 }
@@ -193,7 +193,7 @@ func (c *Client) DeleteSecret(ctx context.Context, pool, name string) error {
 		return err
 	}
 	if err := c.secrets.Purge(ctx, key); err != nil {
-		return writeFailed(c.secrets, "delete", "secret", key, nil, 0, err)
+		return c.notedLater(writeFailed(c.secrets, "delete", "secret", key, nil, 0, err), "secret", "delete", key)
 	}
 	return c.noted(ctx, "secret", "delete", key, 0, nil)
 }

@@ -88,6 +88,7 @@ type Client struct {
 
 	actor    string      // who the audit trail says writes (As)
 	auditErr func(error) // WithAuditErrors
+	settled  bool        // its audit records are of writes settled by read-back (OutcomeUnknownError.Settle)
 }
 
 // NewClient returns a client of the registry over nc. It starts opening
@@ -198,10 +199,11 @@ func (c *Client) put(ctx context.Context, doc []byte, draft bool, opts []WriteOp
 	if err != nil {
 		return nil, err
 	}
+	key := a.StoreKey()
 	if a, err = c.publish(ctx, a, js, opts); err != nil {
-		return nil, err
+		return nil, c.notedLater(err, "api", "put", key)
 	}
-	return a, c.noted(ctx, "api", "put", a.StoreKey(), a.Revision, nil)
+	return a, c.noted(ctx, "api", "put", key, a.Revision, nil)
 }
 
 // Entry is a stored value with its revision, as the CLI shows it.
@@ -293,7 +295,7 @@ func (c *Client) Delete(ctx context.Context, name string, opts ...WriteOption) e
 		if o.ifRevision != nil && isConflict(err) {
 			return conflict(ctx, c.kv, "api", name, *o.ifRevision)
 		}
-		return writeFailed(c.kv, "delete", "api", name, nil, 0, err)
+		return c.notedLater(writeFailed(c.kv, "delete", "api", name, nil, 0, err), "api", "delete", name)
 	}
 	return c.noted(ctx, "api", "delete", name, 0, nil)
 }
@@ -331,7 +333,7 @@ func (c *Client) Rollback(ctx context.Context, name string, revision uint64, opt
 		return nil, fmt.Errorf("revision %d no longer validates: %w", revision, err)
 	}
 	if a, err = c.publish(ctx, a, e.Value, opts); err != nil {
-		return nil, err
+		return nil, c.notedLater(err, "api", "rollback", name)
 	}
 	return a, c.noted(ctx, "api", "rollback", a.Name, a.Revision, nil)
 }
@@ -392,7 +394,7 @@ func (c *Client) putFlag(ctx context.Context, key string, doc []byte, opts ...Wr
 	kind, api := flagKind(key)
 	rev, err := write(ctx, c.flags, kind+" switch", key, doc, opts)
 	if err != nil {
-		return 0, err
+		return 0, c.notedLater(err, kind, "put", api)
 	}
 	return rev, c.noted(ctx, kind, "put", api, rev, nil)
 }
@@ -400,7 +402,7 @@ func (c *Client) putFlag(ctx context.Context, key string, doc []byte, opts ...Wr
 func (c *Client) deleteFlag(ctx context.Context, key string, opts ...WriteOption) error {
 	kind, api := flagKind(key)
 	if err := remove(ctx, c.flags, kind+" switch", key, opts); err != nil {
-		return err
+		return c.notedLater(err, kind, "delete", api)
 	}
 	return c.noted(ctx, kind, "delete", api, 0, nil)
 }
@@ -511,7 +513,7 @@ func (c *Client) PutAlert(ctx context.Context, doc []byte, opts ...WriteOption) 
 	js, _ := ToJSON(doc)
 	rev, err := write(ctx, c.alerts, "alert", r.Name, js, opts)
 	if err != nil {
-		return nil, err
+		return nil, c.notedLater(err, "alert", "put", r.Name)
 	}
 	r.Revision = rev
 	return r, c.noted(ctx, "alert", "put", r.Name, rev, nil)
@@ -521,7 +523,7 @@ func (c *Client) PutAlert(ctx context.Context, doc []byte, opts ...WriteOption) 
 // revision n.
 func (c *Client) DeleteAlert(ctx context.Context, name string, opts ...WriteOption) error {
 	if err := remove(ctx, c.alerts, "alert", name, opts); err != nil {
-		return err
+		return c.notedLater(err, "alert", "delete", name)
 	}
 	return c.noted(ctx, "alert", "delete", name, 0, nil)
 }
@@ -543,7 +545,7 @@ func (c *Client) PutApp(ctx context.Context, a *App, opts ...WriteOption) (*App,
 	}
 	rev, err := write(ctx, c.apps, "app", a.ID, doc, opts)
 	if err != nil {
-		return nil, err
+		return nil, c.notedLater(err, "app", "put", a.ID)
 	}
 	parsed.Revision = rev
 	return parsed, c.noted(ctx, "app", "put", a.ID, rev, nil)
@@ -571,7 +573,7 @@ func (c *Client) UpdateApp(ctx context.Context, id string, change func(a *App) e
 		return next, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, c.notedLater(err, "app", "put", id)
 	}
 	out.Revision = rev
 	return out, c.noted(ctx, "app", "put", id, rev, nil)

@@ -127,7 +127,10 @@ func (c *Client) CreateAdminToken(ctx context.Context, name string, role Role) (
 	b, _ := json.Marshal(t)
 	rev, err := write(ctx, c.tokens, "admin token", id, b, []WriteOption{IfRevision(0)})
 	if err != nil {
-		return "", nil, err
+		return "", nil, c.afterLanded(err, func(ctx context.Context, cc *Client, rev uint64) error {
+			return errors.Join(cc.noted(ctx, "token", "put", id+" ("+name+", "+role.String()+")", rev, nil),
+				fmt.Errorf("admin token %s (%s) was created, but its secret was never shown: revoke it (DELETE /v1/tokens/%s) and create another", id, name, id))
+		})
 	}
 	t.Revision = rev
 	return token, t, c.noted(ctx, "token", "put", id+" ("+name+", "+role.String()+")", rev, nil)
@@ -194,7 +197,7 @@ func (c *Client) RevokeAdminToken(ctx context.Context, id string) error {
 		return err
 	}
 	if err := c.tokens.Delete(ctx, id); err != nil {
-		return writeFailed(c.tokens, "delete", "admin token", id, nil, 0, err)
+		return c.notedLater(writeFailed(c.tokens, "delete", "admin token", id, nil, 0, err), "token", "delete", id)
 	}
 	return c.noted(ctx, "token", "delete", id, 0, nil)
 }

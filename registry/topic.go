@@ -435,7 +435,7 @@ func (c *Client) PutTopic(ctx context.Context, doc []byte, opts ...WriteOption) 
 	js, _ := ToJSON(doc)
 	rev, err := write(ctx, c.topics, "topic", t.Name, js, opts)
 	if err != nil {
-		return nil, err
+		return nil, c.notedLater(err, "topic", "put", t.Name)
 	}
 	t.Revision = rev
 	return t, c.noted(ctx, "topic", "put", t.Name, rev, nil)
@@ -469,7 +469,7 @@ func (c *Client) DeleteTopic(ctx context.Context, name string, opts ...WriteOpti
 		return fmt.Errorf("topic %s: %w", name, ErrNotFound)
 	}
 	if err := remove(ctx, c.topics, "topic", name, opts); err != nil {
-		return err
+		return c.notedLater(err, "topic", "delete", name)
 	}
 	return c.noted(ctx, "topic", "delete", name, 0, nil)
 }
