@@ -70,6 +70,10 @@ func cmdAudit(args []string, stdout, stderr io.Writer) error {
 		if ch.Revision != 0 {
 			rev = fmt.Sprint(ch.Revision)
 		}
+		if ch.Settled != "" {
+			// No answer came; the write was read back in force.
+			rev += " (settled by " + ch.Settled + ")"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ch.At.Format(time.RFC3339), ch.Actor, ch.Action, ch.Kind, ch.Key, rev)
 	}
 	return tw.Flush()

@@ -99,7 +99,10 @@ const exitConflict = 3
 // landed, may not have, and may still land once JetStream has quorum: a
 // script must read the entry (the message names the command) before it
 // writes again or reports a failure. 1 is kept for writes that surely
-// failed and 3 for conflicts.
+// failed and 3 for conflicts. A write read back in force exits 0 once its
+// skipped steps are done (registry.OutcomeUnknownError.Settle: the audit
+// record, a follow-up such as a promoted draft's removal), 1 saying what
+// is missing when one of them fails (4 when its own write got no answer).
 const exitUnknown = 4
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -186,8 +189,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	case errors.Is(err, registry.ErrOutcomeUnknown):
 		var ue *registry.OutcomeUnknownError
-		if errors.As(err, &ue) && settleUnknown(ue, stdout, stderr) {
-			return 0
+		if errors.As(err, &ue) {
+			landed, serr := settleUnknown(ue, stdout, stderr)
+			switch {
+			case landed && serr == nil:
+				return 0
+			case landed:
+				// The write stands; its audit record or a follow-up
+				// (a promoted draft's removal, a key to show) does not.
+				fmt.Fprintln(stderr, "jetway:", serr)
+				if errors.Is(serr, registry.ErrOutcomeUnknown) {
+					return exitUnknown
+				}
+				return 1
+			}
 		}
 		fmt.Fprintln(stderr, "jetway:", err)
 		return exitUnknown

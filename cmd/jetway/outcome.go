@@ -30,11 +30,13 @@ const (
 // reports whether it shows the write in force (then it says so on stdout).
 // A read that shows the old state decides nothing: the write may still
 // land (a leader that lost quorum can hold the proposal), so the outcome
-// stays unknown.
-func settleUnknown(ue *registry.OutcomeUnknownError, stdout, stderr io.Writer) bool {
+// stays unknown. A write shown in force is then settled (ue.Settle): its
+// audit record and follow-up steps, skipped when no answer came, are done
+// now; err says what of them is missing (the write itself stands).
+func settleUnknown(ue *registry.OutcomeUnknownError, stdout, stderr io.Writer) (landed bool, err error) {
 	rf := lastRegistry.Load()
 	if rf == nil || ue.Bucket == "" {
-		return false
+		return false, nil
 	}
 	fmt.Fprintf(stderr, "jetway: no answer from JetStream to the write of %s %s (%v); reading it back\n", ue.Kind, ue.Key, ue.Err)
 	var nc *nats.Conn
@@ -54,13 +56,28 @@ func settleUnknown(ue *registry.OutcomeUnknownError, stdout, stderr io.Writer) b
 			} else {
 				fmt.Fprintf(stdout, "wrote %s %s at revision %d (read back: the write landed)\n", ue.Kind, ue.Key, rev)
 			}
-			return true
+			return true, settleLanded(rf, nc, ue)
 		}
 		if time.Now().Add(settlePause).After(deadline) {
-			return false
+			return false, nil
 		}
 		time.Sleep(settlePause)
 	}
+}
+
+// settleLanded runs the settle steps of a write read back in force (its
+// audit record, its follow-up) on nc, within the command's --timeout.
+func settleLanded(rf *registryFlags, nc *nats.Conn, ue *registry.OutcomeUnknownError) error {
+	js, err := jetstream.New(nc)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), max(*rf.timeout, settleRead))
+		defer cancel()
+		err = ue.Settle(ctx, js)
+	}
+	if err != nil {
+		return fmt.Errorf("the write of %s %s landed, but what follows it did not all happen: %w", ue.Kind, ue.Key, err)
+	}
+	return nil
 }
 
 // recheck is one read-back, on a connection of its own made on first use.
