@@ -305,6 +305,7 @@ func writeRegistryError(w http.ResponseWriter, err error, log *slog.Logger) {
 		// landed, so this is no 503 a client would retry blindly.
 		log.Warn("admin write outcome unknown", "kind", ue.Kind, "key", ue.Key, "op", ue.Op, "err", ue.Err)
 		writeOutcomeUnknown(w, ue)
+		go settleLater(ue, log)
 	case errors.As(err, &ve):
 		e := apiError{Code: "INVALID_ENTRY", Message: "the entry is not valid; nothing was written"}
 		for _, p := range ve.Problems {
@@ -331,6 +332,31 @@ func writeRegistryError(w http.ResponseWriter, err error, log *slog.Logger) {
 	default:
 		log.Warn("admin request failed", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "REGISTRY_UNAVAILABLE", err.Error())
+	}
+}
+
+// How long after answering OUTCOME_UNKNOWN the admin API reads the write
+// back, and how often.
+var (
+	settleFor   = 30 * time.Second
+	settlePause = 500 * time.Millisecond
+)
+
+// settleLater reads back a write answered OUTCOME_UNKNOWN, for settleFor,
+// and once it shows the write in force does what the write skipped: its
+// audit record (settled by read-back) and follow-up steps
+// (registry.OutcomeUnknownError.Resolve). The log says how it ended.
+func settleLater(ue *registry.OutcomeUnknownError, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleFor)
+	defer cancel()
+	landed, err := ue.Resolve(ctx, settlePause)
+	switch {
+	case landed && err == nil:
+		log.Info("admin write read back in force and settled", "kind", ue.Kind, "key", ue.Key, "op", ue.Op)
+	case landed:
+		log.Error("admin write read back in force, but what follows it did not all happen", "kind", ue.Kind, "key", ue.Key, "op", ue.Op, "err", err)
+	default:
+		log.Warn("admin write still not read back in force; its outcome stays unknown", "kind", ue.Kind, "key", ue.Key, "op", ue.Op, "for", settleFor)
 	}
 }
 

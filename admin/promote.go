@@ -153,8 +153,9 @@ func (s *Server) promoteAPI(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			s.log.Warn("promoted, with an error after", "api", p.API, "err", err)
 		}
-		if errors.Is(err, registry.ErrOutcomeUnknown) {
+		if ue := (*registry.OutcomeUnknownError)(nil); errors.As(err, &ue) {
 			// The draft's removal got no answer: it may still be there.
+			go settleLater(ue, s.log)
 			w.Header().Add("Warning", `199 jetway "promoted; the removal of the draft got no answer and may or may not have landed: GET /v1/apis/`+url.PathEscape(p.API)+`/draft"`)
 		}
 		w.Header().Set("ETag", etag(p.Revision))

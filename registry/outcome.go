@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,6 +41,8 @@ type OutcomeUnknownError struct {
 	// its audit record, follow-up steps — run by Settle once Recheck has
 	// shown the write in force (nil: nothing).
 	settle func(ctx context.Context, js jetstream.JetStream, rev uint64) error
+	// js is the writer's connection (Resolve).
+	js jetstream.JetStream
 	// landed and landedRev: Recheck showed the write in force, at
 	// landedRev (0 for a delete).
 	landed    bool
@@ -136,6 +139,36 @@ func (e *OutcomeUnknownError) Settle(ctx context.Context, js jetstream.JetStream
 	return e.settle(ctx, js, e.landedRev)
 }
 
+// Resolve reads the key back on the writer's own connection, a read every
+// pause until ctx ends, and once a read shows the write in force settles it
+// (Settle) on that connection: for a writer whose connection outlives its
+// answer, such as the admin API, which has already answered "outcome
+// unknown". landed false: not shown in force before ctx ended (or the
+// connection closed); err: what settling left undone.
+func (e *OutcomeUnknownError) Resolve(ctx context.Context, pause time.Duration) (landed bool, err error) {
+	if e.js == nil {
+		return false, nil
+	}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		landed, _, rerr := e.Recheck(rctx, e.js)
+		cancel()
+		if rerr == nil && landed {
+			return true, e.Settle(ctx, e.js)
+		}
+		if errors.Is(rerr, nats.ErrConnectionClosed) {
+			return false, nil
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, nil
+		case <-t.C:
+		}
+	}
+}
+
 // afterLanded adds f to what the *OutcomeUnknownError in err (if any)
 // settles with (after what it had): f runs, by Settle, on a copy of c over
 // Settle's connection whose audit records say they were settled by
@@ -149,6 +182,9 @@ func (c *Client) afterLanded(err error, f func(ctx context.Context, c *Client, r
 		return err
 	}
 	prev := ue.settle
+	if ue.js == nil {
+		ue.js = c.js
+	}
 	ue.settle = func(ctx context.Context, js jetstream.JetStream, rev uint64) error {
 		var perr error
 		if prev != nil {
