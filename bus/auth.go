@@ -65,7 +65,10 @@ func streamRead(st string) []string {
 // nonces. Workers: answer the requests of their pools' APIs (only the
 // reply subject of a request they received, once), call other APIs (an
 // API's fallback), publish their pools' breaker events and their own
-// heartbeats, and read the APIs and flags only — never the apps.
+// heartbeats, and read the APIs and flags only — never the apps. Neither
+// reads or writes the SLA report schedules (BucketReports: webhook URLs,
+// mail settings, delivery records): only the admin's serve or admin node
+// sends reports.
 func RolePermissions(role string, pools ...string) *server.Permissions {
 	switch role {
 	case UserEdge:

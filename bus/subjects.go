@@ -222,6 +222,7 @@ const (
 	BucketTopics      = "jetway_topics"       // push topics: edges read
 	BucketPushAcks    = "jetway_push_acks"    // push subscribers' cumulative acks: edges read and write
 	BucketSecrets     = "jetway_secrets"      // backend credentials by pool: each pool's workers read their own
+	BucketReports     = "jetway_reports"      // SLA report schedules, their deliveries and the sender's lease: the admin only
 )
 
 // SecretKey is the KV key of a pool's secret: <name>.<pool>. A name has

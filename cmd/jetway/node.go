@@ -372,6 +372,7 @@ func (n *node) createBuckets(ctx context.Context) {
 			n.log.Warn("sla records: the stream could not be created", "err", err)
 		}
 	}
+	go runReportScheduler(ctx, n.ctl, n.id, n.cfg.replicas, n.log) // scheduled SLA reports, one node at a time (reportsched.go)
 	// A deleted nonce bucket would leave signed APIs refused on
 	// every edge whose user may not create it: re-create it.
 	if err := registry.KeepNonces(ctx, n.ctl, bo, func(err error) {

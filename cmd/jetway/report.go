@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,20 @@ type reportFlags struct {
 }
 
 func cmdReport(args []string, stdout, stderr io.Writer) error {
+	return cmdReportIn(args, os.Stdin, stdout, stderr)
+}
+
+// cmdReportIn is jetway report, and its subcommands schedule and send
+// (reportsched.go).
+func cmdReportIn(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "schedule":
+			return cmdReportSchedule(args[1:], stdin, stdout, stderr)
+		case "send":
+			return cmdReportSend(args[1:], stdout, stderr)
+		}
+	}
 	fs := flag.NewFlagSet("jetway report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rf := addRegistryFlags(fs)
