@@ -43,6 +43,10 @@ it. The period's figure is the same ratio over all its calls.
 --since and --until take a duration back from now (24h, 7d), a date
 (2006-01-02) or a time (RFC 3339).
 
+Delivery to each owner, daily or weekly, by webhook or mail:
+  jetway report schedule put FILE|- | list | delete OWNER
+  jetway report send OWNER [--since 24h]    (jetway report schedule -h)
+
 Flags:
 `
 
