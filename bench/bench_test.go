@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetway-gw/jetway/bench/internal/benchsrv"
+	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/internal/grpcdemo"
@@ -100,6 +101,11 @@ func startJetwayWith(tb testing.TB, eo edge.Options, wo workers.Options, docs ..
 	ctl := natstest.Connect(tb, j.ns)
 	var err error
 	eo.Conn, eo.Logger = natstest.Connect(tb, j.ns), quiet
+	if eo.Link != nil { // a link asked for: one on the edge's connection, as every node has
+		l := bus.NewLink(bus.LinkOptions{Logger: quiet})
+		l.Start(ctx, eo.Conn)
+		eo.Link = l
+	}
 	if j.edge, err = edge.New(eo); err != nil {
 		tb.Fatal(err)
 	}
@@ -191,6 +197,14 @@ func grpcAPI(addr string) string {
 // Jetway's own cost, without the worker's HTTP call to a backend.
 func BenchmarkJetwayMock(b *testing.B) {
 	j := startJetway(b, mockAPI)
+	runParallel(b, j.url+"/mock")
+}
+
+// BenchmarkJetwayMockLinked is BenchmarkJetwayMock with the edge's calls
+// going through a bus.Link, as in every node (jetway serve, edge): the
+// cost of carrying calls across a lost NATS connection.
+func BenchmarkJetwayMockLinked(b *testing.B) {
+	j := startJetwayWith(b, edge.Options{Link: bus.NewLink(bus.LinkOptions{})}, workers.Options{}, mockAPI)
 	runParallel(b, j.url+"/mock")
 }
 

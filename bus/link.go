@@ -83,6 +83,11 @@ type Link struct {
 	inflight  atomic.Int64
 	busySince atomic.Int64 // unix ns when inflight last went from 0 to 1
 
+	// other, when set (Sites), reports whether another site is up: a
+	// request that lost this link, or finds it down, is then handed back
+	// at once to be sent there instead of waiting for this link.
+	other atomic.Pointer[func() bool]
+
 	// Counted for metrics: calls a lost connection interrupted, the ones
 	// sent again on the next, and reconnects a probe forced.
 	interrupted, resent, forced atomic.Int64
@@ -177,6 +182,12 @@ func (l *Link) down(g *linkGen, name, why string) {
 	}
 }
 
+// elsewhere reports whether another site (Sites) can take a request.
+func (l *Link) elsewhere() bool {
+	f := l.other.Load()
+	return f != nil && (*f)()
+}
+
 // State says whether requests can be sent now: LinkUp, or another state
 // with the reason and since when.
 func (l *Link) State() (state, reason string, since time.Time) {
@@ -210,7 +221,7 @@ func (l *Link) Request(ctx context.Context, m *nats.Msg, sent int, resend bool) 
 		if g.ctx.Err() != nil { // between connections: wait out the grace
 			_, _, since := l.State()
 			wait := l.o.Grace - time.Since(since)
-			if wait <= 0 {
+			if wait <= 0 || l.elsewhere() {
 				return nil, ErrNotConnected
 			}
 			t := time.NewTimer(wait)
@@ -252,8 +263,8 @@ func (l *Link) Request(ctx context.Context, m *nats.Msg, sent int, resend bool) 
 			return reply, err
 		}
 		l.interrupted.Add(1)
-		if !resend || resends >= maxResends {
-			return nil, ErrLinkLost
+		if !resend || resends >= maxResends || l.elsewhere() {
+			return nil, ErrLinkLost // the caller may send it elsewhere (Sites)
 		}
 		resends++
 		l.resent.Add(1)

@@ -46,7 +46,7 @@ func TestStandbyClusterTakesOver(t *testing.T) {
 
 	wp := startNode(t, "worker-primary", "worker", "", "--nats", purls, "--pool", "site")
 	ws := startNode(t, "worker-standby", "worker", "", "--nats", surls, "--pool", "site")
-	edge := startNode(t, "edge", "edge", "", "--nats", purls, "--nats-standby", surls, "--failover-after", "2s", "--failback-after", "0")
+	edge := startNode(t, "edge", "edge", "", "--nats", purls, "--nats-standby", surls, "--failover-after", "2s", "--failback-after", "0", "--ready-max-stale", "2s")
 	for _, n := range []*node{wp, ws, edge} {
 		n.waitReady(t)
 	}
@@ -58,6 +58,7 @@ func TestStandbyClusterTakesOver(t *testing.T) {
 		mu        sync.Mutex
 		lastFail  time.Time
 		fails, ok int
+		failures  []string
 	)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -76,6 +77,9 @@ func TestStandbyClusterTakesOver(t *testing.T) {
 				if err != nil || r.status != http.StatusOK {
 					fails++
 					lastFail = time.Now()
+					if len(failures) < 10 {
+						failures = append(failures, fmt.Sprintf("%v %v", err, r))
+					}
 				} else {
 					ok++
 				}
@@ -105,7 +109,7 @@ func TestStandbyClusterTakesOver(t *testing.T) {
 		return nil
 	})
 	moved := time.Since(down)
-	time.Sleep(time.Second)
+	time.Sleep(3 * time.Second) // past --ready-max-stale: on the standby, the edge stays ready
 	close(stop)
 	wg.Wait()
 	recovered := time.Duration(0)
@@ -116,6 +120,9 @@ func TestStandbyClusterTakesOver(t *testing.T) {
 		moved.Round(time.Millisecond), ok, fails, recovered.Round(time.Millisecond))
 	if moved > 30*time.Second {
 		t.Fatalf("the standby took over after %s, past 30s", moved)
+	}
+	if fails > 0 {
+		t.Fatalf("%d calls failed through the primary's loss: %v", fails, failures)
 	}
 	if r := get(t, edge.edge+"/site"); r.status != http.StatusOK {
 		t.Fatalf("a call after the move: %v", r)

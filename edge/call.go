@@ -493,12 +493,14 @@ func (c *call) request(ctx context.Context, out *nats.Msg, wire int) (*nats.Msg,
 		} else {
 			msg, err = bus.Request(ctx, c.e.o.Conn, out, wire)
 		}
-		if s := c.e.o.Sites; s != nil && !moved && (errors.Is(err, bus.ErrNotConnected) || idem && errors.Is(err, bus.ErrLinkLost)) {
-			if other := s.For(); other != l && other.Up() {
-				// Its site went down under it while another is up: the
-				// call goes there (it was not sent, or may be sent twice).
+		// A call its site could not carry — not sent, lost in flight
+		// (when it may be sent twice), or with no worker there to take
+		// it (no responders: nobody got it) — goes once to another site
+		// that is up.
+		if s := c.e.o.Sites; s != nil && !moved && (errors.Is(err, bus.ErrNotConnected) || errors.Is(err, nats.ErrNoResponders) || idem && errors.Is(err, bus.ErrLinkLost)) {
+			if other := s.Elsewhere(l); other != nil {
 				moved = true
-				continue
+				msg, err = other.Request(ctx, out, wire, idem)
 			}
 		}
 		if err == nil || !idem || !errors.Is(err, nats.ErrNoResponders) || c.e.o.Serving == nil ||

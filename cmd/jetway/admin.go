@@ -40,6 +40,15 @@ func (n *node) readiness(now time.Time) (bool, string, registry.Health) {
 	if n.watcher.Current().Source == registry.SourceNone {
 		return false, h.Reason, h
 	}
+	if f := n.failover; f != nil {
+		if active, _ := f.sites.Active(); active != sitePrimary {
+			// The primary's registry is out of reach because the primary
+			// is; the calls go to the standby, whose workers follow its
+			// mirror: no staleness limit here, or every edge would go
+			// unready together in a long outage.
+			return true, "calls on the standby nats cluster; " + h.Reason, h
+		}
+	}
 	if limit := n.cfg.readyMaxStale; limit > 0 && !h.Since.IsZero() && now.Sub(h.Since) > limit {
 		return false, fmt.Sprintf("%s; stale for %s, past --ready-max-stale %s", h.Reason, now.Sub(h.Since).Round(time.Second), limit), h
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,7 +133,16 @@ func (f *failover) move(to int, reason string) {
 // (?use=primary|standby|auto: pin one, or back to the automatic rule).
 func (f *failover) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
-		use := r.URL.Query().Get("use")
+		// Not a form a web page could post to a tokenless loopback
+		// listener: a JSON body, as POST /push/kick.
+		var body struct {
+			Use string `json:"use"`
+		}
+		if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") || json.NewDecoder(io.LimitReader(r.Body, 1024)).Decode(&body) != nil {
+			http.Error(w, `POST {"use":"primary|standby|auto"} with Content-Type: application/json`, http.StatusBadRequest)
+			return
+		}
+		use := body.Use
 		pin := -1
 		switch use {
 		case "primary":
@@ -141,14 +151,15 @@ func (f *failover) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			pin = siteStandby
 		case "auto":
 		default:
-			http.Error(w, "use=primary, standby or auto", http.StatusBadRequest)
+			http.Error(w, `"use" is primary, standby or auto`, http.StatusBadRequest)
 			return
 		}
 		f.mu.Lock()
 		f.pin = pin
 		f.mu.Unlock()
+		f.sites.Pin(pin >= 0)
 		if pin >= 0 {
-			f.move(pin, "told to (POST /site?use="+use+")")
+			f.move(pin, "told to (POST /site: "+use+")")
 		}
 	}
 	active, since := f.sites.Active()
