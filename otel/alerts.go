@@ -165,12 +165,29 @@ func (a *Alerts) ObserveRecords(rs []Record, now time.Time) {
 const maxSiteNodes = 1024
 
 // ObserveSite takes the NATS cluster an edge's calls go to ("primary" or
-// "standby"), from its own failover or its event.
+// "standby"), from its own failover or its event; anything else, or a
+// node id that is not a short printable name, is ignored.
 func (a *Alerts) ObserveSite(node, site string) {
+	if (site != "primary" && site != "standby") || len(node) == 0 || len(node) > 64 ||
+		strings.ContainsFunc(node, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, ok := a.sites[node]; ok || len(a.sites) < maxSiteNodes {
 		a.sites[node] = site
+	}
+}
+
+// KeepSites forgets the sites of the edges live does not name (gone, or
+// never there: a forged event's).
+func (a *Alerts) KeepSites(live func(node string) bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for node := range a.sites {
+		if !live(node) {
+			delete(a.sites, node)
+		}
 	}
 }
 

@@ -17,15 +17,18 @@ import (
 // primary would (entries, switches, apps, alert rules, certificates,
 // schemas, topics, pool secrets). The rest (nonces, caches, ACME state,
 // push acknowledgements, jobs) is each cluster's own.
+//
+// Not the edges' TLS certificates and keys (jetway_certs): the standby's
+// workers do not need them, and the primary's edges read their own.
 var StandbyBuckets = []string{
-	BucketAPIs, BucketFlags, BucketApps, BucketAlerts, bus.BucketCerts, bus.BucketSchemas,
+	BucketAPIs, BucketFlags, BucketApps, BucketAlerts, bus.BucketSchemas,
 	bus.BucketJSONSchemas, bus.BucketTopics, bus.BucketSecrets,
 }
 
 // bucketOpeners open (creating when missing) each of StandbyBuckets.
 var bucketOpeners = map[string]func(context.Context, jetstream.JetStream, BucketOptions) (jetstream.KeyValue, error){
 	BucketAPIs: OpenAPIs, BucketFlags: OpenFlags, BucketApps: OpenApps, BucketAlerts: OpenAlerts,
-	bus.BucketCerts: OpenCerts, bus.BucketSchemas: OpenSchemas, bus.BucketJSONSchemas: OpenJSONSchemas,
+	bus.BucketSchemas: OpenSchemas, bus.BucketJSONSchemas: OpenJSONSchemas,
 	bus.BucketTopics: OpenTopics, bus.BucketSecrets: OpenSecrets,
 }
 
@@ -86,11 +89,19 @@ func InitStandby(ctx context.Context, nc *nats.Conn, primaryDomain string, repli
 func mirrorBucket(ctx context.Context, local, primary jetstream.JetStream, bucket, domain string, replicas int) (MirrorState, error) {
 	st := MirrorState{Bucket: bucket}
 	if s, err := local.Stream(ctx, "KV_"+bucket); err == nil {
-		m := s.CachedInfo().Config.Mirror
-		if m == nil || m.Name != "KV_"+bucket || m.Domain != domain && (m.External == nil || m.External.APIPrefix != "$JS."+domain+".API") {
+		info := s.CachedInfo()
+		m := info.Config.Mirror
+		switch {
+		case m != nil && m.Name == "KV_"+bucket && (m.Domain == domain || m.External != nil && m.External.APIPrefix == "$JS."+domain+".API"):
+			return st, nil
+		case info.State.Msgs > 0:
 			return st, ErrNotAMirror
 		}
-		return st, nil
+		// Empty: a standby node opened it before init. It becomes the
+		// mirror.
+		if err := local.DeleteStream(ctx, "KV_"+bucket); err != nil {
+			return st, err
+		}
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return st, err
 	}

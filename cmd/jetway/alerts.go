@@ -85,6 +85,15 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 				active, _ := f.sites.Active()
 				a.ObserveSite(n.id, f.sites.Name(active)) // its own, whichever cluster is up
 			}
+			// Only live edges' sites count: an event from a node that
+			// does not beat (forged, or gone) is forgotten.
+			edges := map[string]bool{n.id: true}
+			for _, hb := range n.tracker.Nodes(now) {
+				if hb.Role == string(roleEdge) || hb.Role == string(roleServe) {
+					edges[hb.ID] = true
+				}
+			}
+			a.KeepSites(func(node string) bool { return edges[node] })
 			if !n.alertLeader(now) {
 				n.firing.Store(nil) // another node judges: its beats say what fires
 				continue

@@ -76,15 +76,18 @@ func (l *load) run(ctx context.Context) {
 }
 
 // call makes one call and counts it: a failure is the backend's when the
-// backend answered it (a status of its own), was unreachable
-// (BAD_GATEWAY) or had its breaker opened (CIRCUIT_OPEN); any other —
-// a gateway error code, or the connection failing — is the gateway's.
+// backend was unreachable (BAD_GATEWAY) or had its breaker opened
+// (CIRCUIT_OPEN); any other — a gateway error code, the load balancer's
+// own error, or the connection failing — is the gateway's.
 func (l *load) call(path string) {
 	start := time.Now()
 	status, code, err := l.get(path)
 	took := time.Since(start)
 	ok := err == nil && status == http.StatusOK
-	backend := !ok && err == nil && (code == "" || code == "BAD_GATEWAY" || code == "CIRCUIT_OPEN")
+	// The drills' backends answer nothing but 200: a status without a
+	// gateway code is the load balancer's (haproxy's 503 when no edge is
+	// ready), and counts against availability.
+	backend := !ok && err == nil && (code == "BAD_GATEWAY" || code == "CIRCUIT_OPEN")
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := &l.main
