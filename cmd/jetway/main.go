@@ -193,6 +193,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			landed, serr := settleUnknown(ue, stdout, stderr)
 			switch {
 			case landed && serr == nil:
+				// An audit record that failed before or while settling
+				// (auditFailures) is missing: the command fails saying so.
+				if e := auditFailures.Load(); e != nil {
+					fmt.Fprintln(stderr, "jetway: the write stands but its audit record is missing:", *e)
+					return 1
+				}
 				return 0
 			case landed:
 				// The write stands; its audit record or a follow-up
