@@ -214,7 +214,11 @@ func remove(ctx context.Context, kv jetstream.KeyValue, kind, key string, opts [
 		if o.ifRevision != nil && isConflict(err) {
 			return conflict(ctx, kv, kind, key, *o.ifRevision)
 		}
-		return writeFailed(kv, "delete", kind, key, nil, 0, err)
+		before := uint64(0)
+		if o.ifRevision != nil {
+			before = *o.ifRevision
+		}
+		return writeFailed(kv, "delete", kind, key, nil, before, err)
 	}
 	return nil
 }

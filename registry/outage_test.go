@@ -348,7 +348,10 @@ func TestWatcherThroughQuorumOutage(t *testing.T) {
 	})
 	t.Logf("catch-up: quorum back, first write accepted %v after the restart; seen by the running watcher %v and the restarted one %v after it was accepted",
 		wrote.Sub(back).Round(time.Millisecond), seen.Round(time.Millisecond), seen2.Round(time.Millisecond))
-	if seen > 3*time.Second || seen2 > 3*time.Second {
+	// The figure is a benchmark's (about a second; it was 8-9.5 s before
+	// the watcher probed JetStream): this bound only catches the old
+	// bucket-open timeout and backoff, with room for a loaded CI machine.
+	if seen > 7*time.Second || seen2 > 7*time.Second {
 		t.Errorf("catch-up took %v / %v, want about a second", seen, seen2)
 	}
 	waitHealth(t, w, registry.HealthLive, 5*time.Second)

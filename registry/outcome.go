@@ -96,8 +96,17 @@ func (e *OutcomeUnknownError) recheck(ctx context.Context, js jetstream.JetStrea
 	if err != nil {
 		return false, 0, fmt.Errorf("opening bucket %s: %w", e.Bucket, err)
 	}
-	en, err := kv.Get(ctx, e.Key)
-	if e.Op == "delete" {
+	if e.before == revUnknown {
+		return false, 0, nil // nothing known to tell this write from another
+	}
+	// The key's revisions since the write: it landed if there is exactly
+	// one and it is this write's (the value, or a delete). Another writer
+	// in between — a retry of this very write, or someone setting the same
+	// value — leaves it unknown rather than claimed.
+	if e.Op == "delete" && e.before == 0 {
+		// A delete whose writer did not read the revision first: gone is
+		// the best word there is (whoever deleted it).
+		en, err := kv.Get(ctx, e.Key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return true, 0, nil
 		}
@@ -106,16 +115,29 @@ func (e *OutcomeUnknownError) recheck(ctx context.Context, js jetstream.JetStrea
 		}
 		return false, en.Revision(), nil
 	}
+	hist, err := kv.History(ctx, e.Key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, 0, nil
 	}
 	if err != nil {
 		return false, 0, err
 	}
-	if e.before != revUnknown && en.Revision() > e.before && bytes.Equal(en.Value(), e.value) {
-		return true, en.Revision(), nil
+	var after []jetstream.KeyValueEntry
+	for _, en := range hist {
+		if en.Revision() > e.before {
+			after = append(after, en)
+		}
 	}
-	return false, en.Revision(), nil
+	last := hist[len(hist)-1].Revision()
+	if len(after) != 1 {
+		return false, last, nil
+	}
+	en := after[0]
+	if e.Op == "delete" {
+		op := en.Operation()
+		return op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge, en.Revision(), nil
+	}
+	return en.Operation() == jetstream.KeyValuePut && bytes.Equal(en.Value(), e.value), en.Revision(), nil
 }
 
 // ErrNotSettled is Settle called before Recheck showed the write landed.
