@@ -88,6 +88,24 @@ func TestStandbyClusterTakesOver(t *testing.T) {
 			}
 		}()
 	}
+	// A load balancer's view: /readyz through the move.
+	var unready []string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if st, rz, err := edge.readyz(); err == nil && st != http.StatusOK {
+				mu.Lock()
+				unready = append(unready, rz.Reason)
+				mu.Unlock()
+			}
+		}
+	}()
 	time.Sleep(500 * time.Millisecond)
 	down := time.Now()
 	for _, s := range primary {
@@ -120,6 +138,9 @@ func TestStandbyClusterTakesOver(t *testing.T) {
 		moved.Round(time.Millisecond), ok, fails, recovered.Round(time.Millisecond))
 	if moved > 30*time.Second {
 		t.Fatalf("the standby took over after %s, past 30s", moved)
+	}
+	if len(unready) > 0 {
+		t.Fatalf("/readyz said 503 %d times while the standby could take the calls: %q", len(unready), unready[0])
 	}
 	if fails > 0 {
 		t.Fatalf("%d calls failed through the primary's loss: %v", fails, failures)

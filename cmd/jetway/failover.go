@@ -198,16 +198,17 @@ func (n *node) startFailover(ctx context.Context, primary *nats.Conn, primaryLin
 	return sites, nil
 }
 
-// spare reports whether l is a site's link that calls do not go out on
-// now: its state is shown by /readyz, but does not make the node unready
-// (nil f: none is).
+// spare reports whether l is a site's link whose state does not make the
+// node unready: calls do not go out on it now, or another site takes
+// them while it is down (not while a site is pinned). /readyz still shows
+// it (nil f: no link is spare).
 func (f *failover) spare(l *bus.Link) bool {
 	if f == nil {
 		return false
 	}
 	for i := range f.sites.Len() {
 		if f.sites.Link(i) == l {
-			return l != f.sites.For()
+			return l != f.sites.For() || f.sites.Elsewhere(l) != nil
 		}
 	}
 	return false
