@@ -61,9 +61,10 @@ type ReportWebhook struct {
 	// AllowPrivate lets the webhook reach loopback, private and other
 	// non-public addresses, as an async API's callbacks.allow_private.
 	AllowPrivate bool `json:"allow_private,omitempty"`
-	// SecretEnv names an environment variable of the sending node that
-	// holds the key the POST is signed with (JW1-HMAC-SHA256, app
-	// "jetway-report"; package sign). The key is never stored here.
+	// SecretEnv names an environment variable of the sending node
+	// (JETWAY_REPORT_…) that holds the key the POST is signed with
+	// (JW1-HMAC-SHA256, app "jetway-report"; package sign). The key is
+	// never stored here.
 	SecretEnv string `json:"secret_env,omitempty"`
 	// Timeout bounds each attempt (default 10s, at most 1m); Attempts
 	// (1–10, default 5) are tried with a backoff doubling from 1s.
@@ -80,7 +81,8 @@ type ReportSMTP struct {
 	To   []string `json:"to"`
 	// Username logs in (AUTH PLAIN, only over TLS or to localhost) with
 	// the password in the environment variable PasswordEnv of the sending
-	// node: passwords are not stored in the registry.
+	// node (named JETWAY_REPORT_…): passwords are not stored in the
+	// registry. A login requires RequireTLS.
 	Username    string `json:"username,omitempty"`
 	PasswordEnv string `json:"password_env,omitempty"`
 	// RequireTLS refuses to send when the server does not offer STARTTLS.
@@ -98,11 +100,15 @@ const (
 	DefaultReportSMTPWait    = 30 * time.Second
 	DefaultReportAttempts    = 5
 	MaxReportAttempts        = 10
+	// ReportEnvPrefix starts every environment variable a schedule may
+	// name (webhook.secret_env, smtp.password_env): a schedule must not
+	// make the sending node send any other variable of its environment.
+	ReportEnvPrefix = "JETWAY_REPORT_"
 )
 
 var (
 	reportAt  = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
-	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	envName   = regexp.MustCompile(`^` + ReportEnvPrefix + `[A-Za-z0-9_]{1,100}$`)
 	weekdays  = []string{"sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"}
 	hostLabel = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 )
@@ -166,7 +172,7 @@ func (s *ReportSchedule) check() []schemas.Problem {
 			add("webhook.url", "%v", err)
 		}
 		if w.SecretEnv != "" && !envName.MatchString(w.SecretEnv) {
-			add("webhook.secret_env", "must be an environment variable's name (got %q)", w.SecretEnv)
+			add("webhook.secret_env", "must be an environment variable's name starting with %s (got %q)", ReportEnvPrefix, w.SecretEnv)
 		}
 		if w.Timeout < 0 || time.Duration(w.Timeout) > MaxCallbackTimeout {
 			add("webhook.timeout", "must be between 1ms and %v", MaxCallbackTimeout)
@@ -199,10 +205,13 @@ func (s *ReportSchedule) check() []schemas.Problem {
 			add("smtp.username", "must be one line")
 		}
 		if m.PasswordEnv != "" && !envName.MatchString(m.PasswordEnv) {
-			add("smtp.password_env", "must be an environment variable's name (got %q)", m.PasswordEnv)
+			add("smtp.password_env", "must be an environment variable's name starting with %s (got %q)", ReportEnvPrefix, m.PasswordEnv)
 		}
 		if (m.Username == "") != (m.PasswordEnv == "") {
 			add("smtp.username", "username and password_env come together")
+		}
+		if (m.Username != "" || m.PasswordEnv != "") && !m.RequireTLS {
+			add("smtp.require_tls", "must be true with a username and password_env: a password is never sent in the clear")
 		}
 		if m.Timeout < 0 || time.Duration(m.Timeout) > 5*time.Minute {
 			add("smtp.timeout", "must be between 1ms and 5m")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"net/mail"
 	"net/smtp"
+	neturl "net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -42,6 +44,14 @@ var (
 	reportRetryAfter = 15 * time.Minute // a failed slot is tried again
 	reportStaleClaim = 10 * time.Minute // a claim whose node died mid-send
 	reportBackoff    = time.Second      // between attempts, doubling to 30s
+	// reportSendTimeout bounds an owner's whole send, every retry of
+	// every means included, well under reportStaleClaim: nothing renews a
+	// claim while it is sent, so a send that outlived reportStaleClaim
+	// would be sent again by another node.
+	reportSendTimeout = 4 * time.Minute
+	// reportRootCAs are the roots SMTP's STARTTLS trusts (nil: the
+	// system's); tests set them.
+	reportRootCAs *x509.CertPool
 )
 
 // reportSender builds and delivers reports.
@@ -57,12 +67,13 @@ type reportSender struct {
 // runReportScheduler sends the scheduled SLA reports until ctx ends: the
 // hook of serve and admin nodes (node.go, createBuckets).
 func runReportScheduler(ctx context.Context, nc *nats.Conn, id string, replicas int, log *slog.Logger) {
-	s, err := newReportSender(ctx, nc, id, replicas, log)
-	if err != nil {
-		log.Warn("sla report schedules: not sent", "err", err)
-		return
-	}
+	// The bucket and the registry are opened on the first tick that can
+	// (JetStream may not be ready when the node starts), not once only.
+	var s *reportSender
 	defer func() {
+		if s == nil {
+			return
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		s.store.Release(rctx, id)
 		cancel()
@@ -70,8 +81,18 @@ func runReportScheduler(ctx context.Context, nc *nats.Conn, id string, replicas 
 	t := time.NewTicker(reportTick)
 	defer t.Stop()
 	for {
-		if err := s.tick(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("sla report schedules", "err", err)
+		if s == nil {
+			sd, err := newReportSender(ctx, nc, id, replicas, log)
+			if err != nil && ctx.Err() == nil {
+				log.Warn("sla report schedules: not ready, trying again", "err", err, "in", reportTick)
+			} else if err == nil {
+				s = sd
+			}
+		}
+		if s != nil {
+			if err := s.tick(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("sla report schedules", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -114,7 +135,18 @@ func (s *reportSender) tick(ctx context.Context) error {
 		s.log.Warn("sla report schedule not valid; not sent", "err", e)
 	}
 	var errs []error
-	for _, sch := range scheds {
+	for i, sch := range scheds {
+		if i > 0 {
+			// A send may have been long: renew the lease, and stop when
+			// another node holds it now.
+			held, err := s.store.Lease(ctx, s.id, s.now().UTC(), reportLeaseTTL)
+			if err != nil || !held {
+				if err != nil {
+					errs = append(errs, fmt.Errorf("renewing the lease: %w", err))
+				}
+				break
+			}
+		}
 		if err := s.runOne(ctx, sch, now); err != nil {
 			errs = append(errs, fmt.Errorf("report of %q: %w", sch.Owner, err))
 		}
@@ -151,7 +183,9 @@ func (s *reportSender) runOne(ctx context.Context, sch *registry.ReportSchedule,
 		return err
 	}
 	s.log.Info("sending sla report", "owner", sch.Owner, "from", from, "until", due)
-	sendErr := s.send(ctx, sch, from, due)
+	sctx, cancel := context.WithTimeout(ctx, reportSendTimeout)
+	sendErr := s.send(sctx, sch, from, due)
+	cancel()
 	next.Revision = rev
 	if sendErr == nil {
 		next.State, next.LastSent, next.LastError, next.NextTry = registry.ReportSent, s.now().UTC(), "", time.Time{}
@@ -202,7 +236,9 @@ func (s *reportSender) send(ctx context.Context, sch *registry.ReportSchedule, f
 	var errs []error
 	if w := sch.Webhook; w != nil {
 		if err := retry(ctx, w.Attempts, func() error { return postReport(ctx, sch, from, until, b) }); err != nil {
-			errs = append(errs, fmt.Errorf("webhook: %w", err))
+			// The URL's path and query may hold a secret: the error is
+			// stored (LastError) and logged without them.
+			errs = append(errs, fmt.Errorf("webhook: %s", redactWebhookURL(err.Error(), w.URL)))
 		}
 	}
 	if m := sch.SMTP; m != nil {
@@ -293,6 +329,10 @@ func postReport(ctx context.Context, sch *registry.ReportSchedule, from, until t
 	}
 	resp, err := reportClient(w.AllowPrivate).Do(req)
 	if err != nil {
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			ue.URL = redactedURL(ue.URL)
+		}
 		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
@@ -301,6 +341,32 @@ func postReport(ctx context.Context, sch *registry.ReportSchedule, from, until t
 		return fmt.Errorf("the receiver answered %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// redactedURL is a webhook URL without its path and query, which may
+// hold a secret (a token in the path, a key in the query).
+func redactedURL(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(the webhook url)"
+	}
+	if u.Path == "" && u.RawQuery == "" {
+		return u.Scheme + "://" + u.Host
+	}
+	return u.Scheme + "://" + u.Host + "/…"
+}
+
+// redactWebhookURL replaces the webhook URL, as given and as normalized,
+// in msg by redactedURL.
+func redactWebhookURL(msg, raw string) string {
+	r := redactedURL(raw)
+	if u, err := registry.ReportWebhookURL(raw, true); err == nil && u != "" {
+		msg = strings.ReplaceAll(msg, u, r)
+	}
+	if raw != "" {
+		msg = strings.ReplaceAll(msg, raw, r)
+	}
+	return msg
 }
 
 // reportOwnerToken is an owner as a header-safe token.
@@ -379,7 +445,7 @@ func mailReport(ctx context.Context, sch *registry.ReportSchedule, from, until t
 		return err
 	}
 	if ok, _ := c.Extension("STARTTLS"); ok {
-		if err := c.StartTLS(&tls.Config{ServerName: m.Host, MinVersion: tls.VersionTLS12}); err != nil {
+		if err := c.StartTLS(&tls.Config{ServerName: m.Host, MinVersion: tls.VersionTLS12, RootCAs: reportRootCAs}); err != nil {
 			return err
 		}
 	} else if m.RequireTLS {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -56,7 +57,7 @@ func TestReportScheduleWebhookOnce(t *testing.T) {
 	if code, out, errs := jw(`{"name":"pay.get","pool":"pay","owner":"Team Payments","route":{"path":"/pay"},"backend":{"type":"mock"}}`, "api", "put", "FILE"); code != 0 {
 		t.Fatalf("api put: %d %s %s", code, out, errs)
 	}
-	t.Setenv("JW_TEST_REPORT_KEY", "k3y")
+	t.Setenv("JETWAY_REPORT_TEST_KEY", "k3y")
 	var posts atomic.Int32
 	var mu sync.Mutex
 	var last *http.Request
@@ -70,7 +71,7 @@ func TestReportScheduleWebhookOnce(t *testing.T) {
 	}))
 	defer hook.Close()
 	at := time.Now().UTC().Add(-time.Minute).Format("15:04")
-	sched := `{"owner":"Team Payments","every":"daily","at":"` + at + `","webhook":{"url":"` + hook.URL + `/sla","allow_private":true,"secret_env":"JW_TEST_REPORT_KEY"}}`
+	sched := `{"owner":"Team Payments","every":"daily","at":"` + at + `","webhook":{"url":"` + hook.URL + `/sla","allow_private":true,"secret_env":"JETWAY_REPORT_TEST_KEY"}}`
 	if code, out, errs := jw(sched, "report", "schedule", "put", "FILE"); code != 0 || !strings.Contains(out, "stored") {
 		t.Fatalf("schedule put: %d %s %s", code, out, errs)
 	}
@@ -197,21 +198,24 @@ func TestReportScheduleBadInput(t *testing.T) {
 		`{`: "report schedule",
 		`{"owner":"ops","every":"hourly","webhook":{"url":"https://hooks.example.com/x"}}`:           "every",
 		`{"owner":"ops","every":"daily","at":"7am","webhook":{"url":"https://hooks.example.com/x"}}`: "at",
-		`{"owner":"ops","every":"daily"}`:                                                                                 "webhook or smtp",
-		`{"owner":"","every":"daily","webhook":{"url":"https://hooks.example.com/x"}}`:                                    "owner",
-		`{"owner":"ops","every":"daily","format":"pdf","webhook":{"url":"https://hooks.example.com/x"}}`:                  "format",
-		`{"owner":"ops","every":"daily","webhook":{"url":"ftp://hooks.example.com/x"}}`:                                   "webhook.url",
-		`{"owner":"ops","every":"daily","webhook":{"url":"http://127.0.0.1:8080/x"}}`:                                     "not public",
-		`{"owner":"ops","every":"daily","webhook":{"url":"http://10.1.2.3/x"}}`:                                           "not public",
-		`{"owner":"ops","every":"daily","webhook":{"url":"http://[::1]/x"}}`:                                              "not public",
-		`{"owner":"ops","every":"daily","webhook":{"url":"http://localhost/x"}}`:                                          "localhost",
-		`{"owner":"ops","every":"daily","webhook":{"url":"https://u:p@hooks.example.com/x"}}`:                             "user",
-		`{"owner":"ops","every":"daily","smtp":{"host":"192.168.1.1","from":"a@b.c","to":["d@e.f"]}}`:                     "smtp.host",
-		`{"owner":"ops","every":"daily","smtp":{"host":"mail.example.com","from":"nope","to":["d@e.f"]}}`:                 "smtp.from",
-		`{"owner":"ops","every":"daily","smtp":{"host":"mail.example.com","from":"a@b.c","to":[]}}`:                       "smtp.to",
-		`{"owner":"ops","every":"daily","smtp":{"host":"mail.example.com","from":"a@b.c","to":["d@e.f"],"password":"x"}}`: "password_env",
-		`{"owner":"ops","every":"daily","smtp":{"host":"mail.example.com","from":"a@b.c","to":["d@e.f"],"username":"u"}}`: "password_env",
-		`{"owner":"ops","every":"daily","weekday":"monday","webhook":{"url":"https://hooks.example.com/x"}}`:              "weekday",
+		`{"owner":"ops","every":"daily"}`:                                                                                                                                   "webhook or smtp",
+		`{"owner":"","every":"daily","webhook":{"url":"https://hooks.example.com/x"}}`:                                                                                      "owner",
+		`{"owner":"ops","every":"daily","format":"pdf","webhook":{"url":"https://hooks.example.com/x"}}`:                                                                    "format",
+		`{"owner":"ops","every":"daily","webhook":{"url":"ftp://hooks.example.com/x"}}`:                                                                                     "webhook.url",
+		`{"owner":"ops","every":"daily","webhook":{"url":"http://127.0.0.1:8080/x"}}`:                                                                                       "not public",
+		`{"owner":"ops","every":"daily","webhook":{"url":"http://10.1.2.3/x"}}`:                                                                                             "not public",
+		`{"owner":"ops","every":"daily","webhook":{"url":"http://[::1]/x"}}`:                                                                                                "not public",
+		`{"owner":"ops","every":"daily","webhook":{"url":"http://localhost/x"}}`:                                                                                            "localhost",
+		`{"owner":"ops","every":"daily","webhook":{"url":"https://u:p@hooks.example.com/x"}}`:                                                                               "user",
+		`{"owner":"ops","every":"daily","smtp":{"host":"192.168.1.1","from":"a@b.c","to":["d@e.f"]}}`:                                                                       "smtp.host",
+		`{"owner":"ops","every":"daily","smtp":{"host":"mail.example.com","from":"nope","to":["d@e.f"]}}`:                                                                   "smtp.from",
+		`{"owner":"ops","every":"daily","smtp":{"host":"mail.example.com","from":"a@b.c","to":[]}}`:                                                                         "smtp.to",
+		`{"owner":"ops","every":"daily","smtp":{"host":"mail.example.com","from":"a@b.c","to":["d@e.f"],"password":"x"}}`:                                                   "password_env",
+		`{"owner":"ops","every":"daily","smtp":{"host":"mail.example.com","from":"a@b.c","to":["d@e.f"],"username":"u"}}`:                                                   "password_env",
+		`{"owner":"ops","every":"daily","weekday":"monday","webhook":{"url":"https://hooks.example.com/x"}}`:                                                                "weekday",
+		`{"owner":"ops","every":"daily","webhook":{"url":"https://hooks.example.com/x","secret_env":"HOME"}}`:                                                               "JETWAY_REPORT_",
+		`{"owner":"ops","every":"daily","smtp":{"host":"mail.example.com","from":"a@b.c","to":["d@e.f"],"username":"u","password_env":"NATS_PASSWORD","require_tls":true}}`: "JETWAY_REPORT_",
+		`{"owner":"ops","every":"daily","smtp":{"host":"mail.example.com","from":"a@b.c","to":["d@e.f"],"username":"u","password_env":"JETWAY_REPORT_PW"}}`:                 "require_tls",
 	} {
 		_, err := registry.ParseReportSchedule([]byte(doc))
 		var ve *registry.ValidationError
@@ -221,7 +225,7 @@ func TestReportScheduleBadInput(t *testing.T) {
 	}
 	for _, doc := range []string{
 		`{"owner":"ops","every":"daily","webhook":{"url":"http://127.0.0.1:8080/x","allow_private":true}}`,
-		`{"owner":"ops","every":"weekly","weekday":"Friday","at":"23:59","format":"html","webhook":{"url":"https://hooks.example.com/x"},"smtp":{"host":"mail.example.com","from":"SLA <sla@example.com>","to":["ops@example.com"],"username":"u","password_env":"SMTP_PW"}}`,
+		`{"owner":"ops","every":"weekly","weekday":"Friday","at":"23:59","format":"html","webhook":{"url":"https://hooks.example.com/x"},"smtp":{"host":"mail.example.com","from":"SLA <sla@example.com>","to":["ops@example.com"],"username":"u","password_env":"JETWAY_REPORT_SMTP_PW","require_tls":true}}`,
 	} {
 		if _, err := registry.ParseReportSchedule([]byte(doc)); err != nil {
 			t.Errorf("%s: %v", doc, err)
@@ -287,6 +291,14 @@ func smtpServer(t *testing.T) (string, <-chan smtpMsg) {
 	}
 	t.Cleanup(func() { _ = ln.Close() })
 	got := make(chan smtpMsg, 4)
+	// STARTTLS with httptest's certificate (for 127.0.0.1), trusted by
+	// the sender for the test.
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(ts.Close)
+	cert := ts.TLS.Certificates[0]
+	old := reportRootCAs
+	reportRootCAs = ts.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	t.Cleanup(func() { reportRootCAs = old })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -297,6 +309,7 @@ func smtpServer(t *testing.T) (string, <-chan smtpMsg) {
 				defer func() { _ = c.Close() }()
 				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 				tp := textproto.NewConn(c)
+				tlsOn := false
 				var m smtpMsg
 				_ = tp.PrintfLine("220 test ESMTP")
 				for {
@@ -308,9 +321,23 @@ func smtpServer(t *testing.T) (string, <-chan smtpMsg) {
 					switch strings.ToUpper(verb) {
 					case "EHLO", "HELO":
 						_ = tp.PrintfLine("250-test")
+						if !tlsOn {
+							_ = tp.PrintfLine("250-STARTTLS")
+						}
 						_ = tp.PrintfLine("250-AUTH PLAIN")
 						_ = tp.PrintfLine("250 8BITMIME")
+					case "STARTTLS":
+						_ = tp.PrintfLine("220 go ahead")
+						tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}})
+						if tc.Handshake() != nil {
+							return
+						}
+						tp, tlsOn = textproto.NewConn(tc), true
 					case "AUTH":
+						if !tlsOn {
+							_ = tp.PrintfLine("538 encryption required")
+							continue
+						}
 						_, b64, _ := strings.Cut(arg, " ")
 						b, _ := base64.StdEncoding.DecodeString(b64)
 						m.auth = string(b)
@@ -351,9 +378,9 @@ func TestReportSendSMTP(t *testing.T) {
 	host, port, _ := net.SplitHostPort(addr)
 	s := natstest.RunServer(t)
 	jw := reportCLI(t, s.ClientURL())
-	t.Setenv("JW_TEST_SMTP_PW", "s3cret")
+	t.Setenv("JETWAY_REPORT_TEST_SMTP_PW", "s3cret")
 	sched := `{"owner":"payments","every":"daily","smtp":{"host":"` + host + `","port":` + port + `,"allow_private":true,
-		"from":"SLA <sla@example.com>","to":["ops@example.com","Lead <lead@example.com>"],"username":"sla","password_env":"JW_TEST_SMTP_PW"}}`
+		"from":"SLA <sla@example.com>","to":["ops@example.com","Lead <lead@example.com>"],"username":"sla","password_env":"JETWAY_REPORT_TEST_SMTP_PW","require_tls":true}}`
 	if code, out, errs := jw(sched, "report", "schedule", "put", "FILE"); code != 0 {
 		t.Fatalf("schedule put: %d %s %s", code, out, errs)
 	}
@@ -378,8 +405,124 @@ func TestReportSendSMTP(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	// Without the password on this node: refused at once, not retried.
-	t.Setenv("JW_TEST_SMTP_PW", "")
-	if code, _, errs := jw("", "report", "send", "payments"); code == 0 || !strings.Contains(errs, "JW_TEST_SMTP_PW is not set") {
+	t.Setenv("JETWAY_REPORT_TEST_SMTP_PW", "")
+	if code, _, errs := jw("", "report", "send", "payments"); code == 0 || !strings.Contains(errs, "JETWAY_REPORT_TEST_SMTP_PW is not set") {
 		t.Errorf("send without the password: %d %s", code, errs)
+	}
+}
+
+// The lease is renewed between owners: a node that lost it during a long
+// send sends no further owner in that tick (another node now does).
+func TestReportScheduleLeaseLostBetweenOwners(t *testing.T) {
+	reportBackoff = time.Millisecond
+	oldTTL := reportLeaseTTL
+	reportLeaseTTL = 100 * time.Millisecond
+	t.Cleanup(func() { reportLeaseTTL = oldTTL })
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := newReportSender(ctx, nc, "node-a", 1, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newReportSender(ctx, nc, "node-b", 1, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var posts atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		posts.Add(1)
+		// The send outlives the lease, and node-b takes it meanwhile.
+		time.Sleep(300 * time.Millisecond)
+		if held, err := b.store.Lease(ctx, "node-b", time.Now().UTC(), time.Minute); !held || err != nil {
+			t.Errorf("node-b did not take the expired lease: %v %v", held, err)
+		}
+	}))
+	defer hook.Close()
+	for _, owner := range []string{"a-team", "b-team"} {
+		sch, err := registry.ParseReportSchedule([]byte(`{"owner":"` + owner + `","every":"daily","webhook":{"url":"` + hook.URL + `","allow_private":true}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.store.Put(ctx, sch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("%d posts, want 1: the second owner is sent after the lease was lost", n)
+	}
+	if d, _ := a.store.Delivery(ctx, "b-team"); d != nil {
+		t.Errorf("b-team claimed by the node without the lease: %+v", d)
+	}
+}
+
+// An owner's whole send is bounded by reportSendTimeout (well under
+// reportStaleClaim), retries included, and recorded as failed; a webhook
+// URL's path and query (a secret) are not in the error stored or logged.
+func TestReportScheduleSendBoundedAndRedacted(t *testing.T) {
+	reportBackoff = time.Millisecond
+	old := reportSendTimeout
+	reportSendTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { reportSendTimeout = old })
+	if reportSendTimeout >= reportStaleClaim || old >= reportStaleClaim/2 {
+		t.Fatal("the send bound must be well under the stale claim")
+	}
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sd, err := newReportSender(ctx, nc, "n", 1, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	hook := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer hook.Close()
+	defer close(release)
+	sch, err := registry.ParseReportSchedule([]byte(`{"owner":"slow","every":"daily","webhook":{"url":"` + hook.URL + `/t0ken-s3cret?key=k3y","allow_private":true,"timeout":"1m","attempts":10}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sd.store.Put(ctx, sch); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = sd.tick(ctx)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the send took %v, not bounded", took)
+	}
+	if err == nil || strings.Contains(err.Error(), "t0ken") || strings.Contains(err.Error(), "k3y") {
+		t.Errorf("tick: %v", err)
+	}
+	d, _ := sd.store.Delivery(ctx, "slow")
+	if d == nil || d.State != registry.ReportFailed || d.LastError == "" || strings.Contains(d.LastError, "t0ken") || strings.Contains(d.LastError, "k3y") {
+		t.Errorf("the delivery record: %+v", d)
+	}
+	// A receiver that refuses the connection: the error names the URL
+	// (net/http's), redacted.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	sch2, err := registry.ParseReportSchedule([]byte(`{"owner":"gone","every":"daily","webhook":{"url":"http://` + addr + `/hooks/t0ken-s3cret?key=k3y","allow_private":true,"attempts":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	err = sd.send(ctx, sch2, now.Add(-time.Hour), now)
+	if err == nil || strings.Contains(err.Error(), "t0ken") || strings.Contains(err.Error(), "k3y") || !strings.Contains(err.Error(), addr) {
+		t.Errorf("send: %v", err)
 	}
 }
