@@ -99,10 +99,12 @@ func (e *OutcomeUnknownError) recheck(ctx context.Context, js jetstream.JetStrea
 	if e.before == revUnknown {
 		return false, 0, nil // nothing known to tell this write from another
 	}
-	// The key's revisions since the write: it landed if there is exactly
-	// one and it is this write's (the value, or a delete). Another writer
-	// in between — a retry of this very write, or someone setting the same
-	// value — leaves it unknown rather than claimed.
+	// The key's revisions since the write: it landed if the last is this
+	// write's (the value, or a delete) and no other since is alike — a
+	// retry of this very write, or someone else setting the same value,
+	// leaves it unknown rather than claimed. (One identical write by
+	// another while this one was lost still reads as this one: only a
+	// write id on every entry would tell them apart.)
 	if e.Op == "delete" && e.before == 0 {
 		// A delete whose writer did not read the revision first: gone is
 		// the best word there is (whoever deleted it).
@@ -122,22 +124,20 @@ func (e *OutcomeUnknownError) recheck(ctx context.Context, js jetstream.JetStrea
 	if err != nil {
 		return false, 0, err
 	}
-	var after []jetstream.KeyValueEntry
+	ours := func(en jetstream.KeyValueEntry) bool {
+		if e.Op == "delete" {
+			return en.Operation() == jetstream.KeyValueDelete || en.Operation() == jetstream.KeyValuePurge
+		}
+		return en.Operation() == jetstream.KeyValuePut && bytes.Equal(en.Value(), e.value)
+	}
+	matches := 0
 	for _, en := range hist {
-		if en.Revision() > e.before {
-			after = append(after, en)
+		if en.Revision() > e.before && ours(en) {
+			matches++
 		}
 	}
-	last := hist[len(hist)-1].Revision()
-	if len(after) != 1 {
-		return false, last, nil
-	}
-	en := after[0]
-	if e.Op == "delete" {
-		op := en.Operation()
-		return op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge, en.Revision(), nil
-	}
-	return en.Operation() == jetstream.KeyValuePut && bytes.Equal(en.Value(), e.value), en.Revision(), nil
+	last := hist[len(hist)-1]
+	return matches == 1 && ours(last), last.Revision(), nil
 }
 
 // ErrNotSettled is Settle called before Recheck showed the write landed.
