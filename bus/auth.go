@@ -118,7 +118,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		sub := []string{
 			InboxPrefixEdge + ".>",
 			RateLimitSubject,
-			MetricsPrefix + ">", BreakerPrefix + ">", // the alerts' inputs
+			MetricsPrefix + ">", BreakerPrefix + ">", SiteEventSubject, // the alerts' inputs
 			MetricsQuerySubject, PushQuerySubject, PushCensusSubject,
 			HeartbeatPrefix + ">",
 			// The nonce bucket deleted: the edge refuses requests signed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -181,11 +182,14 @@ func quorumOf(info *jetstream.StreamInfo) error {
 // unavailable.
 func quorumTrouble(err error) bool {
 	var apiErr *jetstream.APIError
+	var legacyErr *nats.APIError // the KV watch's (nats.go's older JetStream API)
 	return errors.Is(err, ErrNoQuorum) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, nats.ErrJetStreamNotEnabled) ||
-		(errors.As(err, &apiErr) && (apiErr.Code == 503 || apiErr.ErrorCode == jetstream.JSErrCodeJetStreamNotEnabled))
+		(errors.As(err, &apiErr) && (apiErr.Code == 503 || apiErr.ErrorCode == jetstream.JSErrCodeJetStreamNotEnabled)) ||
+		(errors.As(err, &legacyErr) && legacyErr.Code == 503) ||
+		strings.Contains(err.Error(), "JetStream system temporarily unavailable")
 }
 
 // probe asks JetStream about the watched registry stream until ctx ends:
