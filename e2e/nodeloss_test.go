@@ -55,37 +55,7 @@ func TestCallsSurviveTheEdgesNATSNodeKilled(t *testing.T) {
 	w1.waitServing(t, "e2e.loss")
 	waitBody(t, edge.edge+"/loss", "ok")
 
-	var (
-		mu       sync.Mutex
-		calls    int
-		failures []string
-		longest  time.Duration
-	)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				start := time.Now()
-				r, err := do(http.MethodGet, edge.edge+"/loss", nil, nil)
-				took := time.Since(start)
-				mu.Lock()
-				calls++
-				longest = max(longest, took)
-				if err != nil || r.status != http.StatusOK {
-					failures = append(failures, fmt.Sprintf("%v %v after %s", err, r, took.Round(time.Millisecond)))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+	ld := startGets(edge.edge+"/loss", 8)
 	// A POST in flight when the node dies.
 	post := make(chan string, 1)
 	time.Sleep(time.Second)
@@ -102,8 +72,7 @@ func TestCallsSurviveTheEdgesNATSNodeKilled(t *testing.T) {
 	servers[0].Shutdown()
 	killed := time.Now()
 	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
+	calls, failures, longest := ld.stop()
 
 	p := <-post
 	t.Logf("%d calls, %d failed, longest %s; the POST: %s", calls, len(failures), longest.Round(time.Millisecond), p)
@@ -149,42 +118,11 @@ func TestEdgeLeavesAFrozenNATSNode(t *testing.T) {
 	w.waitServing(t, "e2e.frozen")
 	waitBody(t, edge.edge+"/frozen", "ok")
 
-	var (
-		mu       sync.Mutex
-		calls    int
-		failures []string
-		longest  time.Duration
-	)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				start := time.Now()
-				r, err := do(http.MethodGet, edge.edge+"/frozen", nil, nil)
-				took := time.Since(start)
-				mu.Lock()
-				calls++
-				longest = max(longest, took)
-				if err != nil || r.status != http.StatusOK {
-					failures = append(failures, fmt.Sprintf("%v %v after %s", err, r, took.Round(time.Millisecond)))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+	ld := startGets(edge.edge+"/frozen", 4)
 	time.Sleep(500 * time.Millisecond)
 	px.Freeze()
 	time.Sleep(4 * time.Second)
-	close(stop)
-	wg.Wait()
+	calls, failures, longest := ld.stop()
 	t.Logf("%d calls, %d failed, longest %s (the freeze's detection and the calls sent again)", calls, len(failures), longest.Round(time.Millisecond))
 	if len(failures) > 0 {
 		t.Fatalf("%d of %d calls failed through the freeze: %v", len(failures), calls, failures)
@@ -223,4 +161,50 @@ func TestReadyzOnAFrozenNATS(t *testing.T) {
 	}
 	px.Thaw()
 	edge.waitReady(t)
+}
+
+// gets is a steady load of GETs on one URL from a few callers, each in a
+// loop, until stop: how many calls, which failed, the longest.
+type gets struct {
+	mu       sync.Mutex
+	calls    int
+	failures []string
+	longest  time.Duration
+	done     chan struct{}
+	wg       sync.WaitGroup
+}
+
+func startGets(url string, callers int) *gets {
+	g := &gets{done: make(chan struct{})}
+	for range callers {
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			for {
+				select {
+				case <-g.done:
+					return
+				default:
+				}
+				start := time.Now()
+				r, err := do(http.MethodGet, url, nil, nil)
+				took := time.Since(start)
+				g.mu.Lock()
+				g.calls++
+				g.longest = max(g.longest, took)
+				if err != nil || r.status != http.StatusOK {
+					g.failures = append(g.failures, fmt.Sprintf("%v %v after %s", err, r, took.Round(time.Millisecond)))
+				}
+				g.mu.Unlock()
+			}
+		}()
+	}
+	return g
+}
+
+// stop ends the load and says what it saw.
+func (g *gets) stop() (calls int, failures []string, longest time.Duration) {
+	close(g.done)
+	g.wg.Wait()
+	return g.calls, g.failures, g.longest
 }
