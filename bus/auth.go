@@ -118,7 +118,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 		sub := []string{
 			InboxPrefixEdge + ".>",
 			RateLimitSubject,
-			MetricsPrefix + ">", BreakerPrefix + ">", SiteEventSubject, // the alerts' inputs
+			MetricsPrefix + ">", BreakerPrefix + ">", SiteEventSubject, ChannelEventPrefix + ">", // the alerts' inputs
 			MetricsQuerySubject, PushQuerySubject, PushCensusSubject,
 			HeartbeatPrefix + ">",
 			// The nonce bucket deleted: the edge refuses requests signed
@@ -160,6 +160,11 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			pub = append(pub, BreakerPrefix+">")
 			sub = append(sub, APIPrefix+"*.> "+QueuePrefix+">", SandboxPrefix+"*.> "+QueuePrefix+">", BreakerPrefix+">")
 		}
+		// Channel sets (workers/channels.go): its pools' outcome reports,
+		// the states and leases of their controllers, and a watch of
+		// its pools' keys of the channels bucket.
+		pub = append(pub, channels(pools...)...)
+		sub = append(sub, channelReports(pools...)...)
 		for _, p := range pools {
 			breakers := BreakerPrefix + PoolToken(p) + ".>"
 			pub = append(pub, breakers)
@@ -213,6 +218,50 @@ func jobs(pools ...string) []string {
 			JobsPrefix+tok+"."+TierCallback+".>",
 			DeadLetterPrefix+tok+".>",
 		)
+	}
+	return out
+}
+
+// channels are the subjects a worker of pools (every pool's: none given)
+// publishes for its pools' channel sets: outcome reports and events,
+// writes of controller states and leases (never the operators'
+// overrides), and the reads of those pools' keys — direct gets and a
+// watch whose filter names the pool.
+func channels(pools ...string) []string {
+	var out []string
+	for _, tok := range poolTokens(pools) {
+		kv := "$KV." + BucketChannels + "."
+		out = append(out,
+			ChannelReportPrefix+tok+".>", ChannelEventPrefix+tok+".>",
+			kv+"state."+tok+".>", kv+"lease."+tok+".>",
+			"$JS.API.DIRECT.GET.KV_"+BucketChannels+"."+kv+"*."+tok+".>",
+			"$JS.API.CONSUMER.CREATE.KV_"+BucketChannels+".*."+kv+"*."+tok+".>",
+		)
+	}
+	return append(out,
+		"$JS.API.STREAM.INFO.KV_"+BucketChannels,
+		"$JS.API.CONSUMER.DELETE.KV_"+BucketChannels+".*",
+		"$JS.FC.KV_"+BucketChannels+".>",
+	)
+}
+
+// channelReports are the outcome reports a worker of pools hears.
+func channelReports(pools ...string) []string {
+	var out []string
+	for _, tok := range poolTokens(pools) {
+		out = append(out, ChannelReportPrefix+tok+".>")
+	}
+	return out
+}
+
+// poolTokens are the subject tokens of pools ("*" for every pool).
+func poolTokens(pools []string) []string {
+	if len(pools) == 0 {
+		return []string{"*"}
+	}
+	out := make([]string, 0, len(pools))
+	for _, p := range pools {
+		out = append(out, PoolToken(p))
 	}
 	return out
 }

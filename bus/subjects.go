@@ -34,6 +34,18 @@ const (
 	// clamps open_until, the event time and the gen), or close it early:
 	// the same a failing or recovering backend does.
 	BreakerPrefix = "jetway.breaker."
+	// ChannelReportPrefix starts the subject each worker reports the
+	// outcomes of an API's channels on, every second:
+	// ChannelReportPrefix + PoolToken(pool) + "." + api. Only the pool's
+	// workers publish and hear it: a forged report can sway the pool's
+	// own controller, never another pool's (each report's counts are
+	// bounded by what a window can hold).
+	ChannelReportPrefix = "jetway.channels.report."
+	// ChannelEventPrefix starts the subject the controller of an API's
+	// channel set publishes each change of a channel's state on:
+	// ChannelEventPrefix + PoolToken(pool) + "." + api. Edges hear it
+	// (the alerts' input).
+	ChannelEventPrefix = "jetway.channels.event."
 	// RateLimitSubject carries the edges' cluster-wide rate-limit
 	// reports. Only edges publish it. A forged report counts as one more
 	// edge whose counts are clamped to [0, the rule's limit]: it can make
@@ -223,6 +235,7 @@ const (
 	BucketPushAcks    = "jetway_push_acks"    // push subscribers' cumulative acks: edges read and write
 	BucketSecrets     = "jetway_secrets"      // backend credentials by pool: each pool's workers read their own
 	BucketReports     = "jetway_reports"      // SLA report schedules, their deliveries and the sender's lease: the admin only
+	BucketChannels    = "jetway_channels"     // channel sets' states, controller leases, manual overrides: each pool's workers read theirs and write states and leases
 )
 
 // SecretKey is the KV key of a pool's secret: <name>.<pool>. A name has

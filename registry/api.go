@@ -43,15 +43,19 @@ const (
 // An API is immutable once it is in a Snapshot: the hot path shares it
 // between goroutines without locks.
 type API struct {
-	Name        string   `json:"name"`
-	Pool        string   `json:"pool"`
-	Description string   `json:"description,omitempty"`
-	Owner       string   `json:"owner,omitempty"` // who answers for it: SLA reports go by it (CheckOwner)
-	Route       Route    `json:"route"`
-	Backend     Backend  `json:"backend"`
-	Timeout     Duration `json:"timeout,omitempty"`
-	Concurrency int      `json:"concurrency,omitempty"`
-	MaxBody     Size     `json:"max_body,omitempty"`
+	Name        string  `json:"name"`
+	Pool        string  `json:"pool"`
+	Description string  `json:"description,omitempty"`
+	Owner       string  `json:"owner,omitempty"` // who answers for it: SLA reports go by it (CheckOwner)
+	Route       Route   `json:"route"`
+	Backend     Backend `json:"backend,omitzero"`
+	// Channels serve the API instead of Backend: a set of backends with
+	// their weights and order, moved by the controller (channels.go).
+	Channels      []Channel      `json:"channels,omitempty"`
+	ChannelPolicy *ChannelPolicy `json:"channel_policy,omitempty"`
+	Timeout       Duration       `json:"timeout,omitempty"`
+	Concurrency   int            `json:"concurrency,omitempty"`
+	MaxBody       Size           `json:"max_body,omitempty"`
 
 	// Traffic governance (policy.go).
 	RateLimits      []RateLimit `json:"rate_limits,omitempty"`
@@ -340,7 +344,7 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 	}
 	fields := map[string]any{
 		"name": &a.Name, "pool": &a.Pool, "description": &a.Description, "owner": &a.Owner,
-		"route": &a.Route, "backend": &a.Backend, "timeout": &a.Timeout,
+		"route": &a.Route, "backend": &a.Backend, "channels": &a.Channels, "channel_policy": &a.ChannelPolicy, "timeout": &a.Timeout,
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
 		"rate_limits": &a.RateLimits, "edge_concurrency": &a.EdgeConcurrency,
 		"breaker": &a.Breaker, "retry": &a.Retry, "fallback": &a.Fallback, "ip_rules": &a.IPRules,
@@ -421,6 +425,9 @@ func (a *API) applyDefaults() {
 		a.MaxBody = DefaultMaxBody
 	}
 	a.Backend.applyDefaults()
+	for i := range a.Channels {
+		a.Channels[i].Backend.applyDefaults()
+	}
 	if a.Async != nil {
 		a.Async.applyDefaults(a.Timeout)
 	}
@@ -475,12 +482,15 @@ func (a *API) check(key string) []schemas.Problem {
 	if a.MaxBody > MaxMaxBody {
 		add("max_body", "must be at most %v (the NATS max payload, 8MiB, less 64KiB for headers)", MaxMaxBody)
 	}
-	checkBackend("backend", &a.Backend, params, catchAll, add)
+	a.checkChannels(params, catchAll, add) // the backend, or the channels
 	a.checkPolicies(params, add)
 	a.Validate.check("validate", add)
 	a.Cache.check("cache", add)
 	a.Rewrite.check("rewrite", params, catchAll, add)
 	checkHostRewrite("rewrite.request.host", a.Rewrite, a.Backend.Type, add)
+	for _, c := range a.Channels {
+		checkHostRewrite("rewrite.request.host", a.Rewrite, c.Backend.Type, add)
+	}
 	a.Classify.check("classify", add)
 	checkCases(a.Cases, add)
 	a.Async.check("async", add)

@@ -52,6 +52,15 @@ func (c *Client) publish(ctx context.Context, a *API, js []byte, opts []WriteOpt
 	if err := c.checkSecretRef(ctx, "backend.server.secret", a.Pool, &a.Backend); err != nil {
 		return nil, err
 	}
+	for i := range a.Channels {
+		b := &a.Channels[i].Backend
+		if err := c.checkSchemaRef(ctx, fmt.Sprintf("channels[%d].backend.schema", i), b); err != nil {
+			return nil, err
+		}
+		if err := c.checkSecretRef(ctx, fmt.Sprintf("channels[%d].backend.server.secret", i), a.Pool, b); err != nil {
+			return nil, err
+		}
+	}
 	if a.Sandbox != nil {
 		if err := c.checkSchemaRef(ctx, "sandbox.backend.schema", &a.Sandbox.Backend); err != nil {
 			return nil, err

@@ -126,6 +126,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, o BucketOptions) (*Client, er
 		func(ctx context.Context) error { _, err := OpenNonces(ctx, js, o); return err },
 		func(ctx context.Context) error { _, err := OpenCache(ctx, js, o); return err },
 		func(ctx context.Context) error { _, err := OpenAudit(ctx, js, o); return err },
+		func(ctx context.Context) error { _, err := OpenChannels(ctx, js, o); return err },
 	} {
 		waits = append(waits, startStreamOpen(bctx, open).done)
 	}

@@ -47,6 +47,43 @@ type governance struct {
 	breaker resilience.Kept[*resilience.Breaker]
 	budget  resilience.Kept[*resilience.RetryBudget]
 	cache   resilience.Kept[*resilience.LastGood]
+	// A channel set's: each channel's breaker, and the budget its
+	// failovers spend (the retry policy's, else the default).
+	chanBreakers resilience.KeptMap[string, *resilience.Breaker]
+	chanBudget   resilience.Kept[*resilience.RetryBudget]
+}
+
+// channelBreaker is the breaker of one channel, kept while the API's
+// breaker policy is unchanged (nil if the policy cannot build one). The
+// caller starts a round of chanBreakers per build.
+func (g *governance) channelBreaker(channel string, cfg resilience.BreakerConfig) *resilience.Breaker {
+	br, _ := g.chanBreakers.Get(channel, resilience.Fingerprint(cfg), func() (*resilience.Breaker, error) {
+		return resilience.NewBreaker(cfg)
+	})
+	return br
+}
+
+// channelFailoverBudget is the budget of a channel set's failovers when
+// the API's retry policy sets none: every call may fail over once (the
+// backup then takes at most the failing channel's share on top of its
+// own), and no more — a failover tries another channel, never the same
+// one again, so it cannot turn into a storm on the channel that fails.
+var channelFailoverBudget = resilience.RetryBudgetConfig{Ratio: 1, MinPerSecond: 10}
+
+// channelBudget is the retry budget a channel set's failovers spend: the
+// retry policy's, else channelFailoverBudget.
+func (g *governance) channelBudget(a *registry.API) *resilience.RetryBudget {
+	cfg := channelFailoverBudget
+	if a.Retry != nil && a.Retry.Budget != nil {
+		cfg = a.Retry.BudgetConfig()
+	}
+	b, err := g.chanBudget.Get(resilience.Fingerprint(cfg), func() (*resilience.RetryBudget, error) {
+		return resilience.NewRetryBudget(cfg)
+	})
+	if b == nil || err != nil { // checked at publish; the default stands in
+		b, _ = resilience.NewRetryBudget(channelFailoverBudget)
+	}
+	return b
 }
 
 // instance returns the API's backend instance: the one held while its
@@ -54,7 +91,11 @@ type governance struct {
 // A failed build stands in (its calls get BAD_GATEWAY) but is not kept:
 // the next registry change tries again.
 func (w *Worker) instance(a *registry.API, g *governance) *held {
-	h, _ := g.backend.Get(resilience.Fingerprint(a.Backend), func() (*held, error) { return w.hold(a), nil })
+	fp, hold := resilience.Fingerprint(a.Backend), w.hold
+	if a.HasChannels() {
+		fp, hold = channelsFingerprint(a), w.holdChannels
+	}
+	h, _ := g.backend.Get(fp, func() (*held, error) { return hold(a), nil })
 	if h.inst == nil {
 		g.backend.Forget()
 	}

@@ -91,6 +91,9 @@ type Worker struct {
 	// The HTTP clients of callbacks (callbacks.go).
 	publicCallbacks, anyCallbacks *http.Client
 
+	// chans is the channel sets' machinery (chancontrol.go).
+	chans channelMachinery
+
 	calls    chan admitted
 	spawned  atomic.Int64 // runner goroutines started, for tests
 	stopped  chan struct{}
@@ -197,6 +200,9 @@ func New(o Options) (*Worker, error) {
 	return w, nil
 }
 
+// ID is the worker's node id, as breaker events and channel states name it.
+func (w *Worker) ID() string { return w.id }
+
 // serves reports whether the worker serves pool.
 func (w *Worker) serves(pool string) bool {
 	return len(w.o.Pools) == 0 || slices.Contains(w.o.Pools, pool)
@@ -239,6 +245,7 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 		}
 	}
 	w.applyJobs(want)
+	w.dropChannelSets(want)
 	added := false
 	for key, a := range want {
 		if as, ok := w.subs[key]; ok {
@@ -276,7 +283,13 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 // (gov keeps what must outlive the snapshot).
 func (w *Worker) build(a *registry.API, gov *governance) *apiState {
 	h := w.instance(a, gov)
-	b := w.newStack(a, gov, h.call)
+	var b backend.Backend
+	if a.HasChannels() {
+		gov.chanBreakers.Round()
+		b = w.newChannelStack(a, gov, w.channelSet(a, h, w.chanSetOf(a), gov))
+	} else {
+		b = w.newStack(a, gov, h.call)
+	}
 	return &apiState{api: a, held: h, backend: b, limit: int64(a.Concurrency), timeout: a.TimeoutOrDefault(), breaker: gov.breaker.Value()}
 }
 
@@ -291,6 +304,16 @@ func (w *Worker) newStack(a *registry.API, g *governance, b backend.Backend) bac
 		w.retry(a, g),    // what the policy allows, within the deadline and budget
 		w.breaker(a, g),  // fails fast while the circuit is open, records outcomes
 		w.classify(a),    // the API's one definition of failure (classify.go)
+	)
+}
+
+// newChannelStack is newStack for an API served by channels: the breaker
+// and classify are each channel's (channelSet), and failing over to the
+// next channel is the retry.
+func (w *Worker) newChannelStack(a *registry.API, g *governance, b backend.Backend) backend.Backend {
+	return backend.Chain(b,
+		w.tracing(a),     // the worker's span of the call (trace.go)
+		w.fallback(a, g), // another API, the last good response, or a static one
 	)
 }
 

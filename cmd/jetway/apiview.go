@@ -64,6 +64,13 @@ func printAPIList(w, stderr io.Writer, fs []registry.InForce) error {
 		if a.Backend.URL != "" {
 			target += " " + a.Backend.URL
 		}
+		if a.HasChannels() {
+			names := make([]string, len(a.Channels))
+			for i, c := range a.Channels {
+				names[i] = c.Name
+			}
+			target = "channels " + strings.Join(names, ",")
+		}
 		note := ""
 		if f.Newest != nil {
 			note = fmt.Sprintf("newer revision %d is invalid, not served", f.Newest.Revision)

@@ -37,6 +37,8 @@ Registry:
   cache     drop an API's cached answers on every edge (purge NAME [PATH])
   fault     fault injection drills: delay or abort a share of an API's calls until
             an expiry (on|off|list)
+  channel   an API's channel set: states, manual cut and restore, history
+            (list|show|cut|restore|history)
   app       apps, API keys, signing secrets, limits, sandbox mark, JWT issuer
             (create|get|list|disable|enable|rotate-key|rotate-secret|limit|grant|revoke|sandbox|jwt)
   cert      the edges' TLS certificates, served by SNI and rotated live (put|list|delete)
@@ -128,6 +130,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdDegrade(args[1:], stdout, stderr)
 	case "fault":
 		err = cmdFault(args[1:], stdout, stderr)
+	case "channel":
+		err = cmdChannel(args[1:], stdout, stderr)
 	case "cache":
 		err = cmdCache(args[1:], stdout, stderr)
 	case "app":

@@ -1,0 +1,311 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/resilience"
+)
+
+// BucketChannels holds what the channel sets' controllers decided, their
+// leases and the operators' overrides, under three keys per API:
+//
+//	state.<pool>.<api>   the channels' states (ChannelStateEntry), written by the elected controller
+//	lease.<pool>.<api>   the controller's lease (ChannelLease), taken and renewed by compare-and-set
+//	manual.<pool>.<api>  the operators' overrides (ChannelOverrides), written by the admin only
+//
+// The pool (bus.PoolToken) is in every key, so a worker's NATS user
+// writes the states and leases of its own pools' APIs only. Every state
+// write is a revision: the bucket's history is the channel history.
+const BucketChannels = bus.BucketChannels
+
+// channelHistory is how many revisions of each key the bucket keeps (the
+// most JetStream KV allows): `jetway channel history` reads them.
+const channelHistory = 64
+
+// OpenChannels opens (or creates) the channels bucket.
+func OpenChannels(ctx context.Context, js jetstream.JetStream, o BucketOptions) (jetstream.KeyValue, error) {
+	return openBucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket: BucketChannels, Description: "Jetway: channel sets' states, controller leases and manual overrides",
+		History: channelHistory, Replicas: max(o.Replicas, 1), MaxValueSize: 64 << 10,
+	})
+}
+
+// Kinds of key in BucketChannels.
+const (
+	ChannelKeyState  = "state"
+	ChannelKeyLease  = "lease"
+	ChannelKeyManual = "manual"
+)
+
+// ChannelKey is the key of kind (ChannelKeyState, ...) of an API in pool.
+func ChannelKey(kind, pool, api string) string {
+	return kind + "." + bus.PoolToken(pool) + "." + api
+}
+
+// ParseChannelKey splits a key of BucketChannels; ok is false for a key
+// of another shape.
+func ParseChannelKey(key string) (kind, poolToken, api string, ok bool) {
+	kind, rest, ok1 := strings.Cut(key, ".")
+	poolToken, api, ok2 := strings.Cut(rest, ".")
+	ok = ok1 && ok2 && api != "" && poolToken != "" &&
+		(kind == ChannelKeyState || kind == ChannelKeyLease || kind == ChannelKeyManual)
+	return kind, poolToken, api, ok
+}
+
+// ChannelStateEntry is the stored state of an API's channels: what the
+// controller decided last, and the changes that revision made.
+type ChannelStateEntry struct {
+	API         string                         `json:"api"`
+	Leader      string                         `json:"leader"` // the node whose controller wrote it
+	At          time.Time                      `json:"at"`
+	Channels    []resilience.ChannelStatus     `json:"channels"`
+	Transitions []resilience.ChannelTransition `json:"transitions,omitempty"`
+	// Revision is the KV revision the entry was read at (not stored).
+	Revision uint64 `json:"-"`
+}
+
+// Channel returns the named channel's status (nil when it has none).
+func (e *ChannelStateEntry) Channel(name string) *resilience.ChannelStatus {
+	if e == nil {
+		return nil
+	}
+	for i := range e.Channels {
+		if e.Channels[i].Name == name {
+			return &e.Channels[i]
+		}
+	}
+	return nil
+}
+
+// maxChannelEntry bounds a stored channel entry read back: a worker never
+// parses more (the bucket's max value size says the same).
+const maxChannelEntry = 64 << 10
+
+// ParseChannelState reads a stored state. States with unknown names are
+// refused: what a worker routes by must mean what it says.
+func ParseChannelState(b []byte) (*ChannelStateEntry, error) {
+	if len(b) > maxChannelEntry {
+		return nil, fmt.Errorf("channel state of %d bytes: at most %d", len(b), maxChannelEntry)
+	}
+	var e ChannelStateEntry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("channel state: %w", err)
+	}
+	for _, c := range e.Channels {
+		switch c.State {
+		case resilience.ChannelAvailable, resilience.ChannelCut, resilience.ChannelProbing, resilience.ChannelRamping:
+		default:
+			return nil, fmt.Errorf("channel state: channel %q in unknown state %q", c.Name, c.State)
+		}
+		if c.Share < 0 || c.Share > 1 {
+			return nil, fmt.Errorf("channel state: channel %q has share %v, outside 0..1", c.Name, c.Share)
+		}
+	}
+	return &e, nil
+}
+
+// ChannelLease is the controller's lease of an API: the node that holds
+// it and until when. Another node takes it, by compare-and-set on the
+// revision it read, only once Until has passed.
+type ChannelLease struct {
+	Node  string    `json:"node"`
+	Until time.Time `json:"until"`
+}
+
+// ChannelOverrides are the operators' overrides of an API's channels.
+type ChannelOverrides struct {
+	Channels map[string]ChannelOverride `json:"channels"`
+}
+
+// ChannelOverride is one operator's override: the state the channel is
+// held in (cut or available), by whom, why and since when.
+type ChannelOverride struct {
+	State  resilience.ChannelState `json:"state"`
+	By     string                  `json:"by"`
+	Reason string                  `json:"reason,omitempty"`
+	At     time.Time               `json:"at"`
+}
+
+// States is the overrides as StepChannels takes them.
+func (o *ChannelOverrides) States() map[string]resilience.ChannelState {
+	if o == nil || len(o.Channels) == 0 {
+		return nil
+	}
+	out := make(map[string]resilience.ChannelState, len(o.Channels))
+	for name, c := range o.Channels {
+		if c.State == resilience.ChannelCut || c.State == resilience.ChannelAvailable {
+			out[name] = c.State
+		}
+	}
+	return out
+}
+
+// ErrNoChannels is returned for an API that has no channel set.
+var ErrNoChannels = errors.New("the api has no channels")
+
+// channelsKV opens the channels bucket for the client.
+func (c *Client) channelsKV(ctx context.Context) (jetstream.KeyValue, error) {
+	return OpenChannels(ctx, c.js, BucketOptions{Replicas: c.replicas})
+}
+
+// channelAPI returns the production entry of an API with channels.
+func (c *Client) channelAPI(ctx context.Context, name string) (*API, error) {
+	e, err := c.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	a, err := parseAPIAt(name, e.Value, e.Revision)
+	if err != nil {
+		return nil, err
+	}
+	if !a.HasChannels() {
+		return nil, fmt.Errorf("api %s: %w", name, ErrNoChannels)
+	}
+	return a, nil
+}
+
+// ChannelState reads the stored state of an API's channels (nil, nil
+// when no controller has written one yet) and the API's entry.
+func (c *Client) ChannelState(ctx context.Context, name string) (*ChannelStateEntry, *API, error) {
+	a, err := c.channelAPI(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	kv, err := c.channelsKV(ctx)
+	if err != nil {
+		return nil, a, err
+	}
+	e, err := kv.Get(ctx, ChannelKey(ChannelKeyState, a.Pool, a.Name))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, a, nil
+	}
+	if err != nil {
+		return nil, a, err
+	}
+	st, err := ParseChannelState(e.Value())
+	if err != nil {
+		return nil, a, err
+	}
+	st.Revision = e.Revision()
+	return st, a, nil
+}
+
+// ChannelOverridesOf reads an API's overrides (empty when none).
+func (c *Client) ChannelOverridesOf(ctx context.Context, name string) (*ChannelOverrides, error) {
+	a, err := c.channelAPI(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := c.channelsKV(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o, _, err := readOverrides(ctx, kv, a)
+	return o, err
+}
+
+func readOverrides(ctx context.Context, kv jetstream.KeyValue, a *API) (*ChannelOverrides, uint64, error) {
+	e, err := kv.Get(ctx, ChannelKey(ChannelKeyManual, a.Pool, a.Name))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return &ChannelOverrides{Channels: map[string]ChannelOverride{}}, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var o ChannelOverrides
+	if err := json.Unmarshal(e.Value(), &o); err != nil {
+		return nil, 0, fmt.Errorf("overrides of api %s: %w", a.Name, err)
+	}
+	if o.Channels == nil {
+		o.Channels = map[string]ChannelOverride{}
+	}
+	return &o, e.Revision(), nil
+}
+
+// SetChannelOverride holds an API's channel in state (cut or available)
+// until ClearChannelOverride, whatever the controller sees; it is
+// written by compare-and-set, so two operators never lose each other's
+// override. reason is kept with it.
+func (c *Client) SetChannelOverride(ctx context.Context, name, channel string, state resilience.ChannelState, reason string) error {
+	if state != resilience.ChannelCut && state != resilience.ChannelAvailable {
+		return fmt.Errorf("an override holds a channel cut or available, not %q", state)
+	}
+	return c.editOverrides(ctx, name, channel, func(o *ChannelOverrides) {
+		o.Channels[channel] = ChannelOverride{State: state, By: c.actor, Reason: reason, At: time.Now().UTC()}
+	})
+}
+
+// ClearChannelOverride gives an API's channel back to the controller.
+func (c *Client) ClearChannelOverride(ctx context.Context, name, channel string) error {
+	return c.editOverrides(ctx, name, channel, func(o *ChannelOverrides) { delete(o.Channels, channel) })
+}
+
+func (c *Client) editOverrides(ctx context.Context, name, channel string, edit func(*ChannelOverrides)) error {
+	a, err := c.channelAPI(ctx, name)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(a.Channels, func(ch Channel) bool { return ch.Name == channel }) {
+		return fmt.Errorf("api %s has no channel %q", name, channel)
+	}
+	kv, err := c.channelsKV(ctx)
+	if err != nil {
+		return err
+	}
+	key := ChannelKey(ChannelKeyManual, a.Pool, a.Name)
+	for attempt := 0; ; attempt++ {
+		o, rev, err := readOverrides(ctx, kv, a)
+		if err != nil {
+			return err
+		}
+		edit(o)
+		b, _ := json.Marshal(o)
+		if rev == 0 {
+			_, err = kv.Create(ctx, key, b)
+		} else {
+			_, err = kv.Update(ctx, key, b, rev)
+		}
+		if err == nil {
+			return nil
+		}
+		if attempt == 4 || !(errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err)) {
+			return fmt.Errorf("writing the overrides of api %s: %w", name, err)
+		}
+	}
+}
+
+// ChannelHistory returns the transitions of an API's channels the
+// bucket still holds (its last 64 state revisions), oldest first.
+func (c *Client) ChannelHistory(ctx context.Context, name string) ([]resilience.ChannelTransition, error) {
+	a, err := c.channelAPI(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := c.channelsKV(ctx)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := kv.History(ctx, ChannelKey(ChannelKeyState, a.Pool, a.Name))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []resilience.ChannelTransition
+	for _, e := range entries {
+		if st, err := ParseChannelState(e.Value()); err == nil {
+			out = append(out, st.Transitions...)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,484 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/resilience"
+)
+
+// The cluster-wide half of channel sets. Every worker of a pool, each
+// second, reports the outcomes its calls had on each channel
+// (bus.ChannelReportPrefix) and adds up the reports of the whole pool. One
+// worker per API holds the controller's lease (a key of
+// registry.BucketChannels, taken and renewed by compare-and-set); it alone
+// runs resilience.StepChannels on the pool's counts and writes the states
+// it decides, each change a revision of the state key and an event on
+// bus.ChannelEventPrefix. Every worker routes by the stored states, which
+// it watches. When the leader dies, its lease runs out and another
+// worker takes it, with the counts it has added up itself.
+
+// Timings of the controller loop.
+const (
+	channelTick  = time.Second     // reports, lease renewals and steps
+	channelLease = 6 * time.Second // a lease not renewed for this long may be taken
+	// channelSkew is how much later than a lease's end another node
+	// takes it: the nodes' clocks may differ by that much.
+	channelSkew = time.Second
+)
+
+// controller is a worker's part in one API's controller.
+type controller struct {
+	counts    atomic.Pointer[resilience.ChannelCounts]
+	span      time.Duration // of counts; under channelMachinery.mu
+	overrides atomic.Pointer[registry.ChannelOverrides]
+	api       atomic.Pointer[registry.API] // the entry as last applied
+
+	// Only the channel loop touches these.
+	leaseRev uint64                      // the revision of our lease (0: not the leader)
+	leaseAt  time.Time                   // when it was last renewed
+	stateRev uint64                      // the revision of the state we wrote last
+	state    *registry.ChannelStateEntry // what we wrote last (leader only)
+}
+
+// channelMachinery is the worker's channel loop, its watch and its
+// report subscriptions, started with the first channel set.
+type channelMachinery struct {
+	once  sync.Once
+	mu    sync.Mutex
+	sets  map[string]*chanSet                    // by API name, under mu
+	gone  []*chanSet                             // dropped sets whose lease the loop gives up, under mu
+	known map[string]*registry.ChannelStateEntry // stored states seen before their API was applied
+	kvs   map[string]*registry.ChannelOverrides  // overrides seen before their API was applied
+	kv    atomic.Pointer[jetstream.KeyValue]
+	subs  []*nats.Subscription
+}
+
+// chanSetOf returns the API's channel set state, creating it (and the
+// worker's channel machinery) on first use. Apply calls it under w.mu.
+// An API tier without a controller (a draft, a sandbox tier) gets nil.
+func (w *Worker) chanSetOf(a *registry.API) *chanSet {
+	if a.ForSandbox() {
+		return nil
+	}
+	m := &w.chans
+	m.once.Do(func() { w.startChannels() })
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cs := m.sets[a.Name]
+	if cs == nil || cs.pool != a.Pool {
+		cs = &chanSet{api: a.Name, pool: a.Pool, ctl: &controller{}}
+		if st := m.known[registry.ChannelKey(registry.ChannelKeyState, a.Pool, a.Name)]; st != nil {
+			cs.view.Store(st)
+		}
+		if o := m.kvs[registry.ChannelKey(registry.ChannelKeyManual, a.Pool, a.Name)]; o != nil {
+			cs.ctl.overrides.Store(o)
+		}
+		m.sets[a.Name] = cs
+	}
+	cs.setChannels(a)
+	cs.ctl.api.Store(a)
+	if span := a.ChannelPolicy.Controller().Window + 5*time.Second; span != cs.ctl.span {
+		cs.ctl.counts.Store(resilience.NewChannelCounts(span))
+		cs.ctl.span = span
+	}
+	return cs
+}
+
+// dropChannelSets forgets the channel sets of APIs that are gone or lost
+// their channels; a lease held for one is given up. Apply calls it under
+// w.mu with the APIs it serves.
+func (w *Worker) dropChannelSets(want map[string]*registry.API) {
+	m := &w.chans
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, cs := range m.sets {
+		if a := want[name]; a == nil || !a.HasChannels() || a.Pool != cs.pool {
+			delete(m.sets, name)
+			m.gone = append(m.gone, cs)
+		}
+	}
+}
+
+// startChannels starts the channel loop, the watch of the pools' keys
+// and the report subscriptions.
+func (w *Worker) startChannels() {
+	m := &w.chans
+	m.sets = map[string]*chanSet{}
+	m.known = map[string]*registry.ChannelStateEntry{}
+	m.kvs = map[string]*registry.ChannelOverrides{}
+	for _, tok := range poolTokensOf(w.o.Pools) {
+		sub, err := w.o.Conn.Subscribe(bus.ChannelReportPrefix+tok+".>", w.onChannelReport)
+		if err != nil {
+			w.log.Error("subscribing to channel reports", "err", err)
+			continue
+		}
+		m.subs = append(m.subs, sub)
+	}
+	go w.channelLoop()
+}
+
+func mapValues(m map[string]*chanSet) []*chanSet {
+	out := make([]*chanSet, 0, len(m))
+	for _, cs := range m {
+		out = append(out, cs)
+	}
+	return out
+}
+
+func poolTokensOf(pools []string) []string {
+	if len(pools) == 0 {
+		return []string{"*"}
+	}
+	out := make([]string, 0, len(pools))
+	for _, p := range pools {
+		out = append(out, bus.PoolToken(p))
+	}
+	return out
+}
+
+// channelLoop reports, watches and controls until the worker stops.
+func (w *Worker) channelLoop() {
+	t := time.NewTicker(channelTick)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-w.stopped
+		cancel()
+	}()
+	for {
+		select {
+		case <-w.stopped:
+			w.chans.mu.Lock()
+			sets := append(w.chans.gone, mapValues(w.chans.sets)...)
+			for _, s := range w.chans.subs {
+				_ = s.Unsubscribe()
+			}
+			w.chans.mu.Unlock()
+			for _, cs := range sets {
+				w.releaseLease(cs)
+			}
+			return
+		case <-t.C:
+		}
+		kv := w.channelsKV(ctx)
+		w.chans.mu.Lock()
+		sets, gone := mapValues(w.chans.sets), w.chans.gone
+		w.chans.gone = nil
+		w.chans.mu.Unlock()
+		for _, cs := range gone {
+			w.releaseLease(cs)
+		}
+		now := time.Now()
+		for _, cs := range sets {
+			w.reportChannels(cs)
+			if kv != nil {
+				w.control(ctx, kv, cs, now)
+			}
+		}
+	}
+}
+
+// channelsKV opens the channels bucket (and its watch) once it exists.
+func (w *Worker) channelsKV(ctx context.Context) jetstream.KeyValue {
+	if kv := w.chans.kv.Load(); kv != nil {
+		return *kv
+	}
+	octx, cancel := context.WithTimeout(ctx, channelTick)
+	defer cancel()
+	kv, err := w.js.KeyValue(octx, registry.BucketChannels)
+	if err != nil {
+		w.log.Debug("channels bucket not open yet", "err", err)
+		return nil
+	}
+	for _, tok := range poolTokensOf(w.o.Pools) {
+		watch, err := kv.Watch(ctx, "*."+tok+".>")
+		if err != nil {
+			w.log.Warn("watching channel states", "err", err)
+			return nil
+		}
+		go w.watchChannels(watch)
+	}
+	w.chans.kv.Store(&kv)
+	return kv
+}
+
+// watchChannels applies the stored states and overrides as they change.
+func (w *Worker) watchChannels(watch jetstream.KeyWatcher) {
+	defer func() { _ = watch.Stop() }()
+	for {
+		select {
+		case <-w.stopped:
+			return
+		case e, ok := <-watch.Updates():
+			if !ok {
+				return
+			}
+			if e != nil {
+				w.onChannelEntry(e)
+			}
+		}
+	}
+}
+
+func (w *Worker) onChannelEntry(e jetstream.KeyValueEntry) {
+	kind, tok, api, ok := registry.ParseChannelKey(e.Key())
+	if !ok || kind == registry.ChannelKeyLease {
+		return
+	}
+	m := &w.chans
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cs := m.sets[api]
+	if cs != nil && bus.PoolToken(cs.pool) != tok {
+		cs = nil // a key of another pool's API of that name
+	}
+	deleted := e.Operation() != jetstream.KeyValuePut
+	switch kind {
+	case registry.ChannelKeyState:
+		var st *registry.ChannelStateEntry
+		if !deleted {
+			var err error
+			if st, err = registry.ParseChannelState(e.Value()); err != nil {
+				w.log.Warn("channel state ignored", "key", e.Key(), "err", err)
+				return
+			}
+			st.Revision = e.Revision()
+		}
+		if cs != nil {
+			cs.view.Store(st)
+		} else {
+			m.known[e.Key()] = st
+		}
+	case registry.ChannelKeyManual:
+		o := &registry.ChannelOverrides{}
+		if !deleted && json.Unmarshal(e.Value(), o) != nil {
+			w.log.Warn("channel overrides ignored: not JSON", "key", e.Key())
+			return
+		}
+		if cs != nil {
+			cs.ctl.overrides.Store(o)
+		} else {
+			m.kvs[e.Key()] = o
+		}
+	}
+}
+
+// channelReport is what a worker reports of an API's channels each second.
+type channelReport struct {
+	Node     string                              `json:"node"`
+	Channels map[string]resilience.ChannelWindow `json:"channels"`
+}
+
+// maxChannelReport bounds a report a worker reads; maxReportCalls the
+// calls one report may count for a channel (a forged report can claim no
+// more than a busy worker's second).
+const (
+	maxChannelReport = 16 << 10
+	maxReportCalls   = 1_000_000
+)
+
+// reportChannels publishes what this worker's calls did on each channel
+// of cs since the last report (nothing when there were none).
+func (w *Worker) reportChannels(cs *chanSet) {
+	rep := channelReport{Node: w.id, Channels: map[string]resilience.ChannelWindow{}}
+	for name, c := range *cs.counters.Load() {
+		if win := c.take(); win.Calls > 0 {
+			rep.Channels[name] = win
+		}
+	}
+	if len(rep.Channels) == 0 {
+		return
+	}
+	b, _ := json.Marshal(rep)
+	if err := w.o.Conn.Publish(bus.ChannelReportPrefix+bus.PoolToken(cs.pool)+"."+cs.api, b); err != nil {
+		w.log.Warn("reporting channel outcomes", "api", cs.api, "err", err)
+	}
+}
+
+// onChannelReport adds a pool member's report to the API's counts (this
+// worker's own included). The pool is in the subject, which only its
+// workers may publish; each count is bounded.
+func (w *Worker) onChannelReport(m *nats.Msg) {
+	rest := strings.TrimPrefix(m.Subject, bus.ChannelReportPrefix)
+	tok, api, ok := strings.Cut(rest, ".")
+	if !ok || len(m.Data) > maxChannelReport {
+		return
+	}
+	var rep channelReport
+	if json.Unmarshal(m.Data, &rep) != nil {
+		return
+	}
+	w.chans.mu.Lock()
+	cs := w.chans.sets[api]
+	w.chans.mu.Unlock()
+	if cs == nil || bus.PoolToken(cs.pool) != tok {
+		return
+	}
+	now := time.Now()
+	counts := cs.ctl.counts.Load()
+	for name, win := range rep.Channels {
+		if cs.counter(name) == nil || !plausible(win) {
+			continue
+		}
+		counts.Add(name, now, win)
+	}
+}
+
+// plausible reports whether a reported window could be a worker's second.
+func plausible(w resilience.ChannelWindow) bool {
+	return w.Calls >= 0 && w.Calls <= maxReportCalls && w.Failures >= 0 && w.Failures <= w.Calls &&
+		w.Probes >= 0 && w.Probes <= w.Calls && w.ProbeFailures >= 0 && w.ProbeFailures <= w.Probes &&
+		w.ProbeFailures <= w.Failures && w.LatencySum >= 0 && w.LatencyMax >= 0
+}
+
+// control holds or seeks the API's lease and, as the leader, steps the
+// controller and stores what changed.
+func (w *Worker) control(ctx context.Context, kv jetstream.KeyValue, cs *chanSet, now time.Time) {
+	ctl := cs.ctl
+	a := ctl.api.Load()
+	if a == nil || !w.lead(ctx, kv, cs, now) {
+		return
+	}
+	if ctl.state == nil {
+		// Just elected: start from what the last leader stored.
+		e, err := kv.Get(ctx, registry.ChannelKey(registry.ChannelKeyState, cs.pool, cs.api))
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			ctl.state, ctl.stateRev = &registry.ChannelStateEntry{API: cs.api}, 0
+		case err != nil:
+			w.log.Warn("reading channel state", "api", cs.api, "err", err)
+			return
+		default:
+			st, perr := registry.ParseChannelState(e.Value())
+			if perr != nil {
+				st = &registry.ChannelStateEntry{API: cs.api} // unreadable: start afresh, overwriting it
+			}
+			ctl.state, ctl.stateRev = st, e.Revision()
+		}
+	}
+	counts := ctl.counts.Load()
+	next, trans := resilience.StepChannels(a.ChannelPolicy.Controller(), a.ChannelSpecs(), ctl.state.Channels,
+		ctl.overrides.Load().States(),
+		func(ch string, since time.Time) resilience.ChannelWindow { return counts.Sum(ch, since, now) },
+		now, rand.Uint64())
+	if len(trans) == 0 && ctl.stateRev != 0 && sameChannels(next, ctl.state.Channels) {
+		return
+	}
+	entry := &registry.ChannelStateEntry{API: cs.api, Leader: w.id, At: now.UTC(), Channels: next, Transitions: trans}
+	b, _ := json.Marshal(entry)
+	key := registry.ChannelKey(registry.ChannelKeyState, cs.pool, cs.api)
+	var rev uint64
+	var err error
+	if ctl.stateRev == 0 {
+		rev, err = kv.Create(ctx, key, b)
+	} else {
+		rev, err = kv.Update(ctx, key, b, ctl.stateRev)
+	}
+	if err != nil {
+		// Another node wrote it: it leads now. Seek the lease again.
+		w.log.Warn("channel state not stored; giving up the lead", "api", cs.api, "err", err)
+		ctl.leaseRev, ctl.state = 0, nil
+		return
+	}
+	ctl.state, ctl.stateRev = entry, rev
+	entry.Revision = rev
+	cs.view.Store(entry)
+	for _, tr := range trans {
+		w.log.Warn("channel changed", "api", cs.api, "channel", tr.Channel, "from", tr.From, "to", tr.To,
+			"share", tr.Share, "by", tr.By, "reason", tr.Reason)
+		ev, _ := json.Marshal(struct {
+			API string `json:"api"`
+			resilience.ChannelTransition
+		}{cs.api, tr})
+		if err := w.o.Conn.Publish(bus.ChannelEventPrefix+bus.PoolToken(cs.pool)+"."+cs.api, ev); err != nil {
+			w.log.Warn("publishing channel change", "api", cs.api, "err", err)
+		}
+	}
+}
+
+// sameChannels reports whether two state lists hold the same channels in
+// the same order.
+func sameChannels(a, b []resilience.ChannelStatus) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name {
+			return false
+		}
+	}
+	return true
+}
+
+// lead renews the lease this worker holds, or takes the lease when nobody
+// holds it or its holder let it run out; it reports whether this worker
+// leads.
+func (w *Worker) lead(ctx context.Context, kv jetstream.KeyValue, cs *chanSet, now time.Time) bool {
+	ctl := cs.ctl
+	key := registry.ChannelKey(registry.ChannelKeyLease, cs.pool, cs.api)
+	mine, _ := json.Marshal(registry.ChannelLease{Node: w.id, Until: now.Add(channelLease).UTC()})
+	if ctl.leaseRev != 0 {
+		if now.Sub(ctl.leaseAt) < channelLease/3 {
+			return true
+		}
+		rev, err := kv.Update(ctx, key, mine, ctl.leaseRev)
+		if err == nil {
+			ctl.leaseRev, ctl.leaseAt = rev, now
+			return true
+		}
+		w.log.Warn("channel controller lease lost", "api", cs.api, "err", err)
+		ctl.leaseRev, ctl.state = 0, nil
+		return false
+	}
+	e, err := kv.Get(ctx, key)
+	var rev uint64
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		rev, err = kv.Create(ctx, key, mine)
+	case err != nil:
+		return false
+	default:
+		var l registry.ChannelLease
+		if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &l) == nil && now.Before(l.Until.Add(channelSkew)) {
+			return false // held by a live node
+		}
+		rev, err = kv.Update(ctx, key, mine, e.Revision())
+	}
+	if err != nil {
+		return false // another node took it first
+	}
+	w.log.Info("channel controller elected", "api", cs.api, "pool", cs.pool, "node", w.id)
+	ctl.leaseRev, ctl.leaseAt, ctl.state = rev, now, nil
+	return true
+}
+
+// releaseLease gives up the lease of cs if this worker holds it, so that
+// another worker takes over at once rather than when it runs out. Only
+// the channel loop calls it.
+func (w *Worker) releaseLease(cs *chanSet) {
+	ctl := cs.ctl
+	kvp := w.chans.kv.Load()
+	if ctl.leaseRev == 0 || kvp == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	key := registry.ChannelKey(registry.ChannelKeyLease, cs.pool, cs.api)
+	if err := (*kvp).Delete(ctx, key, jetstream.LastRevision(ctl.leaseRev)); err != nil {
+		w.log.Debug("releasing channel lease", "api", cs.api, "err", err)
+	}
+	ctl.leaseRev = 0
+}

@@ -1,0 +1,436 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jetway-gw/jetway/backend"
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/resilience"
+)
+
+// Channel sets: an API served by several backends (registry.Channel). A
+// call picks one channel of its scenario by weight and by the channels'
+// states, which the pool's elected controller decides and stores
+// (chancontrol.go); a call that failed on one channel is tried on the next
+// when that is safe. Every outcome is counted per channel and reported to
+// the pool each second, which is what the controller judges.
+
+// channelInstances are the backend instances of an API's channels, held
+// as one instance (held) while their specs are unchanged.
+type channelInstances struct {
+	byName map[string]backend.Instance
+	failed map[string]backend.Backend // channels whose build failed: their calls get BAD_GATEWAY
+}
+
+func (ci *channelInstances) Call(context.Context, *backend.Request) (*backend.Response, error) {
+	return nil, bus.Errorf(bus.CodeInternal, "a channel set is called through its channels")
+}
+
+func (ci *channelInstances) Close() error {
+	var errs []error
+	for _, inst := range ci.byName {
+		errs = append(errs, inst.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// channelsFingerprint is what the channels' instances are built from:
+// their names and backend specs (weights and matches are read per call).
+func channelsFingerprint(a *registry.API) string {
+	parts := make([]any, 0, 2*len(a.Channels))
+	for _, c := range a.Channels {
+		parts = append(parts, c.Name, c.Backend)
+	}
+	return resilience.Fingerprint(parts)
+}
+
+// holdChannels builds the instance of each channel.
+func (w *Worker) holdChannels(a *registry.API) *held {
+	ci := &channelInstances{byName: map[string]backend.Instance{}, failed: map[string]backend.Backend{}}
+	for _, c := range a.Channels {
+		ad := w.adapters[c.Backend.Type]
+		if ad == nil {
+			ci.failed[c.Name] = failed(fmt.Sprintf("backend type %q of channel %s of api %s is not supported by this worker", c.Backend.Type, c.Name, a.Key()))
+			continue
+		}
+		inst, err := ad.Build(&c.Backend, backend.BuildOptions{Logger: w.log, Tracer: w.clientTracer, Pool: a.Pool})
+		if err != nil {
+			w.log.Error("building backend", "api", a.Key(), "channel", c.Name, "type", c.Backend.Type, "err", err)
+			ci.failed[c.Name] = failed(fmt.Sprintf("backend of channel %s of api %s could not be set up", c.Name, a.Key()))
+			continue
+		}
+		ci.byName[c.Name] = inst
+	}
+	h := &held{log: w.log, inst: ci}
+	h.call = ci.Call
+	return h
+}
+
+// chanCounter counts one channel's outcomes on this worker between two
+// reports, and the probes it sent in the current probe round.
+type chanCounter struct {
+	calls, failures, probes, probeFailures atomic.Int64
+	latencySum, latencyMax                 atomic.Int64 // ns
+	round                                  atomic.Uint64
+	probesSent                             atomic.Int64
+}
+
+func (c *chanCounter) record(d time.Duration, failed, probe bool) {
+	c.calls.Add(1)
+	if failed {
+		c.failures.Add(1)
+	}
+	if probe {
+		c.probes.Add(1)
+		if failed {
+			c.probeFailures.Add(1)
+		}
+	}
+	c.latencySum.Add(int64(d))
+	for {
+		m := c.latencyMax.Load()
+		if int64(d) <= m || c.latencyMax.CompareAndSwap(m, int64(d)) {
+			break
+		}
+	}
+}
+
+// take returns the counts since the last take and starts again.
+func (c *chanCounter) take() resilience.ChannelWindow {
+	return resilience.ChannelWindow{
+		Calls: int(c.calls.Swap(0)), Failures: int(c.failures.Swap(0)),
+		Probes: int(c.probes.Swap(0)), ProbeFailures: int(c.probeFailures.Swap(0)),
+		LatencySum: time.Duration(c.latencySum.Swap(0)), LatencyMax: time.Duration(c.latencyMax.Swap(0)),
+	}
+}
+
+// takeProbe reserves one probe call of round for this worker: a worker
+// sends at most probes per round (the controller needs that many in all).
+func (c *chanCounter) takeProbe(round uint64, probes int) bool {
+	if r := c.round.Load(); r != round {
+		if c.round.CompareAndSwap(r, round) {
+			c.probesSent.Store(0)
+		}
+	}
+	if c.probesSent.Add(1) > int64(probes) {
+		c.probesSent.Add(-1)
+		return false
+	}
+	return true
+}
+
+// chanSet is what a worker keeps of an API's channel set across registry
+// changes: the counters, the stored states the controller decided, and
+// the controller (chancontrol.go).
+type chanSet struct {
+	api, pool string
+	counters  atomic.Pointer[map[string]*chanCounter]
+	view      atomic.Pointer[registry.ChannelStateEntry]
+	ctl       *controller
+}
+
+// counter returns the channel's counter (nil for a channel the set no
+// longer has).
+func (cs *chanSet) counter(name string) *chanCounter {
+	return (*cs.counters.Load())[name]
+}
+
+// setChannels gives the set a counter for each channel of a, keeping
+// those it had.
+func (cs *chanSet) setChannels(a *registry.API) {
+	old := cs.counters.Load()
+	m := make(map[string]*chanCounter, len(a.Channels))
+	for _, c := range a.Channels {
+		if old != nil && (*old)[c.Name] != nil {
+			m[c.Name] = (*old)[c.Name]
+		} else {
+			m[c.Name] = &chanCounter{}
+		}
+	}
+	cs.counters.Store(&m)
+}
+
+// chanRoute is one channel as a call of the current snapshot sees it.
+type chanRoute struct {
+	ch   *registry.Channel
+	call backend.Backend // breaker → classify → the channel's instance
+}
+
+// channelSet is the backend of an API with channels: it picks a channel
+// for each call and fails over to the next. cs is nil for an API tier
+// without a controller (a draft): every channel counts as available.
+func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance) backend.Backend {
+	ci, _ := h.inst.(*channelInstances)
+	if ci == nil {
+		return h.call // the channels' instances could not be held
+	}
+	routes := make([]chanRoute, len(a.Channels))
+	classify := w.classify(a)
+	for i := range a.Channels {
+		c := &a.Channels[i]
+		call := ci.failed[c.Name]
+		if inst := ci.byName[c.Name]; inst != nil {
+			call = inst.Call
+		}
+		routes[i] = chanRoute{ch: c, call: backend.Chain(call, w.channelBreaker(a, c, g), classify)}
+	}
+	policy := a.ChannelPolicy
+	ctlPolicy := policy.Controller()
+	failover, probeMode := policy.FailoverMode(), policy.ProbeMode()
+	var dims []registry.Dimension
+	if policy != nil {
+		dims = policy.Dimensions
+	}
+	budget := g.channelBudget(a)
+	apiTimeout := a.TimeoutOrDefault()
+	return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {
+		var view *registry.ChannelStateEntry
+		if cs != nil {
+			view = cs.view.Load()
+		}
+		vals := dimensionValues(dims, req)
+		order, probe := pickChannels(routes, dims, vals, view, rand.Uint64())
+		if len(order) == 0 {
+			return nil, bus.Errorf(bus.CodeCircuitOpen, fmt.Sprintf("every channel of api %s that serves this call is cut", a.Name))
+		}
+		// A live probe: one call of the round goes to the channel being
+		// probed first; it falls back to the others if it fails.
+		if probe >= 0 && cs != nil && probeMode == registry.ProbeLive {
+			st := view.Channel(routes[probe].ch.Name)
+			if c := cs.counter(routes[probe].ch.Name); c != nil && st != nil && c.takeProbe(st.Round, ctlPolicy.Probes) {
+				order = append([]int{probe}, order...)
+			} else {
+				probe = -1
+			}
+		} else if probe >= 0 && cs != nil && probeMode == registry.ProbeShadow {
+			st := view.Channel(routes[probe].ch.Name)
+			if c := cs.counter(routes[probe].ch.Name); c != nil && st != nil && c.takeProbe(st.Round, ctlPolicy.Probes) {
+				w.shadow(ctx, routes[probe], req, c, apiTimeout)
+			}
+			probe = -1
+		}
+		budget.Deposit(time.Now())
+		for i, idx := range order {
+			r := routes[idx]
+			isProbe := i == 0 && probe >= 0
+			resp, err := w.callChannel(ctx, r, req, cs, isProbe, apiTimeout)
+			if failure(resp, err) == "" || (resp != nil && resp.Stream != nil) {
+				return resp, err
+			}
+			last := i == len(order)-1
+			safe := isProbe || failover == registry.FailoverAlways ||
+				(failover == registry.FailoverSafe && bus.Idempotent(req.Method, req.Header))
+			if last || !safe || ctx.Err() != nil || (!isProbe && !budget.TryRetry(time.Now())) {
+				return resp, err
+			}
+			resp.Free() // the next channel's answer replaces it
+		}
+		panic("unreachable")
+	}
+}
+
+// callChannel calls one channel within its timeout (and the call's
+// deadline) and counts the outcome.
+func (w *Worker) callChannel(ctx context.Context, r chanRoute, req *backend.Request, cs *chanSet, probe bool, apiTimeout time.Duration) (*backend.Response, error) {
+	timeout := cmpDuration(time.Duration(r.ch.Timeout), apiTimeout)
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	start := time.Now()
+	resp, err := r.call(actx, req)
+	if resp != nil && resp.Stream != nil {
+		resp.AfterStream(func(error) { cancel() })
+	} else {
+		cancel()
+	}
+	if errors.Is(ctx.Err(), context.Canceled) && resp == nil {
+		return resp, err // the caller left: that says nothing of the channel
+	}
+	if cs != nil {
+		if c := cs.counter(r.ch.Name); c != nil {
+			c.record(time.Since(start), failure(resp, err) != "", probe)
+		}
+	}
+	if resp != nil {
+		// Which channel answered, for the caller's logs and the late
+		// outcome reports (a copy: an adapter may share its response).
+		cp := *resp
+		cp.Header = resp.Header.Clone()
+		if cp.Header == nil {
+			cp.Header = http.Header{}
+		}
+		cp.Header.Set("X-Jetway-Channel", r.ch.Name)
+		return &cp, err
+	}
+	return resp, err
+}
+
+// shadow sends a copy of req to a channel being probed, off the call's
+// path, and counts its outcome as a probe; the answer is discarded.
+func (w *Worker) shadow(ctx context.Context, r chanRoute, req *backend.Request, c *chanCounter, apiTimeout time.Duration) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(apiTimeout)
+	}
+	cp := *req
+	cp.Header = req.Header.Clone()
+	cp.Stream = 0
+	go func() {
+		sctx, cancel := context.WithDeadline(context.Background(), dl)
+		defer cancel()
+		start := time.Now()
+		resp, err := r.call(sctx, &cp)
+		c.record(time.Since(start), failure(resp, err) != "", true)
+		resp.Free()
+	}()
+}
+
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// dimensionValues reads a call's value of each dimension.
+func dimensionValues(dims []registry.Dimension, req *backend.Request) []string {
+	if len(dims) == 0 {
+		return nil
+	}
+	out := make([]string, len(dims))
+	for i, d := range dims {
+		kind, name, _ := strings.Cut(d.From, ":")
+		switch kind {
+		case "header":
+			out[i] = req.Header.Get(name)
+		case "query":
+			out[i] = queryValue(req.RawQuery, name)
+		case "param":
+			out[i] = req.Params().Get(name)
+		case "app":
+			out[i] = req.App
+		}
+	}
+	return out
+}
+
+func queryValue(raw, name string) string {
+	for raw != "" {
+		var kv string
+		kv, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		if k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// pickChannels orders the channels that may serve a call of scenario
+// vals: first one picked by weight among the available and ramping
+// channels (each weighing its weight times its share; backups only when
+// no other is available), then the other available ones in the entry's
+// order, for failover. probe is the index of a channel of the scenario
+// being probed (-1 for none). A channel the view does not know (new, or
+// no controller yet) counts as available.
+func pickChannels(routes []chanRoute, dims []registry.Dimension, vals []string, view *registry.ChannelStateEntry, rnd uint64) (order []int, probe int) {
+	probe = -1
+	type cand struct {
+		idx    int
+		weight float64
+	}
+	var prim, backups []cand
+	var total, backupTotal float64
+	for i, r := range routes {
+		if !r.ch.Serves(dims, vals) {
+			continue
+		}
+		share := 1.0
+		if st := view.Channel(r.ch.Name); st != nil {
+			switch st.State {
+			case resilience.ChannelCut:
+				continue
+			case resilience.ChannelProbing:
+				if probe < 0 {
+					probe = i
+				}
+				continue
+			case resilience.ChannelRamping:
+				share = st.Share
+			}
+		}
+		c := cand{i, float64(r.ch.WeightOrDefault()) * share}
+		if r.ch.Backup {
+			backups = append(backups, c)
+			backupTotal += c.weight
+		} else {
+			prim = append(prim, c)
+			total += c.weight
+		}
+	}
+	pool, sum := prim, total
+	if sum <= 0 {
+		pool, sum = backups, backupTotal
+	}
+	first := -1
+	if sum > 0 {
+		x := float64(rnd>>11) / (1 << 53) * sum
+		for _, c := range pool {
+			if x < c.weight {
+				first = c.idx
+				break
+			}
+			x -= c.weight
+		}
+		if first < 0 {
+			first = pool[len(pool)-1].idx
+		}
+		order = append(order, first)
+	}
+	for _, c := range slices.Concat(prim, backups) {
+		if c.idx != first {
+			order = append(order, c.idx)
+		}
+	}
+	return order, probe
+}
+
+// channelBreaker is the API's breaker policy applied to one channel, on
+// this worker only: the controller is what the pool shares. nil without
+// a breaker policy.
+func (w *Worker) channelBreaker(a *registry.API, c *registry.Channel, g *governance) backend.Middleware {
+	if a.Breaker == nil {
+		return nil
+	}
+	br := g.channelBreaker(c.Name, a.Breaker.Config())
+	if br == nil {
+		return nil
+	}
+	name := a.Name + " channel " + c.Name
+	return func(next backend.Backend) backend.Backend {
+		return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {
+			tk := br.Allow(time.Now())
+			if !tk.OK {
+				return nil, bus.Errorf(bus.CodeCircuitOpen, fmt.Sprintf("circuit open for %s (%s); retry in %v", name, tk.Refusal, tk.RetryAfter.Round(time.Millisecond)))
+			}
+			start := time.Now()
+			resp, err := next(ctx, req)
+			if errors.Is(ctx.Err(), context.Canceled) && resp == nil {
+				br.Cancel(tk)
+				return resp, err
+			}
+			end := time.Now()
+			if tr, changed := br.Record(tk, end, end.Sub(start), failure(resp, err) != ""); changed {
+				w.log.Warn("channel breaker changed", "api", a.Name, "channel", c.Name, "from", tr.From, "to", tr.To, "reason", tr.Reason)
+			}
+			return resp, err
+		}
+	}
+}
