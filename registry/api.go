@@ -352,7 +352,7 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 	}
 	// Absent fields are reported once, by the schema ("missing property").
 	for k := range fields {
-		if _, ok := raw[k]; !ok {
+		if _, ok := raw[k]; !ok && k != "backend" && k != "channels" { // one of the two is required: checkChannels says which
 			failed[k] = true
 		}
 	}
