@@ -36,6 +36,10 @@ const (
 	// channelSkew is how much later than a lease's end another node
 	// takes it: the nodes' clocks may differ by that much.
 	channelSkew = time.Second
+	// reportsArrive is how long after sending its reports a worker
+	// steps its controllers: the pool's reports of the same second
+	// arrive meanwhile.
+	reportsArrive = 200 * time.Millisecond
 )
 
 // controller is a worker's part in one API's controller.
@@ -181,9 +185,18 @@ func (w *Worker) channelLoop() {
 		for _, cs := range gone {
 			w.releaseLease(cs)
 		}
-		now := time.Now()
 		for _, cs := range sets {
 			w.reportChannels(cs)
+		}
+		// The leader steps once the pool's reports of the second just
+		// ended have arrived, not a tick later.
+		select {
+		case <-w.stopped:
+			continue
+		case <-time.After(reportsArrive):
+		}
+		now := time.Now()
+		for _, cs := range sets {
 			if kv != nil {
 				w.control(ctx, kv, cs, now)
 			}
