@@ -53,9 +53,11 @@ type API struct {
 	// their weights and order, moved by the controller (channels.go).
 	Channels      []Channel      `json:"channels,omitempty"`
 	ChannelPolicy *ChannelPolicy `json:"channel_policy,omitempty"`
-	Timeout       Duration       `json:"timeout,omitempty"`
-	Concurrency   int            `json:"concurrency,omitempty"`
-	MaxBody       Size           `json:"max_body,omitempty"`
+	// Release is a gray release over the channels (channels.go).
+	Release     *Release `json:"release,omitempty"`
+	Timeout     Duration `json:"timeout,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"`
+	MaxBody     Size     `json:"max_body,omitempty"`
 
 	// Traffic governance (policy.go).
 	RateLimits      []RateLimit `json:"rate_limits,omitempty"`
@@ -344,7 +346,7 @@ func (a *API) decodeFields(js []byte) (ps []schemas.Problem, failed map[string]b
 	}
 	fields := map[string]any{
 		"name": &a.Name, "pool": &a.Pool, "description": &a.Description, "owner": &a.Owner,
-		"route": &a.Route, "backend": &a.Backend, "channels": &a.Channels, "channel_policy": &a.ChannelPolicy, "timeout": &a.Timeout,
+		"route": &a.Route, "backend": &a.Backend, "channels": &a.Channels, "channel_policy": &a.ChannelPolicy, "release": &a.Release, "timeout": &a.Timeout,
 		"concurrency": &a.Concurrency, "max_body": &a.MaxBody,
 		"rate_limits": &a.RateLimits, "edge_concurrency": &a.EdgeConcurrency,
 		"breaker": &a.Breaker, "retry": &a.Retry, "fallback": &a.Fallback, "ip_rules": &a.IPRules,
@@ -483,6 +485,7 @@ func (a *API) check(key string) []schemas.Problem {
 		add("max_body", "must be at most %v (the NATS max payload, 8MiB, less 64KiB for headers)", MaxMaxBody)
 	}
 	a.checkChannels(params, catchAll, add) // the backend, or the channels
+	a.checkRelease(add)
 	a.checkPolicies(params, add)
 	a.Validate.check("validate", add)
 	a.Cache.check("cache", add)

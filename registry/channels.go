@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetway-gw/jetway/expr"
 	"github.com/jetway-gw/jetway/resilience"
 )
 
@@ -159,6 +160,14 @@ func (a *API) ChannelSpecs() []resilience.ChannelSpec {
 	out := make([]resilience.ChannelSpec, 0, len(a.Channels))
 	for _, c := range a.Channels {
 		spec := resilience.ChannelSpec{Name: c.Name}
+		if a.Release != nil && a.Release.Shadow == c.Name {
+			// A shadow serves no caller: it covers no scenario of the
+			// others, and nothing covers its own (never cut for lack
+			// of a replacement; its figures show how it does).
+			spec.Serves = []string{"shadow:" + c.Name}
+			out = append(out, spec)
+			continue
+		}
 		var walk func(i int, key []string)
 		walk = func(i int, key []string) {
 			if i == len(dims) {
@@ -327,4 +336,176 @@ func checkDimensionSource(from string, params []string) error {
 		return nil
 	}
 	return fmt.Errorf("must be header:<name>, query:<name>, param:<name> or app (got %q)", from)
+}
+
+// Release is a gray release over an API's channels: Canary takes a
+// percent of the calls, raised step by step by the controller while the
+// gates pass, set to 0 when one breaches (resilience.StepRelease).
+type Release struct {
+	Canary string `json:"canary"`
+	// Sticky keeps a caller on one side: app, client_ip or
+	// header:<name> (hashed); empty: each call drawn at random.
+	Sticky string `json:"sticky,omitempty"`
+	// Match, a CEL condition on the call (package expr), limits the
+	// canary to the calls it holds for.
+	Match string `json:"match,omitempty"`
+	// Always and Never are apps that always (even before the release
+	// starts) or never get the canary.
+	Always []string `json:"always,omitempty"`
+	Never  []string `json:"never,omitempty"`
+	// Steps are the percents, rising, in (0, 100]; without them Start
+	// (default 1) doubles each window.
+	Steps    []float64 `json:"steps,omitempty"`
+	Start    float64   `json:"start,omitempty"`
+	Window   Duration  `json:"window,omitempty"`
+	MinCalls int       `json:"min_calls,omitempty"`
+	Gates    *Gates    `json:"gates,omitempty"`
+	// Shadow is a channel that gets copies of the calls (ShadowPercent,
+	// default 100), its answers discarded: its status differences and
+	// latency show in its figures. It never serves a caller.
+	Shadow        string  `json:"shadow,omitempty"`
+	ShadowPercent float64 `json:"shadow_percent,omitempty"`
+}
+
+// Gates are what a release step must not breach; any one breached rolls
+// the canary back to 0.
+type Gates struct {
+	// MaxErrorRate is the most of the canary's calls that may fail
+	// (default 0.05, when no gate is set).
+	MaxErrorRate float64 `json:"max_error_rate,omitempty"`
+	// MaxP99 is the most the canary's 99th percentile latency may be.
+	MaxP99 Duration `json:"max_p99,omitempty"`
+	// When, a CEL condition on the step's figures (expr.CompileGate:
+	// canary.error_rate, stable.p99_ms, ...), breaches when it holds.
+	When string `json:"when,omitempty"`
+}
+
+// DefaultMaxErrorRate is a release's gate when it sets none.
+const DefaultMaxErrorRate = 0.05
+
+// Policy is the release's resilience.ReleasePolicy.
+func (r *Release) Policy() resilience.ReleasePolicy {
+	return resilience.ReleasePolicy{Steps: r.Steps, Start: r.Start, Window: time.Duration(r.Window), MinCalls: r.MinCalls}.WithDefaults()
+}
+
+// Gate builds the release's gate (nil error: the gates compiled at publish).
+func (r *Release) Gate() (resilience.ReleaseGate, error) {
+	g := r.Gates
+	if g == nil {
+		g = &Gates{}
+	}
+	maxErr := g.MaxErrorRate
+	if maxErr == 0 && g.MaxP99 == 0 && g.When == "" {
+		maxErr = DefaultMaxErrorRate
+	}
+	var cond *expr.Gate
+	if g.When != "" {
+		var err error
+		if cond, err = expr.CompileGate(g.When); err != nil {
+			return nil, err
+		}
+	}
+	maxP99 := time.Duration(g.MaxP99)
+	return func(canary, stable resilience.ChannelWindow) (bool, string) {
+		if maxErr > 0 && canary.ErrorRate() > maxErr {
+			return true, fmt.Sprintf("error rate %.2f %% > %.2f %% (%d of %d calls failed)", 100*canary.ErrorRate(), 100*maxErr, canary.Failures, canary.Calls)
+		}
+		if maxP99 > 0 && canary.P99() > maxP99 {
+			return true, fmt.Sprintf("p99 %v > %v over %d calls", canary.P99(), maxP99, canary.Calls)
+		}
+		if cond != nil {
+			breach, err := cond.Eval(gateFigures(canary), gateFigures(stable))
+			if err != nil {
+				return true, fmt.Sprintf("gate %q could not run: %v", cond, err)
+			}
+			if breach {
+				return true, fmt.Sprintf("gate %q holds", cond)
+			}
+		}
+		return false, ""
+	}, nil
+}
+
+// gateFigures are a window's figures as a gate condition reads them.
+func gateFigures(w resilience.ChannelWindow) map[string]float64 {
+	mean := 0.0
+	if w.Calls > 0 {
+		mean = float64(w.LatencySum) / float64(w.Calls) / float64(time.Millisecond)
+	}
+	return map[string]float64{
+		"calls": float64(w.Calls), "failures": float64(w.Failures), "error_rate": w.ErrorRate(),
+		"p99_ms": float64(w.P99()) / float64(time.Millisecond), "mean_ms": mean, "mismatches": float64(w.Mismatches),
+	}
+}
+
+func (a *API) checkRelease(add func(path, format string, args ...any)) {
+	r := a.Release
+	if r == nil {
+		return
+	}
+	if len(a.Channels) == 0 {
+		add("release", "needs channels: the canary is one of them")
+		return
+	}
+	has := func(name string) bool {
+		return slices.ContainsFunc(a.Channels, func(c Channel) bool { return c.Name == name })
+	}
+	if !has(r.Canary) {
+		add("release.canary", "%q is not a channel of the api", r.Canary)
+	}
+	if r.Shadow != "" {
+		if !has(r.Shadow) {
+			add("release.shadow", "%q is not a channel of the api", r.Shadow)
+		} else if r.Shadow == r.Canary {
+			add("release.shadow", "must not be the canary")
+		}
+	}
+	if len(a.Channels)-1-min(len(r.Shadow), 1) < 1 {
+		add("release", "needs a channel besides the canary and the shadow to serve the rest of the calls")
+	}
+	if r.ShadowPercent < 0 || r.ShadowPercent > 100 {
+		add("release.shadow_percent", "must be between 0 and 100")
+	}
+	kind, name, _ := strings.Cut(r.Sticky, ":")
+	switch {
+	case r.Sticky == "" || r.Sticky == "app" || r.Sticky == "client_ip":
+	case kind == "header" && validHeaderName(name):
+	default:
+		add("release.sticky", "must be app, client_ip or header:<name>")
+	}
+	if r.Match != "" {
+		if _, err := expr.Compile(r.Match); err != nil {
+			add("release.match", "%v", err)
+		}
+	}
+	last := 0.0
+	for i, s := range r.Steps {
+		if s <= last || s > 100 {
+			add(fmt.Sprintf("release.steps[%d]", i), "must rise, each in (0, 100]")
+			break
+		}
+		last = s
+	}
+	if r.Start < 0 || r.Start > 100 {
+		add("release.start", "must be in (0, 100]")
+	}
+	if w := time.Duration(r.Window); w != 0 && (w < time.Second || w > 24*time.Hour) {
+		add("release.window", "must be between 1s and 24h")
+	}
+	if r.MinCalls < 0 {
+		add("release.min_calls", "must not be negative")
+	}
+	if g := r.Gates; g != nil {
+		if g.MaxErrorRate < 0 || g.MaxErrorRate > 1 {
+			add("release.gates.max_error_rate", "must be between 0 and 1")
+		}
+		if g.MaxP99 < 0 {
+			add("release.gates.max_p99", "must not be negative")
+		}
+		if g.When != "" {
+			if _, err := expr.CompileGate(g.When); err != nil {
+				add("release.gates.when", "%v", err)
+			}
+		}
+	}
 }

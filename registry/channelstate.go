@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/resilience"
@@ -69,6 +70,10 @@ type ChannelStateEntry struct {
 	At          time.Time                      `json:"at"`
 	Channels    []resilience.ChannelStatus     `json:"channels"`
 	Transitions []resilience.ChannelTransition `json:"transitions,omitempty"`
+	// Release is the gray release's state, and ReleaseEvents the changes
+	// this revision made to it (an API with a release block).
+	Release       *resilience.ReleaseState  `json:"release,omitempty"`
+	ReleaseEvents []resilience.ReleaseEvent `json:"release_events,omitempty"`
 	// Revision is the KV revision the entry was read at (not stored).
 	Revision uint64 `json:"-"`
 }
@@ -110,6 +115,9 @@ func ParseChannelState(b []byte) (*ChannelStateEntry, error) {
 			return nil, fmt.Errorf("channel state: channel %q has share %v, outside 0..1", c.Name, c.Share)
 		}
 	}
+	if r := e.Release; r != nil && (r.Percent < 0 || r.Percent > 100) {
+		return nil, fmt.Errorf("channel state: release at %v %%, outside 0..100", r.Percent)
+	}
 	return &e, nil
 }
 
@@ -124,6 +132,8 @@ type ChannelLease struct {
 // ChannelOverrides are the operators' overrides of an API's channels.
 type ChannelOverrides struct {
 	Channels map[string]ChannelOverride `json:"channels"`
+	// Release is the operator's last command to the API's release.
+	Release *resilience.ReleaseCommand `json:"release,omitempty"`
 }
 
 // ChannelOverride is one operator's override: the state the channel is
@@ -239,17 +249,38 @@ func (c *Client) SetChannelOverride(ctx context.Context, name, channel string, s
 	if state != resilience.ChannelCut && state != resilience.ChannelAvailable {
 		return fmt.Errorf("an override holds a channel cut or available, not %q", state)
 	}
-	return c.editOverrides(ctx, name, channel, func(o *ChannelOverrides) {
+	return c.overrideChannel(ctx, name, channel, func(o *ChannelOverrides) {
 		o.Channels[channel] = ChannelOverride{State: state, By: c.actor, Reason: reason, At: time.Now().UTC()}
 	})
 }
 
-// ClearChannelOverride gives an API's channel back to the controller.
-func (c *Client) ClearChannelOverride(ctx context.Context, name, channel string) error {
-	return c.editOverrides(ctx, name, channel, func(o *ChannelOverrides) { delete(o.Channels, channel) })
+// SendRelease sends an operator's command (resilience.ReleaseStart,
+// ReleasePause, ...) to an API's release; the controller applies it
+// within a second or two. It returns the command's id.
+func (c *Client) SendRelease(ctx context.Context, name, action, reason string) (string, error) {
+	switch action {
+	case resilience.ReleaseStart, resilience.ReleasePause, resilience.ReleaseResume, resilience.ReleasePromote, resilience.ReleaseRollback:
+	default:
+		return "", fmt.Errorf("a release takes start, pause, resume, promote or rollback, not %q", action)
+	}
+	a, err := c.channelAPI(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if a.Release == nil {
+		return "", fmt.Errorf("api %s has no release block: add one to its entry (docs/channels.md)", name)
+	}
+	cmd := &resilience.ReleaseCommand{ID: nuid.Next(), Action: action, By: c.actor, Reason: reason, At: time.Now().UTC()}
+	return cmd.ID, c.editOverrides(ctx, a, func(o *ChannelOverrides) { o.Release = cmd })
 }
 
-func (c *Client) editOverrides(ctx context.Context, name, channel string, edit func(*ChannelOverrides)) error {
+// ClearChannelOverride gives an API's channel back to the controller.
+func (c *Client) ClearChannelOverride(ctx context.Context, name, channel string) error {
+	return c.overrideChannel(ctx, name, channel, func(o *ChannelOverrides) { delete(o.Channels, channel) })
+}
+
+// overrideChannel edits the override of one channel of an API.
+func (c *Client) overrideChannel(ctx context.Context, name, channel string, edit func(*ChannelOverrides)) error {
 	a, err := c.channelAPI(ctx, name)
 	if err != nil {
 		return err
@@ -257,6 +288,13 @@ func (c *Client) editOverrides(ctx context.Context, name, channel string, edit f
 	if !slices.ContainsFunc(a.Channels, func(ch Channel) bool { return ch.Name == channel }) {
 		return fmt.Errorf("api %s has no channel %q", name, channel)
 	}
+	return c.editOverrides(ctx, a, edit)
+}
+
+// editOverrides edits an API's overrides by compare-and-set, again if
+// another operator's edit came first.
+func (c *Client) editOverrides(ctx context.Context, a *API, edit func(*ChannelOverrides)) error {
+	name := a.Name
 	kv, err := c.channelsKV(ctx)
 	if err != nil {
 		return err
@@ -286,6 +324,28 @@ func (c *Client) editOverrides(ctx context.Context, name, channel string, edit f
 // ChannelHistory returns the transitions of an API's channels the
 // bucket still holds (its last 64 state revisions), oldest first.
 func (c *Client) ChannelHistory(ctx context.Context, name string) ([]resilience.ChannelTransition, error) {
+	states, err := c.stateHistory(ctx, name)
+	var out []resilience.ChannelTransition
+	for _, st := range states {
+		out = append(out, st.Transitions...)
+	}
+	return out, err
+}
+
+// ReleaseHistory returns the changes of an API's release the bucket
+// still holds (its last 64 state revisions), oldest first.
+func (c *Client) ReleaseHistory(ctx context.Context, name string) ([]resilience.ReleaseEvent, error) {
+	states, err := c.stateHistory(ctx, name)
+	var out []resilience.ReleaseEvent
+	for _, st := range states {
+		out = append(out, st.ReleaseEvents...)
+	}
+	return out, err
+}
+
+// stateHistory reads the kept revisions of an API's state key, oldest
+// first (an unreadable one is skipped).
+func (c *Client) stateHistory(ctx context.Context, name string) ([]*ChannelStateEntry, error) {
 	a, err := c.channelAPI(ctx, name)
 	if err != nil {
 		return nil, err
@@ -301,10 +361,10 @@ func (c *Client) ChannelHistory(ctx context.Context, name string) ([]resilience.
 	if err != nil {
 		return nil, err
 	}
-	var out []resilience.ChannelTransition
+	var out []*ChannelStateEntry
 	for _, e := range entries {
 		if st, err := ParseChannelState(e.Value()); err == nil {
-			out = append(out, st.Transitions...)
+			out = append(out, st)
 		}
 	}
 	return out, nil

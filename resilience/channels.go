@@ -164,7 +164,67 @@ type ChannelWindow struct {
 	// LatencySum and LatencyMax are of the Calls, for the figures shown.
 	LatencySum time.Duration `json:"latency_sum"`
 	LatencyMax time.Duration `json:"latency_max"`
+	// Latency counts the Calls by latency bucket (LatencyBounds), for
+	// the p99 a release's gate reads.
+	Latency LatencyHistogram `json:"latency,omitzero"`
+	// Mismatches counts the shadow calls whose status differed from the
+	// answer the caller got (a release's shadow target).
+	Mismatches int `json:"mismatches,omitempty"`
 }
+
+// LatencyBounds are the upper bounds of the latency buckets of a
+// LatencyHistogram; the last bucket takes everything above.
+var LatencyBounds = [...]time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second,
+	30 * time.Second, time.Minute,
+}
+
+// LatencyHistogram counts calls by latency bucket: [i] those at most
+// LatencyBounds[i] (and above the bound before), the last those above
+// every bound.
+type LatencyHistogram [len(LatencyBounds) + 1]int
+
+// LatencyBucket is the bucket of a latency.
+func LatencyBucket(d time.Duration) int {
+	for i, b := range LatencyBounds {
+		if d <= b {
+			return i
+		}
+	}
+	return len(LatencyBounds)
+}
+
+// Quantile is the upper bound of the bucket holding the q-th quantile
+// (0 with no call; the largest bound doubled for the last bucket).
+func (h *LatencyHistogram) Quantile(q float64) time.Duration {
+	total := 0
+	for _, n := range h {
+		total += n
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(q * float64(total)))
+	seen := 0
+	for i, n := range h {
+		seen += n
+		if seen >= rank {
+			if i == len(LatencyBounds) {
+				return 2 * LatencyBounds[len(LatencyBounds)-1]
+			}
+			return LatencyBounds[i]
+		}
+	}
+	return 2 * LatencyBounds[len(LatencyBounds)-1]
+}
+
+// P99 is the window's 99th percentile latency, to its bucket's bound.
+func (w ChannelWindow) P99() time.Duration { return w.Latency.Quantile(0.99) }
+
+// ErrorRate is the share of failed calls (0 with no call).
+func (w ChannelWindow) ErrorRate() float64 { return 1 - w.SuccessRate() }
 
 // Add adds o's counts to w (LatencyMax becomes the larger of the two).
 func (w *ChannelWindow) Add(o ChannelWindow) {
@@ -174,6 +234,10 @@ func (w *ChannelWindow) Add(o ChannelWindow) {
 	w.ProbeFailures += o.ProbeFailures
 	w.LatencySum += o.LatencySum
 	w.LatencyMax = max(w.LatencyMax, o.LatencyMax)
+	for i, n := range o.Latency {
+		w.Latency[i] += n
+	}
+	w.Mismatches += o.Mismatches
 }
 
 // SuccessRate is the share of successful calls (1 with no call).

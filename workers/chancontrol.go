@@ -352,7 +352,14 @@ func (w *Worker) onChannelReport(m *nats.Msg) {
 
 // plausible reports whether a reported window could be a worker's second.
 func plausible(w resilience.ChannelWindow) bool {
-	return w.Calls >= 0 && w.Calls <= maxReportCalls && w.Failures >= 0 && w.Failures <= w.Calls &&
+	inBuckets := 0
+	for _, n := range w.Latency {
+		if n < 0 {
+			return false
+		}
+		inBuckets += n
+	}
+	return inBuckets <= w.Calls && w.Mismatches >= 0 && w.Mismatches <= w.Calls && w.Calls >= 0 && w.Calls <= maxReportCalls && w.Failures >= 0 && w.Failures <= w.Calls &&
 		w.Probes >= 0 && w.Probes <= w.Calls && w.ProbeFailures >= 0 && w.ProbeFailures <= w.Probes &&
 		w.ProbeFailures <= w.Failures && w.LatencySum >= 0 && w.LatencyMax >= 0
 }
@@ -387,10 +394,12 @@ func (w *Worker) control(ctx context.Context, kv jetstream.KeyValue, cs *chanSet
 		ctl.overrides.Load().States(),
 		func(ch string, since time.Time) resilience.ChannelWindow { return counts.Sum(ch, since, now) },
 		now, rand.Uint64())
-	if len(trans) == 0 && ctl.stateRev != 0 && sameChannels(next, ctl.state.Channels) {
+	rel, relEvents := w.stepRelease(a, ctl, counts, now)
+	if len(trans) == 0 && len(relEvents) == 0 && ctl.stateRev != 0 && sameChannels(next, ctl.state.Channels) && sameRelease(rel, ctl.state.Release) {
 		return
 	}
-	entry := &registry.ChannelStateEntry{API: cs.api, Leader: w.id, At: now.UTC(), Channels: next, Transitions: trans}
+	entry := &registry.ChannelStateEntry{API: cs.api, Leader: w.id, At: now.UTC(), Channels: next, Transitions: trans,
+		Release: rel, ReleaseEvents: relEvents}
 	b, _ := json.Marshal(entry)
 	key := registry.ChannelKey(registry.ChannelKeyState, cs.pool, cs.api)
 	var rev uint64
@@ -409,6 +418,18 @@ func (w *Worker) control(ctx context.Context, kv jetstream.KeyValue, cs *chanSet
 	ctl.state, ctl.stateRev = entry, rev
 	entry.Revision = rev
 	cs.view.Store(entry)
+	for _, ev := range relEvents {
+		w.log.Warn("release changed", "api", cs.api, "canary", ev.Canary, "from", ev.From, "to", ev.To,
+			"percent", ev.Percent, "by", ev.By, "reason", ev.Reason)
+		b, _ := json.Marshal(struct {
+			API     string                  `json:"api"`
+			Kind    string                  `json:"kind"`
+			Release resilience.ReleaseEvent `json:"release"`
+		}{cs.api, "release", ev})
+		if err := w.o.Conn.Publish(bus.ChannelEventPrefix+bus.PoolToken(cs.pool)+"."+cs.api, b); err != nil {
+			w.log.Warn("publishing release change", "api", cs.api, "err", err)
+		}
+	}
 	for _, tr := range trans {
 		w.log.Warn("channel changed", "api", cs.api, "channel", tr.Channel, "from", tr.From, "to", tr.To,
 			"share", tr.Share, "by", tr.By, "reason", tr.Reason)
@@ -420,6 +441,52 @@ func (w *Worker) control(ctx context.Context, kv jetstream.KeyValue, cs *chanSet
 			w.log.Warn("publishing channel change", "api", cs.api, "err", err)
 		}
 	}
+}
+
+// stepRelease moves the API's gray release one step (nil, nil for an API
+// without one).
+func (w *Worker) stepRelease(a *registry.API, ctl *controller, counts *resilience.ChannelCounts, now time.Time) (*resilience.ReleaseState, []resilience.ReleaseEvent) {
+	r := a.Release
+	if r == nil {
+		return nil, nil
+	}
+	gate, err := r.Gate()
+	if err != nil { // checked at publish: hold the canary back rather than run ungated
+		gate = func(_, _ resilience.ChannelWindow) (bool, string) {
+			return true, "the gates could not be compiled: " + err.Error()
+		}
+	}
+	var cur resilience.ReleaseState
+	if ctl.state.Release != nil {
+		cur = *ctl.state.Release
+	}
+	var cmd *resilience.ReleaseCommand
+	if o := ctl.overrides.Load(); o != nil {
+		cmd = o.Release
+	}
+	stable := func(since time.Time) resilience.ChannelWindow {
+		var sum resilience.ChannelWindow
+		for _, c := range a.Channels {
+			if c.Name != r.Canary && c.Name != r.Shadow {
+				sum.Add(counts.Sum(c.Name, since, now))
+			}
+		}
+		return sum
+	}
+	canary := func(since time.Time) resilience.ChannelWindow { return counts.Sum(r.Canary, since, now) }
+	next, ev := resilience.StepRelease(r.Policy(), cur, r.Canary, cmd, canary, stable, gate, now)
+	if ev == nil {
+		return &next, nil
+	}
+	return &next, []resilience.ReleaseEvent{*ev}
+}
+
+// sameRelease reports whether two release states are the same.
+func sameRelease(a, b *resilience.ReleaseState) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // sameChannels reports whether two state lists hold the same channels in

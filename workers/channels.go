@@ -1,9 +1,11 @@
 package workers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/jetway-gw/jetway/backend"
 	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/expr"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
 )
@@ -80,12 +83,15 @@ func (w *Worker) holdChannels(a *registry.API) *held {
 type chanCounter struct {
 	calls, failures, probes, probeFailures atomic.Int64
 	latencySum, latencyMax                 atomic.Int64 // ns
+	latency                                [len(resilience.LatencyHistogram{})]atomic.Int64
+	mismatches                             atomic.Int64
 	round                                  atomic.Uint64
 	probesSent                             atomic.Int64
 }
 
 func (c *chanCounter) record(d time.Duration, failed, probe bool) {
 	c.calls.Add(1)
+	c.latency[resilience.LatencyBucket(d)].Add(1)
 	if failed {
 		c.failures.Add(1)
 	}
@@ -106,11 +112,16 @@ func (c *chanCounter) record(d time.Duration, failed, probe bool) {
 
 // take returns the counts since the last take and starts again.
 func (c *chanCounter) take() resilience.ChannelWindow {
-	return resilience.ChannelWindow{
+	w := resilience.ChannelWindow{
 		Calls: int(c.calls.Swap(0)), Failures: int(c.failures.Swap(0)),
 		Probes: int(c.probes.Swap(0)), ProbeFailures: int(c.probeFailures.Swap(0)),
 		LatencySum: time.Duration(c.latencySum.Swap(0)), LatencyMax: time.Duration(c.latencyMax.Swap(0)),
+		Mismatches: int(c.mismatches.Swap(0)),
 	}
+	for i := range c.latency {
+		w.Latency[i] = int(c.latency[i].Swap(0))
+	}
+	return w
 }
 
 // takeProbe reserves one probe call of round for this worker: a worker
@@ -192,13 +203,23 @@ func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance
 	}
 	budget := g.channelBudget(a)
 	apiTimeout := a.TimeoutOrDefault()
+	rel := w.releaseRoute(a)
 	return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {
 		var view *registry.ChannelStateEntry
 		if cs != nil {
 			view = cs.view.Load()
 		}
 		vals := dimensionValues(dims, req)
-		order, probe := pickChannels(routes, dims, vals, view, rand.Uint64())
+		var hidden []bool
+		if rel != nil {
+			hidden = rel.hidden
+		}
+		order, probe := pickChannels(routes, dims, vals, view, rand.Uint64(), hidden)
+		if rel != nil {
+			if c := rel.canary; rel.toCanary(req, view) && usable(view, routes[c].ch.Name) && routes[c].ch.Serves(dims, vals) {
+				order = append([]int{c}, order...)
+			}
+		}
 		if len(order) == 0 {
 			return nil, bus.Errorf(bus.CodeCircuitOpen, fmt.Sprintf("every channel of api %s that serves this call is cut", a.Name))
 		}
@@ -224,6 +245,9 @@ func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance
 			isProbe := i == 0 && probe >= 0
 			resp, err := w.callChannel(ctx, r, req, cs, isProbe, apiTimeout)
 			if failure(resp, err) == "" || (resp != nil && resp.Stream != nil) {
+				if rel != nil && rel.shadow >= 0 && cs != nil && resp != nil && resp.Stream == nil {
+					w.mirror(ctx, rel, routes[rel.shadow], req, cs, resp.Status, apiTimeout)
+				}
 				return resp, err
 			}
 			last := i == len(order)-1
@@ -273,21 +297,32 @@ func (w *Worker) callChannel(ctx context.Context, r chanRoute, req *backend.Requ
 }
 
 // shadow sends a copy of req to a channel being probed, off the call's
-// path, and counts its outcome as a probe; the answer is discarded.
+// path, and counts its outcome as a probe; the answer is discarded. At
+// most the round's probes are sent (takeProbe), so these are bounded.
 func (w *Worker) shadow(ctx context.Context, r chanRoute, req *backend.Request, c *chanCounter, apiTimeout time.Duration) {
+	sendCopy(ctx, r, req, apiTimeout, func(resp *backend.Response, err error, took time.Duration) {
+		c.record(took, failure(resp, err) != "", true)
+	})
+}
+
+// sendCopy calls a channel with a copy of req on a goroutine of its own,
+// within req's deadline (or apiTimeout), and hands the outcome to done;
+// the answer is freed after.
+func sendCopy(ctx context.Context, r chanRoute, req *backend.Request, apiTimeout time.Duration, done func(*backend.Response, error, time.Duration)) {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		dl = time.Now().Add(apiTimeout)
 	}
 	cp := *req
 	cp.Header = req.Header.Clone()
+	cp.Body = slices.Clone(req.Body) // the caller's buffer may be reused once it has its answer
 	cp.Stream = 0
 	go func() {
 		sctx, cancel := context.WithDeadline(context.Background(), dl)
 		defer cancel()
 		start := time.Now()
 		resp, err := r.call(sctx, &cp)
-		c.record(time.Since(start), failure(resp, err) != "", true)
+		done(resp, err, time.Since(start))
 		resp.Free()
 	}()
 }
@@ -335,12 +370,13 @@ func queryValue(raw, name string) string {
 
 // pickChannels orders the channels that may serve a call of scenario
 // vals: first one picked by weight among the available and ramping
-// channels (each weighing its weight times its share; backups only when
+// channels not hidden (a release's canary and shadow, which it routes
+// itself) (each weighing its weight times its share; backups only when
 // no other is available), then the other available ones in the entry's
 // order, for failover. probe is the index of a channel of the scenario
 // being probed (-1 for none). A channel the view does not know (new, or
 // no controller yet) counts as available.
-func pickChannels(routes []chanRoute, dims []registry.Dimension, vals []string, view *registry.ChannelStateEntry, rnd uint64) (order []int, probe int) {
+func pickChannels(routes []chanRoute, dims []registry.Dimension, vals []string, view *registry.ChannelStateEntry, rnd uint64, hidden []bool) (order []int, probe int) {
 	probe = -1
 	type cand struct {
 		idx    int
@@ -349,7 +385,7 @@ func pickChannels(routes []chanRoute, dims []registry.Dimension, vals []string, 
 	var prim, backups []cand
 	var total, backupTotal float64
 	for i, r := range routes {
-		if !r.ch.Serves(dims, vals) {
+		if (hidden != nil && hidden[i]) || !r.ch.Serves(dims, vals) {
 			continue
 		}
 		share := 1.0
@@ -433,4 +469,130 @@ func (w *Worker) channelBreaker(a *registry.API, c *registry.Channel, g *governa
 			return resp, err
 		}
 	}
+}
+
+// releaseRoute is how an API's gray release routes: which calls get the
+// canary, and which are mirrored to the shadow.
+type releaseRoute struct {
+	canary, shadow int    // indexes into the routes; shadow -1 for none
+	hidden         []bool // the canary and shadow, left out of the ordinary pick
+	sticky, header string // app, client_ip, header (named header) or "" (random)
+	match          *expr.Cond
+	always, never  []string
+	shadowShare    float64 // of the calls mirrored, 0..1
+	// shadows counts the mirrored calls in flight: at most maxShadows.
+	shadows atomic.Int64
+}
+
+// maxShadows bounds the mirrored calls of a release in flight on a
+// worker: a slow shadow loses copies, never holds the worker's memory.
+const maxShadows = 64
+
+// releaseRoute builds the routing of a's release (nil without one).
+func (w *Worker) releaseRoute(a *registry.API) *releaseRoute {
+	r := a.Release
+	if r == nil {
+		return nil
+	}
+	rr := &releaseRoute{canary: -1, shadow: -1, hidden: make([]bool, len(a.Channels)), always: r.Always, never: r.Never,
+		shadowShare: cmp.Or(r.ShadowPercent, 100) / 100}
+	for i, c := range a.Channels {
+		switch c.Name {
+		case r.Canary:
+			rr.canary, rr.hidden[i] = i, true
+		case r.Shadow:
+			rr.shadow, rr.hidden[i] = i, true
+		}
+	}
+	if rr.canary < 0 { // checked at publish
+		return nil
+	}
+	rr.sticky = r.Sticky
+	if kind, name, ok := strings.Cut(r.Sticky, ":"); ok && kind == "header" {
+		rr.sticky, rr.header = "header", name
+	}
+	if r.Match != "" {
+		var err error
+		if rr.match, err = expr.Compile(r.Match); err != nil { // checked at publish
+			w.log.Warn("release match not compiled; no call gets the canary", "api", a.Name, "err", err)
+			rr.match = never
+		}
+	}
+	return rr
+}
+
+// never is a condition that never holds.
+var never, _ = expr.Compile("false")
+
+// toCanary reports whether a call goes to the canary: never for an app
+// in never, always for one in always, else only while the release runs
+// (or is promoted), for calls its match holds for, a share of them
+// drawn by the sticky key.
+func (rr *releaseRoute) toCanary(req *backend.Request, view *registry.ChannelStateEntry) bool {
+	if req.App != "" {
+		if slices.Contains(rr.never, req.App) {
+			return false
+		}
+		if slices.Contains(rr.always, req.App) {
+			return true
+		}
+	}
+	if view == nil || view.Release == nil || view.Release.Percent <= 0 {
+		return false
+	}
+	if rr.match != nil {
+		ok, err := rr.match.Eval(&expr.Input{Method: req.Method, Path: req.Path, Header: req.Header, RawQuery: req.RawQuery,
+			App: req.App, Sandbox: req.API.ForSandbox(), ClientIP: req.ClientIP})
+		if err != nil || !ok {
+			return false
+		}
+	}
+	var key string
+	switch rr.sticky {
+	case "app":
+		key = req.App
+	case "client_ip":
+		key = req.ClientIP
+	case "header":
+		key = req.Header.Get(rr.header)
+	}
+	var draw uint64
+	if key == "" {
+		draw = rand.Uint64()
+	} else {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(key))
+		draw = h.Sum64()
+	}
+	return float64(draw%1_000_000) < view.Release.Percent*10_000
+}
+
+// usable reports whether a channel may take calls: not cut or probing.
+func usable(view *registry.ChannelStateEntry, name string) bool {
+	st := view.Channel(name)
+	return st == nil || st.State == resilience.ChannelAvailable || st.State == resilience.ChannelRamping
+}
+
+// mirror sends a copy of req to the release's shadow, off the call's
+// path, within the call's deadline; its outcome counts for the shadow's
+// figures, with a mismatch when its status differs from the answer the
+// caller got. Copies beyond maxShadows in flight are dropped.
+func (w *Worker) mirror(ctx context.Context, rr *releaseRoute, r chanRoute, req *backend.Request, cs *chanSet, status int, apiTimeout time.Duration) {
+	if rr.shadowShare < 1 && float64(rand.Uint64()%1_000_000) >= rr.shadowShare*1_000_000 {
+		return
+	}
+	if rr.shadows.Add(1) > maxShadows {
+		rr.shadows.Add(-1)
+		return
+	}
+	c := cs.counter(r.ch.Name)
+	sendCopy(ctx, r, req, apiTimeout, func(resp *backend.Response, err error, took time.Duration) {
+		rr.shadows.Add(-1)
+		if c != nil {
+			c.record(took, failure(resp, err) != "", false)
+			if resp == nil || resp.Status != status {
+				c.mismatches.Add(1)
+			}
+		}
+	})
 }

@@ -39,6 +39,8 @@ Registry:
             an expiry (on|off|list)
   channel   an API's channel set: states, manual cut and restore, history
             (list|show|cut|restore|history)
+  release   an API's gray release over its channels: a canary's percent raised
+            step by step, rolled back on a breach (start|status|pause|resume|promote|rollback)
   app       apps, API keys, signing secrets, limits, sandbox mark, JWT issuer
             (create|get|list|disable|enable|rotate-key|rotate-secret|limit|grant|revoke|sandbox|jwt)
   cert      the edges' TLS certificates, served by SNI and rotated live (put|list|delete)
@@ -132,6 +134,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdFault(args[1:], stdout, stderr)
 	case "channel":
 		err = cmdChannel(args[1:], stdout, stderr)
+	case "release":
+		err = cmdRelease(args[1:], stdout, stderr)
 	case "cache":
 		err = cmdCache(args[1:], stdout, stderr)
 	case "app":
