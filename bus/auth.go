@@ -80,6 +80,7 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			AlertPrefix + ">",
 			HeartbeatPrefix + UserEdge + ".*",
 			SiteEventSubject,               // its calls moved to another NATS cluster
+			ChannelOutcomePrefix + ">",     // late outcomes of channel calls, for the API's pool
 			"$KV." + BucketNonces + ".>",   // claim a nonce (KV create)
 			"$KV." + BucketACME + ".>",     // store what ACME obtained, for every edge
 			"$KV." + BucketCache + ".>",    // keep an answer for every edge (cache.shared)
@@ -245,11 +246,12 @@ func channels(pools ...string) []string {
 	)
 }
 
-// channelReports are the outcome reports a worker of pools hears.
+// channelReports are the outcome reports a worker of pools hears: its
+// pool members' and the edges' late ones.
 func channelReports(pools ...string) []string {
 	var out []string
 	for _, tok := range poolTokens(pools) {
-		out = append(out, ChannelReportPrefix+tok+".>")
+		out = append(out, ChannelReportPrefix+tok+".>", ChannelOutcomePrefix+tok+".>")
 	}
 	return out
 }

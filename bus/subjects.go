@@ -46,6 +46,12 @@ const (
 	// ChannelEventPrefix + PoolToken(pool) + "." + api. Edges hear it
 	// (the alerts' input).
 	ChannelEventPrefix = "jetway.channels.event."
+	// ChannelOutcomePrefix starts the subject an edge passes an API's late
+	// outcome reports on (edge/outcomes.go) to the API's pool:
+	// ChannelOutcomePrefix + PoolToken(pool) + "." + api. Edges publish,
+	// the pool's workers hear it; each report counts as calls of the
+	// channels it names, bounded like a worker's report.
+	ChannelOutcomePrefix = "jetway.channels.outcome."
 	// RateLimitSubject carries the edges' cluster-wide rate-limit
 	// reports. Only edges publish it. A forged report counts as one more
 	// edge whose counts are clamped to [0, the rule's limit]: it can make
@@ -482,3 +488,8 @@ func SandboxSubject(pool, api string) string { return SandboxPrefix + PoolToken(
 
 // QueueGroup is the queue group of a pool's workers.
 func QueueGroup(pool string) string { return QueuePrefix + pool }
+
+// ChannelOutcomeSubject is the subject of an API's late outcome reports.
+func ChannelOutcomeSubject(pool, api string) string {
+	return ChannelOutcomePrefix + PoolToken(pool) + "." + api
+}

@@ -571,6 +571,10 @@ func (e *Edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.serveJob(w, r, id, rest, sent, addr) // async jobs (async.go)
 		return
 	}
+	if api, ok := strings.CutPrefix(canon, BuiltinPrefix+"outcomes/"); ok {
+		e.serveOutcomes(w, r, id, api, sent, addr) // late outcomes of channel calls (outcomes.go)
+		return
+	}
 	if strings.HasPrefix(canon, BuiltinPrefix) {
 		// Push connections live long: they are not in-flight calls (a
 		// publish counts itself).

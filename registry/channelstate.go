@@ -369,3 +369,23 @@ func (c *Client) stateHistory(ctx context.Context, name string) ([]*ChannelState
 	}
 	return out, nil
 }
+
+// OutcomeReport is a batch of late outcomes of an API's channel calls, as
+// an edge takes it (POST /_jetway/outcomes/<api>) and passes it to the
+// API's pool (bus.ChannelOutcomeSubject).
+type OutcomeReport struct {
+	Outcomes []Outcome `json:"outcomes"`
+	App      string    `json:"app,omitempty"` // set by the edge: the app that reported
+}
+
+// Outcome is one call's late outcome: the call's id (its X-Request-Id),
+// the channel that served it (X-Jetway-Channel), and whether it
+// succeeded in the end.
+type Outcome struct {
+	CallID  string `json:"call_id"`
+	Channel string `json:"channel"`
+	OK      bool   `json:"ok"`
+}
+
+// MaxOutcomes bounds the outcomes of one report.
+const MaxOutcomes = 1000

@@ -123,12 +123,17 @@ func (w *Worker) startChannels() {
 	m.known = map[string]*registry.ChannelStateEntry{}
 	m.kvs = map[string]*registry.ChannelOverrides{}
 	for _, tok := range poolTokensOf(w.o.Pools) {
-		sub, err := w.o.Conn.Subscribe(bus.ChannelReportPrefix+tok+".>", w.onChannelReport)
-		if err != nil {
-			w.log.Error("subscribing to channel reports", "err", err)
-			continue
+		for subj, h := range map[string]nats.MsgHandler{
+			bus.ChannelReportPrefix + tok + ".>":  w.onChannelReport,
+			bus.ChannelOutcomePrefix + tok + ".>": w.onLateOutcomes,
+		} {
+			sub, err := w.o.Conn.Subscribe(subj, h)
+			if err != nil {
+				w.log.Error("subscribing to channel reports", "subject", subj, "err", err)
+				continue
+			}
+			m.subs = append(m.subs, sub)
 		}
-		m.subs = append(m.subs, sub)
 	}
 	go w.channelLoop()
 }
@@ -325,19 +330,12 @@ func (w *Worker) reportChannels(cs *chanSet) {
 // worker's own included). The pool is in the subject, which only its
 // workers may publish; each count is bounded.
 func (w *Worker) onChannelReport(m *nats.Msg) {
-	rest := strings.TrimPrefix(m.Subject, bus.ChannelReportPrefix)
-	tok, api, ok := strings.Cut(rest, ".")
-	if !ok || len(m.Data) > maxChannelReport {
+	cs := w.reportedSet(m.Subject, bus.ChannelReportPrefix)
+	if cs == nil || len(m.Data) > maxChannelReport {
 		return
 	}
 	var rep channelReport
 	if json.Unmarshal(m.Data, &rep) != nil {
-		return
-	}
-	w.chans.mu.Lock()
-	cs := w.chans.sets[api]
-	w.chans.mu.Unlock()
-	if cs == nil || bus.PoolToken(cs.pool) != tok {
 		return
 	}
 	now := time.Now()
@@ -348,6 +346,52 @@ func (w *Worker) onChannelReport(m *nats.Msg) {
 		}
 		counts.Add(name, now, win)
 	}
+}
+
+// onLateOutcomes counts an edge's late outcome reports (an SMS delivery
+// report) toward the channels' health: each outcome one more call of its
+// channel, failed or not, in this second.
+func (w *Worker) onLateOutcomes(m *nats.Msg) {
+	cs := w.reportedSet(m.Subject, bus.ChannelOutcomePrefix)
+	if cs == nil || len(m.Data) > 2*maxChannelReport {
+		return
+	}
+	var rep registry.OutcomeReport
+	if json.Unmarshal(m.Data, &rep) != nil || len(rep.Outcomes) > registry.MaxOutcomes {
+		return
+	}
+	sums := map[string]resilience.ChannelWindow{}
+	for _, o := range rep.Outcomes {
+		if cs.counter(o.Channel) == nil {
+			continue
+		}
+		win := sums[o.Channel]
+		win.Calls++
+		if !o.OK {
+			win.Failures++
+		}
+		sums[o.Channel] = win
+	}
+	now, counts := time.Now(), cs.ctl.counts.Load()
+	for name, win := range sums {
+		counts.Add(name, now, win)
+	}
+}
+
+// reportedSet is the channel set a report's subject (prefix, pool token,
+// api) names, if this worker keeps it and the pool matches.
+func (w *Worker) reportedSet(subject, prefix string) *chanSet {
+	tok, api, ok := strings.Cut(strings.TrimPrefix(subject, prefix), ".")
+	if !ok {
+		return nil
+	}
+	w.chans.mu.Lock()
+	cs := w.chans.sets[api]
+	w.chans.mu.Unlock()
+	if cs == nil || bus.PoolToken(cs.pool) != tok {
+		return nil
+	}
+	return cs
 }
 
 // plausible reports whether a reported window could be a worker's second.

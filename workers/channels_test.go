@@ -17,6 +17,7 @@ import (
 
 	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
+	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
 )
 
@@ -254,4 +255,68 @@ func TestChannelControllerFailover(t *testing.T) {
 	if st.Leader == first {
 		t.Fatalf("the stopped worker %s still leads", first)
 	}
+}
+
+// Late outcomes: a provider that answers 200 but whose deliveries fail
+// is cut by the reports of those failures an app posts to the edge; an
+// anonymous report, one for a channel the API lacks, or one for an API
+// that does not authenticate its callers is refused.
+func TestChannelLateOutcomesCut(t *testing.T) {
+	a, b := newBackend(t, "a"), newBackend(t, "b")
+	g := jetwaytest.Start(t)
+	key, rec, _ := registry.NewAPIKey()
+	if _, err := g.Client.PutApp(context.Background(), &registry.App{ID: "owner", Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"*"}}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
+		if g.EdgeWatcher.Current().Apps["owner"] == nil {
+			return fmt.Errorf("app not loaded")
+		}
+		return nil
+	})
+	g.Publish(`{"name":"sms2","pool":"p","route":{"method":"POST","path":"/sms2"},"auth":{"methods":["key"]},
+		"channels":[{"name":"a","backend":{"type":"http","url":"` + a.URL + `"}},{"name":"b","backend":{"type":"http","url":"` + b.URL + `"}}],
+		"channel_policy":{"window":"2s","min_volume":10,"base":"1h"}}`)
+	g.Publish(channelAPI("open", "/open", a, b, `{}`))
+
+	post := func(api, body string, hdr ...string) jetwaytest.Result {
+		return g.Do("POST", "/_jetway/outcomes/"+api, strings.NewReader(body), hdr...)
+	}
+	if r := post("sms2", `{"outcomes":[{"call_id":"x","channel":"a","ok":false}]}`); r.Status != 401 {
+		t.Fatalf("anonymous report: %d %s", r.Status, r.Body)
+	}
+	if r := post("sms2", `{"outcomes":[{"call_id":"x","channel":"zz","ok":false}]}`, "X-Api-Key", key); r.Status != 400 {
+		t.Fatalf("unknown channel: %d %s", r.Status, r.Body)
+	}
+	if r := post("open", `{"outcomes":[{"call_id":"x","channel":"a","ok":false}]}`, "X-Api-Key", key); r.Status != 404 {
+		t.Fatalf("an open api: %d %s", r.Status, r.Body)
+	}
+	if r := g.Do("GET", "/_jetway/outcomes/sms2", nil, "X-Api-Key", key); r.Status != 405 {
+		t.Fatalf("GET: %d %s", r.Status, r.Body)
+	}
+
+	// The controller judges a channel from when it first knows it.
+	waitChannel(t, g, "sms2", "a", 5*time.Second, func(*resilience.ChannelStatus) bool { return true })
+	// The calls all succeed; their delivery reports on channel a fail.
+	var failedOnA []string
+	for range 40 {
+		r := g.Do("POST", "/sms2", strings.NewReader("hi"), "X-Api-Key", key)
+		if r.Status != 200 {
+			t.Fatalf("call: %d %s", r.Status, r.Body)
+		}
+		if r.Header.Get("X-Jetway-Channel") == "a" {
+			failedOnA = append(failedOnA, r.Header.Get("X-Request-Id"))
+		}
+	}
+	if len(failedOnA) < 10 {
+		t.Fatalf("only %d of 40 calls went to channel a", len(failedOnA))
+	}
+	var outs []string
+	for _, id := range failedOnA {
+		outs = append(outs, `{"call_id":"`+id+`","channel":"a","ok":false}`)
+	}
+	if r := post("sms2", `{"outcomes":[`+strings.Join(outs, ",")+`]}`, "X-Api-Key", key); r.Status != 202 {
+		t.Fatalf("report: %d %s", r.Status, r.Body)
+	}
+	waitChannel(t, g, "sms2", "a", 5*time.Second, func(s *resilience.ChannelStatus) bool { return s.State == resilience.ChannelCut })
 }
