@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -439,7 +440,9 @@ func (w *Worker) control(ctx context.Context, kv jetstream.KeyValue, cs *chanSet
 		func(ch string, since time.Time) resilience.ChannelWindow { return counts.Sum(ch, since, now) },
 		now, rand.Uint64())
 	rel, relEvents := w.stepRelease(a, ctl, counts, now)
-	if len(trans) == 0 && len(relEvents) == 0 && ctl.stateRev != 0 && sameChannels(next, ctl.state.Channels) && sameRelease(rel, ctl.state.Release) {
+	// Stored whenever anything moved, a change without a transition too
+	// (an override set or cleared on a channel already in its state).
+	if len(trans) == 0 && len(relEvents) == 0 && ctl.stateRev != 0 && slices.Equal(next, ctl.state.Channels) && sameRelease(rel, ctl.state.Release) {
 		return
 	}
 	entry := &registry.ChannelStateEntry{API: cs.api, Leader: w.id, At: now.UTC(), Channels: next, Transitions: trans,
@@ -531,20 +534,6 @@ func sameRelease(a, b *resilience.ReleaseState) bool {
 		return a == b
 	}
 	return *a == *b
-}
-
-// sameChannels reports whether two state lists hold the same channels in
-// the same order.
-func sameChannels(a, b []resilience.ChannelStatus) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Name != b[i].Name {
-			return false
-		}
-	}
-	return true
 }
 
 // lead renews the lease this worker holds, or takes the lease when nobody

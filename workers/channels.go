@@ -220,19 +220,24 @@ func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance
 				order = append([]int{c}, order...)
 			}
 		}
-		if len(order) == 0 {
+		switch {
+		case len(order) == 0 && probe >= 0:
+			// Nothing else serves the scenario: the channel being probed
+			// takes the call, as a probe, rather than no one (else a
+			// scenario whose every channel is cut would never come back).
+			order = []int{probe}
+		case len(order) == 0:
 			return nil, bus.Errorf(bus.CodeCircuitOpen, fmt.Sprintf("every channel of api %s that serves this call is cut", a.Name))
-		}
-		// A live probe: one call of the round goes to the channel being
-		// probed first; it falls back to the others if it fails.
-		if probe >= 0 && cs != nil && probeMode == registry.ProbeLive {
+		case probe >= 0 && cs != nil && probeMode == registry.ProbeLive:
+			// A live probe: one call of the round goes to the channel
+			// being probed first; it falls back to the others if it fails.
 			st := view.Channel(routes[probe].ch.Name)
 			if c := cs.counter(routes[probe].ch.Name); c != nil && st != nil && c.takeProbe(st.Round, ctlPolicy.Probes) {
 				order = append([]int{probe}, order...)
 			} else {
 				probe = -1
 			}
-		} else if probe >= 0 && cs != nil && probeMode == registry.ProbeShadow {
+		case probe >= 0 && cs != nil && probeMode == registry.ProbeShadow:
 			st := view.Channel(routes[probe].ch.Name)
 			if c := cs.counter(routes[probe].ch.Name); c != nil && st != nil && c.takeProbe(st.Round, ctlPolicy.Probes) {
 				w.shadow(ctx, routes[probe], req, c, apiTimeout)

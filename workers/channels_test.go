@@ -320,3 +320,53 @@ func TestChannelLateOutcomesCut(t *testing.T) {
 	}
 	waitChannel(t, g, "sms2", "a", 5*time.Second, func(s *resilience.ChannelStatus) bool { return s.State == resilience.ChannelCut })
 }
+
+// A scenario whose every channel is cut but one being probed is served
+// by that one (a probe), not refused; a channel held available is not
+// cut while it fails, and is the controller's again once the hold is
+// cleared — though clearing makes no transition of its own.
+func TestChannelAllCutAndHoldCleared(t *testing.T) {
+	a, b := newBackend(t, "a"), newBackend(t, "b")
+	g := jetwaytest.Start(t)
+	g.Publish(channelAPI("otp", "/otp", a, b, `{"window":"1s","min_volume":5,"base":"1h","ramp_start":0.5}`))
+	waitChannel(t, g, "otp", "b", 5*time.Second, func(*resilience.ChannelStatus) bool { return true })
+	ctx := context.Background()
+	for _, ch := range []string{"a", "b"} {
+		if err := g.Client.SetChannelOverride(ctx, "otp", ch, resilience.ChannelCut, ""); err != nil {
+			t.Fatal(err)
+		}
+		waitChannel(t, g, "otp", ch, 5*time.Second, func(s *resilience.ChannelStatus) bool { return s.State == resilience.ChannelCut })
+	}
+	if r := g.Do("GET", "/otp", nil); r.Code != "CIRCUIT_OPEN" {
+		t.Fatalf("every channel cut: %d %s", r.Status, r.Body)
+	}
+	if err := g.Client.ClearChannelOverride(ctx, "otp", "b"); err != nil {
+		t.Fatal(err)
+	}
+	waitChannel(t, g, "otp", "b", 5*time.Second, func(s *resilience.ChannelStatus) bool { return s.State == resilience.ChannelProbing })
+	if r := g.Do("GET", "/otp", nil); r.Status != 200 || !strings.HasPrefix(r.Body, "b") {
+		t.Fatalf("the probing channel is the only one: %d %s", r.Status, r.Body)
+	}
+
+	// a, cut by hand, is held available instead while it fails.
+	a.failing.Store(true)
+	if err := g.Client.SetChannelOverride(ctx, "otp", "a", resilience.ChannelAvailable, "trust it"); err != nil {
+		t.Fatal(err)
+	}
+	waitChannel(t, g, "otp", "a", 5*time.Second, func(s *resilience.ChannelStatus) bool {
+		return s.State == resilience.ChannelAvailable && s.Manual == resilience.ChannelAvailable
+	})
+	l := startLoad(g, "/otp", 5*time.Millisecond)
+	defer l.stop()
+	waitChannel(t, g, "otp", "b", 10*time.Second, func(s *resilience.ChannelStatus) bool { return s.State == resilience.ChannelAvailable })
+	time.Sleep(1500 * time.Millisecond)
+	if s := waitChannel(t, g, "otp", "a", time.Second, func(*resilience.ChannelStatus) bool { return true }); s.State != resilience.ChannelAvailable {
+		t.Fatalf("a held channel was moved: %+v", s)
+	}
+	if err := g.Client.ClearChannelOverride(ctx, "otp", "a"); err != nil {
+		t.Fatal(err)
+	}
+	waitChannel(t, g, "otp", "a", 10*time.Second, func(s *resilience.ChannelStatus) bool {
+		return s.State == resilience.ChannelCut && s.Manual == ""
+	})
+}

@@ -91,11 +91,11 @@ func cmdChannel(args []string, stdout, stderr io.Writer) error {
 		out := struct {
 			API       string                              `json:"api"`
 			Pool      string                              `json:"pool"`
-			Policy    resilience.ChannelPolicy            `json:"policy"`
+			Policy    registry.ChannelPolicy              `json:"policy"`
 			State     *registry.ChannelStateEntry         `json:"state"`
 			Revision  uint64                              `json:"revision,omitempty"`
 			Overrides map[string]registry.ChannelOverride `json:"overrides"`
-		}{API: a.Name, Pool: a.Pool, Policy: a.ChannelPolicy.Controller(), State: st, Overrides: ov.Channels}
+		}{API: a.Name, Pool: a.Pool, Policy: policyShown(a.ChannelPolicy), State: st, Overrides: ov.Channels}
 		if st != nil {
 			out.Revision = st.Revision
 		}
@@ -132,4 +132,17 @@ func cmdChannel(args []string, stdout, stderr io.Writer) error {
 		return tw.Flush()
 	}
 	return nil
+}
+
+// policyShown is an API's channel policy with every default filled in,
+// in the entry's own terms.
+func policyShown(p *registry.ChannelPolicy) registry.ChannelPolicy {
+	c := p.Controller()
+	out := registry.ChannelPolicy{Threshold: c.Threshold, Window: registry.Duration(c.Window), MinVolume: c.MinVolume,
+		Base: registry.Duration(c.Base), MaxCut: registry.Duration(c.MaxCut), Probes: c.Probes, RampStart: c.RampStart,
+		Probe: p.ProbeMode(), Failover: p.FailoverMode()}
+	if p != nil {
+		out.Dimensions = p.Dimensions
+	}
+	return out
 }
