@@ -87,16 +87,32 @@ type chanCounter struct {
 	mismatches                             atomic.Int64
 	round                                  atomic.Uint64
 	probesSent                             atomic.Int64
+	// totals are never taken: the worker's metrics (chanmetrics.go).
+	totals chanTotals
+}
+
+// chanTotals count a channel's calls on this worker since it started.
+type chanTotals struct {
+	ok, failed, probes, mismatches atomic.Int64
+	latencySum                     atomic.Int64 // ns
+	latency                        [len(resilience.LatencyHistogram{})]atomic.Int64
 }
 
 func (c *chanCounter) record(d time.Duration, failed, probe bool) {
+	bucket := resilience.LatencyBucket(d)
 	c.calls.Add(1)
-	c.latency[resilience.LatencyBucket(d)].Add(1)
+	c.latency[bucket].Add(1)
+	c.totals.latency[bucket].Add(1)
+	c.totals.latencySum.Add(int64(d))
 	if failed {
 		c.failures.Add(1)
+		c.totals.failed.Add(1)
+	} else {
+		c.totals.ok.Add(1)
 	}
 	if probe {
 		c.probes.Add(1)
+		c.totals.probes.Add(1)
 		if failed {
 			c.probeFailures.Add(1)
 		}
@@ -597,6 +613,7 @@ func (w *Worker) mirror(ctx context.Context, rr *releaseRoute, r chanRoute, req 
 			c.record(took, failure(resp, err) != "", false)
 			if resp == nil || resp.Status != status {
 				c.mismatches.Add(1)
+				c.totals.mismatches.Add(1)
 			}
 		}
 	})

@@ -155,3 +155,46 @@ func TestReleaseEntryChecks(t *testing.T) {
 		}
 	}
 }
+
+// A release's shadow gets copies of the calls, never serves a caller, and
+// its status mismatches and latencies show in the worker's metrics.
+func TestReleaseShadowMetrics(t *testing.T) {
+	v1, v2, v3 := newBackend(t, "v1"), newBackend(t, "v2"), newBackend(t, "v3")
+	v3.failing.Store(true)
+	g := jetwaytest.Start(t)
+	g.Publish(`{"name":"feed","pool":"p","route":{"path":"/feed"},
+		"channels":[{"name":"v1","backend":{"type":"http","url":"` + v1.URL + `"}},
+		            {"name":"v2","backend":{"type":"http","url":"` + v2.URL + `"}},
+		            {"name":"v3","backend":{"type":"http","url":"` + v3.URL + `"}}],
+		"release":{"canary":"v2","shadow":"v3"}}`)
+	for range 30 {
+		if r := g.Do("GET", "/feed", nil); r.Status != 200 || !strings.HasPrefix(r.Body, "v1") {
+			t.Fatalf("a caller got %d %q: only the stable serves a pending release", r.Status, r.Body)
+		}
+	}
+	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if n := v3.hits.Load(); n != 30 {
+			return fmt.Errorf("the shadow got %d copies of 30 calls", n)
+		}
+		return nil
+	})
+	var out strings.Builder
+	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		out.Reset()
+		if err := g.Worker.WriteChannelMetrics(&out, "n1"); err != nil {
+			return err
+		}
+		for _, want := range []string{
+			`jetway_worker_channel_mismatches_total{api="feed",channel="v3",node="n1"} 30`,
+			`jetway_worker_channel_calls_total{api="feed",channel="v3",outcome="failed",node="n1"} 30`,
+			`jetway_worker_channel_calls_total{api="feed",channel="v1",outcome="ok",node="n1"} 30`,
+			`jetway_worker_channel_duration_seconds_count{api="feed",channel="v3",node="n1"} 30`,
+			`jetway_worker_release_percent{api="feed",canary="v2",stage="pending",node="n1"} 0`,
+		} {
+			if !strings.Contains(out.String(), want) {
+				return fmt.Errorf("metrics lack %s", want)
+			}
+		}
+		return nil
+	})
+}

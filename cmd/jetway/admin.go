@@ -194,6 +194,7 @@ func (n *node) adminHandler() http.Handler {
 		if n.worker != nil {
 			n.writeWireMetrics(w)
 			_ = n.worker.WriteJobMetrics(w, n.id)
+			_ = n.worker.WriteChannelMetrics(w, n.id)
 		}
 		n.writeJobQueueMetrics(w)
 		n.writeLinkMetrics(w)
