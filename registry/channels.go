@@ -54,8 +54,13 @@ type ChannelPolicy struct {
 	RampStart float64 `json:"ramp_start,omitempty"`
 	// Probe is how a cut channel is probed: live (real calls, falling
 	// back to a healthy channel when the probe fails; the default) or
-	// shadow (copies of real calls, the answer discarded: read-only APIs).
+	// shadow (copies of real calls, the answer discarded: read-only APIs)
+	// or canned (the controller sends probe_requests itself, whatever
+	// the traffic: a quiet channel is probed too).
 	Probe string `json:"probe,omitempty"`
+	// ProbeRequests are the saved calls a canned probe round sends (probe
+	// canned), in turn: each answer is judged by the API's classify.
+	ProbeRequests []ProbeRequest `json:"probe_requests,omitempty"`
 	// Failover says which failed calls are tried on the next channel:
 	// safe (idempotent calls: GET, HEAD, OPTIONS, PUT, DELETE, or one
 	// with an Idempotency-Key; the default), always, or never.
@@ -63,6 +68,22 @@ type ChannelPolicy struct {
 	// Dimensions pick a call's scenario: each reads one value of the call.
 	Dimensions []Dimension `json:"dimensions,omitempty"`
 }
+
+// ProbeRequest is a saved call a canned probe sends to a channel being
+// probed, as a caller's call would reach it.
+type ProbeRequest struct {
+	Method  string            `json:"method,omitempty"` // default GET
+	Path    string            `json:"path"`
+	Query   string            `json:"query,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+}
+
+// maxProbeRequests bounds a policy's canned probes, maxProbeBody each body.
+const (
+	maxProbeRequests = 10
+	maxProbeBody     = 64 << 10
+)
 
 // Dimension is one value of a call that selects channels: From is
 // header:<name>, query:<name>, param:<name> (a route parameter) or app.
@@ -75,6 +96,7 @@ type Dimension struct {
 const (
 	ProbeLive       = "live"
 	ProbeShadow     = "shadow"
+	ProbeCanned     = "canned"
 	FailoverSafe    = "safe"
 	FailoverAlways  = "always"
 	FailoverNever   = "never"
@@ -262,8 +284,33 @@ func (a *API) checkChannels(params []string, catchAll bool, add func(path, forma
 				add(path, "must be between 1s and 168h")
 			}
 		}
-		if !slices.Contains([]string{"", ProbeLive, ProbeShadow}, p.Probe) {
-			add("channel_policy.probe", "must be %s or %s", ProbeLive, ProbeShadow)
+		if !slices.Contains([]string{"", ProbeLive, ProbeShadow, ProbeCanned}, p.Probe) {
+			add("channel_policy.probe", "must be %s, %s or %s", ProbeLive, ProbeShadow, ProbeCanned)
+		}
+		switch {
+		case p.Probe == ProbeCanned && len(p.ProbeRequests) == 0:
+			add("channel_policy.probe_requests", "canned probes need at least one saved request")
+		case p.Probe != ProbeCanned && len(p.ProbeRequests) > 0:
+			add("channel_policy.probe_requests", "are sent by canned probes only (probe: canned)")
+		case len(p.ProbeRequests) > maxProbeRequests:
+			add("channel_policy.probe_requests", "at most %d", maxProbeRequests)
+		}
+		for i, pr := range p.ProbeRequests {
+			path := fmt.Sprintf("channel_policy.probe_requests[%d]", i)
+			if pr.Method != "" && !validMethodToken(pr.Method) {
+				add(path+".method", "%q is not an HTTP method", pr.Method)
+			}
+			if !strings.HasPrefix(pr.Path, "/") || strings.ContainsAny(pr.Path, " ?#\r\n") {
+				add(path+".path", "must be an absolute path without query or spaces")
+			}
+			if len(pr.Body) > maxProbeBody {
+				add(path+".body", "at most %d bytes", maxProbeBody)
+			}
+			for k := range pr.Headers {
+				if !validHeaderName(k) {
+					add(path+".headers", "%q is not a header name", k)
+				}
+			}
 		}
 		if !slices.Contains([]string{"", FailoverSafe, FailoverAlways, FailoverNever}, p.Failover) {
 			add("channel_policy.failover", "must be %s, %s or %s", FailoverSafe, FailoverAlways, FailoverNever)
@@ -508,4 +555,17 @@ func (a *API) checkRelease(add func(path, format string, args ...any)) {
 			}
 		}
 	}
+}
+
+// validMethodToken reports whether m is an HTTP method token.
+func validMethodToken(m string) bool {
+	if m == "" || len(m) > 16 {
+		return false
+	}
+	for _, c := range m {
+		if c < 'A' || c > 'Z' {
+			return false
+		}
+	}
+	return true
 }

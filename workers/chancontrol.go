@@ -1,10 +1,12 @@
 package workers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -13,7 +15,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
+	"github.com/jetway-gw/jetway/backend"
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
@@ -41,6 +45,8 @@ const (
 	// steps its controllers: the pool's reports of the same second
 	// arrive meanwhile.
 	reportsArrive = 200 * time.Millisecond
+	// channelKVTimeout bounds one API's KV calls in a step of the loop.
+	channelKVTimeout = time.Second
 )
 
 // controller is a worker's part in one API's controller.
@@ -204,7 +210,11 @@ func (w *Worker) channelLoop() {
 		now := time.Now()
 		for _, cs := range sets {
 			if kv != nil {
-				w.control(ctx, kv, cs, now)
+				// Each API's KV calls have a second: one that hangs
+				// delays the others by no more.
+				cctx, cancel := context.WithTimeout(ctx, channelKVTimeout)
+				w.control(cctx, kv, cs, now)
+				cancel()
 			}
 		}
 	}
@@ -442,6 +452,7 @@ func (w *Worker) control(ctx context.Context, kv jetstream.KeyValue, cs *chanSet
 	rel, relEvents := w.stepRelease(a, ctl, counts, now)
 	// Stored whenever anything moved, a change without a transition too
 	// (an override set or cleared on a channel already in its state).
+	defer w.cannedProbes(cs, a) // a round goes on while nothing else moves
 	if len(trans) == 0 && len(relEvents) == 0 && ctl.stateRev != 0 && slices.Equal(next, ctl.state.Channels) && sameRelease(rel, ctl.state.Release) {
 		return
 	}
@@ -488,6 +499,50 @@ func (w *Worker) control(ctx context.Context, kv jetstream.KeyValue, cs *chanSet
 			w.log.Warn("publishing channel change", "api", cs.api, "err", err)
 		}
 	}
+}
+
+// maxCannedPerStep bounds the canned probes the leader sends per step.
+const maxCannedPerStep = 20
+
+// cannedProbes sends, as the leader, the canned probes still due in the
+// current round of each channel being probed (probe canned): the saved
+// requests in turn, each counted as a probe of that channel.
+func (w *Worker) cannedProbes(cs *chanSet, a *registry.API) {
+	p := a.ChannelPolicy
+	routes := cs.routes.Load()
+	if p.ProbeMode() != registry.ProbeCanned || len(p.ProbeRequests) == 0 || routes == nil || cs.ctl.state == nil {
+		return
+	}
+	probes := p.Controller().Probes
+	for _, st := range cs.ctl.state.Channels {
+		if st.State != resilience.ChannelProbing {
+			continue
+		}
+		c := cs.counter(st.Name)
+		i := slices.IndexFunc(*routes, func(r chanRoute) bool { return r.ch.Name == st.Name })
+		if c == nil || i < 0 {
+			continue
+		}
+		for n := 0; n < maxCannedPerStep && c.takeProbe(st.Round, probes); n++ {
+			pr := p.ProbeRequests[int(c.probesSent.Load()-1)%len(p.ProbeRequests)]
+			ctx, cancel := context.WithTimeout(context.Background(), a.TimeoutOrDefault())
+			sendCopy(ctx, (*routes)[i], cannedRequest(a, pr), a.TimeoutOrDefault(), func(resp *backend.Response, err error, took time.Duration) {
+				c.record(took, failure(resp, err) != "", true)
+			})
+			cancel() // sendCopy keeps the deadline, not the context
+		}
+	}
+}
+
+// cannedRequest is a saved probe request as a backend sees a call.
+func cannedRequest(a *registry.API, pr registry.ProbeRequest) *backend.Request {
+	h := http.Header{}
+	for k, v := range pr.Headers {
+		h.Set(k, v)
+	}
+	h.Set("X-Jetway-Probe", "canned")
+	return &backend.Request{API: a, Method: cmp.Or(pr.Method, http.MethodGet), Path: pr.Path, RawQuery: pr.Query,
+		Header: h, Body: []byte(pr.Body), RequestID: "probe-" + nuid.Next()}
 }
 
 // stepRelease moves the API's gray release one step (nil, nil for an API

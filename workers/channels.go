@@ -163,6 +163,9 @@ type chanSet struct {
 	counters  atomic.Pointer[map[string]*chanCounter]
 	view      atomic.Pointer[registry.ChannelStateEntry]
 	ctl       *controller
+	// routes are the channels as the API's current stack calls them,
+	// for the controller's canned probes (chancontrol.go).
+	routes atomic.Pointer[[]chanRoute]
 }
 
 // counter returns the channel's counter (nil for a channel the set no
@@ -209,6 +212,9 @@ func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance
 			call = inst.Call
 		}
 		routes[i] = chanRoute{ch: c, call: backend.Chain(call, w.channelBreaker(a, c, g), classify)}
+	}
+	if cs != nil {
+		cs.routes.Store(&routes)
 	}
 	policy := a.ChannelPolicy
 	ctlPolicy := policy.Controller()

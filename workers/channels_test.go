@@ -370,3 +370,27 @@ func TestChannelAllCutAndHoldCleared(t *testing.T) {
 		return s.State == resilience.ChannelCut && s.Manual == ""
 	})
 }
+
+// Canned probes: the controller probes a cut channel with the saved
+// requests itself, so a channel comes back with no traffic at all.
+func TestChannelCannedProbes(t *testing.T) {
+	a, b := newBackend(t, "a"), newBackend(t, "b")
+	g := jetwaytest.Start(t)
+	g.Publish(channelAPI("kyc2", "/kyc2", a, b, `{"window":"1s","min_volume":5,"base":"1s","max_cut":"1s","probes":2,"ramp_start":1,
+		"probe":"canned","probe_requests":[{"path":"/health","query":"deep=1"}]}`))
+	waitChannel(t, g, "kyc2", "a", 5*time.Second, func(*resilience.ChannelStatus) bool { return true })
+	a.failing.Store(true)
+	l := startLoad(g, "/kyc2", 5*time.Millisecond)
+	waitChannel(t, g, "kyc2", "a", 5*time.Second, func(s *resilience.ChannelStatus) bool { return s.State == resilience.ChannelCut })
+	l.stop()
+	a.failing.Store(false)
+	before := a.hits.Load()
+	waitChannel(t, g, "kyc2", "a", 10*time.Second, func(s *resilience.ChannelStatus) bool { return s.State == resilience.ChannelAvailable })
+	if n := a.hits.Load() - before; n < 2 {
+		t.Fatalf("the channel came back after %d canned probes, want at least 2", n)
+	}
+	if _, err := registry.ParseAPI("", []byte(`{"name":"x","pool":"p","route":{"path":"/x"},"channels":[{"name":"a","backend":{"type":"mock"}}],
+		"channel_policy":{"probe":"canned"}}`)); err == nil || !strings.Contains(err.Error(), "probe_requests") {
+		t.Fatalf("canned probes without requests: %v", err)
+	}
+}
