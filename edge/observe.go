@@ -40,6 +40,7 @@ func (e *Edge) observe(c *call, r *http.Request, start time.Time) {
 			}
 		}
 		m.Record(rt.key, rt.api.Pool, o, reason, latency)
+		c.observeChannel(m, o)
 		if c.app != nil {
 			m.RecordApp(c.app.app.ID, o)
 		}

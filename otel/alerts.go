@@ -31,14 +31,15 @@ type AlertEvent struct {
 }
 
 // Alerts evaluates alert rules over the cluster's per-second records
-// (from every edge, deduplicated by node), the breaker events of the pools
-// and the live workers. It keeps each alert's state so that an alert is
-// reported once when it fires and once when it resolves.
+// (from every edge, deduplicated by node), the breaker and channel events
+// of the pools and the live workers. It keeps each alert's state so that
+// an alert is reported once when it fires and once when it resolves.
 type Alerts struct {
 	mu       sync.Mutex
 	seconds  map[int64]map[string]map[string]Record // second → api → node → record
 	breakers map[string]string                      // api → last announced state
 	sites    map[string]string                      // edge node id → the site its calls go to (ObserveSite)
+	channels map[string]channelAlert                // "<api>/<channel>" → its state (ObserveChannel)
 	firing   map[string]bool                        // rule|target → firing
 	// keep is how many seconds of records are kept: the longest window of
 	// the rules last evaluated, at least a minute.
@@ -112,7 +113,7 @@ func (a *Alerts) Firing() []string {
 
 // NewAlerts returns an evaluator with no data.
 func NewAlerts() *Alerts {
-	return &Alerts{seconds: map[int64]map[string]map[string]Record{}, breakers: map[string]string{}, sites: map[string]string{}, firing: map[string]bool{}, keep: minKeep,
+	return &Alerts{seconds: map[int64]map[string]map[string]Record{}, breakers: map[string]string{}, sites: map[string]string{}, channels: map[string]channelAlert{}, firing: map[string]bool{}, keep: minKeep,
 		jobs: map[string]registry.JobQueue{}, deadSeen: map[string][]deadCount{}}
 }
 
@@ -157,6 +158,7 @@ func (a *Alerts) ObserveRecords(rs []Record, now time.Time) {
 		if a.seconds[sec][r.API] == nil {
 			a.seconds[sec][r.API] = map[string]Record{}
 		}
+		r.Channels = nil // no rule reads them
 		a.seconds[sec][r.API][r.Node] = r
 	}
 }
@@ -270,6 +272,11 @@ func (a *Alerts) Evaluate(now time.Time, rules map[string]*registry.AlertRule, w
 			for _, api := range a.targets(r) {
 				st := a.breakers[api]
 				judge(r, api, st == "open", st, "closed", "the breaker of api "+api+" is "+st)
+			}
+		case registry.AlertChannelCut:
+			for _, target := range a.channelTargets(r.Name, r.API) {
+				firing, state, msg := a.judgeChannel(target)
+				judge(r, target, firing, state, ChannelAvailable, msg)
 			}
 		case registry.AlertJobQueueAbove, registry.AlertJobAgeAbove, registry.AlertDeadLettersAbove:
 			for _, api := range a.jobTargets(r) {

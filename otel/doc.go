@@ -8,8 +8,9 @@
 // served as Prometheus text, and into one Record per API per second that
 // the nodes publish on NATS and answer queries for (query.go). Alerts
 // (alerts.go) judges the alert rules from those records and from breaker
-// events. SetupTracing (tracing.go) builds the tracer provider from the
-// standard OTEL_* variables; the OTLP/HTTP exporter is Jetway's own
+// and channel events (channels.go: calls by channel, channel states).
+// SetupTracing (tracing.go) builds the tracer provider from the standard
+// OTEL_* variables; the OTLP/HTTP exporter is Jetway's own
 // (exporter.go, otlpwire.go), with bounded queues and rate-limited error
 // logs (errlog.go), so a slow or absent collector never holds up a call.
 package otel

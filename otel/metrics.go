@@ -52,6 +52,8 @@ type Metrics struct {
 	apps atomic.Pointer[map[string]*appMetrics]
 	ring secondRing
 
+	chanView channelView // the channels' states, from their events (channels.go)
+
 	accessDropped func() int64 // set once before serving (CountAccessLogDrops)
 }
 
@@ -77,6 +79,9 @@ type apiMetrics struct {
 	faults     [2]atomic.Int64                 // injected by a drill: delays, aborts
 	shed       atomic.Int64                    // refused by the edge's shedding (also blocked OVERLOADED)
 	cache      [len(cacheResults)]atomic.Int64 // response cache lookups, by cacheResults
+	// channels count the calls of an API with a channel set by the
+	// channel that answered (copy-on-write under Metrics.mu; channels.go).
+	channels atomic.Pointer[map[string]*channelCounts]
 	// the current second, swapped by Tick
 	sec   atomic.Pointer[secAcc]
 	spare *secAcc
@@ -129,6 +134,7 @@ func (m *Metrics) api(name, pool string) *apiMetrics {
 			a.failed[c] = new(atomic.Int64)
 		}
 		a.sec.Store(newSecAcc())
+		a.channels.Store(&map[string]*channelCounts{})
 		return a
 	})
 }
@@ -216,6 +222,9 @@ type Record struct {
 	P90     time.Duration `json:"p90_ns,omitempty"` // absent in records of releases before it
 	P99     time.Duration `json:"p99_ns"`
 	P999    time.Duration `json:"p999_ns,omitempty"`
+	// Channels are the calls of an API with a channel set by the channel
+	// that answered, those of the second that had any.
+	Channels []ChannelCalls `json:"channels,omitempty"`
 }
 
 // Line formats r as "ts_ms|api|pass|block|success|error|avg_ms|p99_ms".
@@ -242,7 +251,8 @@ func (m *Metrics) Tick(now time.Time) []Record {
 		old.fail.Store(0)
 		old.hist.reset()
 		a.spare = old
-		if r.Pass+r.Block > 0 {
+		r.Channels = a.tickChannels()
+		if r.Pass+r.Block > 0 || len(r.Channels) > 0 {
 			out = append(out, r)
 		}
 	}
@@ -338,6 +348,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) error {
 	}
 	counters("jetway_cache_lookups_total", "Response cache lookups, by result: hit, miss, stale (served past freshness: stale-while-revalidate or stale-if-error), shared (a hit read from the shared cache).",
 		"result", cacheResults[:], func(a *apiMetrics, i int) int64 { return a.cache[i].Load() })
+	m.writeChannels(bw, apis, lbl)
 	fmt.Fprintln(bw, "# HELP jetway_availability Share of passed calls (not blocked) that did not fail, since start.")
 	fmt.Fprintln(bw, "# TYPE jetway_availability gauge")
 	for _, a := range apis {

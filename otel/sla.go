@@ -356,7 +356,9 @@ type SLAOptions struct {
 	// Node is the node id (the subject's last token).
 	Node string
 	// Breakers, if set, is followed for breaker openings
-	// (jetway.breaker.>): an edge's connection may.
+	// (jetway.breaker.>), and for the channel events of every pool
+	// (jetway.channels.event.>), which it hands to the Metrics for their
+	// channel gauges (Metrics.ObserveChannel): an edge's connection may.
 	Breakers *nats.Conn
 	// Stream, if set, makes the recorder create the stream when missing
 	// (an admin connection only).
@@ -387,9 +389,10 @@ type SLARecorder struct {
 	backlog  []SLAMinute
 	stopped  bool
 
-	sub  *nats.Subscription
-	stop chan struct{}
-	done chan struct{}
+	sub     *nats.Subscription
+	chanSub *nats.Subscription // the channel events, for m's gauges
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // apiSnap is an API's cumulative counters when last read.
@@ -430,6 +433,10 @@ func StartSLARecorder(m *Metrics, o SLAOptions) (*SLARecorder, error) {
 			return nil, fmt.Errorf("sla recorder: following breaker events: %w", err)
 		}
 		r.sub = sub
+		if r.chanSub, err = FollowChannelEvents(o.Breakers, m.ObserveChannel); err != nil {
+			_ = sub.Unsubscribe()
+			return nil, fmt.Errorf("sla recorder: following channel events: %w", err)
+		}
 	}
 	go r.run()
 	return r, nil
@@ -493,6 +500,9 @@ func (r *SLARecorder) Stop(ctx context.Context) {
 	<-r.done
 	if r.sub != nil {
 		_ = r.sub.Unsubscribe()
+	}
+	if r.chanSub != nil {
+		_ = r.chanSub.Unsubscribe()
 	}
 	r.closeMinute(time.Time{})
 	r.send(ctx)

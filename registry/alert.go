@@ -22,6 +22,7 @@ const (
 	AlertSuccessRateBelow = "success_rate_below" // success share of passed calls over Window < Threshold
 	AlertP99Above         = "p99_above"          // p99 latency over Window > Latency
 	AlertBreakerOpened    = "breaker_opened"     // the API's breaker is open in its pool
+	AlertChannelCut       = "channel_cut"        // a channel of the API's channel set is cut, probing or ramping: one alert per channel
 	AlertNoWorkers        = "no_workers"         // no live worker serves the rule's Pool
 	// Async jobs (docs/async.md), from the job streams.
 	AlertJobQueueAbove    = "job_queue_above"    // more than Jobs jobs of the API in the jobs stream
@@ -33,12 +34,14 @@ const (
 )
 
 // AlertRule is one alert rule. Firing and resolving are published on
-// jetway.alerts.<rule>.<api or pool> and, with Webhook, POSTed there;
-// repeats are suppressed while an alert stays firing.
+// jetway.alerts.<rule>.<target> — the API, the pool (no_workers), the
+// edge (on_standby) or <api>/<channel> (channel_cut) — and, with Webhook,
+// POSTed there; repeats are suppressed while an alert stays firing.
 type AlertRule struct {
 	Name string `json:"name"`
 	Kind string `json:"kind"`
-	// API the rule watches, or "*" for every API (not for no_workers).
+	// API the rule watches, or "*" for every API (not for no_workers or
+	// on_standby); channel_cut watches every channel of the API.
 	API string `json:"api,omitempty"`
 	// Pool, for no_workers.
 	Pool string `json:"pool,omitempty"`
@@ -110,7 +113,7 @@ func ParseAlert(key string, doc []byte) (*AlertRule, error) {
 		if r.Latency <= 0 {
 			add("latency", "is required: a duration such as \"300ms\"")
 		}
-	case AlertBreakerOpened:
+	case AlertBreakerOpened, AlertChannelCut:
 	case AlertNoWorkers:
 		if err := bus.ValidName(r.Pool); err != nil {
 			add("pool", "%v", err)
@@ -129,7 +132,7 @@ func ParseAlert(key string, doc []byte) (*AlertRule, error) {
 		}
 	case AlertOnStandby:
 	default:
-		add("kind", "must be success_rate_below, p99_above, breaker_opened, no_workers, job_queue_above, job_age_above, dead_letters_above or on_standby")
+		add("kind", "must be success_rate_below, p99_above, breaker_opened, channel_cut, no_workers, job_queue_above, job_age_above, dead_letters_above or on_standby")
 	}
 	if r.Kind != AlertNoWorkers && r.Kind != AlertOnStandby {
 		if r.API == "" {

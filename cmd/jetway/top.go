@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,8 +30,12 @@ const topUsage = `Usage: jetway top [--nats URL] [--once] [--interval 1s]
 top shows a live table of every API across the cluster, refreshed each
 second: calls per second, blocked per second, error %, average, p50 (the
 nodes' weighted by calls) and p99 latency (the slowest node's), the breaker state last announced by the pool,
-and whether the API is degraded. It reads what every edge publishes each
-second on jetway.metrics.> and the breaker events on jetway.breaker.>.
+and whether the API is degraded. Under an API with a channel set, a row
+per channel (↳) shows, over the refresh interval, its calls per second,
+its share of the API's calls, its error % and, in BREAKER, its state as
+the pool's controller last announced it. It reads what every edge
+publishes each second on jetway.metrics.>, the breaker events on
+jetway.breaker.> and the channel events on jetway.channels.event.>.
 
 metric prints an API's per-second records from every node: first those
 of the last --history (what the edges keep, up to an hour), then each new
@@ -43,6 +49,23 @@ type clusterView struct {
 	mu       sync.Mutex
 	seconds  map[int64]map[string]map[string]otel.Record // second → api → node → record
 	breakers map[string]string                           // api → last announced state
+	channels map[string]map[string]otel.ChannelEvent     // api → channel → last announced change
+}
+
+// observeChannel keeps a channel's last announced change (bounded: a
+// channel set has at most 16 channels).
+func (v *clusterView) observeChannel(ev otel.ChannelEvent) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	chans := v.channels[ev.API]
+	if _, ok := chans[ev.Channel]; !ok && (len(chans) >= 32 || len(v.channels) >= 4096) {
+		return
+	}
+	if chans == nil {
+		chans = map[string]otel.ChannelEvent{}
+		v.channels[ev.API] = chans
+	}
+	chans[ev.Channel] = ev
 }
 
 func (v *clusterView) add(rs []otel.Record) {
@@ -70,10 +93,20 @@ type topRow struct {
 	pass, block, errs, success int64
 	avg, p50, p99              time.Duration
 	nodes                      int
+	channels                   []topChannel // of an API with a channel set
 }
 
-// rows sums the last complete second across nodes.
-func (v *clusterView) rows() (int64, []topRow) {
+// topChannel is a channel's calls over the last seconds, and its state.
+type topChannel struct {
+	name       string
+	ok, failed int64
+	state      string // "" when none was heard
+	share      float64
+}
+
+// rows sums the last complete second across nodes, and the calls by
+// channel over the last n seconds.
+func (v *clusterView) rows(n int) (int64, []topRow) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var latest int64
@@ -97,10 +130,58 @@ func (v *clusterView) rows() (int64, []topRow) {
 			row.avg = weighted / time.Duration(n)
 			row.p50 = weighted50 / time.Duration(n) // the nodes' p50s, weighted by calls
 		}
+		row.channels = v.channelRows(api, latest, n)
 		out = append(out, row)
 	}
 	slices.SortFunc(out, func(a, b topRow) int { return strings.Compare(a.api, b.api) })
 	return latest, out
+}
+
+// channelRows sums an API's calls by channel across nodes over the n
+// seconds up to latest, with every channel heard of in events (a cut one
+// takes no calls), by name. v.mu is held.
+func (v *clusterView) channelRows(api string, latest int64, n int) []topChannel {
+	byName := map[string]*topChannel{}
+	get := func(name string) *topChannel {
+		if byName[name] == nil {
+			byName[name] = &topChannel{name: name}
+		}
+		return byName[name]
+	}
+	for sec := latest - int64(n) + 1; sec <= latest; sec++ {
+		for _, r := range v.seconds[sec][api] {
+			for _, c := range r.Channels {
+				if c.OK < 0 || c.Failed < 0 || len(byName) >= 64 && byName[c.Channel] == nil {
+					continue
+				}
+				tc := get(c.Channel)
+				tc.ok += c.OK
+				tc.failed += c.Failed
+			}
+		}
+	}
+	for name, ev := range v.channels[api] {
+		tc := get(name)
+		tc.state, tc.share = ev.To, ev.Share
+	}
+	out := make([]topChannel, 0, len(byName))
+	for _, tc := range byName {
+		out = append(out, *tc)
+	}
+	slices.SortFunc(out, func(a, b topChannel) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// channelState is how top shows a channel's state: the state, and the
+// share a ramping channel takes.
+func (c topChannel) channelState() string {
+	switch {
+	case c.state == "":
+		return "-"
+	case c.state == otel.ChannelRamping:
+		return fmt.Sprintf("%s %g%%", c.state, math.Round(c.share*1000)/10)
+	}
+	return c.state
 }
 
 func cmdTop(args []string, stdout, stderr io.Writer) error {
@@ -124,7 +205,8 @@ func cmdTop(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer nc.Close()
-	v := &clusterView{seconds: map[int64]map[string]map[string]otel.Record{}, breakers: map[string]string{}}
+	v := &clusterView{seconds: map[int64]map[string]map[string]otel.Record{}, breakers: map[string]string{},
+		channels: map[string]map[string]otel.ChannelEvent{}}
 	if _, err := nc.Subscribe(otel.MetricsSubjectPrefix+">", func(m *nats.Msg) {
 		var rs []otel.Record
 		if json.Unmarshal(m.Data, &rs) == nil {
@@ -143,7 +225,11 @@ func cmdTop(args []string, stdout, stderr io.Writer) error {
 	}); err != nil {
 		return err
 	}
+	if _, err := otel.FollowChannelEvents(nc, v.observeChannel); err != nil {
+		return err
+	}
 	degraded := func() map[string]bool { return degradedAPIs(ctx, nc) }
+	secs := max(int(math.Round(interval.Seconds())), 1) // the channels' rows are over the interval
 	t := time.NewTicker(*interval)
 	defer t.Stop()
 	for {
@@ -152,14 +238,14 @@ func cmdTop(args []string, stdout, stderr io.Writer) error {
 			return nil
 		case <-t.C:
 		}
-		sec, rows := v.rows()
+		sec, rows := v.rows(secs)
 		if !*once {
 			fmt.Fprint(stdout, "\033[H\033[2J") // clear the terminal
 		}
 		deg := degraded()
 		fmt.Fprintf(stdout, "jetway top — second %s — %d APIs with traffic\n\n", time.Unix(sec, 0).UTC().Format("15:04:05"), len(rows))
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "API\tQPS\tBLOCKED/S\tERROR %\tAVG\tP50\tP99\tNODES\tBREAKER\tDEGRADED")
+		fmt.Fprintln(tw, "API\tQPS\tSHARE\tBLOCKED/S\tERROR %\tAVG\tP50\tP99\tNODES\tBREAKER\tDEGRADED")
 		for _, r := range rows {
 			errPct := 0.0
 			if r.pass > 0 {
@@ -175,13 +261,36 @@ func cmdTop(args []string, stdout, stderr io.Writer) error {
 			if deg[r.api] {
 				dg = "yes"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%v\t%v\t%v\t%d\t%s\t%s\n", r.api, r.pass+r.block, r.block, errPct,
+			fmt.Fprintf(tw, "%s\t%d\t-\t%d\t%.1f\t%v\t%v\t%v\t%d\t%s\t%s\n", r.api, r.pass+r.block, r.block, errPct,
 				r.avg.Round(time.Microsecond), r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.nodes, br, dg)
+			writeChannelRows(tw, r.channels, secs)
 		}
 		_ = tw.Flush()
 		if *once {
 			return nil
 		}
+	}
+}
+
+// writeChannelRows writes an API's rows by channel: calls per second over
+// secs seconds, share of the API's calls answered by a channel, error %,
+// state.
+func writeChannelRows(w io.Writer, chans []topChannel, secs int) {
+	var total int64
+	for _, c := range chans {
+		total += c.ok + c.failed
+	}
+	for _, c := range chans {
+		calls := c.ok + c.failed
+		share, errPct := 0.0, "-"
+		if total > 0 {
+			share = 100 * float64(calls) / float64(total)
+		}
+		if calls > 0 {
+			errPct = strconv.FormatFloat(100*float64(c.failed)/float64(calls), 'f', 1, 64)
+		}
+		qps := strconv.FormatFloat(math.Round(10*float64(calls)/float64(secs))/10, 'f', -1, 64)
+		fmt.Fprintf(w, "  ↳ %s\t%s\t%.1f%%\t-\t%s\t-\t-\t-\t-\t%s\t-\n", c.name, qps, share, errPct, c.channelState())
 	}
 }
 
