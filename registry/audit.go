@@ -23,7 +23,7 @@ type Change struct {
 	At       time.Time `json:"at"`
 	Actor    string    `json:"actor"`
 	Action   string    `json:"action"` // put, delete, rollback
-	Kind     string    `json:"kind"`   // api, app, degrade, fault, alert, jsonschema, schema, cert
+	Kind     string    `json:"kind"`   // api, app, degrade, fault, alert, jsonschema, schema, cert, channel, release, ...
 	Key      string    `json:"key"`
 	Revision uint64    `json:"revision,omitempty"`
 	// Settled is how a write whose answer never came was found to have
@@ -94,7 +94,7 @@ func (c *Client) WithAuditErrors(f func(error)) *Client {
 }
 
 // AuditKinds are the kinds of change the trail records.
-var AuditKinds = []string{"api", "app", "degrade", "fault", "alert", "jsonschema", "schema", "cert", "token", "cache", "topic", "push", "secret", "dlq"}
+var AuditKinds = []string{"api", "app", "degrade", "fault", "alert", "jsonschema", "schema", "cert", "token", "cache", "topic", "push", "secret", "dlq", "channel", "release"}
 
 // Record adds a change made outside the registry's buckets (a cache
 // purge, a kick of push connections) to the audit trail.

@@ -324,6 +324,8 @@ func (a *API) checkChannels(params []string, catchAll bool, add func(path, forma
 			add(path+".name", "must be lower-case letters, digits, '_' or '-' (at most 63)")
 		} else if names[c.Name] {
 			add(path+".name", "%q is named twice", c.Name)
+		} else if c.Name == "other" {
+			add(path+".name", `"other" is reserved: the edge's metrics count a channel no entry lists as other`)
 		}
 		names[c.Name] = true
 		if c.Weight < 0 || c.Weight > 10_000 {

@@ -249,9 +249,14 @@ func (c *Client) SetChannelOverride(ctx context.Context, name, channel string, s
 	if state != resilience.ChannelCut && state != resilience.ChannelAvailable {
 		return fmt.Errorf("an override holds a channel cut or available, not %q", state)
 	}
-	return c.overrideChannel(ctx, name, channel, func(o *ChannelOverrides) {
+	action := "cut"
+	if state == resilience.ChannelAvailable {
+		action = "hold"
+	}
+	rev, err := c.overrideChannel(ctx, name, channel, func(o *ChannelOverrides) {
 		o.Channels[channel] = ChannelOverride{State: state, By: c.actor, Reason: reason, At: time.Now().UTC()}
 	})
+	return c.noted(ctx, "channel", action, name+"/"+channel, rev, err)
 }
 
 // SendRelease sends an operator's command (resilience.ReleaseStart,
@@ -271,52 +276,54 @@ func (c *Client) SendRelease(ctx context.Context, name, action, reason string) (
 		return "", fmt.Errorf("api %s has no release block: add one to its entry (docs/channels.md)", name)
 	}
 	cmd := &resilience.ReleaseCommand{ID: nuid.Next(), Action: action, By: c.actor, Reason: reason, At: time.Now().UTC()}
-	return cmd.ID, c.editOverrides(ctx, a, func(o *ChannelOverrides) { o.Release = cmd })
+	rev, err := c.editOverrides(ctx, a, func(o *ChannelOverrides) { o.Release = cmd })
+	return cmd.ID, c.noted(ctx, "release", action, name, rev, err)
 }
 
 // ClearChannelOverride gives an API's channel back to the controller.
 func (c *Client) ClearChannelOverride(ctx context.Context, name, channel string) error {
-	return c.overrideChannel(ctx, name, channel, func(o *ChannelOverrides) { delete(o.Channels, channel) })
+	rev, err := c.overrideChannel(ctx, name, channel, func(o *ChannelOverrides) { delete(o.Channels, channel) })
+	return c.noted(ctx, "channel", "restore", name+"/"+channel, rev, err)
 }
 
 // overrideChannel edits the override of one channel of an API.
-func (c *Client) overrideChannel(ctx context.Context, name, channel string, edit func(*ChannelOverrides)) error {
+func (c *Client) overrideChannel(ctx context.Context, name, channel string, edit func(*ChannelOverrides)) (uint64, error) {
 	a, err := c.channelAPI(ctx, name)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !slices.ContainsFunc(a.Channels, func(ch Channel) bool { return ch.Name == channel }) {
-		return fmt.Errorf("api %s has no channel %q", name, channel)
+		return 0, fmt.Errorf("api %s has no channel %q", name, channel)
 	}
 	return c.editOverrides(ctx, a, edit)
 }
 
 // editOverrides edits an API's overrides by compare-and-set, again if
 // another operator's edit came first.
-func (c *Client) editOverrides(ctx context.Context, a *API, edit func(*ChannelOverrides)) error {
+func (c *Client) editOverrides(ctx context.Context, a *API, edit func(*ChannelOverrides)) (uint64, error) {
 	name := a.Name
 	kv, err := c.channelsKV(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	key := ChannelKey(ChannelKeyManual, a.Pool, a.Name)
 	for attempt := 0; ; attempt++ {
 		o, rev, err := readOverrides(ctx, kv, a)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		edit(o)
 		b, _ := json.Marshal(o)
 		if rev == 0 {
-			_, err = kv.Create(ctx, key, b)
+			rev, err = kv.Create(ctx, key, b)
 		} else {
-			_, err = kv.Update(ctx, key, b, rev)
+			rev, err = kv.Update(ctx, key, b, rev)
 		}
 		if err == nil {
-			return nil
+			return rev, nil
 		}
 		if attempt == 4 || !(errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err)) {
-			return fmt.Errorf("writing the overrides of api %s: %w", name, err)
+			return 0, fmt.Errorf("writing the overrides of api %s: %w", name, err)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/otel"
+	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
 )
 
@@ -57,6 +58,17 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 		return err
 	}
 	subs = append(subs, s2)
+	s4, err := otel.FollowChannelEvents(nc, func(ev otel.ChannelEvent) {
+		// Only an event of the API's own pool, of a channel its entry
+		// lists, counts, as for breakers.
+		if api := n.watcher.Current().APIs[ev.API]; api != nil && ev.PoolToken == bus.PoolToken(api.Pool) && listsChannel(api, ev.Channel) {
+			a.ObserveChannel(ev)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	subs = append(subs, s4)
 	s3, err := nc.Subscribe(bus.SiteEventSubject, func(m *nats.Msg) {
 		var ev siteEvent
 		if json.Unmarshal(m.Data, &ev) == nil && ev.Node != "" && (ev.To == "primary" || ev.To == "standby") {
@@ -94,6 +106,10 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 				}
 			}
 			a.KeepSites(func(node string) bool { return edges[node] })
+			// A channel gone from its API's entry (or its API deleted) is
+			// forgotten: its channel_cut alert resolves.
+			apis := n.watcher.Current().APIs
+			a.KeepChannels(func(api, channel string) bool { return listsChannel(apis[api], channel) })
 			if !n.alertLeader(now) {
 				n.firing.Store(nil) // another node judges: its beats say what fires
 				continue
@@ -115,6 +131,11 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 			n.firing.Store(&firing)
 		}
 	}
+}
+
+// listsChannel reports whether an API's entry lists a channel.
+func listsChannel(a *registry.API, channel string) bool {
+	return a != nil && slices.ContainsFunc(a.Channels, func(c registry.Channel) bool { return c.Name == channel })
 }
 
 // alertLeader reports whether this node judges alerts now.

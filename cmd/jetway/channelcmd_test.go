@@ -37,6 +37,9 @@ func TestChannelCommand(t *testing.T) {
 	if code, out := jw("", "channel", "list", "sms"); code != 0 || !strings.Contains(out, "cut by ") {
 		t.Fatalf("list after cut: %d %s", code, out)
 	}
+	if code, out := jw("", "audit", "--kind", "channel"); code != 0 || !strings.Contains(out, "sms/carrier-a") || !strings.Contains(out, "cut") {
+		t.Fatalf("audit of the cut: %d %s", code, out)
+	}
 	if code, out := jw("", "channel", "show", "sms"); code != 0 || !strings.Contains(out, `"reason": "carrier outage"`) {
 		t.Fatalf("show: %d %s", code, out)
 	}
