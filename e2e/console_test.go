@@ -198,6 +198,25 @@ func TestConsole(t *testing.T) {
 		waitStatus(t, srv.edge+"/v1/hello/x", http.StatusOK)
 	})
 
+	t.Run("a channel set listed, its release started and a channel cut from the console", func(t *testing.T) {
+		doc := `{"name":"e2e.channels","pool":"e2e","route":{"method":"GET","path":"/v1/e2e-channels"},
+			"channels":[{"name":"carrier-a","weight":3,"backend":{"type":"mock","body":"a"}},{"name":"carrier-b","backend":{"type":"mock","body":"b"}}],
+			"release":{"canary":"carrier-b","steps":[10,50]}}`
+		if res := jetway(t, doc, "api", "put", "-", "--nats", srv.natsURL); res.code != 0 {
+			t.Fatalf("api put: %s", res.stderr)
+		}
+		openAPI(t, ctx, console, "e2e.channels")
+		row := `#channels tr[data-channel="carrier-b"]`
+		waitJS(t, ctx, "the channels", fmt.Sprintf(`!!document.querySelector(%q) && document.querySelector(%q).textContent === '–'`, row, row+" td.override"))
+		waitJS(t, ctx, "the release pending", `document.getElementById('release-stage').textContent === 'pending'`)
+		run(t, ctx, "start the release", chromedp.Click(css("#release-start")))
+		waitJS(t, ctx, "the release at its first step", `document.getElementById('release-stage').textContent === 'running' && document.getElementById('release-percent').textContent === '10 %'`)
+		run(t, ctx, "cut", chromedp.Click(css(row+" button.channel-cut")))
+		waitJS(t, ctx, "the override and the controller's cut", fmt.Sprintf(`document.querySelector(%q).textContent.startsWith('cut by ') &&
+			document.querySelector(%q).textContent === 'cut'`, row+" td.override", row+" td .tag"))
+		screenshot(t, ctx, "channels")
+	})
+
 	t.Run("an XSS payload in a description is text", func(t *testing.T) {
 		payload := `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>`
 		doc := fmt.Sprintf(`{"name":"e2e.xss","pool":"e2e","description":%q,"route":{"method":"GET","path":"/v1/xss"},"backend":{"type":"mock","json":{}}}`, payload)

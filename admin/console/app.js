@@ -209,6 +209,7 @@ async function cluster(g) {
     if (it.name.startsWith('draft.')) tags.push(el('span', { class: 'tag warn' }, 'draft'));
     if (down.has(it.name)) tags.push(el('span', { class: 'tag bad' }, 'degraded'));
     if (it.newest_error) tags.push(el('span', { class: 'tag bad', title: it.newest_error }, 'newest invalid'));
+    if (e.channels) tags.push(el('span', { class: 'tag' }, e.channels.length + ' channels'));
     const br = el('span', { class: 'tag bad', hidden: true }, 'breaker open');
     tagged.set(it.name, br);
     tags.push(br);
@@ -293,6 +294,98 @@ function describeDrill(f) {
   if (f.abort) parts.push('abort ' + f.abort.percent + '% with ' + f.abort.status);
   if (f.delay) parts.push('delay ' + f.delay.percent + '% by ' + f.delay.min + (f.delay.max ? '–' + f.delay.max : ''));
   return parts.join(', ') + ' until ' + new Date(f.expires_at).toLocaleString();
+}
+
+// when is a stored time, short ('–' for none).
+function when(t) { return t && !String(t).startsWith('0001-') ? String(t).replace('T', ' ').replace(/\.\d+/, '') : '–'; }
+
+const stateTag = st => el('span', { class: 'tag ' + (st === 'available' ? 'ok' : st === 'cut' ? 'bad' : 'warn') }, st);
+
+// channelsSection: an API's channel set (docs/channels.md), read again
+// every 3 s once started: each channel's state, share and override with
+// Cut, Hold and Restore (an operator's), the history, and a release's
+// stage and percent with its commands.
+function channelsSection(g, path, entry) {
+  const rows = el('tbody', { id: 'channels' });
+  const hist = el('tbody', { id: 'channel-history' });
+  const msg = el('div', { id: 'channel-status' });
+  const reason = el('input', { type: 'text', id: 'channel-reason', placeholder: 'reason (optional)', title: 'kept with a cut, a hold or a release command' });
+  const rel = entry.release ? { state: el('div', { id: 'release-state' }, '–'), command: el('div', { class: 'muted', id: 'release-command' }), rows: el('tbody', { id: 'release-history' }) } : null;
+  const empty = (cols, r, none) => [el('tr', {}, el('td', { colspan: cols, class: 'muted' }, r && !r.ok ? errorText(r) : none))];
+  const pct = n => String(Math.round(n * 100) / 100);
+
+  async function act(method, url, body, done) {
+    const r = await api(method, url, body === undefined ? {} : { body });
+    if (!r.ok) { msg.replaceChildren(el('p', { class: 'error' }, errorText(r))); return; }
+    msg.replaceChildren(el('p', { class: 'notice', id: 'channel-done' }, done));
+    refresh();
+  }
+  const override = ch => path + '/channels/' + encodeURIComponent(ch) + '/override';
+  function showChannels(r) {
+    const list = (r && r.ok && r.json && r.json.channels) || [];
+    rows.replaceChildren(...(list.length ? list.map(c => {
+      const o = c.override;
+      return el('tr', { 'data-channel': c.name }, el('td', {}, c.name, c.backup ? el('span', { class: 'tag' }, 'backup') : ''),
+        el('td', {}, stateTag(c.state)), el('td', { class: 'num' }, pct(100 * c.share) + ' %'), el('td', { class: 'num' }, c.weight),
+        el('td', { class: 'override', title: o && o.reason ? o.reason : null }, o ? o.state + ' by ' + o.by : '–'),
+        el('td', {}, when(c.since)), el('td', {}, c.reason || ''),
+        el('td', { class: 'actions' },
+          el('button', { type: 'button', class: 'danger channel-cut', 'data-channel': c.name, disabled: o && o.state === 'cut', title: 'hold it cut until restored (an operator\'s)',
+            onclick: () => act('PUT', override(c.name), { state: 'cut', reason: reason.value }, c.name + ' is held cut.') }, 'Cut'),
+          el('button', { type: 'button', class: 'channel-hold', 'data-channel': c.name, disabled: o && o.state === 'available', title: 'hold it available at its full share until restored',
+            onclick: () => act('PUT', override(c.name), { state: 'available', reason: reason.value }, c.name + ' is held available.') }, 'Hold'),
+          el('button', { type: 'button', class: 'channel-restore', 'data-channel': c.name, disabled: !o, title: 'clear the override: the controller\'s again',
+            onclick: () => act('DELETE', override(c.name), undefined, c.name + ' is the controller\'s again.') }, 'Restore')));
+    }) : empty(8, r, 'no channels')));
+  }
+  function showHistory(r) {
+    const items = ((r && r.ok && r.json && r.json.items) || []).slice(-20).reverse();
+    hist.replaceChildren(...(items.length ? items.map(t => el('tr', {}, el('td', {}, when(t.at)), el('td', {}, t.channel), el('td', {}, t.from + ' → ' + t.to),
+      el('td', { class: 'num' }, pct(100 * t.share) + ' %'), el('td', {}, t.by), el('td', { class: 'num' }, (t.window && t.window.calls) || 0),
+      el('td', { class: 'num' }, (t.window && t.window.failures) || 0), el('td', {}, t.reason || ''))) : empty(8, r, 'no change yet: no controller has moved a channel')));
+  }
+  function showRelease(r) {
+    const v = r && r.ok && r.json;
+    if (!v) { rel.state.replaceChildren(el('span', { class: 'error' }, r ? errorText(r) : '')); return; }
+    const st = v.state;
+    rel.state.replaceChildren(...(st
+      ? ['Canary ', v.canary, ': ', el('span', { class: 'tag', id: 'release-stage' }, st.stage), ' at ', el('strong', { id: 'release-percent' }, pct(st.percent) + ' %'),
+        ', step ' + (st.step + 1) + ' since ' + when(st.since), st.reason ? el('div', { class: 'muted' }, st.reason) : '']
+      : ['Canary ', v.canary, ': ', el('span', { class: 'tag', id: 'release-stage' }, 'pending'), ' — no controller has stepped it yet']));
+    const c = v.command;
+    rel.command.textContent = c ? 'Last command: ' + c.action + ' by ' + c.by + ' at ' + when(c.at) + (st && st.command === c.id ? ' (applied)' : ' (not applied yet)') : '';
+    const items = (v.history || []).slice(-20).reverse();
+    rel.rows.replaceChildren(...(items.length ? items.map(e => el('tr', {}, el('td', {}, when(e.at)), el('td', {}, e.from + ' → ' + e.to),
+      el('td', { class: 'num' }, pct(e.percent) + ' %'), el('td', {}, e.by), el('td', { class: 'num' }, (e.canary_window && e.canary_window.calls) || 0),
+      el('td', { class: 'num' }, (e.canary_window && e.canary_window.failures) || 0), el('td', {}, e.reason || ''))) : empty(7, null, 'no change yet')));
+  }
+  async function refresh() {
+    try {
+      const [c, h, rl] = await Promise.all([api('GET', path + '/channels'), api('GET', path + '/channels/history'), rel ? api('GET', path + '/release') : null]);
+      if (g !== gen) return;
+      showChannels(c);
+      showHistory(h);
+      if (rel) showRelease(rl);
+    } catch { /* signed out */ }
+  }
+  const head = (...hs) => el('thead', {}, el('tr', {}, hs.map(h => el('th', {}, h))));
+  const node = el('section', { id: 'channel-set' }, el('h2', {}, 'Channels'),
+    el('div', { class: 'row' }, reason, el('span', { class: 'muted' }, 'Cut and Hold beat the controller until Restore.')), msg,
+    el('table', {}, head('channel', 'state', 'share', 'weight', 'override', 'since', 'reason', ''), rows),
+    rel ? [el('h2', {}, 'Release'), rel.state, rel.command,
+      el('div', { class: 'row' }, ['start', 'pause', 'resume', 'promote', 'rollback'].map(a => el('button', { type: 'button', id: 'release-' + a, class: a === 'rollback' ? 'danger' : a === 'promote' ? 'primary' : null,
+        onclick: () => act('POST', path + '/release', { action: a, reason: reason.value }, 'Sent ' + a + ' to the release: the controller applies it within a second or two.') }, a[0].toUpperCase() + a.slice(1)))),
+      el('table', {}, head('at', 'stage', 'percent', 'by', 'canary calls', 'failed', 'reason'), rel.rows)] : '',
+    el('h2', {}, 'History'), el('table', {}, head('at', 'channel', 'change', 'share', 'by', 'calls', 'failed', 'reason'), hist));
+  return {
+    node,
+    start() {
+      if (g !== gen) return;
+      refresh();
+      const timer = setInterval(refresh, 3000);
+      leave.push(() => clearInterval(timer));
+    },
+  };
 }
 
 async function apiScreen(g, name) {
@@ -400,6 +493,7 @@ async function apiScreen(g, name) {
     el('td', { class: 'num' }, rv.revision), el('td', {}, rv.op), el('td', {}, rv.created), el('td', {}, rv.error || ''),
     el('td', {}, rv.entry ? el('button', { type: 'button', onclick: () => { revDiff.replaceChildren(el('p', { class: 'muted' }, 'Revision ' + rv.revision + ' against the editor:'), diffView(pretty(rv.entry), editor.value, 'revision-diff')); } }, 'diff') : '')));
   const revDiff = el('div');
+  const channels = entry.channels ? channelsSection(g, path, entry) : null;
 
   show(g, el('h1', {}, name, ' ', degraded ? el('span', { class: 'tag bad' }, 'degraded') : '', hasDraft ? el('span', { class: 'tag warn' }, 'has a draft') : ''),
     el('p', { class: 'muted', id: 'description' }, entry.description || ''),
@@ -408,12 +502,14 @@ async function apiScreen(g, name) {
       el('button', { type: 'button', id: 'degrade-toggle', class: degraded ? '' : 'danger', onclick: flip }, degraded ? 'Restore' : 'Degrade')),
       el('div', { class: 'row' }, 'Fault drill: ', drillMsg, drill ? el('button', { type: 'button', id: 'fault-end', onclick: endDrill }, 'End the drill') : ''),
       el('div', { class: 'row' }, kind, what, ' for ', share, '% of calls, ', minutes, ' minutes ', el('button', { type: 'button', class: 'danger', id: 'fault-start', onclick: startDrill }, drill ? 'Replace the drill' : 'Start a drill'))),
+    channels ? channels.node : '',
     el('section', {}, el('h2', {}, 'Entry'), editor, el('div', { class: 'row' }, el('button', { type: 'button', class: 'primary', id: 'save', onclick: () => save() }, 'Save'), el('span', { class: 'muted' }, 'revision ' + String(etag).replace(/"/g, ''))), status, conflict),
     el('section', {}, el('h2', {}, 'Cases and release'), el('div', { class: 'row' }, key,
       el('button', { type: 'button', id: 'run-cases', onclick: () => runCases(false) }, 'Run cases'),
       hasDraft ? el('button', { type: 'button', id: 'run-draft-cases', onclick: () => runCases(true) }, 'Run the draft\'s cases') : '',
       hasDraft ? el('button', { type: 'button', class: 'primary', id: 'promote', onclick: promote }, 'Promote the draft (revision ' + draft.etag + ')') : ''), caseOut),
     el('section', {}, el('h2', {}, 'Revisions'), table(['revision', 'op', 'written', 'problem', ''], revRows), revDiff));
+  if (channels) channels.start();
 
   const lat = new LineChart(canvas, [{ name: 'p50', color: '#1a7f37' }, { name: 'p90', color: '#2454c5' }, { name: 'p99', color: '#b26a00' }, { name: 'p99.9', color: '#c62828' }], { unit: ' ms' });
   const calls = new LineChart(qps, [{ name: 'calls/s', color: '#2454c5' }, { name: 'failed/s', color: '#c62828' }]);
