@@ -21,14 +21,13 @@ import (
 //	{"outcomes":[{"call_id":"<the call's X-Request-Id>","channel":"<X-Jetway-Channel>","ok":false}]}
 //
 // authenticated as an app granted the API, as a call of the API would be.
-// Each outcome counts as one more call of the channel, failed or not, in
-// the window it arrives in: the pool's controller judges it with the
+// Each outcome of a call the reporting app made, on the channel that
+// served it, counts once as one more call of that channel, failed or
+// not, in the window it arrives in (the worker that made the call checks
+// that: workers/recentcalls.go); the pool's controller judges it with the
 // rest (workers/chancontrol.go). Only APIs that authenticate their
 // callers take reports: an open API's channels cannot be judged by
 // whoever asks.
-
-// Bounds of a report.
-const maxOutcomeBody = 64 << 10
 
 func (e *Edge) serveOutcomes(w http.ResponseWriter, r *http.Request, id, api, sent string, addr netip.Addr) {
 	if r.Method != http.MethodPost {
@@ -41,11 +40,11 @@ func (e *Edge) serveOutcomes(w http.ResponseWriter, r *http.Request, id, api, se
 		writeError(w, bus.CodeRouteNotFound, "no api "+quoteName(api)+" with channels that authenticates its callers takes outcome reports", id)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxOutcomeBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, registry.MaxOutcomeBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, bus.CodePayloadTooLarge, "an outcome report is at most 64 KiB", id)
+			writeError(w, bus.CodePayloadTooLarge, fmt.Sprintf("an outcome report is at most %d KiB", registry.MaxOutcomeBody>>10), id)
 			return
 		}
 		writeError(w, bus.CodeBadRequest, "reading the report: "+err.Error(), id)

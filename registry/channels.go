@@ -182,11 +182,13 @@ func (a *API) ChannelSpecs() []resilience.ChannelSpec {
 	out := make([]resilience.ChannelSpec, 0, len(a.Channels))
 	for _, c := range a.Channels {
 		spec := resilience.ChannelSpec{Name: c.Name}
-		if a.Release != nil && a.Release.Shadow == c.Name {
-			// A shadow serves no caller: it covers no scenario of the
-			// others, and nothing covers its own (never cut for lack
-			// of a replacement; its figures show how it does).
-			spec.Serves = []string{"shadow:" + c.Name}
+		if r := a.Release; r != nil && (r.Shadow == c.Name || r.Canary == c.Name) {
+			// A release's shadow serves no caller and its canary only
+			// the calls the release sends it: neither covers a scenario
+			// of the others (the stable is never cut for a canary that
+			// could not take its calls), and nothing covers theirs (the
+			// canary answers to the release's gates, not to a cut).
+			spec.Serves = []string{"release:" + c.Name}
 			out = append(out, spec)
 			continue
 		}

@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
 )
@@ -353,5 +358,35 @@ func TestChannelAPIJSONRoundTrip(t *testing.T) {
 	}
 	if b, _ := json.Marshal(one); !strings.Contains(string(b), `"backend":{`) {
 		t.Fatalf("an API with one backend marshals without it: %s", b)
+	}
+}
+
+// The channels bucket refuses a rollup: a pool's worker, which may write
+// its pool's state keys, cannot wipe every pool's states and the
+// operators' overrides with Nats-Rollup: all.
+func TestChannelsBucketDeniesRollup(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	kv, err := registry.OpenChannels(ctx, js, registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "manual.q.pay", []byte(`{"channels":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg("$KV." + registry.BucketChannels + ".state.p.x")
+	msg.Data = []byte(`{}`)
+	msg.Header.Set("Nats-Rollup", "all")
+	if _, err := js.PublishMsg(ctx, msg); err == nil {
+		t.Fatal("a rollup was stored")
+	}
+	if _, err := kv.Get(ctx, "manual.q.pay"); err != nil {
+		t.Fatalf("the overrides are gone: %v", err)
+	}
+	// Opening it again binds the same stream.
+	if _, err := registry.OpenChannels(ctx, js, registry.BucketOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

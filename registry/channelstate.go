@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -32,12 +33,41 @@ const BucketChannels = bus.BucketChannels
 // most JetStream KV allows): `jetway channel history` reads them.
 const channelHistory = 64
 
-// OpenChannels opens (or creates) the channels bucket.
+// ChannelsMaxBytes bounds the channels bucket: a worker that writes keys
+// of made-up APIs (its pool's prefix lets it) fills this, never the
+// storage the registry, nonces and jobs share.
+const ChannelsMaxBytes = 64 << 20
+
+// OpenChannels opens (or creates) the channels bucket. Its stream is made
+// by hand, to deny what a KV bucket allows: a rollup (Nats-Rollup: all on
+// a state key, which a pool's workers may write, would wipe every pool's
+// states and the operators' overrides), and deletes and purges by the
+// API; and bounded (ChannelsMaxBytes, new writes refused when full).
 func OpenChannels(ctx context.Context, js jetstream.JetStream, o BucketOptions) (jetstream.KeyValue, error) {
-	return openBucket(ctx, js, jetstream.KeyValueConfig{
-		Bucket: BucketChannels, Description: "Jetway: channel sets' states, controller leases and manual overrides",
-		History: channelHistory, Replicas: max(o.Replicas, 1), MaxValueSize: 64 << 10,
+	if kv, err := js.KeyValue(ctx, BucketChannels); err == nil {
+		return kv, nil
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("opening bucket %s: %w", BucketChannels, err)
+	}
+	err := createPushStream(ctx, js, jetstream.StreamConfig{
+		Name:              "KV_" + BucketChannels,
+		Description:       "Jetway: channel sets' states, controller leases and manual overrides",
+		Subjects:          []string{"$KV." + BucketChannels + ".>"},
+		MaxMsgsPerSubject: channelHistory,
+		MaxBytes:          ChannelsMaxBytes,
+		MaxMsgSize:        maxChannelEntry,
+		Discard:           jetstream.DiscardNew,
+		AllowDirect:       true,
+		DenyDelete:        true,
+		DenyPurge:         true,
+		Duplicates:        2 * time.Minute,
+		Storage:           jetstream.FileStorage,
+		Replicas:          max(o.Replicas, 1),
 	})
+	if err != nil {
+		return nil, err
+	}
+	return js.KeyValue(ctx, BucketChannels)
 }
 
 // Kinds of key in BucketChannels.
@@ -105,7 +135,12 @@ func ParseChannelState(b []byte) (*ChannelStateEntry, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, fmt.Errorf("channel state: %w", err)
 	}
-	for _, c := range e.Channels {
+	for i := range e.Channels {
+		c := &e.Channels[i]
+		if !channelName.MatchString(c.Name) {
+			return nil, fmt.Errorf("channel state: %q is not a channel name", c.Name)
+		}
+		c.Reason = printable(c.Reason)
 		switch c.State {
 		case resilience.ChannelAvailable, resilience.ChannelCut, resilience.ChannelProbing, resilience.ChannelRamping:
 		default:
@@ -117,6 +152,15 @@ func ParseChannelState(b []byte) (*ChannelStateEntry, error) {
 	}
 	if r := e.Release; r != nil && (r.Percent < 0 || r.Percent > 100) {
 		return nil, fmt.Errorf("channel state: release at %v %%, outside 0..100", r.Percent)
+	}
+	if r := e.Release; r != nil {
+		r.Reason = printable(r.Reason)
+	}
+	for i := range e.Transitions {
+		e.Transitions[i].Reason = printable(e.Transitions[i].Reason)
+	}
+	for i := range e.ReleaseEvents {
+		e.ReleaseEvents[i].Reason = printable(e.ReleaseEvents[i].Reason)
 	}
 	return &e, nil
 }
@@ -394,5 +438,23 @@ type Outcome struct {
 	OK      bool   `json:"ok"`
 }
 
-// MaxOutcomes bounds the outcomes of one report.
-const MaxOutcomes = 1000
+// MaxOutcomes bounds the outcomes of one report, MaxOutcomeBody its size
+// as an edge takes it.
+const (
+	MaxOutcomes    = 1000
+	MaxOutcomeBody = 96 << 10
+)
+
+// printable drops the control characters of a text a worker wrote, which
+// a terminal (jetway channel list) would otherwise obey.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+}

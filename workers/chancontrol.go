@@ -73,7 +73,11 @@ type channelMachinery struct {
 	known map[string]*registry.ChannelStateEntry // stored states seen before their API was applied
 	kvs   map[string]*registry.ChannelOverrides  // overrides seen before their API was applied
 	kv    atomic.Pointer[jetstream.KeyValue]
-	subs  []*nats.Subscription
+	// stopWatch ends the current watches (under mu).
+	stopWatch context.CancelFunc
+	// done is closed when the loop has ended, its leases given up.
+	done atomic.Pointer[chan struct{}]
+	subs []*nats.Subscription
 }
 
 // chanSetOf returns the API's channel set state, creating it (and the
@@ -100,6 +104,12 @@ func (w *Worker) chanSetOf(a *registry.API) *chanSet {
 	}
 	cs.setChannels(a)
 	cs.ctl.api.Store(a)
+	switch {
+	case a.Auth.Requires() && cs.recent.Load() == nil:
+		cs.recent.Store(&recentCalls{})
+	case !a.Auth.Requires():
+		cs.recent.Store(nil)
+	}
 	if span := a.ChannelPolicy.Controller().Window + 5*time.Second; span != cs.ctl.span {
 		cs.ctl.counts.Store(resilience.NewChannelCounts(span))
 		cs.ctl.span = span
@@ -142,7 +152,29 @@ func (w *Worker) startChannels() {
 			m.subs = append(m.subs, sub)
 		}
 	}
-	go w.channelLoop()
+	done := make(chan struct{})
+	m.done.Store(&done)
+	go func() {
+		defer close(done)
+		w.channelLoop()
+	}()
+}
+
+// waitChannels waits, within ctx and at most a couple of seconds, for the
+// channel loop to end after the worker's stop: its leases are then given
+// up, so another worker's controller takes over at once.
+func (w *Worker) waitChannels(ctx context.Context) {
+	d := w.chans.done.Load()
+	if d == nil {
+		return
+	}
+	t := time.NewTimer(2 * channelKVTimeout)
+	defer t.Stop()
+	select {
+	case <-*d:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 func mapValues(m map[string]*chanSet) []*chanSet {
@@ -207,13 +239,13 @@ func (w *Worker) channelLoop() {
 			continue
 		case <-time.After(reportsArrive):
 		}
-		now := time.Now()
 		for _, cs := range sets {
 			if kv != nil {
 				// Each API's KV calls have a second: one that hangs
-				// delays the others by no more.
+				// delays the others by no more; each steps at its own
+				// now, so a lease is never renewed with a stale one.
 				cctx, cancel := context.WithTimeout(ctx, channelKVTimeout)
-				w.control(cctx, kv, cs, now)
+				w.control(cctx, kv, cs, time.Now())
 				cancel()
 			}
 		}
@@ -232,27 +264,47 @@ func (w *Worker) channelsKV(ctx context.Context) jetstream.KeyValue {
 		w.log.Debug("channels bucket not open yet", "err", err)
 		return nil
 	}
+	// The pools' watches live and die together: when one ends (its
+	// consumer lost for good), all stop and the next tick opens them
+	// again, so no pool's states go stale and no watch is left behind.
+	wctx, stop := context.WithCancel(ctx)
+	w.chans.mu.Lock()
+	w.chans.stopWatch = stop // the loop's context ends it too, at the worker's stop
+	w.chans.mu.Unlock()
+	var watches []jetstream.KeyWatcher
 	for _, tok := range poolTokensOf(w.o.Pools) {
-		watch, err := kv.Watch(ctx, "*."+tok+".>")
+		watch, err := kv.Watch(wctx, "*."+tok+".>")
 		if err != nil {
 			w.log.Warn("watching channel states", "err", err)
+			for _, wt := range watches {
+				_ = wt.Stop()
+			}
+			stop()
 			return nil
 		}
-		go w.watchChannels(watch)
+		watches = append(watches, watch)
 	}
 	w.chans.kv.Store(&kv)
+	for _, watch := range watches {
+		go w.watchChannels(wctx, stop, watch)
+	}
 	return kv
 }
 
-// watchChannels applies the stored states and overrides as they change.
-func (w *Worker) watchChannels(watch jetstream.KeyWatcher) {
+// watchChannels applies the stored states and overrides as they change,
+// until ctx ends; when its watch ends first, it stops the others (stop)
+// and has the bucket opened again.
+func (w *Worker) watchChannels(ctx context.Context, stop context.CancelFunc, watch jetstream.KeyWatcher) {
 	defer func() { _ = watch.Stop() }()
 	for {
 		select {
-		case <-w.stopped:
+		case <-ctx.Done():
 			return
 		case e, ok := <-watch.Updates():
 			if !ok {
+				w.log.Warn("channel states watch ended; watching again")
+				w.chans.kv.Store(nil)
+				stop()
 				return
 			}
 			if e != nil {
@@ -288,7 +340,7 @@ func (w *Worker) onChannelEntry(e jetstream.KeyValueEntry) {
 		}
 		if cs != nil {
 			cs.view.Store(st)
-		} else {
+		} else if len(m.known) < maxKnownChannelKeys || m.known[e.Key()] != nil {
 			m.known[e.Key()] = st
 		}
 	case registry.ChannelKeyManual:
@@ -299,11 +351,17 @@ func (w *Worker) onChannelEntry(e jetstream.KeyValueEntry) {
 		}
 		if cs != nil {
 			cs.ctl.overrides.Store(o)
-		} else {
+		} else if len(m.kvs) < maxKnownChannelKeys || m.kvs[e.Key()] != nil {
 			m.kvs[e.Key()] = o
 		}
 	}
 }
+
+// maxKnownChannelKeys bounds the states and overrides a worker keeps for
+// APIs it has not applied (yet): a pool's worker may write keys of
+// made-up APIs under its prefix, which must not grow every worker's
+// memory. One beyond the bound is read again when its API is applied.
+const maxKnownChannelKeys = 4096
 
 // channelReport is what a worker reports of an API's channels each second.
 type channelReport struct {
@@ -360,20 +418,29 @@ func (w *Worker) onChannelReport(m *nats.Msg) {
 }
 
 // onLateOutcomes counts an edge's late outcome reports (an SMS delivery
-// report) toward the channels' health: each outcome one more call of its
-// channel, failed or not, in this second.
+// report) toward the channels' health: each outcome of a call this
+// worker made one more call of its channel, failed or not, in this
+// second.
 func (w *Worker) onLateOutcomes(m *nats.Msg) {
 	cs := w.reportedSet(m.Subject, bus.ChannelOutcomePrefix)
-	if cs == nil || len(m.Data) > 2*maxChannelReport {
+	if cs == nil || len(m.Data) > registry.MaxOutcomeBody+4<<10 { // the body the edge took, and the app it adds
 		return
 	}
 	var rep registry.OutcomeReport
 	if json.Unmarshal(m.Data, &rep) != nil || len(rep.Outcomes) > registry.MaxOutcomes {
 		return
 	}
+	rc, routes := cs.recent.Load(), cs.routes.Load()
+	if rc == nil || routes == nil {
+		return
+	}
 	sums := map[string]resilience.ChannelWindow{}
 	for _, o := range rep.Outcomes {
-		if cs.counter(o.Channel) == nil {
+		// Only a call this worker made on that channel for the app that
+		// reports, once: another worker's calls are its own to count,
+		// and a made-up or repeated call id counts for nothing.
+		i := slices.IndexFunc(*routes, func(r chanRoute) bool { return r.ch.Name == o.Channel })
+		if i < 0 || cs.counter(o.Channel) == nil || !rc.claim(o.CallID, rep.App, i) {
 			continue
 		}
 		win := sums[o.Channel]
@@ -620,8 +687,8 @@ func (w *Worker) lead(ctx context.Context, kv jetstream.KeyValue, cs *chanSet, n
 		return false
 	default:
 		var l registry.ChannelLease
-		if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &l) == nil && now.Before(l.Until.Add(channelSkew)) {
-			return false // held by a live node
+		if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &l) == nil && l.Node != w.id && now.Before(l.Until.Add(channelSkew)) {
+			return false // held by a live node (this one's own, after a failed renewal, is taken back at once)
 		}
 		rev, err = kv.Update(ctx, key, mine, e.Revision())
 	}

@@ -166,6 +166,9 @@ type chanSet struct {
 	// routes are the channels as the API's current stack calls them,
 	// for the controller's canned probes (chancontrol.go).
 	routes atomic.Pointer[[]chanRoute]
+	// recent are the calls a late outcome may be reported for (nil for
+	// an API that takes no reports: one that does not authenticate).
+	recent atomic.Pointer[recentCalls]
 }
 
 // counter returns the channel's counter (nil for a channel the set no
@@ -192,6 +195,7 @@ func (cs *chanSet) setChannels(a *registry.API) {
 // chanRoute is one channel as a call of the current snapshot sees it.
 type chanRoute struct {
 	ch   *registry.Channel
+	idx  int             // its place in the entry's list
 	call backend.Backend // breaker → classify → the channel's instance
 }
 
@@ -211,7 +215,7 @@ func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance
 		if inst := ci.byName[c.Name]; inst != nil {
 			call = inst.Call
 		}
-		routes[i] = chanRoute{ch: c, call: backend.Chain(call, w.channelBreaker(a, c, g), classify)}
+		routes[i] = chanRoute{ch: c, idx: i, call: backend.Chain(call, w.channelBreaker(a, c, g), classify)}
 	}
 	if cs != nil {
 		cs.routes.Store(&routes)
@@ -233,10 +237,11 @@ func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance
 		}
 		vals := dimensionValues(dims, req)
 		var hidden []bool
+		canary := -1
 		if rel != nil {
-			hidden = rel.hidden
+			hidden, canary = rel.hidden, rel.canary
 		}
-		order, probe := pickChannels(routes, dims, vals, view, rand.Uint64(), hidden)
+		order, probe := pickChannels(routes, dims, vals, view, rand.Uint64(), hidden, canary)
 		if rel != nil {
 			if c := rel.canary; rel.toCanary(req, view) && usable(view, routes[c].ch.Name) && routes[c].ch.Serves(dims, vals) {
 				order = append([]int{c}, order...)
@@ -271,22 +276,49 @@ func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance
 			r := routes[idx]
 			isProbe := i == 0 && probe >= 0
 			resp, err := w.callChannel(ctx, r, req, cs, isProbe, apiTimeout)
-			if failure(resp, err) == "" || (resp != nil && resp.Stream != nil) {
+			cond := failure(resp, err)
+			if cond == "" || (resp != nil && resp.Stream != nil) {
 				if rel != nil && rel.shadow >= 0 && cs != nil && resp != nil && resp.Stream == nil {
 					w.mirror(ctx, rel, routes[rel.shadow], req, cs, resp.Status, apiTimeout)
 				}
 				return resp, err
 			}
-			last := i == len(order)-1
-			safe := isProbe || failover == registry.FailoverAlways ||
-				(failover == registry.FailoverSafe && bus.Idempotent(req.Method, req.Header))
-			if last || !safe || ctx.Err() != nil || (!isProbe && !budget.TryRetry(time.Now())) {
+			if i == len(order)-1 || ctx.Err() != nil || !mayFailOver(failover, cond, req, isProbe) {
+				return resp, err
+			}
+			// A refusal before sending costs no retry; a failover that
+			// may have sent twice (or a probe's fallback) spends the
+			// budget, a probe's only when the call is not safe anyway.
+			if cond != registry.FallbackOnCircuitOpen && !isProbe && !budget.TryRetry(time.Now()) {
 				return resp, err
 			}
 			resp.Free() // the next channel's answer replaces it
 		}
 		panic("unreachable")
 	}
+}
+
+// mayFailOver reports whether a call that failed on a channel (cond, as
+// failure says) may go on to the next. Another channel is another
+// provider: it knows nothing of the first one's Idempotency-Key, and a
+// PUT there is another write. So, with failover safe, only safe methods
+// (GET, HEAD, OPTIONS) move on after a channel may have acted; any call
+// moves on after a refusal that proves nothing was sent (the channel's
+// breaker open). failover always moves every call on; never, none. A
+// live probe of a call not otherwise safe falls back unless failover
+// is never: that is the point of live probing (an SMS-like API).
+func mayFailOver(failover, cond string, req *backend.Request, probe bool) bool {
+	switch {
+	case failover == registry.FailoverNever:
+		return false
+	case failover == registry.FailoverAlways, cond == registry.FallbackOnCircuitOpen, probe:
+		return true
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return true
+	}
+	return false
 }
 
 // callChannel calls one channel within its timeout (and the call's
@@ -301,12 +333,12 @@ func (w *Worker) callChannel(ctx context.Context, r chanRoute, req *backend.Requ
 	} else {
 		cancel()
 	}
-	if errors.Is(ctx.Err(), context.Canceled) && resp == nil {
-		return resp, err // the caller left: that says nothing of the channel
-	}
-	if cs != nil {
+	if cs != nil && countsAgainst(ctx, resp, err, start, timeout) {
 		if c := cs.counter(r.ch.Name); c != nil {
 			c.record(time.Since(start), failure(resp, err) != "", probe)
+		}
+		if rc := cs.recent.Load(); rc != nil && resp != nil {
+			rc.add(req.RequestID, req.App, r.idx) // a late outcome may come for it
 		}
 	}
 	if resp != nil {
@@ -321,6 +353,34 @@ func (w *Worker) callChannel(ctx context.Context, r chanRoute, req *backend.Requ
 		return &cp, err
 	}
 	return resp, err
+}
+
+// countsAgainst reports whether a channel call's outcome says something
+// of the channel, to be counted: not when the caller left before an
+// answer, when the channel's own breaker refused it (nothing reached the
+// channel), or when it ran out of a deadline the caller cut short (a
+// caller's X-Request-Timeout: 1ms must not get a healthy channel cut for
+// everyone). A deadline counts as the caller's when it left the call
+// clearly less than the channel's timeout want.
+func countsAgainst(ctx context.Context, resp *backend.Response, err error, start time.Time, want time.Duration) bool {
+	if errors.Is(ctx.Err(), context.Canceled) && resp == nil {
+		return false
+	}
+	switch failure(resp, err) {
+	case registry.FallbackOnCircuitOpen:
+		return false
+	case registry.RetryOnTimeout:
+		return !callerShortened(ctx, start, want)
+	}
+	return true
+}
+
+// callerShortened reports whether ctx's deadline left a call started at
+// start clearly less than want (by more than a tenth, or 100 ms): the
+// caller's deadline, not the channel's timeout, ended it.
+func callerShortened(ctx context.Context, start time.Time, want time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && dl.Sub(start) < want-min(want/10, 100*time.Millisecond)
 }
 
 // shadow sends a copy of req to a channel being probed, off the call's
@@ -403,7 +463,7 @@ func queryValue(raw, name string) string {
 // order, for failover. probe is the index of a channel of the scenario
 // being probed (-1 for none). A channel the view does not know (new, or
 // no controller yet) counts as available.
-func pickChannels(routes []chanRoute, dims []registry.Dimension, vals []string, view *registry.ChannelStateEntry, rnd uint64, hidden []bool) (order []int, probe int) {
+func pickChannels(routes []chanRoute, dims []registry.Dimension, vals []string, view *registry.ChannelStateEntry, rnd uint64, hidden []bool, canary int) (order []int, probe int) {
 	probe = -1
 	type cand struct {
 		idx    int
@@ -412,7 +472,7 @@ func pickChannels(routes []chanRoute, dims []registry.Dimension, vals []string, 
 	var prim, backups []cand
 	var total, backupTotal float64
 	for i, r := range routes {
-		if (hidden != nil && hidden[i]) || !r.ch.Serves(dims, vals) {
+		if !r.ch.Serves(dims, vals) {
 			continue
 		}
 		share := 1.0
@@ -421,13 +481,18 @@ func pickChannels(routes []chanRoute, dims []registry.Dimension, vals []string, 
 			case resilience.ChannelCut:
 				continue
 			case resilience.ChannelProbing:
-				if probe < 0 {
+				// A hidden canary is probed too (one an operator cut and
+				// then restored), or it would stay probing for ever.
+				if probe < 0 && (hidden == nil || !hidden[i] || i == canary) {
 					probe = i
 				}
 				continue
 			case resilience.ChannelRamping:
 				share = st.Share
 			}
+		}
+		if hidden != nil && hidden[i] {
+			continue
 		}
 		c := cand{i, float64(r.ch.WeightOrDefault()) * share}
 		if r.ch.Backup {
@@ -477,6 +542,7 @@ func (w *Worker) channelBreaker(a *registry.API, c *registry.Channel, g *governa
 		return nil
 	}
 	name := a.Name + " channel " + c.Name
+	timeout := cmpDuration(time.Duration(c.Timeout), a.TimeoutOrDefault())
 	return func(next backend.Backend) backend.Backend {
 		return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {
 			tk := br.Allow(time.Now())
@@ -485,7 +551,7 @@ func (w *Worker) channelBreaker(a *registry.API, c *registry.Channel, g *governa
 			}
 			start := time.Now()
 			resp, err := next(ctx, req)
-			if errors.Is(ctx.Err(), context.Canceled) && resp == nil {
+			if !countsAgainst(ctx, resp, err, start, timeout) {
 				br.Cancel(tk)
 				return resp, err
 			}
@@ -551,11 +617,18 @@ func (w *Worker) releaseRoute(a *registry.API) *releaseRoute {
 // never is a condition that never holds.
 var never, _ = expr.Compile("false")
 
-// toCanary reports whether a call goes to the canary: never for an app
-// in never, always for one in always, else only while the release runs
-// (or is promoted), for calls its match holds for, a share of them
-// drawn by the sticky key.
+// toCanary reports whether a call goes to the canary: never once the
+// release is rolled back, never for an app in never, always for one in
+// always, else only while the release runs (or is promoted), for calls
+// its match holds for, a share of them drawn by the sticky key.
 func (rr *releaseRoute) toCanary(req *backend.Request, view *registry.ChannelStateEntry) bool {
+	rel := (*resilience.ReleaseState)(nil)
+	if view != nil {
+		rel = view.Release
+	}
+	if rel != nil && rel.Stage == resilience.ReleaseRolledBack {
+		return false // rolled back is 0 for everyone: the canary breached, or an operator said so
+	}
 	if req.App != "" {
 		if slices.Contains(rr.never, req.App) {
 			return false
@@ -564,7 +637,7 @@ func (rr *releaseRoute) toCanary(req *backend.Request, view *registry.ChannelSta
 			return true
 		}
 	}
-	if view == nil || view.Release == nil || view.Release.Percent <= 0 {
+	if rel == nil || rel.Percent <= 0 {
 		return false
 	}
 	if rr.match != nil {
@@ -591,7 +664,7 @@ func (rr *releaseRoute) toCanary(req *backend.Request, view *registry.ChannelSta
 		_, _ = h.Write([]byte(key))
 		draw = h.Sum64()
 	}
-	return float64(draw%1_000_000) < view.Release.Percent*10_000
+	return float64(draw%1_000_000) < rel.Percent*10_000
 }
 
 // usable reports whether a channel may take calls: not cut or probing.

@@ -311,6 +311,21 @@ func TestChannelLateOutcomesCut(t *testing.T) {
 	if len(failedOnA) < 10 {
 		t.Fatalf("only %d of 40 calls went to channel a", len(failedOnA))
 	}
+	// Made-up call ids count for nothing: channel b, reported failing
+	// 150 times for calls it never served, stays available.
+	var madeUp []string
+	for i := range 50 {
+		madeUp = append(madeUp, fmt.Sprintf(`{"call_id":"made-up-%d","channel":"b","ok":false}`, i))
+	}
+	for range 3 {
+		if r := post("sms2", `{"outcomes":[`+strings.Join(madeUp, ",")+`]}`, "X-Api-Key", key); r.Status != 202 {
+			t.Fatalf("report: %d %s", r.Status, r.Body)
+		}
+	}
+	time.Sleep(2500 * time.Millisecond) // more than two windows
+	if s := waitChannel(t, g, "sms2", "b", time.Second, func(*resilience.ChannelStatus) bool { return true }); s.State != resilience.ChannelAvailable {
+		t.Fatalf("made-up outcomes cut channel b: %+v", s)
+	}
 	var outs []string
 	for _, id := range failedOnA {
 		outs = append(outs, `{"call_id":"`+id+`","channel":"a","ok":false}`)

@@ -717,6 +717,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		delete(w.jobPools, p)
 	}
 	w.mu.Unlock()
+	w.waitChannels(ctx) // the controllers' leases given up before the connection goes
 	// The instances close as their last calls end, now or later.
 	defer func() {
 		for _, h := range helds {
