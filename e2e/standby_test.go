@@ -46,7 +46,11 @@ func TestStandbyClusterTakesOver(t *testing.T) {
 
 	wp := startNode(t, "worker-primary", "worker", "", "--nats", purls, "--pool", "site")
 	ws := startNode(t, "worker-standby", "worker", "", "--nats", surls, "--pool", "site")
-	edge := startNode(t, "edge", "edge", "", "--nats", purls, "--nats-standby", surls, "--failover-after", "2s", "--failback-after", "0", "--ready-max-stale", "2s")
+	edge := startNode(t, "edge", "edge", "", "--nats", purls, "--nats-standby", surls, "--failover-after", "2s", "--failback-after", "0",
+		// Longer than the move takes (the 2 s wait and the detection), which
+		// the registry spends stale; shorter than the move and the 3 s
+		// after it, past which the test checks the edge stays ready.
+		"--ready-max-stale", "4s")
 	for _, n := range []*node{wp, ws, edge} {
 		n.waitReady(t)
 	}
