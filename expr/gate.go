@@ -9,14 +9,15 @@ import (
 )
 
 // A gate is a condition on a release step's figures rather than on one
-// call: it knows two variables, canary and stable, each a map of numbers —
+// call: it knows three variables, canary, stable and shadow (all zero
+// without a shadow), each a map of numbers —
 // calls, failures, error_rate (0..1), p99_ms, mean_ms, mismatches (shadow
 // answers whose status differed). The step is breached when it holds:
 //
 //	canary.error_rate > 2.0 * stable.error_rate + 0.01
 var gateEnv = sync.OnceValues(func() (*cel.Env, error) {
 	m := cel.MapType(cel.StringType, cel.DoubleType)
-	return cel.NewEnv(cel.Variable("canary", m), cel.Variable("stable", m))
+	return cel.NewEnv(cel.Variable("canary", m), cel.Variable("stable", m), cel.Variable("shadow", m))
 })
 
 // Gate is a compiled gate condition; safe for concurrent use.
@@ -51,8 +52,8 @@ func CompileGate(src string) (*Gate, error) {
 func (g *Gate) String() string { return g.src }
 
 // Eval runs the gate on the step's figures.
-func (g *Gate) Eval(canary, stable map[string]float64) (bool, error) {
-	out, _, err := g.prg.Eval(map[string]any{"canary": canary, "stable": stable})
+func (g *Gate) Eval(canary, stable, shadow map[string]float64) (bool, error) {
+	out, _, err := g.prg.Eval(map[string]any{"canary": canary, "stable": stable, "shadow": shadow})
 	if err != nil {
 		return false, err
 	}

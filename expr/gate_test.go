@@ -19,7 +19,7 @@ func TestGate(t *testing.T) {
 		{map[string]float64{"error_rate": 0.05, "p99_ms": 100}, map[string]float64{"error_rate": 0.01}, true},
 		{map[string]float64{"error_rate": 0, "p99_ms": 500}, map[string]float64{"error_rate": 0}, true},
 	} {
-		got, err := g.Eval(tc.canary, tc.stable)
+		got, err := g.Eval(tc.canary, tc.stable, map[string]float64{})
 		if err != nil || got != tc.want {
 			t.Errorf("%v vs %v: %v %v, want %v", tc.canary, tc.stable, got, err, tc.want)
 		}
@@ -31,7 +31,7 @@ func TestGate(t *testing.T) {
 	}
 	// A figure the maps lack is an error at run time, not a silent pass.
 	g2, _ := expr.CompileGate("canary.nope > 1.0")
-	if _, err := g2.Eval(map[string]float64{}, map[string]float64{}); err == nil {
+	if _, err := g2.Eval(map[string]float64{}, map[string]float64{}, map[string]float64{}); err == nil {
 		t.Error("a missing figure evaluated")
 	}
 }

@@ -62,8 +62,8 @@ type ChannelPolicy struct {
 	// canned), in turn: each answer is judged by the API's classify.
 	ProbeRequests []ProbeRequest `json:"probe_requests,omitempty"`
 	// Failover says which failed calls are tried on the next channel:
-	// safe (idempotent calls: GET, HEAD, OPTIONS, PUT, DELETE, or one
-	// with an Idempotency-Key; the default), always, or never.
+	// safe (the default: GET, HEAD and OPTIONS, and any call the
+	// channel's breaker refused before sending), always, or never.
 	Failover string `json:"failover,omitempty"`
 	// Dimensions pick a call's scenario: each reads one value of the call.
 	Dimensions []Dimension `json:"dimensions,omitempty"`
@@ -414,8 +414,17 @@ type Release struct {
 	// Shadow is a channel that gets copies of the calls (ShadowPercent,
 	// default 100), its answers discarded: its status differences and
 	// latency show in its figures. It never serves a caller.
-	Shadow        string  `json:"shadow,omitempty"`
-	ShadowPercent float64 `json:"shadow_percent,omitempty"`
+	Shadow        string   `json:"shadow,omitempty"`
+	ShadowPercent *float64 `json:"shadow_percent,omitempty"`
+}
+
+// ShadowShare is the share (0..1) of the calls copied to the shadow
+// (all of them when shadow_percent is absent).
+func (r *Release) ShadowShare() float64 {
+	if r.ShadowPercent == nil {
+		return 1
+	}
+	return *r.ShadowPercent / 100
 }
 
 // Gates are what a release step must not breach; any one breached rolls
@@ -427,7 +436,8 @@ type Gates struct {
 	// MaxP99 is the most the canary's 99th percentile latency may be.
 	MaxP99 Duration `json:"max_p99,omitempty"`
 	// When, a CEL condition on the step's figures (expr.CompileGate:
-	// canary.error_rate, stable.p99_ms, ...), breaches when it holds.
+	// canary.error_rate, stable.p99_ms, shadow.mismatches, ...), breaches
+	// when it holds.
 	When string `json:"when,omitempty"`
 }
 
@@ -457,7 +467,7 @@ func (r *Release) Gate() (resilience.ReleaseGate, error) {
 		}
 	}
 	maxP99 := time.Duration(g.MaxP99)
-	return func(canary, stable resilience.ChannelWindow) (bool, string) {
+	return func(canary, stable, shadow resilience.ChannelWindow) (bool, string) {
 		if maxErr > 0 && canary.ErrorRate() > maxErr {
 			return true, fmt.Sprintf("error rate %.2f %% > %.2f %% (%d of %d calls failed)", 100*canary.ErrorRate(), 100*maxErr, canary.Failures, canary.Calls)
 		}
@@ -465,7 +475,7 @@ func (r *Release) Gate() (resilience.ReleaseGate, error) {
 			return true, fmt.Sprintf("p99 %v > %v over %d calls", canary.P99(), maxP99, canary.Calls)
 		}
 		if cond != nil {
-			breach, err := cond.Eval(gateFigures(canary), gateFigures(stable))
+			breach, err := cond.Eval(gateFigures(canary), gateFigures(stable), gateFigures(shadow))
 			if err != nil {
 				return true, fmt.Sprintf("gate %q could not run: %v", cond, err)
 			}
@@ -514,7 +524,7 @@ func (a *API) checkRelease(add func(path, format string, args ...any)) {
 	if len(a.Channels)-1-min(len(r.Shadow), 1) < 1 {
 		add("release", "needs a channel besides the canary and the shadow to serve the rest of the calls")
 	}
-	if r.ShadowPercent < 0 || r.ShadowPercent > 100 {
+	if p := r.ShadowPercent; p != nil && (*p < 0 || *p > 100) {
 		add("release.shadow_percent", "must be between 0 and 100")
 	}
 	kind, name, _ := strings.Cut(r.Sticky, ":")

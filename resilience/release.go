@@ -127,19 +127,25 @@ type ReleaseEvent struct {
 	StableWindow ChannelWindow `json:"stable_window"`
 }
 
-// ReleaseGate judges a step's figures: breach says the canary must go
-// back to 0, and why.
-type ReleaseGate func(canary, stable ChannelWindow) (breach bool, why string)
+// ReleaseGate judges a step's figures — the canary's, the other
+// channels', and the shadow's (zero without one: its mismatches count
+// the copies whose status differed) — breach says the canary must go back
+// to 0, and why.
+type ReleaseGate func(canary, stable, shadow ChannelWindow) (breach bool, why string)
 
 // StepRelease moves a release one step at now. canary is the entry's
 // canary channel (a state for another canary starts over, pending); cmd
 // the operator's last command (nil for none; applied once, by ID);
-// canaryObs and stableObs the canary's and the other channels' outcomes
-// from since to now; gate the release's gates. It returns the new state
+// canaryObs, stableObs and shadowObs the canary's, the other channels'
+// and the shadow's outcomes from since to now (shadowObs nil without a
+// shadow); gate the release's gates. It returns the new state
 // and the change made (nil for none).
 func StepRelease(p ReleasePolicy, cur ReleaseState, canary string, cmd *ReleaseCommand,
-	canaryObs, stableObs func(since time.Time) ChannelWindow, gate ReleaseGate, now time.Time) (ReleaseState, *ReleaseEvent) {
+	canaryObs, stableObs, shadowObs func(since time.Time) ChannelWindow, gate ReleaseGate, now time.Time) (ReleaseState, *ReleaseEvent) {
 	p = p.WithDefaults()
+	if shadowObs == nil {
+		shadowObs = func(time.Time) ChannelWindow { return ChannelWindow{} }
+	}
 	if cur.Canary != canary || cur.Stage == "" {
 		cur = ReleaseState{Canary: canary, Stage: ReleasePending, Since: now, Command: cur.Command}
 	}
@@ -184,7 +190,7 @@ func StepRelease(p ReleasePolicy, cur ReleaseState, canary string, cmd *ReleaseC
 	}
 	cw, sw := canaryObs(cur.Since), stableObs(cur.Since)
 	if cw.Calls >= p.MinCalls && gate != nil {
-		if breach, why := gate(cw, sw); breach {
+		if breach, why := gate(cw, sw, shadowObs(cur.Since)); breach {
 			return next, change(ReleaseRolledBack, 0, "controller", fmt.Sprintf("step %d (%.4g %%) breached a gate: %s", cur.Step+1, cur.Percent, why))
 		}
 	}

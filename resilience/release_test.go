@@ -22,7 +22,7 @@ type releaseRun struct {
 
 func newReleaseRun(t *testing.T, p resilience.ReleasePolicy) *releaseRun {
 	return &releaseRun{t: t, p: p, now: time.Unix(1_000_000, 0), counts: resilience.NewChannelCounts(10 * time.Minute),
-		gate: func(c, _ resilience.ChannelWindow) (bool, string) {
+		gate: func(c, _, _ resilience.ChannelWindow) (bool, string) {
 			if c.ErrorRate() > 0.05 {
 				return true, "error rate above 5 %"
 			}
@@ -40,7 +40,7 @@ func (r *releaseRun) second(canaryCalls, canaryFailed int, cmd *resilience.Relea
 		return func(since time.Time) resilience.ChannelWindow { return r.counts.Sum(ch, since, r.now) }
 	}
 	var ev *resilience.ReleaseEvent
-	r.st, ev = resilience.StepRelease(r.p, r.st, "v2", cmd, obs("v2"), obs("v1"), r.gate, r.now)
+	r.st, ev = resilience.StepRelease(r.p, r.st, "v2", cmd, obs("v2"), obs("v1"), nil, r.gate, r.now)
 	if ev != nil {
 		r.events = append(r.events, ev)
 	}
@@ -150,7 +150,7 @@ func TestReleaseNewCanaryStartsOver(t *testing.T) {
 	r.second(0, 0, cmd("1", resilience.ReleaseStart))
 	r.want(resilience.ReleaseRunning, 5)
 	obs := func(time.Time) resilience.ChannelWindow { return resilience.ChannelWindow{} }
-	st, ev := resilience.StepRelease(r.p, r.st, "v3", nil, obs, obs, nil, r.now.Add(time.Second))
+	st, ev := resilience.StepRelease(r.p, r.st, "v3", nil, obs, obs, nil, nil, r.now.Add(time.Second))
 	if ev != nil || st.Stage != resilience.ReleasePending || st.Percent != 0 || st.Canary != "v3" {
 		t.Fatalf("new canary: %+v %+v", st, ev)
 	}

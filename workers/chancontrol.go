@@ -110,7 +110,13 @@ func (w *Worker) chanSetOf(a *registry.API) *chanSet {
 	case !a.Auth.Requires():
 		cs.recent.Store(nil)
 	}
-	if span := a.ChannelPolicy.Controller().Window + 5*time.Second; span != cs.ctl.span {
+	// The counts reach back over the longer of the channels' window and a
+	// release's step, which both judge from them.
+	span := a.ChannelPolicy.Controller().Window
+	if a.Release != nil {
+		span = max(span, a.Release.Policy().Window)
+	}
+	if span += 5 * time.Second; span != cs.ctl.span {
 		cs.ctl.counts.Store(resilience.NewChannelCounts(span))
 		cs.ctl.span = span
 	}
@@ -621,7 +627,7 @@ func (w *Worker) stepRelease(a *registry.API, ctl *controller, counts *resilienc
 	}
 	gate, err := r.Gate()
 	if err != nil { // checked at publish: hold the canary back rather than run ungated
-		gate = func(_, _ resilience.ChannelWindow) (bool, string) {
+		gate = func(_, _, _ resilience.ChannelWindow) (bool, string) {
 			return true, "the gates could not be compiled: " + err.Error()
 		}
 	}
@@ -643,7 +649,11 @@ func (w *Worker) stepRelease(a *registry.API, ctl *controller, counts *resilienc
 		return sum
 	}
 	canary := func(since time.Time) resilience.ChannelWindow { return counts.Sum(r.Canary, since, now) }
-	next, ev := resilience.StepRelease(r.Policy(), cur, r.Canary, cmd, canary, stable, gate, now)
+	var shadow func(since time.Time) resilience.ChannelWindow
+	if r.Shadow != "" {
+		shadow = func(since time.Time) resilience.ChannelWindow { return counts.Sum(r.Shadow, since, now) }
+	}
+	next, ev := resilience.StepRelease(r.Policy(), cur, r.Canary, cmd, canary, stable, shadow, gate, now)
 	if ev == nil {
 		return &next, nil
 	}

@@ -1,7 +1,6 @@
 package workers
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -270,6 +269,10 @@ func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance
 				w.shadow(ctx, routes[probe], req, c, apiTimeout)
 			}
 			probe = -1
+		default:
+			// Canned probes are the controller's (chancontrol.go), and a
+			// tier without one sends none: this call is no probe.
+			probe = -1
 		}
 		budget.Deposit(time.Now())
 		for i, idx := range order {
@@ -278,7 +281,7 @@ func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance
 			resp, err := w.callChannel(ctx, r, req, cs, isProbe, apiTimeout)
 			cond := failure(resp, err)
 			if cond == "" || (resp != nil && resp.Stream != nil) {
-				if rel != nil && rel.shadow >= 0 && cs != nil && resp != nil && resp.Stream == nil {
+				if rel != nil && rel.shadow >= 0 && cs != nil && resp != nil && resp.Stream == nil && usable(view, routes[rel.shadow].ch.Name) {
 					w.mirror(ctx, rel, routes[rel.shadow], req, cs, resp.Status, apiTimeout)
 				}
 				return resp, err
@@ -588,7 +591,7 @@ func (w *Worker) releaseRoute(a *registry.API) *releaseRoute {
 		return nil
 	}
 	rr := &releaseRoute{canary: -1, shadow: -1, hidden: make([]bool, len(a.Channels)), always: r.Always, never: r.Never,
-		shadowShare: cmp.Or(r.ShadowPercent, 100) / 100}
+		shadowShare: r.ShadowShare()}
 	for i, c := range a.Channels {
 		switch c.Name {
 		case r.Canary:

@@ -404,6 +404,14 @@ func TestChannelCannedProbes(t *testing.T) {
 	if n := a.hits.Load() - before; n < 2 {
 		t.Fatalf("the channel came back after %d canned probes, want at least 2", n)
 	}
+	// The callers' calls on the healthy channel were no probes.
+	var m strings.Builder
+	if err := g.Worker.WriteChannelMetrics(&m, "n"); err != nil {
+		t.Fatal(err)
+	}
+	if want := `jetway_worker_channel_probes_total{api="kyc2",channel="b",node="n"} 0`; !strings.Contains(m.String(), want) {
+		t.Fatalf("metrics lack %s:\n%s", want, m.String())
+	}
 	if _, err := registry.ParseAPI("", []byte(`{"name":"x","pool":"p","route":{"path":"/x"},"channels":[{"name":"a","backend":{"type":"mock"}}],
 		"channel_policy":{"probe":"canned"}}`)); err == nil || !strings.Contains(err.Error(), "probe_requests") {
 		t.Fatalf("canned probes without requests: %v", err)

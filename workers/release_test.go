@@ -198,3 +198,40 @@ func TestReleaseShadowMetrics(t *testing.T) {
 		return nil
 	})
 }
+
+// A gate may read the shadow's figures: copies whose status differs from
+// the callers' answers roll the canary back. An operator's cut of the
+// shadow stops the copies.
+func TestReleaseGateOnShadowMismatches(t *testing.T) {
+	v1, v2, v3 := newBackend(t, "v1"), newBackend(t, "v2"), newBackend(t, "v3")
+	v3.failing.Store(true)
+	g := jetwaytest.Start(t)
+	g.Publish(`{"name":"news","pool":"p","route":{"path":"/news"},
+		"channels":[{"name":"v1","backend":{"type":"http","url":"` + v1.URL + `"}},
+		            {"name":"v2","backend":{"type":"http","url":"` + v2.URL + `"}},
+		            {"name":"v3","backend":{"type":"http","url":"` + v3.URL + `"}}],
+		"release":{"canary":"v2","shadow":"v3","steps":[50],"window":"1m","min_calls":5,"gates":{"when":"shadow.mismatches > 3.0"}}}`)
+	waitRelease(t, g, "news", 5*time.Second, func(r *resilience.ReleaseState) bool { return r.Stage == resilience.ReleasePending })
+	if _, err := g.Client.SendRelease(context.Background(), "news", resilience.ReleaseStart, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitRelease(t, g, "news", 5*time.Second, func(r *resilience.ReleaseState) bool { return r.Stage == resilience.ReleaseRunning })
+	l := startLoad(g, "/news", 5*time.Millisecond)
+	st := waitRelease(t, g, "news", 10*time.Second, func(r *resilience.ReleaseState) bool { return r.Stage == resilience.ReleaseRolledBack })
+	l.stop()
+	if !strings.Contains(st.Reason, `gate "shadow.mismatches > 3.0" holds`) {
+		t.Fatalf("rolled back for: %s", st.Reason)
+	}
+	if err := g.Client.SetChannelOverride(context.Background(), "news", "v3", resilience.ChannelCut, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitChannel(t, g, "news", "v3", 5*time.Second, func(s *resilience.ChannelStatus) bool { return s.State == resilience.ChannelCut })
+	v3.reset()
+	for range 20 {
+		g.Do("GET", "/news", nil)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := v3.hits.Load(); n != 0 {
+		t.Fatalf("the cut shadow still got %d copies", n)
+	}
+}
