@@ -88,6 +88,10 @@ type Response struct {
 	// RPCCode is the status code of the backend's own RPC protocol the
 	// call ended with (gRPC's codes.Code; 0 is OK), for its client span.
 	RPCCode int
+	// Channel is the channel of a channel set that answered: the reply
+	// carries it as X-Jetway-Channel (set here rather than in Header,
+	// which an adapter may share between calls).
+	Channel string
 	// Stream, set only when the request had Stream, sends the body in
 	// chunks after Status and Header went out: it calls send for each,
 	// returns when the backend's stream ends (its error, if any, already

@@ -13,6 +13,9 @@
 #             auth (X-Api-Key) and a per-app rate limit that never refuses
 #   jetway-grpc  jetway-log's node, GET /hello-grpc: the backend's gRPC test
 #             service (bench/cmd/backend --grpc), UnaryCall by reflection
+#   jetway-channels  jetway-log's node, GET /hello-channels: the same backend
+#             as three channels of a channel set (docs/channels.md): the cost
+#             of picking a channel and counting its outcome
 #   jetway-tls  `jetway serve` with the default logging and --tls-cert: the
 #             same calls over TLS (HTTP/1.1 keep-alive, wrk); afterwards
 #             bench/cmd/tlsbench makes new full handshakes against it for 5 s
@@ -219,6 +222,18 @@ cat >"$tmp/hello-grpc.json" <<EOF
 EOF
 "$tmp/jetway" api put "$tmp/hello-grpc.json" --nats "nats://127.0.0.1:$P_NATS_LOG" >&2
 wait_http "http://127.0.0.1:$P_JETWAY_LOG/hello-grpc" jetway-grpc "$tmp/jetway-log.log"
+# jetway-channels: the same node, GET /hello-channels: /hello's backend as
+# three channels of one set.
+cat >"$tmp/hello-channels.json" <<EOF
+{"name":"bench.hello.channels","pool":"bench","description":"bench/run.sh: GET /hello as a channel set of three",
+ "route":{"method":"GET","path":"/hello-channels"},
+ "channels":[{"name":"a","backend":{"type":"http","url":"http://127.0.0.1:$P_BACKEND/hello"}},
+             {"name":"b","backend":{"type":"http","url":"http://127.0.0.1:$P_BACKEND/hello"}},
+             {"name":"c","backend":{"type":"http","url":"http://127.0.0.1:$P_BACKEND/hello"}}],
+ "timeout":"5s","concurrency":4096}
+EOF
+"$tmp/jetway" api put "$tmp/hello-channels.json" --nats "nats://127.0.0.1:$P_NATS_LOG" >&2
+wait_http "http://127.0.0.1:$P_JETWAY_LOG/hello-channels" jetway-channels "$tmp/jetway-log.log"
 if [ -n "${BASE:-}" ]; then
 	start_jetway jetway-log-base "$tmp/jetway-base" "$P_JETWAY_BASE" "$P_ADMIN_BASE" "$P_NATS_BASE"
 	JETWAY_BASE_PID=$STARTED_PID
@@ -330,8 +345,10 @@ nginx_pids() { echo "$NGINX_PID" $(ps -o pid= --ppid "$NGINX_PID"); }
 
 declare -A rps p50 p99 cpu lat50 lat99
 declare -A hdr=([jetway-auth]="X-Api-Key: $API_KEY")
-targets=(direct jetway jetway-log jetway-auth jetway-grpc jetway-tls jetway-split revproxy nginx)
-[ -n "${BASE:-}" ] && targets=(direct jetway jetway-log jetway-log-base jetway-auth jetway-grpc jetway-tls jetway-split revproxy nginx)
+targets=(direct jetway jetway-log jetway-auth jetway-grpc jetway-channels jetway-tls jetway-split revproxy nginx)
+[ -n "${BASE:-}" ] && targets=(direct jetway jetway-log jetway-log-base jetway-auth jetway-grpc jetway-channels jetway-tls jetway-split revproxy nginx)
+# ONLY="jetway-log jetway-channels" runs those targets alone (a quick A/B).
+[ -n "${ONLY:-}" ] && read -r -a targets <<<"$ONLY"
 declare -A url=(
 	[direct]="http://127.0.0.1:$P_BACKEND/hello"
 	[jetway]="http://127.0.0.1:$P_JETWAY/hello"
@@ -340,6 +357,7 @@ declare -A url=(
 	[jetway-split]="http://127.0.0.1:$P_SPLIT_EDGE/hello"
 	[jetway-auth]="http://127.0.0.1:$P_JETWAY_LOG/hello-auth"
 	[jetway-grpc]="http://127.0.0.1:$P_JETWAY_LOG/hello-grpc"
+	[jetway-channels]="http://127.0.0.1:$P_JETWAY_LOG/hello-channels"
 	[jetway-tls]="https://127.0.0.1:$P_TLS/hello"
 	[revproxy]="http://127.0.0.1:$P_REVPROXY/hello"
 	[nginx]="http://127.0.0.1:$P_NGINX/hello"
@@ -352,6 +370,7 @@ declare -A procs=(
 	[jetway-split]="$SPLIT_EDGE_PID $SPLIT_WORKER_PID $SPLIT_NATS_PID"
 	[jetway-auth]="$JETWAY_LOG_PID"
 	[jetway-grpc]="$JETWAY_LOG_PID"
+	[jetway-channels]="$JETWAY_LOG_PID"
 	[jetway-tls]="$JETWAY_TLS_PID"
 	[revproxy]="$REVPROXY_PID"
 	[nginx]="$(nginx_pids)"
@@ -391,9 +410,19 @@ echo "(direct: the backend; jetway: the serve process incl. embedded NATS; jetwa
 echo "worker and nats-server; nginx: master+workers)."
 echo "Best of $ROUNDS rounds: highest req/s for the throughput columns, lowest c1 p50 for the latency ones."
 echo
+if [ -n "${ONLY:-}" ]; then
+	# A quick A/B of the targets asked for: the channel set's ratio if both
+	# of its targets ran, and no TLS or idle-connection runs.
+	if [ -n "${rps[jetway-log]:-}" ] && [ -n "${rps[jetway-channels]:-}" ]; then
+		awk -v l="${rps[jetway-log]}" -v ch="${rps[jetway-channels]}" -v cl="${cpu[jetway-log]}" -v cch="${cpu[jetway-channels]}" 'BEGIN {
+		printf "req/s ratio jetway-channels/jetway-log: %.2f\n", ch / l
+		printf "cpu ratio jetway-channels/jetway-log:   %.2f\n", cch / cl }'
+	fi
+	exit 0
+fi
 awk -v j="${rps[jetway]}" -v l="${rps[jetway-log]}" -v s="${rps[jetway-split]}" -v r="${rps[revproxy]}" -v n="${rps[nginx]}" \
 	-v cl="${cpu[jetway-log]}" -v cr="${cpu[revproxy]}" -v a="${rps[jetway-auth]}" -v tl="${rps[jetway-tls]}" \
-	-v g="${rps[jetway-grpc]}" -v cg="${cpu[jetway-grpc]}" 'BEGIN {
+	-v g="${rps[jetway-grpc]}" -v cg="${cpu[jetway-grpc]}" -v ch="${rps[jetway-channels]}" -v cch="${cpu[jetway-channels]}" 'BEGIN {
 	printf "req/s ratio jetway/revproxy:       %.2f\n", j / r
 	printf "req/s ratio jetway/nginx:          %.2f\n", j / n
 	printf "req/s ratio jetway-log/revproxy:   %.2f\n", l / r
@@ -403,7 +432,9 @@ awk -v j="${rps[jetway]}" -v l="${rps[jetway-log]}" -v s="${rps[jetway-split]}" 
 	printf "req/s ratio jetway-auth/jetway-log: %.2f\n", a / l
 	printf "req/s ratio jetway-tls/jetway-log:  %.2f\n", tl / l
 	printf "req/s ratio jetway-grpc/jetway-log: %.2f\n", g / l
-	printf "cpu ratio jetway-grpc/jetway-log:   %.2f\n", cg / cl }'
+	printf "cpu ratio jetway-grpc/jetway-log:   %.2f\n", cg / cl
+	printf "req/s ratio jetway-channels/jetway-log: %.2f\n", ch / l
+	printf "cpu ratio jetway-channels/jetway-log:   %.2f\n", cch / cl }'
 for t in jetway jetway-log jetway-split revproxy nginx; do
 	printf 'added p50 latency over direct at c1, %-10s: %d us\n' "$t" $((lat50[$t] - lat50[direct]))
 done

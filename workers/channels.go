@@ -240,18 +240,21 @@ func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance
 		if rel != nil {
 			hidden, canary = rel.hidden, rel.canary
 		}
-		order, probe := pickChannels(routes, dims, vals, view, rand.Uint64(), hidden, canary)
+		co := newCallOrder()
+		probe := pickChannels(&co, routes, dims, vals, view, rand.Uint64(), hidden, canary)
 		if rel != nil {
 			if c := rel.canary; rel.toCanary(req, view) && usable(view, routes[c].ch.Name) && routes[c].ch.Serves(dims, vals) {
-				order = append([]int{c}, order...)
+				co.pushFront(c)
 			}
 		}
+		order := co.list()
 		switch {
 		case len(order) == 0 && probe >= 0:
 			// Nothing else serves the scenario: the channel being probed
 			// takes the call, as a probe, rather than no one (else a
 			// scenario whose every channel is cut would never come back).
-			order = []int{probe}
+			co.push(probe)
+			order = co.list()
 		case len(order) == 0:
 			return nil, bus.Errorf(bus.CodeCircuitOpen, fmt.Sprintf("every channel of api %s that serves this call is cut", a.Name))
 		case probe >= 0 && cs != nil && probeMode == registry.ProbeLive:
@@ -259,7 +262,8 @@ func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance
 			// being probed first; it falls back to the others if it fails.
 			st := view.Channel(routes[probe].ch.Name)
 			if c := cs.counter(routes[probe].ch.Name); c != nil && st != nil && c.takeProbe(st.Round, ctlPolicy.Probes) {
-				order = append([]int{probe}, order...)
+				co.pushFront(probe)
+				order = co.list()
 			} else {
 				probe = -1
 			}
@@ -301,6 +305,20 @@ func (w *Worker) channelSet(a *registry.API, h *held, cs *chanSet, g *governance
 	}
 }
 
+// callOrder is the order a call tries channels in, kept in a fixed
+// array with room in front for the two channels a call may put first (a
+// release's canary, a probe): it stays on the call's stack.
+type callOrder struct {
+	buf    [registry.MaxChannels + 2]int
+	lo, hi int
+}
+
+func newCallOrder() callOrder { return callOrder{lo: 2, hi: 2} }
+
+func (o *callOrder) push(i int)      { o.buf[o.hi] = i; o.hi++ }
+func (o *callOrder) pushFront(i int) { o.lo--; o.buf[o.lo] = i }
+func (o *callOrder) list() []int     { return o.buf[o.lo:o.hi] }
+
 // mayFailOver reports whether a call that failed on a channel (cond, as
 // failure says) may go on to the next. Another channel is another
 // provider: it knows nothing of the first one's Idempotency-Key, and a
@@ -328,13 +346,18 @@ func mayFailOver(failover, cond string, req *backend.Request, probe bool) bool {
 // deadline) and counts the outcome.
 func (w *Worker) callChannel(ctx context.Context, r chanRoute, req *backend.Request, cs *chanSet, probe bool, apiTimeout time.Duration) (*backend.Response, error) {
 	timeout := cmpDuration(time.Duration(r.ch.Timeout), apiTimeout)
-	actx, cancel := context.WithTimeout(ctx, timeout)
 	start := time.Now()
+	actx, cancel := ctx, context.CancelFunc(nil)
+	if dl, ok := ctx.Deadline(); !ok || dl.Sub(start) > timeout {
+		actx, cancel = context.WithTimeout(ctx, timeout) // the channel's own timeout is the shorter
+	}
 	resp, err := r.call(actx, req)
-	if resp != nil && resp.Stream != nil {
-		resp.AfterStream(func(error) { cancel() })
-	} else {
-		cancel()
+	if cancel != nil {
+		if resp != nil && resp.Stream != nil {
+			resp.AfterStream(func(error) { cancel() })
+		} else {
+			cancel()
+		}
 	}
 	if cs != nil && countsAgainst(ctx, resp, err, start, timeout) {
 		if c := cs.counter(r.ch.Name); c != nil {
@@ -348,15 +371,14 @@ func (w *Worker) callChannel(ctx context.Context, r chanRoute, req *backend.Requ
 		// Which channel answered, for the caller's logs and the late
 		// outcome reports (a copy: an adapter may share its response).
 		cp := *resp
-		cp.Header = resp.Header.Clone()
-		if cp.Header == nil {
-			cp.Header = http.Header{}
-		}
-		cp.Header.Set("X-Jetway-Channel", r.ch.Name)
+		cp.Channel = r.ch.Name
 		return &cp, err
 	}
 	return resp, err
 }
+
+// channelHeader is the reply header that names the channel that answered.
+const channelHeader = "X-Jetway-Channel"
 
 // countsAgainst reports whether a channel call's outcome says something
 // of the channel, to be counted: not when the caller left before an
@@ -458,7 +480,7 @@ func queryValue(raw, name string) string {
 	return ""
 }
 
-// pickChannels orders the channels that may serve a call of scenario
+// pickChannels pushes to order the channels that may serve a call of scenario
 // vals: first one picked by weight among the available and ramping
 // channels not hidden (a release's canary and shadow, which it routes
 // itself) (each weighing its weight times its share; backups only when
@@ -466,13 +488,15 @@ func queryValue(raw, name string) string {
 // order, for failover. probe is the index of a channel of the scenario
 // being probed (-1 for none). A channel the view does not know (new, or
 // no controller yet) counts as available.
-func pickChannels(routes []chanRoute, dims []registry.Dimension, vals []string, view *registry.ChannelStateEntry, rnd uint64, hidden []bool, canary int) (order []int, probe int) {
-	probe = -1
+func pickChannels(order *callOrder, routes []chanRoute, dims []registry.Dimension, vals []string, view *registry.ChannelStateEntry, rnd uint64, hidden []bool, canary int) int {
+	probe := -1
 	type cand struct {
 		idx    int
 		weight float64
 	}
-	var prim, backups []cand
+	// At most MaxChannels of each: on the stack, no allocation per call.
+	var primBuf, backupBuf [registry.MaxChannels]cand
+	prim, backups := primBuf[:0], backupBuf[:0]
 	var total, backupTotal float64
 	for i, r := range routes {
 		if !r.ch.Serves(dims, vals) {
@@ -523,14 +547,16 @@ func pickChannels(routes []chanRoute, dims []registry.Dimension, vals []string, 
 		if first < 0 {
 			first = pool[len(pool)-1].idx
 		}
-		order = append(order, first)
+		order.push(first)
 	}
-	for _, c := range slices.Concat(prim, backups) {
-		if c.idx != first {
-			order = append(order, c.idx)
+	for _, cs := range [2][]cand{prim, backups} {
+		for _, c := range cs {
+			if c.idx != first {
+				order.push(c.idx)
+			}
 		}
 	}
-	return order, probe
+	return probe
 }
 
 // channelBreaker is the API's breaker policy applied to one channel, on

@@ -368,7 +368,11 @@ func (j *job) judge(resp *backend.Response, err error) {
 		st.LastError = &registry.JobError{Code: string(code), Status: status, Message: msg}
 	} else {
 		status = resp.Status
-		st.Result = registry.NewJobResult(resp.Status, resultHeaders(resp.Header), bytes.Clone(resp.Body), int(cfg.MaxResult))
+		rh := resultHeaders(resp.Header)
+		if resp.Channel != "" {
+			rh.Set(channelHeader, resp.Channel)
+		}
+		st.Result = registry.NewJobResult(resp.Status, rh, bytes.Clone(resp.Body), int(cfg.MaxResult))
 		if st.Result.Omitted { // larger than the status keeps: an object of its own
 			if name, err := j.jobs.StoreResult(j.ctx, st.ID, st.Attempts, resp.Body); err == nil {
 				st.Result.Omitted, st.Result.Stored = false, name

@@ -121,7 +121,10 @@ func (s *streamSession) close() {
 // the edge cancels or stops listening, or the deadline passes.
 func (s *streamSession) relay(resp *backend.Response) {
 	nc, m := s.w.o.Conn, s.m
-	h := make(nats.Header, len(resp.Header)+2)
+	h := make(nats.Header, len(resp.Header)+3)
+	if resp.Channel != "" {
+		h[channelHeader] = []string{resp.Channel}
+	}
 	for k, vs := range resp.Header {
 		h[k] = vs
 	}

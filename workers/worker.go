@@ -614,6 +614,9 @@ func (w *Worker) reply(m *nats.Msg, resp *backend.Response, requestID string, de
 	for k, vs := range resp.Header { // a copy: resp's map may be shared (a cached response)
 		h[k] = vs
 	}
+	if resp.Channel != "" {
+		h[channelHeader] = []string{resp.Channel}
+	}
 	bus.CleanHeaders(h)
 	bus.EncodeReply(h, resp.Status)
 	if resp.Classified {
