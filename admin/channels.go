@@ -108,7 +108,7 @@ func (s *Server) getChannels(w http.ResponseWriter, r *http.Request) {
 		writeChannelError(w, err, s)
 		return
 	}
-	v := ChannelsView{API: a.Name, Pool: a.Pool, Policy: policyWithDefaults(a.ChannelPolicy), State: st,
+	v := ChannelsView{API: a.Name, Pool: a.Pool, Policy: a.ChannelPolicy.WithDefaults(), State: st,
 		Overrides: ov.Channels, Release: a.Release != nil, Channels: make([]ChannelView, 0, len(a.Channels))}
 	for _, ch := range a.Channels {
 		cv := ChannelView{Name: ch.Name, Weight: ch.WeightOrDefault(), Backup: ch.Backup,
@@ -374,18 +374,4 @@ func reasonFits(w http.ResponseWriter, reason string) bool {
 func actor(r *http.Request) string {
 	p, _ := r.Context().Value(principalKey{}).(principal)
 	return p.actor
-}
-
-// policyWithDefaults is an API's channel policy with every default
-// filled in, in the entry's own terms (as `jetway channel show` prints
-// it).
-func policyWithDefaults(p *registry.ChannelPolicy) registry.ChannelPolicy {
-	c := p.Controller()
-	out := registry.ChannelPolicy{Threshold: c.Threshold, Window: registry.Duration(c.Window), MinVolume: c.MinVolume,
-		Base: registry.Duration(c.Base), MaxCut: registry.Duration(c.MaxCut), Probes: c.Probes, RampStart: c.RampStart,
-		Probe: p.ProbeMode(), Failover: p.FailoverMode()}
-	if p != nil {
-		out.Dimensions = p.Dimensions
-	}
-	return out
 }

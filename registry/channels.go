@@ -123,6 +123,20 @@ func (p *ChannelPolicy) Controller() resilience.ChannelPolicy {
 	}.WithDefaults()
 }
 
+// WithDefaults is the policy with every default filled in, in the
+// entry's own terms (as `jetway channel show` and the admin API show
+// it); p may be nil.
+func (p *ChannelPolicy) WithDefaults() ChannelPolicy {
+	c := p.Controller()
+	out := ChannelPolicy{Threshold: c.Threshold, Window: Duration(c.Window), MinVolume: c.MinVolume,
+		Base: Duration(c.Base), MaxCut: Duration(c.MaxCut), Probes: c.Probes, RampStart: c.RampStart,
+		Probe: p.ProbeMode(), Failover: p.FailoverMode()}
+	if p != nil {
+		out.Dimensions, out.ProbeRequests = p.Dimensions, p.ProbeRequests
+	}
+	return out
+}
+
 // ProbeMode is Probe with its default.
 func (p *ChannelPolicy) ProbeMode() string {
 	if p == nil || p.Probe == "" {

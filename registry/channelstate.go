@@ -211,6 +211,17 @@ func (c *Client) channelsKV(ctx context.Context) (jetstream.KeyValue, error) {
 	return OpenChannels(ctx, c.js, BucketOptions{Replicas: c.replicas})
 }
 
+// channelKV returns the production entry of an API with channels and the
+// channels bucket.
+func (c *Client) channelKV(ctx context.Context, name string) (*API, jetstream.KeyValue, error) {
+	a, err := c.channelAPI(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	kv, err := c.channelsKV(ctx)
+	return a, kv, err
+}
+
 // channelAPI returns the production entry of an API with channels.
 func (c *Client) channelAPI(ctx context.Context, name string) (*API, error) {
 	e, err := c.Get(ctx, name)
@@ -255,11 +266,7 @@ func (c *Client) ChannelState(ctx context.Context, name string) (*ChannelStateEn
 
 // ChannelOverridesOf reads an API's overrides (empty when none).
 func (c *Client) ChannelOverridesOf(ctx context.Context, name string) (*ChannelOverrides, error) {
-	a, err := c.channelAPI(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	kv, err := c.channelsKV(ctx)
+	a, kv, err := c.channelKV(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -397,11 +404,7 @@ func (c *Client) ReleaseHistory(ctx context.Context, name string) ([]resilience.
 // stateHistory reads the kept revisions of an API's state key, oldest
 // first (an unreadable one is skipped).
 func (c *Client) stateHistory(ctx context.Context, name string) ([]*ChannelStateEntry, error) {
-	a, err := c.channelAPI(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	kv, err := c.channelsKV(ctx)
+	a, kv, err := c.channelKV(ctx, name)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -53,11 +54,7 @@ func cmdChannel(args []string, stdout, stderr io.Writer) error {
 	api := pos[1]
 	switch pos[0] {
 	case "list":
-		st, a, err := c.ChannelState(ctx, api)
-		if err != nil {
-			return err
-		}
-		ov, err := c.ChannelOverridesOf(ctx, api)
+		st, a, ov, err := readChannels(ctx, c, api)
 		if err != nil {
 			return err
 		}
@@ -80,11 +77,7 @@ func cmdChannel(args []string, stdout, stderr io.Writer) error {
 		}
 		return tw.Flush()
 	case "show":
-		st, a, err := c.ChannelState(ctx, api)
-		if err != nil {
-			return err
-		}
-		ov, err := c.ChannelOverridesOf(ctx, api)
+		st, a, ov, err := readChannels(ctx, c, api)
 		if err != nil {
 			return err
 		}
@@ -95,7 +88,7 @@ func cmdChannel(args []string, stdout, stderr io.Writer) error {
 			State     *registry.ChannelStateEntry         `json:"state"`
 			Revision  uint64                              `json:"revision,omitempty"`
 			Overrides map[string]registry.ChannelOverride `json:"overrides"`
-		}{API: a.Name, Pool: a.Pool, Policy: policyShown(a.ChannelPolicy), State: st, Overrides: ov.Channels}
+		}{API: a.Name, Pool: a.Pool, Policy: a.ChannelPolicy.WithDefaults(), State: st, Overrides: ov.Channels}
 		if st != nil {
 			out.Revision = st.Revision
 		}
@@ -134,15 +127,13 @@ func cmdChannel(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// policyShown is an API's channel policy with every default filled in,
-// in the entry's own terms.
-func policyShown(p *registry.ChannelPolicy) registry.ChannelPolicy {
-	c := p.Controller()
-	out := registry.ChannelPolicy{Threshold: c.Threshold, Window: registry.Duration(c.Window), MinVolume: c.MinVolume,
-		Base: registry.Duration(c.Base), MaxCut: registry.Duration(c.MaxCut), Probes: c.Probes, RampStart: c.RampStart,
-		Probe: p.ProbeMode(), Failover: p.FailoverMode()}
-	if p != nil {
-		out.Dimensions = p.Dimensions
+// readChannels reads an API's entry, its channels' stored state (nil
+// before a controller wrote one) and the operators' overrides.
+func readChannels(ctx context.Context, c *registry.Client, api string) (*registry.ChannelStateEntry, *registry.API, *registry.ChannelOverrides, error) {
+	st, a, err := c.ChannelState(ctx, api)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return out
+	ov, err := c.ChannelOverridesOf(ctx, api)
+	return st, a, ov, err
 }

@@ -25,9 +25,9 @@ Commands:
   pause API      hold the percent where it is
   resume API     go on from a pause
   promote API    100 %: the canary takes every call it may
-  rollback API   0 %: the canary takes none (the always-apps aside). Only
-                 the canary's share moves: no entry revision is touched,
-                 unlike "jetway api rollback"
+  rollback API   0 %: the canary takes no call, the always-apps' neither.
+                 Only the canary's share moves: no entry revision is
+                 touched, unlike "jetway api rollback"
 
 Flags:
 `
