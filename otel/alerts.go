@@ -40,6 +40,7 @@ type Alerts struct {
 	breakers map[string]string                      // api → last announced state
 	sites    map[string]string                      // edge node id → the site its calls go to (ObserveSite)
 	channels map[string]channelAlert                // "<api>/<channel>" → its state (ObserveChannel)
+	releases map[string]releaseAlert                // api → its release's last announced stage (ObserveRelease)
 	firing   map[string]bool                        // rule|target → firing
 	// keep is how many seconds of records are kept: the longest window of
 	// the rules last evaluated, at least a minute.
@@ -113,7 +114,7 @@ func (a *Alerts) Firing() []string {
 
 // NewAlerts returns an evaluator with no data.
 func NewAlerts() *Alerts {
-	return &Alerts{seconds: map[int64]map[string]map[string]Record{}, breakers: map[string]string{}, sites: map[string]string{}, channels: map[string]channelAlert{}, firing: map[string]bool{}, keep: minKeep,
+	return &Alerts{seconds: map[int64]map[string]map[string]Record{}, breakers: map[string]string{}, sites: map[string]string{}, channels: map[string]channelAlert{}, releases: map[string]releaseAlert{}, firing: map[string]bool{}, keep: minKeep,
 		jobs: map[string]registry.JobQueue{}, deadSeen: map[string][]deadCount{}}
 }
 
@@ -277,6 +278,11 @@ func (a *Alerts) Evaluate(now time.Time, rules map[string]*registry.AlertRule, w
 			for _, target := range a.channelTargets(r.Name, r.API) {
 				firing, state, msg := a.judgeChannel(target)
 				judge(r, target, firing, state, ChannelAvailable, msg)
+			}
+		case registry.AlertReleaseRolledBack:
+			for _, api := range a.releaseTargets(r.Name, r.API) {
+				firing, stage, msg := a.judgeRelease(api)
+				judge(r, api, firing, stage, "running", msg)
 			}
 		case registry.AlertJobQueueAbove, registry.AlertJobAgeAbove, registry.AlertDeadLettersAbove:
 			for _, api := range a.jobTargets(r) {

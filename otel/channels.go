@@ -398,3 +398,120 @@ func who(by string) string {
 	}
 	return cmp.Or(by, "unknown")
 }
+
+// Alerts of kind release_rolled_back.
+
+// ReleaseEvent is one change of an API's gray release as its controller
+// announced it (a resilience.ReleaseEvent with its API), on the channel
+// events' subject with "kind": "release".
+type ReleaseEvent struct {
+	API       string `json:"api"`
+	PoolToken string `json:"-"` // as ChannelEvent's
+	Canary    string `json:"canary"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+	By        string `json:"by"`
+	Reason    string `json:"reason"`
+}
+
+// releaseStages are the stages a release event may name.
+var releaseStages = []string{"pending", "running", "paused", "promoted", "rolled_back"}
+
+// ParseReleaseEvent reads a release event received on subject, with the
+// bounds of ParseChannelEvent: false for anything else.
+func ParseReleaseEvent(subject string, data []byte) (ReleaseEvent, bool) {
+	if len(data) > maxChannelEventBytes {
+		return ReleaseEvent{}, false
+	}
+	rest, ok := strings.CutPrefix(subject, bus.ChannelEventPrefix)
+	if !ok {
+		return ReleaseEvent{}, false
+	}
+	tok, api, ok := strings.Cut(rest, ".")
+	if !ok || tok == "" || bus.ValidName(strings.ReplaceAll(tok, ":", ".")) != nil {
+		return ReleaseEvent{}, false
+	}
+	var msg struct {
+		API     string       `json:"api"`
+		Kind    string       `json:"kind"`
+		Release ReleaseEvent `json:"release"`
+	}
+	if json.Unmarshal(data, &msg) != nil || msg.Kind != "release" || msg.API != api || bus.ValidName(api) != nil ||
+		!ValidChannelName(msg.Release.Canary) || !slices.Contains(releaseStages, msg.Release.To) {
+		return ReleaseEvent{}, false
+	}
+	ev := msg.Release
+	ev.API, ev.PoolToken = api, tok
+	if len(ev.By) > 32 || strings.ContainsFunc(ev.By, func(r rune) bool { return (r < 'a' || r > 'z') && r != '_' && r != '-' }) {
+		ev.By = ""
+	}
+	ev.Reason = clip(ev.Reason, maxChannelReason)
+	return ev, true
+}
+
+// FollowReleaseEvents subscribes nc to the release events of every pool
+// and hands each one ParseReleaseEvent accepts to observe.
+func FollowReleaseEvents(nc *nats.Conn, observe func(ReleaseEvent)) (*nats.Subscription, error) {
+	return nc.Subscribe(bus.ChannelEventPrefix+">", func(m *nats.Msg) {
+		if ev, ok := ParseReleaseEvent(m.Subject, m.Data); ok {
+			observe(ev)
+		}
+	})
+}
+
+// releaseAlert is an API's release as the alerts know it.
+type releaseAlert struct{ stage, canary, by, reason string }
+
+// ObserveRelease takes a release event for the release_rolled_back
+// rules; the caller believes it only from the API's own pool, for an API
+// whose entry has a release.
+func (a *Alerts) ObserveRelease(ev ReleaseEvent) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, seen := a.releases[ev.API]; !seen && len(a.releases) >= maxAlertChannels {
+		return
+	}
+	a.releases[ev.API] = releaseAlert{stage: ev.To, canary: ev.Canary, by: ev.By, reason: ev.Reason}
+}
+
+// KeepReleases forgets the releases of APIs live does not name (deleted,
+// or without a release block now): a firing alert of one resolves.
+func (a *Alerts) KeepReleases(live func(api string) bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for api := range a.releases {
+		if !live(api) {
+			delete(a.releases, api)
+		}
+	}
+}
+
+// releaseTargets are the APIs a release_rolled_back rule watches: those
+// heard of (every API's for "*"), and those it has firing.
+func (a *Alerts) releaseTargets(rule, api string) []string {
+	var out []string
+	for name := range a.releases {
+		if api == "*" || name == api {
+			out = append(out, name)
+		}
+	}
+	for k, on := range a.firing {
+		if t, ok := strings.CutPrefix(k, rule+"|"); ok && on && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// judgeRelease is a release_rolled_back rule's verdict on an API.
+func (a *Alerts) judgeRelease(api string) (firing bool, stage, msg string) {
+	st, known := a.releases[api]
+	switch {
+	case !known:
+		return false, "none", fmt.Sprintf("api %s has no release any more", api)
+	case st.stage == "rolled_back":
+		return true, st.stage, fmt.Sprintf("the release of api %s (canary %s) was rolled back by %s: %s", api, st.canary, who(st.by), st.reason)
+	}
+	return false, st.stage, fmt.Sprintf("the release of api %s (canary %s) is %s (%s: %s)", api, st.canary, st.stage, who(st.by), st.reason)
+}

@@ -343,3 +343,47 @@ func TestSLARecorderFollowsChannelEvents(t *testing.T) {
 		return nil
 	})
 }
+
+// A release event as the controller publishes it parses; anything else on
+// the subject does not. A rolled back release fires its alert until it
+// runs again, and resolves when the API loses its release.
+func TestReleaseRolledBackAlert(t *testing.T) {
+	subj := bus.ChannelEventPrefix + "p.shop"
+	ev, ok := ParseReleaseEvent(subj, []byte(`{"api":"shop","kind":"release","release":{"canary":"v2","from":"running","to":"rolled_back","percent":0,"by":"controller","reason":"step 2 (5 %) breached a gate: error rate 9.00 % > 5.00 %"}}`))
+	if !ok || ev.API != "shop" || ev.PoolToken != "p" || ev.To != "rolled_back" || ev.Canary != "v2" {
+		t.Fatalf("parsed %+v %v", ev, ok)
+	}
+	for _, bad := range []string{
+		`{"api":"shop","channel":"a","from":"available","to":"cut"}`,                     // a channel's event
+		`{"api":"shop","kind":"release","release":{"canary":"v2","to":"exploded"}}`,      // no such stage
+		`{"api":"other","kind":"release","release":{"canary":"v2","to":"rolled_back"}}`, // not the subject's api
+		`{"api":"shop","kind":"release","release":{"canary":"V 2","to":"rolled_back"}}`, // no channel name
+	} {
+		if _, ok := ParseReleaseEvent(subj, []byte(bad)); ok {
+			t.Errorf("parsed %s", bad)
+		}
+	}
+	a := NewAlerts()
+	rules := map[string]*registry.AlertRule{"r": {Name: "r", Kind: registry.AlertReleaseRolledBack, API: "*"}}
+	a.ObserveRelease(ev)
+	evs := a.Evaluate(time.Now(), rules, nil)
+	if len(evs) != 1 || evs[0].State != "firing" || evs[0].Target != "shop" ||
+		evs[0].Message != "the release of api shop (canary v2) was rolled back by the controller: step 2 (5 %) breached a gate: error rate 9.00 % > 5.00 %" {
+		t.Fatalf("events %+v", evs)
+	}
+	if evs := a.Evaluate(time.Now(), rules, nil); len(evs) != 0 {
+		t.Fatalf("a repeat: %+v", evs)
+	}
+	a.ObserveRelease(ReleaseEvent{API: "shop", Canary: "v2", From: "rolled_back", To: "running", By: "manual", Reason: "started by ops"})
+	if evs := a.Evaluate(time.Now(), rules, nil); len(evs) != 1 || evs[0].State != "resolved" {
+		t.Fatalf("running again: %+v", evs)
+	}
+	a.ObserveRelease(ev)
+	if evs := a.Evaluate(time.Now(), rules, nil); len(evs) != 1 || evs[0].State != "firing" {
+		t.Fatalf("rolled back again: %+v", evs)
+	}
+	a.KeepReleases(func(string) bool { return false })
+	if evs := a.Evaluate(time.Now(), rules, nil); len(evs) != 1 || evs[0].State != "resolved" {
+		t.Fatalf("release removed: %+v", evs)
+	}
+}

@@ -19,11 +19,12 @@ const BucketAlerts = bus.BucketAlerts
 
 // Alert kinds.
 const (
-	AlertSuccessRateBelow = "success_rate_below" // success share of passed calls over Window < Threshold
-	AlertP99Above         = "p99_above"          // p99 latency over Window > Latency
-	AlertBreakerOpened    = "breaker_opened"     // the API's breaker is open in its pool
-	AlertChannelCut       = "channel_cut"        // a channel of the API's channel set is cut, probing or ramping: one alert per channel
-	AlertNoWorkers        = "no_workers"         // no live worker serves the rule's Pool
+	AlertSuccessRateBelow  = "success_rate_below"  // success share of passed calls over Window < Threshold
+	AlertP99Above          = "p99_above"           // p99 latency over Window > Latency
+	AlertBreakerOpened     = "breaker_opened"      // the API's breaker is open in its pool
+	AlertChannelCut        = "channel_cut"         // a channel of the API's channel set is cut, probing or ramping: one alert per channel
+	AlertReleaseRolledBack = "release_rolled_back" // the API's gray release was rolled back (a gate breached, or an operator), until it runs again
+	AlertNoWorkers         = "no_workers"          // no live worker serves the rule's Pool
 	// Async jobs (docs/async.md), from the job streams.
 	AlertJobQueueAbove    = "job_queue_above"    // more than Jobs jobs of the API in the jobs stream
 	AlertJobAgeAbove      = "job_age_above"      // its oldest job was submitted more than Age ago
@@ -113,7 +114,7 @@ func ParseAlert(key string, doc []byte) (*AlertRule, error) {
 		if r.Latency <= 0 {
 			add("latency", "is required: a duration such as \"300ms\"")
 		}
-	case AlertBreakerOpened, AlertChannelCut:
+	case AlertBreakerOpened, AlertChannelCut, AlertReleaseRolledBack:
 	case AlertNoWorkers:
 		if err := bus.ValidName(r.Pool); err != nil {
 			add("pool", "%v", err)
@@ -132,7 +133,7 @@ func ParseAlert(key string, doc []byte) (*AlertRule, error) {
 		}
 	case AlertOnStandby:
 	default:
-		add("kind", "must be success_rate_below, p99_above, breaker_opened, channel_cut, no_workers, job_queue_above, job_age_above, dead_letters_above or on_standby")
+		add("kind", "must be success_rate_below, p99_above, breaker_opened, channel_cut, release_rolled_back, no_workers, job_queue_above, job_age_above, dead_letters_above or on_standby")
 	}
 	if r.Kind != AlertNoWorkers && r.Kind != AlertOnStandby {
 		if r.API == "" {

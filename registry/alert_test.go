@@ -8,9 +8,10 @@ import (
 
 // channel_cut takes an API (or "*") like breaker_opened, and nothing else.
 func TestParseAlertChannelCut(t *testing.T) {
-	for _, doc := range []string{`{"name":"cuts","kind":"channel_cut","api":"sms"}`, `{"name":"cuts","kind":"channel_cut","api":"*","webhook":"https://hooks.example/x"}`} {
+	for _, doc := range []string{`{"name":"cuts","kind":"channel_cut","api":"sms"}`, `{"name":"cuts","kind":"channel_cut","api":"*","webhook":"https://hooks.example/x"}`,
+		`{"name":"cuts","kind":"release_rolled_back","api":"*"}`} {
 		r, err := ParseAlert("cuts", []byte(doc))
-		if err != nil || r.Kind != AlertChannelCut {
+		if err != nil || (r.Kind != AlertChannelCut && r.Kind != AlertReleaseRolledBack) {
 			t.Errorf("%s: %+v, %v", doc, r, err)
 		}
 	}
@@ -18,7 +19,8 @@ func TestParseAlertChannelCut(t *testing.T) {
 		`{"name":"cuts","kind":"channel_cut"}`:                           "api: is required",
 		`{"name":"cuts","kind":"channel_cut","api":"a b"}`:               "api: must be dot-separated",
 		`{"name":"cuts","kind":"channel_cut","api":"sms","channel":"b"}`: "unknown field",
-		`{"name":"cuts","kind":"channel_cuts","api":"sms"}`:              "breaker_opened, channel_cut, no_workers",
+		`{"name":"cuts","kind":"release_rolled_back"}`:                   "api: is required",
+		`{"name":"cuts","kind":"channel_cuts","api":"sms"}`:              "breaker_opened, channel_cut, release_rolled_back, no_workers",
 	} {
 		_, err := ParseAlert("cuts", []byte(doc))
 		var ve *ValidationError

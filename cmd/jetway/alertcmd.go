@@ -20,6 +20,7 @@ A rule (bucket jetway_alerts, key = its name):
    "threshold": 0.99, "window": "1m", "min_calls": 20, "webhook": "http://hooks/alerts"}
 kinds: success_rate_below (threshold), p99_above (latency, e.g. "300ms"),
 breaker_opened, channel_cut (per channel, until it is available again),
+release_rolled_back (until the release runs again),
 no_workers (pool). "api": "*" watches every API.
 Firing and resolving are published on jetway.alerts.<rule>.<api or pool>
 (<api>/<channel> for channel_cut; and POSTed to the webhook), once each:

@@ -69,6 +69,17 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 		return err
 	}
 	subs = append(subs, s4)
+	s5, err := otel.FollowReleaseEvents(nc, func(ev otel.ReleaseEvent) {
+		// As for channels: only an event of the API's own pool, for an
+		// API whose entry has a release, counts.
+		if api := n.watcher.Current().APIs[ev.API]; api != nil && api.Release != nil && ev.PoolToken == bus.PoolToken(api.Pool) {
+			a.ObserveRelease(ev)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	subs = append(subs, s5)
 	s3, err := nc.Subscribe(bus.SiteEventSubject, func(m *nats.Msg) {
 		var ev siteEvent
 		if json.Unmarshal(m.Data, &ev) == nil && ev.Node != "" && (ev.To == "primary" || ev.To == "standby") {
@@ -110,6 +121,7 @@ func (n *node) runAlerts(ctx context.Context, nc *nats.Conn) error {
 			// forgotten: its channel_cut alert resolves.
 			apis := n.watcher.Current().APIs
 			a.KeepChannels(func(api, channel string) bool { return listsChannel(apis[api], channel) })
+			a.KeepReleases(func(api string) bool { return apis[api] != nil && apis[api].Release != nil })
 			if !n.alertLeader(now) {
 				n.firing.Store(nil) // another node judges: its beats say what fires
 				continue
