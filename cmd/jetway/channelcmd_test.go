@@ -59,3 +59,27 @@ func TestChannelCommand(t *testing.T) {
 		t.Fatalf("history: %d %s", code, out)
 	}
 }
+
+// release start waits for the controller: with none running (no worker),
+// it says the command was sent but not applied, naming the pool.
+func TestReleaseCommandWithoutController(t *testing.T) {
+	url := natstest.RunServer(t).ClientURL()
+	jw := func(stdin string, args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := run(append(args, "--nats", url), strings.NewReader(stdin), &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	if code, out := jw(`{"name":"shop","pool":"web","route":{"path":"/shop"},"channels":[
+		{"name":"v1","backend":{"type":"mock"}},{"name":"v2","backend":{"type":"mock"}}],"release":{"canary":"v2"}}`, "api", "put", "-"); code != 0 {
+		t.Fatalf("api put: %d %s", code, out)
+	}
+	if code, out := jw("", "release", "start", "shop", "--wait", "300ms"); code != 0 || !strings.Contains(out, "not applied within 300ms: is a worker of pool web running?") {
+		t.Fatalf("release start: %d %s", code, out)
+	}
+	if code, out := jw("", "release", "status", "shop"); code != 0 || !strings.Contains(out, "pending (no controller has stepped it yet)") {
+		t.Fatalf("release status: %d %s", code, out)
+	}
+	if code, out := jw("", "release", "explode", "shop"); code != 2 {
+		t.Fatalf("an unknown command: %d %s", code, out)
+	}
+}

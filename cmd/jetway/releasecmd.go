@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
 )
 
@@ -17,7 +19,9 @@ A gray release sends a percent of an API's calls to its canary channel
 (the entry's "release" block), raises the percent each window whose calls
 pass the gates, and sets it to 0 when a step breaches one
 (docs/channels.md). Commands go to the API's controller, which applies
-each once, within a second or two.
+each once, within a second or two; the command waits for that (--wait)
+and says what the release became, or that another operator's command
+replaced it first.
 
 Commands:
   start API      begin at the first step
@@ -38,6 +42,7 @@ func cmdRelease(args []string, stdout, stderr io.Writer) error {
 	rf := addRegistryFlags(fs)
 	reason := fs.String("reason", "", "why, kept with the command and in the history")
 	asJSON := fs.Bool("json", false, "status: the state and history as JSON")
+	wait := fs.Duration("wait", 4*time.Second, "how long a command waits for the controller to apply it, within --timeout (0: do not wait)")
 	fs.Usage = func() { groupUsage(stderr, fs, "release", releaseUsage, args) }
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -57,8 +62,25 @@ func cmdRelease(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "sent %s to the release of %s (command %s); see jetway release status %s\n", pos[0], api, id, api)
-		return nil
+		// The controller applies a command within a step or two; one sent
+		// after it (by another operator) replaces it before then, so say
+		// which happened rather than only that it was sent.
+		for deadline := time.Now().Add(*wait); ; {
+			st, _, err := c.ChannelState(ctx, api)
+			if err == nil && st != nil && st.Release != nil && st.Release.Command == id {
+				fmt.Fprintf(stdout, "release of %s: %s applied, %s at %.4g %%\n", api, pos[0], st.Release.Stage, st.Release.Percent)
+				return nil
+			}
+			if o, oerr := c.ChannelOverridesOf(ctx, api); oerr == nil && o.Release != nil && o.Release.ID != id {
+				return fmt.Errorf("the %s was replaced by a %s from %s before the controller applied it", pos[0], o.Release.Action, o.Release.By)
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				fmt.Fprintf(stdout, "sent %s to the release of %s (command %s), not applied within %v: is a worker of pool %s running? see jetway release status %s\n",
+					pos[0], api, id, *wait, poolOf(ctx, c, api), api)
+				return nil
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 	st, a, err := c.ChannelState(ctx, api)
 	if err != nil {
@@ -102,4 +124,12 @@ func cmdRelease(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.4g\t%s\t%d\t%d\t%s\n", e.At.UTC().Format(time.RFC3339), e.From, e.To, e.Percent, e.By, e.CanaryWindow.Calls, e.CanaryWindow.Failures, e.Reason)
 	}
 	return tw.Flush()
+}
+
+// poolOf is the pool of an API ("?" when it cannot be read).
+func poolOf(ctx context.Context, c *registry.Client, api string) string {
+	if _, a, err := c.ChannelState(ctx, api); err == nil && a != nil {
+		return a.Pool
+	}
+	return "?"
 }
