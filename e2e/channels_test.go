@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/bus/natstest"
@@ -431,6 +433,13 @@ func TestChannelsEndToEnd(t *testing.T) {
 	a, b := newProvider(t, "a"), newProvider(t, "b")
 	d := startChanDeploy(t, 2)
 	d.publish(t, a, b)
+	// The owner is alerted: a channel_cut rule, whose events the test
+	// hears as any subscriber would.
+	alerts := followAlerts(t, d.admin)
+	rule := `{"name":"sms-cut","kind":"channel_cut","api":"` + chanAPI + `"}`
+	if res := jetway(t, rule, "alert", "put", "-", "--nats", d.admin); res.code != 0 {
+		t.Fatalf("alert put: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
 	load := startChanLoad(t, d.edge.edge+chanPath, chanRate)
 
 	// Both channels take calls, and the controller has judged them.
@@ -449,6 +458,7 @@ func TestChannelsEndToEnd(t *testing.T) {
 	if row := channelList(t, d.admin, chanAPI)["b"]; row.state != "available" {
 		t.Fatalf("the healthy channel b is %+v", row)
 	}
+	alerts.wait(t, "firing", chanAPI+"/a", 10*time.Second)
 
 	// Cut, a takes its probes and nothing else: over 3 s (a cut of 1–2 s,
 	// then a probe round that fails, and so on) at most the probes of the
@@ -478,6 +488,7 @@ func TestChannelsEndToEnd(t *testing.T) {
 	waitChannelState(t, d.admin, chanAPI, "a", 20*time.Second, "available")
 	t.Logf("a available again %v after it healed", time.Since(healedAt).Round(time.Millisecond))
 	waitHits(t, a, 50, 5*time.Second) // it takes its share again
+	alerts.wait(t, "resolved", chanAPI+"/a", 10*time.Second)
 	load.stop()
 	load.noErrors(t, "after a healed")
 	t.Logf("%d calls through the edge, none failed", load.ok.Load())
@@ -650,4 +661,47 @@ func TestChannelsManualCutAndRestore(t *testing.T) {
 	}
 	t.Logf("history of a: %s", strings.Join(steps, " "))
 	d.noViolations(t)
+}
+
+// alertLog collects the alert events published on jetway.alerts.>.
+type alertLog struct {
+	mu     sync.Mutex
+	events []string // "<state> <target>"
+}
+
+func followAlerts(t *testing.T, natsURL string) *alertLog {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	l := &alertLog{}
+	if _, err := nc.Subscribe("jetway.alerts.>", func(m *nats.Msg) {
+		var ev struct{ State, Target string }
+		if json.Unmarshal(m.Data, &ev) == nil {
+			l.mu.Lock()
+			l.events = append(l.events, ev.State+" "+ev.Target)
+			l.mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// wait waits for an alert event of state for target.
+func (l *alertLog) wait(t *testing.T, state, target string, within time.Duration) {
+	t.Helper()
+	natstest.CheckFor(t, within, 50*time.Millisecond, func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !slices.Contains(l.events, state+" "+target) {
+			return fmt.Errorf("no %s alert for %s among %v", state, target, l.events)
+		}
+		return nil
+	})
 }
