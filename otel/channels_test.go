@@ -354,8 +354,8 @@ func TestReleaseRolledBackAlert(t *testing.T) {
 		t.Fatalf("parsed %+v %v", ev, ok)
 	}
 	for _, bad := range []string{
-		`{"api":"shop","channel":"a","from":"available","to":"cut"}`,                     // a channel's event
-		`{"api":"shop","kind":"release","release":{"canary":"v2","to":"exploded"}}`,      // no such stage
+		`{"api":"shop","channel":"a","from":"available","to":"cut"}`,                    // a channel's event
+		`{"api":"shop","kind":"release","release":{"canary":"v2","to":"exploded"}}`,     // no such stage
 		`{"api":"other","kind":"release","release":{"canary":"v2","to":"rolled_back"}}`, // not the subject's api
 		`{"api":"shop","kind":"release","release":{"canary":"V 2","to":"rolled_back"}}`, // no channel name
 	} {
