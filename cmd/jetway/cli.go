@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
@@ -109,6 +110,19 @@ func (rf registryFlags) dialConn(replicas int) (ctx context.Context, c *registry
 	}
 	c = c.WithAuditErrors(func(err error) { auditFailures.Store(&err) })
 	return ctx, c, nc, func() { nc.Close(); cancel() }, nil
+}
+
+// dialJS is dial that also returns a JetStream context on the connection.
+func (rf registryFlags) dialJS(replicas int) (ctx context.Context, c *registry.Client, js jetstream.JetStream, done func(), err error) {
+	ctx, c, nc, done, err := rf.dialConn(replicas)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if js, err = jetstream.New(nc); err != nil {
+		done()
+		return nil, nil, nil, nil, err
+	}
+	return ctx, c, js, done, nil
 }
 
 // groupUsage prints a command group's help text and flags; when args name

@@ -20,8 +20,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/push"
 	"github.com/jetway-gw/jetway/push/pushclient"
@@ -318,16 +316,12 @@ func printPublished(w io.Writer, p push.Published) {
 
 // publishNATS publishes on NATS as the admin.
 func publishNATS(rf registryFlags, topic string, m push.Message, stdout io.Writer) error {
-	ctx, c, nc, done, err := rf.dialConn(1)
+	ctx, c, js, done, err := rf.dialJS(1)
 	if err != nil {
 		return err
 	}
 	defer done()
 	t, err := c.GetTopic(ctx, topic)
-	if err != nil {
-		return err
-	}
-	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}

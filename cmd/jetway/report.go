@@ -118,15 +118,11 @@ func cmdReportIn(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	case o.target <= 0 || o.target > 100 || o.top < 0:
 		return fmt.Errorf("%w: --target must be in (0, 100] and --top not negative", errUsage)
 	}
-	ctx, c, nc, done, err := rf.dialConn(1)
+	ctx, c, js, done, err := rf.dialJS(1)
 	if err != nil {
 		return err
 	}
 	defer done()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	in, err := readReportInputs(ctx, js, c, o)
 	if err != nil {
 		return err

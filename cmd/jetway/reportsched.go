@@ -555,19 +555,11 @@ func cmdReportSchedule(args []string, stdin io.Reader, stdout, stderr io.Writer)
 			return describeInvalid(err, stderr, "report schedule")
 		}
 	}
-	ctx, _, nc, done, err := rf.dialConn(1)
+	ctx, _, _, store, done, err := openReportStore(rf)
 	if err != nil {
 		return err
 	}
 	defer done()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	store, err := registry.OpenReports(ctx, js, registry.BucketOptions{})
-	if err != nil {
-		return err
-	}
 	switch pos[0] {
 	case "put":
 		s, _ := registry.ParseReportSchedule(doc)
@@ -662,19 +654,11 @@ func cmdReportSend(args []string, stdout, stderr io.Writer) error {
 	if !from.Before(to) {
 		return fmt.Errorf("%w: the period is empty", errUsage)
 	}
-	ctx, c, nc, done, err := rf.dialConn(1)
+	ctx, c, js, store, done, err := openReportStore(rf)
 	if err != nil {
 		return err
 	}
 	defer done()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	store, err := registry.OpenReports(ctx, js, registry.BucketOptions{})
-	if err != nil {
-		return err
-	}
 	sch, err := store.Get(ctx, pos[0])
 	if err != nil {
 		return err
@@ -685,4 +669,18 @@ func cmdReportSend(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "sent the SLA report of %s (%s — %s)\n", sch.Owner, from.Format(time.RFC3339), to.Format(time.RFC3339))
 	return nil
+}
+
+// openReportStore dials NATS and opens the report schedules' store.
+func openReportStore(rf registryFlags) (context.Context, *registry.Client, jetstream.JetStream, *registry.Reports, func(), error) {
+	ctx, c, js, done, err := rf.dialJS(1)
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	store, err := registry.OpenReports(ctx, js, registry.BucketOptions{})
+	if err != nil {
+		done()
+		return nil, nil, nil, nil, nil, err
+	}
+	return ctx, c, js, store, done, nil
 }
