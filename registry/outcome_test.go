@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus"
@@ -45,6 +46,19 @@ func selfSigned(t *testing.T, names ...string) (certPEM, keyPEM string) {
 
 // noAck makes a bucket's stream store writes and answer none: a write
 // that lands though its answer never comes.
+// registryClient starts a server and a client of its registry, with a
+// context for the test's calls.
+func registryClient(t *testing.T) (context.Context, *nats.Conn, *registry.Client) {
+	t.Helper()
+	nc := natstest.Connect(t, natstest.RunServer(t))
+	ctx := ctxTimeout(t, 30*time.Second)
+	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, nc, c
+}
+
 func noAck(t *testing.T, js jetstream.JetStream, bucket string) {
 	t.Helper()
 	ctx := ctxTimeout(t, 5*time.Second)
@@ -64,13 +78,8 @@ func noAck(t *testing.T, js jetstream.JetStream, bucket string) {
 // other registry write: naming the bucket, the key and the command to
 // check with, and read back (Recheck) as landed once they have.
 func TestSideWritesWithoutAnswerAreOutcomeUnknown(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
-	ctx := ctxTimeout(t, 30*time.Second)
-	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, nc, c := registryClient(t)
+	var err error
 	js, _ := jetstream.New(nc)
 	certPEM, keyPEM := selfSigned(t, "api.example.com")
 	if _, err := c.PutCert(ctx, &registry.Cert{Name: "web", CertPEM: certPEM, KeyPEM: keyPEM}); err != nil {
@@ -134,13 +143,8 @@ func TestSideWritesWithoutAnswerAreOutcomeUnknown(t *testing.T) {
 // (the API is returned), and says the removal's outcome is unknown,
 // naming the draft to check.
 func TestPromoteDraftRemovalWithoutAnswer(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
-	ctx := ctxTimeout(t, 30*time.Second)
-	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, nc, c := registryClient(t)
+	var err error
 	d, err := c.PutDraft(ctx, draftEntry("orders", "/orders", "key"))
 	if err != nil {
 		t.Fatal(err)

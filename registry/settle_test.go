@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/registry"
 )
 
@@ -58,13 +57,8 @@ func lastChange(t *testing.T, c *registry.Client, kind string) registry.Change {
 // marked settled by read-back; a write whose secret never reached its
 // caller says so. Settle refuses before a read-back showed the write.
 func TestSettleAfterReadBack(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
-	ctx := ctxTimeout(t, 30*time.Second)
-	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, nc, c := registryClient(t)
+	var err error
 	js, _ := jetstream.New(nc)
 	noAck(t, js, registry.BucketFlags)
 	noAck(t, js, registry.BucketApps)
@@ -116,13 +110,8 @@ func TestSettleAfterReadBack(t *testing.T) {
 // A promotion that got no answer and was read back in force is settled as
 // an answered one: the promotion is audited and the draft removed.
 func TestPromoteSettledAfterReadBack(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
-	ctx := ctxTimeout(t, 30*time.Second)
-	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, nc, c := registryClient(t)
+	var err error
 	d, err := c.PutDraft(ctx, draftEntry("orders", "/orders", "key"))
 	if err != nil {
 		t.Fatal(err)
@@ -175,13 +164,8 @@ func TestPromoteSettledAfterReadBack(t *testing.T) {
 // failure (nothing was sent), and a write whose revision before is not
 // known is never read back as landed (the value may be an older write's).
 func TestWriteBeforeReadWithoutAnswer(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
-	ctx := ctxTimeout(t, 30*time.Second)
-	c, err := registry.NewClient(ctx, nc, registry.BucketOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, nc, c := registryClient(t)
+	var err error
 	on := &registry.Degrade{On: true, Reason: "same"}
 	if _, err := c.SetDegrade(ctx, "orders", on); err != nil {
 		t.Fatal(err)
