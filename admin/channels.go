@@ -98,16 +98,12 @@ func (s *Server) getChannels(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st, a, err := s.c.ChannelState(r.Context(), api)
+	cv, err := s.c.ChannelView(r.Context(), api)
 	if err != nil {
 		writeChannelError(w, err, s)
 		return
 	}
-	ov, err := s.c.ChannelOverridesOf(r.Context(), api)
-	if err != nil {
-		writeChannelError(w, err, s)
-		return
-	}
+	st, a, ov := cv.State, cv.API, cv.Overrides
 	v := ChannelsView{API: a.Name, Pool: a.Pool, Policy: a.ChannelPolicy.WithDefaults(), State: st,
 		Overrides: ov.Channels, Release: a.Release != nil, Channels: make([]ChannelView, 0, len(a.Channels))}
 	for _, ch := range a.Channels {
@@ -182,8 +178,8 @@ func (s *Server) putChannelOverride(w http.ResponseWriter, r *http.Request) {
 	out := OverrideSet{API: api, Channel: channel,
 		Override: registry.ChannelOverride{State: in.State, By: actor(r), Reason: in.Reason, At: time.Now().UTC()}}
 	// The override as stored, when it reads back (the write stands either way).
-	if ov, err := s.c.ChannelOverridesOf(r.Context(), api); err == nil {
-		if o, ok := ov.Channels[channel]; ok {
+	if cv, err := s.c.ChannelView(r.Context(), api); err == nil {
+		if o, ok := cv.Overrides.Channels[channel]; ok {
 			out.Override = o
 		}
 	}
@@ -216,21 +212,17 @@ func (s *Server) getRelease(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st, a, err := s.c.ChannelState(r.Context(), api)
+	cv, err := s.c.ChannelView(r.Context(), api)
 	if err != nil {
 		writeChannelError(w, err, s)
 		return
 	}
+	st, a, ov := cv.State, cv.API, cv.Overrides
 	if a.Release == nil {
 		writeNoRelease(w, api)
 		return
 	}
 	hist, err := s.c.ReleaseHistory(r.Context(), api)
-	if err != nil {
-		writeChannelError(w, err, s)
-		return
-	}
-	ov, err := s.c.ChannelOverridesOf(r.Context(), api)
 	if err != nil {
 		writeChannelError(w, err, s)
 		return
@@ -246,9 +238,6 @@ func (s *Server) getRelease(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-// releaseActions are the commands a release takes.
-var releaseActions = []string{resilience.ReleaseStart, resilience.ReleasePause, resilience.ReleaseResume, resilience.ReleasePromote, resilience.ReleaseRollback}
-
 // postRelease sends an operator's command to an API's release: 202, the
 // controller applies it within a second or two (GET the release).
 func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) {
@@ -263,7 +252,7 @@ func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) {
 	if !readStrict(w, r, &in, `the body is {"action": "start", "pause", "resume", "promote" or "rollback", "reason": "<why, optional>"}`) {
 		return
 	}
-	if !slices.Contains(releaseActions, in.Action) {
+	if !slices.Contains(resilience.ReleaseActions, in.Action) {
 		writeJSON(w, http.StatusBadRequest, apiError{Code: "BAD_REQUEST", Message: "not a release command",
 			Problems: []problem{{Path: "action", Message: "must be start, pause, resume, promote or rollback, not " + strconv.Quote(in.Action)}}})
 		return

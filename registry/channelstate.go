@@ -241,37 +241,56 @@ func (c *Client) channelAPI(ctx context.Context, name string) (*API, error) {
 // ChannelState reads the stored state of an API's channels (nil, nil
 // when no controller has written one yet) and the API's entry.
 func (c *Client) ChannelState(ctx context.Context, name string) (*ChannelStateEntry, *API, error) {
-	a, err := c.channelAPI(ctx, name)
-	if err != nil {
-		return nil, nil, err
-	}
-	kv, err := c.channelsKV(ctx)
+	a, kv, err := c.channelKV(ctx, name)
 	if err != nil {
 		return nil, a, err
 	}
-	e, err := kv.Get(ctx, ChannelKey(ChannelKeyState, a.Pool, a.Name))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, a, nil
-	}
-	if err != nil {
-		return nil, a, err
-	}
-	st, err := ParseChannelState(e.Value())
-	if err != nil {
-		return nil, a, err
-	}
-	st.Revision = e.Revision()
-	return st, a, nil
+	st, err := readState(ctx, kv, a)
+	return st, a, err
 }
 
-// ChannelOverridesOf reads an API's overrides (empty when none).
-func (c *Client) ChannelOverridesOf(ctx context.Context, name string) (*ChannelOverrides, error) {
+// ChannelView is what is stored of an API's channel set: its entry, the
+// state the controller decided (nil before one did) and the operators'
+// overrides (empty when none).
+type ChannelView struct {
+	API       *API
+	State     *ChannelStateEntry
+	Overrides *ChannelOverrides
+}
+
+// ChannelView reads an API's entry, its channels' state and the
+// overrides: what `jetway channel list|show` and the admin API show.
+func (c *Client) ChannelView(ctx context.Context, name string) (*ChannelView, error) {
 	a, kv, err := c.channelKV(ctx, name)
 	if err != nil {
 		return nil, err
 	}
+	st, err := readState(ctx, kv, a)
+	if err != nil {
+		return nil, err
+	}
 	o, _, err := readOverrides(ctx, kv, a)
-	return o, err
+	if err != nil {
+		return nil, err
+	}
+	return &ChannelView{API: a, State: st, Overrides: o}, nil
+}
+
+// readState reads the stored state of a's channels (nil when none).
+func readState(ctx context.Context, kv jetstream.KeyValue, a *API) (*ChannelStateEntry, error) {
+	e, err := kv.Get(ctx, ChannelKey(ChannelKeyState, a.Pool, a.Name))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := ParseChannelState(e.Value())
+	if err != nil {
+		return nil, err
+	}
+	st.Revision = e.Revision()
+	return st, nil
 }
 
 func readOverrides(ctx context.Context, kv jetstream.KeyValue, a *API) (*ChannelOverrides, uint64, error) {
@@ -314,10 +333,8 @@ func (c *Client) SetChannelOverride(ctx context.Context, name, channel string, s
 // ReleasePause, ...) to an API's release; the controller applies it
 // within a second or two. It returns the command's id.
 func (c *Client) SendRelease(ctx context.Context, name, action, reason string) (string, error) {
-	switch action {
-	case resilience.ReleaseStart, resilience.ReleasePause, resilience.ReleaseResume, resilience.ReleasePromote, resilience.ReleaseRollback:
-	default:
-		return "", fmt.Errorf("a release takes start, pause, resume, promote or rollback, not %q", action)
+	if !slices.Contains(resilience.ReleaseActions, action) {
+		return "", fmt.Errorf("a release takes %s, not %q", strings.Join(resilience.ReleaseActions, ", "), action)
 	}
 	a, err := c.channelAPI(ctx, name)
 	if err != nil {

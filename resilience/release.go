@@ -39,6 +39,9 @@ const (
 	ReleaseRollback = "rollback"
 )
 
+// ReleaseActions are the commands a release takes, in that order.
+var ReleaseActions = []string{ReleaseStart, ReleasePause, ReleaseResume, ReleasePromote, ReleaseRollback}
+
 // Defaults of a ReleasePolicy.
 const (
 	DefaultReleaseStart    = 1.0 // percent

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -54,10 +53,11 @@ func cmdChannel(args []string, stdout, stderr io.Writer) error {
 	api := pos[1]
 	switch pos[0] {
 	case "list":
-		st, a, ov, err := readChannels(ctx, c, api)
+		cv, err := c.ChannelView(ctx, api)
 		if err != nil {
 			return err
 		}
+		st, a, ov := cv.State, cv.API, cv.Overrides
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "CHANNEL\tSTATE\tSHARE\tWEIGHT\tBACKUP\tOVERRIDE\tSINCE\tREASON")
 		for _, ch := range a.Channels {
@@ -77,10 +77,11 @@ func cmdChannel(args []string, stdout, stderr io.Writer) error {
 		}
 		return tw.Flush()
 	case "show":
-		st, a, ov, err := readChannels(ctx, c, api)
+		cv, err := c.ChannelView(ctx, api)
 		if err != nil {
 			return err
 		}
+		st, a, ov := cv.State, cv.API, cv.Overrides
 		out := struct {
 			API       string                              `json:"api"`
 			Pool      string                              `json:"pool"`
@@ -125,15 +126,4 @@ func cmdChannel(args []string, stdout, stderr io.Writer) error {
 		return tw.Flush()
 	}
 	return nil
-}
-
-// readChannels reads an API's entry, its channels' stored state (nil
-// before a controller wrote one) and the operators' overrides.
-func readChannels(ctx context.Context, c *registry.Client, api string) (*registry.ChannelStateEntry, *registry.API, *registry.ChannelOverrides, error) {
-	st, a, err := c.ChannelState(ctx, api)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	ov, err := c.ChannelOverridesOf(ctx, api)
-	return st, a, ov, err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
 )
 
@@ -66,17 +64,23 @@ func cmdRelease(args []string, stdout, stderr io.Writer) error {
 		// after it (by another operator) replaces it before then, so say
 		// which happened rather than only that it was sent.
 		for deadline := time.Now().Add(*wait); ; {
-			st, _, err := c.ChannelState(ctx, api)
-			if err == nil && st != nil && st.Release != nil && st.Release.Command == id {
-				fmt.Fprintf(stdout, "release of %s: %s applied, %s at %.4g %%\n", api, pos[0], st.Release.Stage, st.Release.Percent)
-				return nil
-			}
-			if o, oerr := c.ChannelOverridesOf(ctx, api); oerr == nil && o.Release != nil && o.Release.ID != id {
-				return fmt.Errorf("the %s was replaced by a %s from %s before the controller applied it", pos[0], o.Release.Action, o.Release.By)
+			cv, err := c.ChannelView(ctx, api)
+			if err == nil {
+				if st := cv.State; st != nil && st.Release != nil && st.Release.Command == id {
+					fmt.Fprintf(stdout, "release of %s: %s applied, %s at %.4g %%\n", api, pos[0], st.Release.Stage, st.Release.Percent)
+					return nil
+				}
+				if o := cv.Overrides.Release; o != nil && o.ID != id {
+					return fmt.Errorf("the %s was replaced by a %s from %s before the controller applied it", pos[0], o.Action, o.By)
+				}
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
+				pool := "?"
+				if cv != nil {
+					pool = cv.API.Pool
+				}
 				fmt.Fprintf(stdout, "sent %s to the release of %s (command %s), not applied within %v: is a worker of pool %s running? see jetway release status %s\n",
-					pos[0], api, id, *wait, poolOf(ctx, c, api), api)
+					pos[0], api, id, *wait, pool, api)
 				return nil
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -124,12 +128,4 @@ func cmdRelease(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.4g\t%s\t%d\t%d\t%s\n", e.At.UTC().Format(time.RFC3339), e.From, e.To, e.Percent, e.By, e.CanaryWindow.Calls, e.CanaryWindow.Failures, e.Reason)
 	}
 	return tw.Flush()
-}
-
-// poolOf is the pool of an API ("?" when it cannot be read).
-func poolOf(ctx context.Context, c *registry.Client, api string) string {
-	if _, a, err := c.ChannelState(ctx, api); err == nil && a != nil {
-		return a.Pool
-	}
-	return "?"
 }
