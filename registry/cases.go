@@ -52,16 +52,7 @@ func checkCases(cases []Case, add func(path, format string, args ...any)) {
 		if !strings.HasPrefix(c.Request.Path, "/") || strings.ContainsAny(c.Request.Path, " \r\n#") {
 			add(p+".request.path", "must be a path starting with / (a query after ?), without spaces or a fragment")
 		}
-		switch c.Request.Method {
-		case "", http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
-		default:
-			add(p+".request.method", "must be GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS")
-		}
-		for k, v := range c.Request.Headers {
-			if !validHeaderName(k) || strings.ContainsAny(v, "\r\n\x00") {
-				add(p+".request.headers", "%q: a header name and a value without CR, LF or NUL", k)
-			}
-		}
+		checkSavedRequest(p+".request", c.Request.Method, c.Request.Headers, add)
 		if c.Expect.Status < 100 || c.Expect.Status > 599 {
 			add(p+".expect.status", "must be a status from 100 to 599")
 		}
@@ -69,6 +60,23 @@ func checkCases(cases []Case, add func(path, format string, args ...any)) {
 			if ptr != "" && !strings.HasPrefix(ptr, "/") {
 				add(p+".expect.body", "%q is not a JSON pointer (it starts with /, or is \"\" for the whole body)", ptr)
 			}
+		}
+	}
+}
+
+// checkSavedRequest checks the method and headers of a request an entry
+// saves to send itself (a case, a canned probe): a method among the
+// usual ones ("" for GET), header names, and values without CR, LF or
+// NUL, which would let a value add a header of its own.
+func checkSavedRequest(path, method string, headers map[string]string, add func(path, format string, args ...any)) {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+	default:
+		add(path+".method", "must be GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS")
+	}
+	for k, v := range headers {
+		if !validHeaderName(k) || strings.ContainsAny(v, "\r\n\x00") {
+			add(path+".headers", "%q: a header name and a value without CR, LF or NUL", k)
 		}
 	}
 }

@@ -313,20 +313,13 @@ func (a *API) checkChannels(params []string, catchAll bool, add func(path, forma
 		}
 		for i, pr := range p.ProbeRequests {
 			path := fmt.Sprintf("channel_policy.probe_requests[%d]", i)
-			if pr.Method != "" && !validMethodToken(pr.Method) {
-				add(path+".method", "%q is not an HTTP method", pr.Method)
-			}
 			if !strings.HasPrefix(pr.Path, "/") || strings.ContainsAny(pr.Path, " ?#\r\n") {
 				add(path+".path", "must be an absolute path without query or spaces")
 			}
 			if len(pr.Body) > maxProbeBody {
 				add(path+".body", "at most %d bytes", maxProbeBody)
 			}
-			for k := range pr.Headers {
-				if !validHeaderName(k) {
-					add(path+".headers", "%q is not a header name", k)
-				}
-			}
+			checkSavedRequest(path, pr.Method, pr.Headers, add)
 		}
 		if !slices.Contains([]string{"", FailoverSafe, FailoverAlways, FailoverNever}, p.Failover) {
 			add("channel_policy.failover", "must be %s, %s or %s", FailoverSafe, FailoverAlways, FailoverNever)
@@ -583,17 +576,4 @@ func (a *API) checkRelease(add func(path, format string, args ...any)) {
 			}
 		}
 	}
-}
-
-// validMethodToken reports whether m is an HTTP method token.
-func validMethodToken(m string) bool {
-	if m == "" || len(m) > 16 {
-		return false
-	}
-	for _, c := range m {
-		if c < 'A' || c > 'Z' {
-			return false
-		}
-	}
-	return true
 }
