@@ -230,7 +230,7 @@ func jobs(pools ...string) []string {
 // watch whose filter names the pool.
 func channels(pools ...string) []string {
 	var out []string
-	for _, tok := range poolTokens(pools) {
+	for _, tok := range PoolTokens(pools) {
 		kv := "$KV." + BucketChannels + "."
 		out = append(out,
 			ChannelReportPrefix+tok+".>", ChannelEventPrefix+tok+".>",
@@ -250,14 +250,15 @@ func channels(pools ...string) []string {
 // pool members' and the edges' late ones.
 func channelReports(pools ...string) []string {
 	var out []string
-	for _, tok := range poolTokens(pools) {
+	for _, tok := range PoolTokens(pools) {
 		out = append(out, ChannelReportPrefix+tok+".>", ChannelOutcomePrefix+tok+".>")
 	}
 	return out
 }
 
-// poolTokens are the subject tokens of pools ("*" for every pool).
-func poolTokens(pools []string) []string {
+// PoolTokens are the subject tokens of pools ("*" for every pool: none
+// given).
+func PoolTokens(pools []string) []string {
 	if len(pools) == 0 {
 		return []string{"*"}
 	}

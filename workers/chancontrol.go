@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -145,7 +146,7 @@ func (w *Worker) startChannels() {
 	m.sets = map[string]*chanSet{}
 	m.known = map[string]*registry.ChannelStateEntry{}
 	m.kvs = map[string]*registry.ChannelOverrides{}
-	for _, tok := range poolTokensOf(w.o.Pools) {
+	for _, tok := range bus.PoolTokens(w.o.Pools) {
 		for subj, h := range map[string]nats.MsgHandler{
 			bus.ChannelReportPrefix + tok + ".>":  w.onChannelReport,
 			bus.ChannelOutcomePrefix + tok + ".>": w.onLateOutcomes,
@@ -183,25 +184,6 @@ func (w *Worker) waitChannels(ctx context.Context) {
 	}
 }
 
-func mapValues(m map[string]*chanSet) []*chanSet {
-	out := make([]*chanSet, 0, len(m))
-	for _, cs := range m {
-		out = append(out, cs)
-	}
-	return out
-}
-
-func poolTokensOf(pools []string) []string {
-	if len(pools) == 0 {
-		return []string{"*"}
-	}
-	out := make([]string, 0, len(pools))
-	for _, p := range pools {
-		out = append(out, bus.PoolToken(p))
-	}
-	return out
-}
-
 // channelLoop reports, watches and controls until the worker stops.
 func (w *Worker) channelLoop() {
 	t := time.NewTicker(channelTick)
@@ -216,7 +198,7 @@ func (w *Worker) channelLoop() {
 		select {
 		case <-w.stopped:
 			w.chans.mu.Lock()
-			sets := append(w.chans.gone, mapValues(w.chans.sets)...)
+			sets := append(w.chans.gone, slices.Collect(maps.Values(w.chans.sets))...)
 			for _, s := range w.chans.subs {
 				_ = s.Unsubscribe()
 			}
@@ -229,7 +211,7 @@ func (w *Worker) channelLoop() {
 		}
 		kv := w.channelsKV(ctx)
 		w.chans.mu.Lock()
-		sets, gone := mapValues(w.chans.sets), w.chans.gone
+		sets, gone := slices.Collect(maps.Values(w.chans.sets)), w.chans.gone
 		w.chans.gone = nil
 		w.chans.mu.Unlock()
 		for _, cs := range gone {
@@ -278,7 +260,7 @@ func (w *Worker) channelsKV(ctx context.Context) jetstream.KeyValue {
 	w.chans.stopWatch = stop // the loop's context ends it too, at the worker's stop
 	w.chans.mu.Unlock()
 	var watches []jetstream.KeyWatcher
-	for _, tok := range poolTokensOf(w.o.Pools) {
+	for _, tok := range bus.PoolTokens(w.o.Pools) {
 		watch, err := kv.Watch(wctx, "*."+tok+".>")
 		if err != nil {
 			w.log.Warn("watching channel states", "err", err)

@@ -3,6 +3,7 @@ package workers
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -17,7 +18,7 @@ import (
 // the worker serves no channel set.
 func (w *Worker) WriteChannelMetrics(out io.Writer, node string) error {
 	w.chans.mu.Lock()
-	sets := mapValues(w.chans.sets)
+	sets := slices.Collect(maps.Values(w.chans.sets))
 	w.chans.mu.Unlock()
 	if len(sets) == 0 {
 		return nil

@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -345,7 +346,7 @@ func mayFailOver(failover, cond string, req *backend.Request, probe bool) bool {
 // callChannel calls one channel within its timeout (and the call's
 // deadline) and counts the outcome.
 func (w *Worker) callChannel(ctx context.Context, r chanRoute, req *backend.Request, cs *chanSet, probe bool, apiTimeout time.Duration) (*backend.Response, error) {
-	timeout := cmpDuration(time.Duration(r.ch.Timeout), apiTimeout)
+	timeout := cmp.Or(time.Duration(r.ch.Timeout), apiTimeout)
 	start := time.Now()
 	actx, cancel := ctx, context.CancelFunc(nil)
 	if dl, ok := ctx.Deadline(); !ok || dl.Sub(start) > timeout {
@@ -437,13 +438,6 @@ func sendCopy(ctx context.Context, r chanRoute, req *backend.Request, apiTimeout
 		done(resp, err, time.Since(start))
 		resp.Free()
 	}()
-}
-
-func cmpDuration(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 // dimensionValues reads a call's value of each dimension.
@@ -571,7 +565,7 @@ func (w *Worker) channelBreaker(a *registry.API, c *registry.Channel, g *governa
 		return nil
 	}
 	name := a.Name + " channel " + c.Name
-	timeout := cmpDuration(time.Duration(c.Timeout), a.TimeoutOrDefault())
+	timeout := cmp.Or(time.Duration(c.Timeout), a.TimeoutOrDefault())
 	return func(next backend.Backend) backend.Backend {
 		return func(ctx context.Context, req *backend.Request) (*backend.Response, error) {
 			tk := br.Allow(time.Now())
