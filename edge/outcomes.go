@@ -35,6 +35,14 @@ func (e *Edge) serveOutcomes(w http.ResponseWriter, r *http.Request, id, api, se
 		writeError(w, bus.CodeMethodNotAllowed, "outcome reports are POSTed", id)
 		return
 	}
+	// A report is work like a call: it counts in flight, within the
+	// edge's limit, so a flood of reports is refused as calls are.
+	n := e.inflight.Add(1)
+	defer e.inflight.Add(-1)
+	if limit := e.o.MaxInFlight; limit > 0 && n > limit {
+		writeError(w, bus.CodeOverloaded, "this edge is serving its limit of requests", id)
+		return
+	}
 	p := e.router.Load().auth[api]
 	if p == nil || !p.api.HasChannels() {
 		writeError(w, bus.CodeRouteNotFound, "no api "+quoteName(api)+" with channels that authenticates its callers takes outcome reports", id)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jetway-gw/jetway/bus/natstest"
+	"github.com/jetway-gw/jetway/edge"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/resilience"
@@ -416,4 +417,45 @@ func TestChannelCannedProbes(t *testing.T) {
 		"channel_policy":{"probe":"canned"}}`)); err == nil || !strings.Contains(err.Error(), "probe_requests") {
 		t.Fatalf("canned probes without requests: %v", err)
 	}
+}
+
+// A late outcome report counts as a request in flight at the edge: at
+// its limit, the edge refuses it as it refuses calls.
+func TestChannelLateOutcomesWithinEdgeLimit(t *testing.T) {
+	a, b := newBackend(t, "a"), newBackend(t, "b")
+	a.hangN.Store(1)
+	b.hangN.Store(1)
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Edge: edge.Options{MaxInFlight: 1}})
+	key, rec, _ := registry.NewAPIKey()
+	if _, err := g.Client.PutApp(context.Background(), &registry.App{ID: "owner", Status: registry.AppActive, Keys: []registry.AppKey{rec}, APIs: []string{"*"}}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 2*time.Second, 2*time.Millisecond, func() error {
+		if g.EdgeWatcher.Current().Apps["owner"] == nil {
+			return fmt.Errorf("app not loaded")
+		}
+		return nil
+	})
+	g.Publish(`{"name":"sms3","pool":"p","route":{"path":"/sms3"},"auth":{"methods":["key"]},"timeout":"5s",
+		"channels":[{"name":"a","backend":{"type":"http","url":"` + a.URL + `"}},{"name":"b","backend":{"type":"http","url":"` + b.URL + `"}}]}`)
+	done := make(chan struct{})
+	go func() { // holds the edge's one slot: its backend hangs
+		defer close(done)
+		jetwaytest.Do(t, g.URL, "GET", "/sms3", nil, "X-Api-Key", key)
+	}()
+	natstest.CheckFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		if a.hits.Load()+b.hits.Load() == 0 {
+			return fmt.Errorf("the call has not reached a backend")
+		}
+		return nil
+	})
+	r := g.Do("POST", "/_jetway/outcomes/sms3", strings.NewReader(`{"outcomes":[{"call_id":"x","channel":"a","ok":false}]}`), "X-Api-Key", key)
+	if r.Status != 503 || r.Code != "OVERLOADED" {
+		t.Fatalf("a report past the edge's limit: %d %s", r.Status, r.Body)
+	}
+	select { // release the held call, on whichever channel it went to
+	case a.hang <- struct{}{}:
+	case b.hang <- struct{}{}:
+	}
+	<-done
 }
