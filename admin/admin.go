@@ -29,6 +29,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus"
 	"github.com/jetway-gw/jetway/registry"
@@ -42,7 +43,8 @@ type Options struct {
 	Bootstrap string
 	Logger    *slog.Logger
 	// Conn follows the cluster's per-second records for the live feed
-	// (GET /v1/records/stream); nil: none.
+	// (GET /v1/records/stream) and reads the SLA records and the report
+	// schedules (/v1/reports); nil: none.
 	Conn *nats.Conn
 	// Nodes lists the live nodes (GET /v1/nodes); nil: none.
 	Nodes func(now time.Time) []bus.Heartbeat
@@ -58,13 +60,18 @@ type Server struct {
 	log     *slog.Logger
 	boot    [sha256.Size]byte
 	hasBoot bool
-	live    chan struct{} // the live streams open (maxLiveStreams)
-	hub     liveHub       // their one subscription to the records
+	live    chan struct{}       // the live streams open (maxLiveStreams)
+	hub     liveHub             // their one subscription to the records
+	js      jetstream.JetStream // over Conn: SLA records, report schedules; nil: none
+	reports chan struct{}       // the reports being built (maxReports)
 }
 
 // New returns the admin API over a registry client.
 func New(o Options) *Server {
-	s := &Server{o: o, c: o.Client, log: o.Logger, live: make(chan struct{}, maxLiveStreams)}
+	s := &Server{o: o, c: o.Client, log: o.Logger, live: make(chan struct{}, maxLiveStreams), reports: make(chan struct{}, maxReports)}
+	if o.Conn != nil {
+		s.js, _ = jetstream.New(o.Conn) // fails only on a nil connection
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -132,6 +139,12 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/v1/alerts", s.need(viewer, s.listAlerts))
 	r.Put("/v1/alerts/{name}", s.need(admin, s.putAlert))
 	r.Delete("/v1/alerts/{name}", s.need(admin, s.deleteAlert))
+	// A report reads up to 35 days of records: its own deadline
+	// (reportTimeout), not a request's.
+	r.Get("/v1/reports", s.needLive(viewer, s.getReport))
+	r.Get("/v1/reports/schedules", s.need(viewer, s.listSchedules))
+	r.Put("/v1/reports/schedules/{name}", s.need(admin, s.putSchedule))
+	r.Delete("/v1/reports/schedules/{name}", s.need(admin, s.deleteSchedule))
 	r.Get("/v1/audit", s.need(viewer, s.audit))
 	r.Get("/v1/nodes", s.need(viewer, s.nodes))
 	r.Get("/v1/topics", s.need(viewer, s.listTopics))

@@ -375,8 +375,10 @@ func ownerKey(prefix, owner string) string {
 	return prefix + base64.RawURLEncoding.EncodeToString([]byte(owner))
 }
 
-// Put stores a schedule (checked by ParseReportSchedule).
-func (r *Reports) Put(ctx context.Context, s *ReportSchedule) (uint64, error) {
+// Put stores a schedule (checked by ParseReportSchedule). With
+// IfRevision it writes only if the owner's schedule is at that revision
+// (0: only if it has none), and fails with a *ConflictError otherwise.
+func (r *Reports) Put(ctx context.Context, s *ReportSchedule, opts ...WriteOption) (uint64, error) {
 	if ps := s.check(); len(ps) > 0 {
 		return 0, &ValidationError{Key: s.Owner, Problems: ps}
 	}
@@ -384,7 +386,31 @@ func (r *Reports) Put(ctx context.Context, s *ReportSchedule) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return r.kv.Put(ctx, ownerKey(reportScheduleKey, s.Owner), b)
+	key := ownerKey(reportScheduleKey, s.Owner)
+	o := collect(opts)
+	var rev uint64
+	switch {
+	case o.ifRevision == nil:
+		return r.kv.Put(ctx, key, b)
+	case *o.ifRevision == 0:
+		rev, err = r.kv.Create(ctx, key, b)
+	default:
+		rev, err = r.kv.Update(ctx, key, b, *o.ifRevision)
+	}
+	if isConflict(err) {
+		return 0, r.conflict(ctx, s.Owner, *o.ifRevision)
+	}
+	return rev, err
+}
+
+// conflict is the *ConflictError of a write of owner's schedule that
+// expected revision want.
+func (r *Reports) conflict(ctx context.Context, owner string, want uint64) error {
+	ce := &ConflictError{Kind: "report schedule", Key: owner, Want: want}
+	if e, err := r.kv.Get(ctx, ownerKey(reportScheduleKey, owner)); err == nil {
+		ce.Current = e.Revision()
+	}
+	return ce
 }
 
 // Get reads an owner's schedule; ErrNotFound when it has none.
@@ -433,14 +459,26 @@ func (r *Reports) List(ctx context.Context) (out []*ReportSchedule, bad []error,
 	return out, bad, nil
 }
 
-// Delete removes an owner's schedule and its delivery record.
-func (r *Reports) Delete(ctx context.Context, owner string) error {
-	if _, err := r.kv.Get(ctx, ownerKey(reportScheduleKey, owner)); errors.Is(err, jetstream.ErrKeyNotFound) {
+// Delete removes an owner's schedule and its delivery record. With
+// IfRevision(n) only the schedule at revision n, else a *ConflictError.
+func (r *Reports) Delete(ctx context.Context, owner string, opts ...WriteOption) error {
+	e, err := r.kv.Get(ctx, ownerKey(reportScheduleKey, owner))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("report schedule of %q: %w", owner, ErrNotFound)
 	} else if err != nil {
 		return err
 	}
-	if err := r.kv.Purge(ctx, ownerKey(reportScheduleKey, owner)); err != nil {
+	var popts []jetstream.KVDeleteOpt
+	if o := collect(opts); o.ifRevision != nil {
+		if e.Revision() != *o.ifRevision {
+			return &ConflictError{Kind: "report schedule", Key: owner, Want: *o.ifRevision, Current: e.Revision()}
+		}
+		popts = append(popts, jetstream.LastRevision(*o.ifRevision))
+	}
+	if err := r.kv.Purge(ctx, ownerKey(reportScheduleKey, owner), popts...); err != nil {
+		if isConflict(err) {
+			return r.conflict(ctx, owner, e.Revision())
+		}
 		return err
 	}
 	if err := r.kv.Purge(ctx, ownerKey(reportDeliveryKey, owner)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {

@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/report"
 	"github.com/jetway-gw/jetway/sign"
 )
 
@@ -209,26 +210,26 @@ type reportBodies struct {
 // send builds the owner's report of [from, until) and delivers it by
 // every means the schedule names.
 func (s *reportSender) send(ctx context.Context, sch *registry.ReportSchedule, from, until time.Time) error {
-	o := reportFlags{from: from, until: until, format: sch.Format, owner: sch.Owner, target: 99.99, top: 10}
-	in, err := readReportInputs(ctx, s.js, s.c, o)
+	o := report.Options{From: from, Until: until, Format: sch.Format, Owner: sch.Owner, Target: 99.99, Top: 10}
+	in, err := report.Read(ctx, s.js, s.c, o)
 	if err != nil {
 		return fmt.Errorf("reading the report's records: %w", err)
 	}
-	r := buildReport(in, o)
+	r := report.Build(in, o)
 	var b reportBodies
 	var buf bytes.Buffer
-	if err := writeReport(&buf, r, "json"); err != nil {
+	if err := report.Write(&buf, r, "json"); err != nil {
 		return err
 	}
 	b.JSON = bytes.Clone(bytes.TrimSpace(buf.Bytes()))
 	buf.Reset()
-	if err := writeReport(&buf, r, "md"); err != nil {
+	if err := report.Write(&buf, r, "md"); err != nil {
 		return err
 	}
 	b.MD = buf.String()
 	if sch.Format == "html" {
 		buf.Reset()
-		if err := writeReport(&buf, r, "html"); err != nil {
+		if err := report.Write(&buf, r, "html"); err != nil {
 			return err
 		}
 		b.HTML = buf.String()
@@ -343,18 +344,9 @@ func postReport(ctx context.Context, sch *registry.ReportSchedule, from, until t
 	return nil
 }
 
-// redactedURL is a webhook URL without its path and query, which may
-// hold a secret (a token in the path, a key in the query).
-func redactedURL(raw string) string {
-	u, err := neturl.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "(the webhook url)"
-	}
-	if u.Path == "" && u.RawQuery == "" {
-		return u.Scheme + "://" + u.Host
-	}
-	return u.Scheme + "://" + u.Host + "/…"
-}
+// redactedURL is a webhook URL without its path and query
+// (report.RedactedURL).
+func redactedURL(raw string) string { return report.RedactedURL(raw) }
 
 // redactWebhookURL replaces the webhook URL, as given and as normalized,
 // in msg by redactedURL.
