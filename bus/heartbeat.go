@@ -65,6 +65,9 @@ type Heartbeat struct {
 	// node's word, at most MaxHeartbeatList each.
 	Breakers []string `json:"breakers_open,omitempty"`
 	Alerts   []string `json:"alerts_firing,omitempty"`
+	// Site is the NATS cluster an edge with a standby (--nats-standby)
+	// sends its calls to now, "primary" or "standby"; absent without one.
+	Site string `json:"site,omitempty"`
 }
 
 // MaxHeartbeatList bounds Heartbeat.Breakers and Heartbeat.Alerts.
@@ -304,6 +307,10 @@ func boundHeartbeat(hb Heartbeat) Heartbeat {
 	}
 	hb.Breakers = list(hb.Role == UserWorker || hb.Role == "serve", hb.Breakers)
 	hb.Alerts = list(hb.Role == UserEdge || hb.Role == "serve", hb.Alerts)
+	// A site is an edge's (or serve's), and one of the two.
+	if (hb.Site != "primary" && hb.Site != "standby") || (hb.Role != UserEdge && hb.Role != "serve") {
+		hb.Site = ""
+	}
 	hb.InFlight, hb.APIs = max(hb.InFlight, 0), max(hb.APIs, 0)
 	if !(hb.Uptime >= 0) || math.IsInf(hb.Uptime, 0) { // NaN too
 		hb.Uptime = 0

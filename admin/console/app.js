@@ -184,7 +184,12 @@ async function cluster(g) {
   // Breakers open and alerts firing, from the nodes' heartbeats (each
   // worker says its breakers, the node judging alerts says what fires),
   // read again every 2 s.
-  const health = { breakers: el('div', { class: 'v', id: 'breakers-open' }, '0'), alerts: el('div', { class: 'v', id: 'alerts-firing' }, '0'), list: el('div', { id: 'health' }) };
+  const health = { breakers: el('div', { class: 'v', id: 'breakers-open' }, '0'), alerts: el('div', { class: 'v', id: 'alerts-firing' }, '0'), list: el('div', { id: 'health' }),
+    standby: el('div', { class: 'v', id: 'edges-on-standby' }, '0'), sited: el('div', { class: 'k' }) };
+  // Edges with a standby cluster say in their beats which site their
+  // calls go to; the on_standby rules are what fires for one there.
+  const standbyRules = ((alerts.json && alerts.json.items) || []).filter(a => a.rule && a.rule.kind === 'on_standby').map(a => a.name);
+  const standbyCard = el('div', { class: 'card', id: 'standby-card', hidden: true }, health.standby, health.sited);
   const tagged = new Map(); // api → its breaker tag
   function showHealth(r) {
     const nodes = (r && r.ok && r.json && (r.json.items || r.json)) || [];
@@ -195,8 +200,14 @@ async function cluster(g) {
     }
     health.breakers.textContent = String(open.size);
     health.alerts.textContent = String(firing.size);
+    const sited = nodes.filter(n => n.site), onStandby = sited.filter(n => n.site === 'standby');
+    standbyCard.hidden = sited.length === 0;
+    health.standby.textContent = String(onStandby.length);
+    health.sited.textContent = 'edges on standby, of ' + sited.length + ' with a standby; ' +
+      (standbyRules.length ? 'on_standby rule: ' + standbyRules.join(', ') : 'no on_standby rule');
     const items = [...open].map(([api, ids]) => el('li', { class: 'error' }, 'breaker open: ' + api + ' (on ' + ids.join(', ') + ')'))
-      .concat([...firing].map(a => el('li', { class: 'error' }, 'alert firing: ' + a)));
+      .concat([...firing].map(a => el('li', { class: 'error' }, 'alert firing: ' + a)))
+      .concat(onStandby.map(n => el('li', { class: 'error' }, 'edge on standby: ' + n.id + ' sends its calls to its standby cluster')));
     health.list.replaceChildren(items.length ? el('section', {}, el('ul', { id: 'health-list' }, items)) : '');
     for (const [name, tag] of tagged) tag.hidden = !open.has(name);
   }
@@ -223,7 +234,8 @@ async function cluster(g) {
       el('div', { class: 'card' }, cards.err, el('div', { class: 'k' }, 'failed or refused')),
       el('div', { class: 'card' }, el('div', { class: 'v', id: 'degraded-count' }, String(down.size)), el('div', { class: 'k' }, 'APIs degraded')),
       el('div', { class: 'card' }, health.breakers, el('div', { class: 'k' }, 'breakers open')),
-      el('div', { class: 'card' }, health.alerts, el('div', { class: 'k' }, 'alerts firing, of ' + ((alerts.json && alerts.json.items) || []).length + ' rules'))),
+      el('div', { class: 'card' }, health.alerts, el('div', { class: 'k' }, 'alerts firing, of ' + ((alerts.json && alerts.json.items) || []).length + ' rules')),
+      standbyCard),
     health.list,
     el('section', {}, canvas),
     el('section', {}, table(['API', 'route', 'pool', 'revision', 'calls/s', 'error %', 'p50', 'p99'], rows)))) return;
@@ -673,9 +685,10 @@ function age(s) {
 async function nodes(g) {
   const r = await api('GET', '/v1/nodes');
   if (!r.ok) { show(g, el('p', { class: 'error' }, errorText(r))); return; }
-  const rows = ((r.json && r.json.items) || r.json || []).map(n => el('tr', {}, el('td', {}, n.id), el('td', {}, n.role), el('td', {}, (n.pools || []).join(', ')),
+  const rows = ((r.json && r.json.items) || r.json || []).map(n => el('tr', { 'data-node': n.id }, el('td', {}, n.id), el('td', {}, n.role), el('td', {}, (n.pools || []).join(', ')),
+    el('td', { class: 'site' }, n.site ? el('span', { class: 'tag ' + (n.site === 'standby' ? 'warn' : 'ok') }, n.site) : '–'),
     el('td', {}, n.version || ''), el('td', { class: 'num' }, n.wire || 1), el('td', {}, n.host || ''), el('td', { class: 'num' }, n.in_flight), el('td', { class: 'num' }, Math.round(n.uptime_seconds) + ' s'), el('td', {}, n.at)));
-  show(g, el('h1', {}, 'Nodes'), el('section', {}, table(['id', 'role', 'pools', 'version', 'wire', 'host', 'in flight', 'up', 'last beat'], rows)));
+  show(g, el('h1', {}, 'Nodes'), el('section', {}, table(['id', 'role', 'pools', 'site', 'version', 'wire', 'host', 'in flight', 'up', 'last beat'], rows)));
 }
 
 async function audit(g) {

@@ -488,14 +488,7 @@ func (n *node) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	beater.Detail(func(hb *bus.Heartbeat) {
-		if n.worker != nil {
-			hb.Breakers = n.worker.OpenBreakers(time.Now())
-		}
-		if f := n.firing.Load(); f != nil {
-			hb.Alerts = *f
-		}
-	})
+	beater.Detail(n.beatDetail)
 	n.beatDone = make(chan struct{})
 	go func() { defer close(n.beatDone); _ = beater.Run(ctx) }()
 	n.tracker = bus.NewTracker(n.ctl, bus.DefaultHeartbeatPeriod)
@@ -514,6 +507,22 @@ func (n *node) heartbeat(ctx context.Context) error {
 		}()
 	}
 	return nil
+}
+
+// beatDetail says in a beat what the console shows of the node: a
+// worker's open breakers, the alerts firing (the judging node's), and an
+// edge's active site when it has a standby.
+func (n *node) beatDetail(hb *bus.Heartbeat) {
+	if n.worker != nil {
+		hb.Breakers = n.worker.OpenBreakers(time.Now())
+	}
+	if f := n.firing.Load(); f != nil {
+		hb.Alerts = *f
+	}
+	if f := n.failover; f != nil {
+		active, _ := f.sites.Active()
+		hb.Site = f.sites.Name(active)
+	}
 }
 
 // listenEdge serves the edge on --listen.
