@@ -305,8 +305,25 @@ function describeDrill(f) {
   const parts = [];
   if (f.abort) parts.push('abort ' + f.abort.percent + '% with ' + f.abort.status);
   if (f.delay) parts.push('delay ' + f.delay.percent + '% by ' + f.delay.min + (f.delay.max ? '–' + f.delay.max : ''));
-  return parts.join(', ') + ' until ' + new Date(f.expires_at).toLocaleString();
+  const only = [];
+  if (f.apps && f.apps.length) only.push('apps ' + f.apps.join(', '));
+  if (f.headers) only.push('headers ' + Object.entries(f.headers).map(([k, v]) => k + ': ' + v).join('; '));
+  return parts.join(', ') + (only.length ? ' of calls with ' + only.join(' and ') : '') + ' until ' + new Date(f.expires_at).toLocaleString();
 }
+
+// parseHeaders reads "Name: value; Other: value" (a drill's header
+// filter); null for none, an Error for a pair without a colon.
+function parseHeaders(text) {
+  const out = {};
+  for (const pair of text.split(';').map(p => p.trim()).filter(Boolean)) {
+    const i = pair.indexOf(':');
+    if (i <= 0) throw new Error('a header filter is "Name: value; Other: value", not ' + JSON.stringify(pair));
+    out[pair.slice(0, i).trim()] = pair.slice(i + 1).trim();
+  }
+  return Object.keys(out).length ? out : null;
+}
+
+const commaList = text => text.split(',').map(v => v.trim()).filter(Boolean);
 
 // when is a stored time, short ('–' for none).
 function when(t) { return t && !String(t).startsWith('0001-') ? String(t).replace('T', ' ').replace(/\.\d+/, '') : '–'; }
@@ -454,18 +471,25 @@ async function apiScreen(g, name) {
   }
 
   // The fault drill, at its own revision: one kind at a time from here
-  // (the CLI and REST take both, and filters).
+  // (the CLI and REST take both), for every call or only the apps and
+  // headers named.
   const drill = fault.ok ? fault.json : null;
   const drillMsg = el('span', { id: 'fault-status' }, drill ? describeDrill(drill) : 'none');
   const kind = el('select', { id: 'fault-kind' }, el('option', { value: 'abort' }, 'abort with status'), el('option', { value: 'delay' }, 'delay by'));
   const what = el('input', { type: 'text', id: 'fault-value', value: '503', size: 6 });
   const share = el('input', { type: 'text', id: 'fault-percent', value: '100', size: 4 });
   const minutes = el('input', { type: 'text', id: 'fault-minutes', value: '5', size: 4 });
+  const onlyApps = el('input', { type: 'text', id: 'fault-apps', placeholder: 'only these apps: app-1, app-2', value: drill && drill.apps ? drill.apps.join(', ') : '' });
+  const onlyHeaders = el('input', { type: 'text', id: 'fault-headers', placeholder: 'only with headers: X-Drill: on; X-Env: test',
+    value: drill && drill.headers ? Object.entries(drill.headers).map(([k, v]) => k + ': ' + v).join('; ') : '' });
   kind.addEventListener('change', () => { what.value = kind.value === 'abort' ? '503' : '200ms'; });
   async function startDrill() {
     const percent = Number(share.value);
     const f = { expires_at: new Date(Date.now() + Number(minutes.value) * 60000).toISOString() };
     if (kind.value === 'abort') f.abort = { status: Number(what.value), percent }; else f.delay = { min: what.value, percent };
+    const apps = commaList(onlyApps.value);
+    if (apps.length) f.apps = apps;
+    try { const h = parseHeaders(onlyHeaders.value); if (h) f.headers = h; } catch (e) { drillMsg.textContent = e.message; return; }
     const r = await api('PUT', path + '/fault', { body: f, headers: fault.ok ? { 'If-Match': fault.etag } : { 'If-None-Match': '*' } });
     if (!r.ok) { drillMsg.textContent = errorText(r); return; }
     route();
@@ -513,7 +537,8 @@ async function apiScreen(g, name) {
     el('section', {}, el('h2', {}, 'Switches'), el('div', { class: 'row' }, 'Degrade: ', switchMsg,
       el('button', { type: 'button', id: 'degrade-toggle', class: degraded ? '' : 'danger', onclick: flip }, degraded ? 'Restore' : 'Degrade')),
       el('div', { class: 'row' }, 'Fault drill: ', drillMsg, drill ? el('button', { type: 'button', id: 'fault-end', onclick: endDrill }, 'End the drill') : ''),
-      el('div', { class: 'row' }, kind, what, ' for ', share, '% of calls, ', minutes, ' minutes ', el('button', { type: 'button', class: 'danger', id: 'fault-start', onclick: startDrill }, drill ? 'Replace the drill' : 'Start a drill'))),
+      el('div', { class: 'row' }, kind, what, ' for ', share, '% of calls, ', minutes, ' minutes ', el('button', { type: 'button', class: 'danger', id: 'fault-start', onclick: startDrill }, drill ? 'Replace the drill' : 'Start a drill')),
+      el('div', { class: 'row' }, 'Only calls of ', onlyApps, ' with ', onlyHeaders, el('span', { class: 'muted' }, 'empty: every call'))),
     channels ? channels.node : '',
     el('section', {}, el('h2', {}, 'Entry'), editor, el('div', { class: 'row' }, el('button', { type: 'button', class: 'primary', id: 'save', onclick: () => save() }, 'Save'), el('span', { class: 'muted' }, 'revision ' + String(etag).replace(/"/g, ''))), status, conflict),
     el('section', {}, el('h2', {}, 'Cases and release'), el('div', { class: 'row' }, key,
@@ -646,7 +671,8 @@ async function jobsScreen(g) {
     const rows = ((r && r.ok && r.json && r.json.items) || []).slice().reverse().map(d => el('tr', { 'data-job': d.job },
       el('td', { class: 'num' }, d.seq), el('td', { title: d.at }, String(d.at || '').replace('T', ' ').replace(/\.\d+/, '')), el('td', {}, d.api + (d.tier && d.tier !== 'api' ? '@' + d.tier : '')),
       el('td', {}, d.job), el('td', {}, d.app || '–'), el('td', {}, d.reason), el('td', { class: 'num' }, d.attempts), el('td', {}, d.error || '–'),
-      el('td', {}, el('button', { type: 'button', class: 'replay', 'data-seq': d.seq, title: 'send the job again (an operator\'s)', onclick: ev => replay(d, ev.currentTarget) }, 'Replay'))));
+      el('td', { class: 'actions' }, el('button', { type: 'button', class: 'replay', 'data-seq': d.seq, title: 'send the job again (an operator\'s)', onclick: ev => replay(d, ev.currentTarget) }, 'Replay'),
+        el('button', { type: 'button', class: 'dead-request', 'data-seq': d.seq, title: 'its request, body included (an operator\'s)', onclick: () => showRequest(d) }, 'Request'))));
     deadRows.replaceChildren(...(rows.length ? rows : empty(9, r, 'no dead letters')));
   }
   async function refresh() {
@@ -664,14 +690,230 @@ async function jobsScreen(g) {
     msg.replaceChildren(el('p', { class: 'notice', id: 'replayed' }, 'Job ' + d.job + ' of ' + d.api + ' sent again: pending at ' + ((r.json && r.json.location) || '') + '.'));
     refresh();
   }
+  // A dead letter's request (GET /v1/deadletters/{seq}), shown as text.
+  const detail = el('div', { id: 'dead-letter' });
+  async function showRequest(d) {
+    const r = await api('GET', '/v1/deadletters/' + encodeURIComponent(d.seq));
+    detail.replaceChildren(r.ok ? el('div', {}, el('p', { class: 'muted' }, 'Dead letter ' + d.seq + ' (job ' + d.job + '):'), el('pre', { class: 'diff', id: 'dead-letter-json' }, pretty(r.json)))
+      : el('p', { class: 'error' }, errorText(r)));
+  }
+  // A job's status by its id (GET /v1/jobs/{id}), as its caller reads it.
+  const jobID = el('input', { type: 'text', id: 'job-id', placeholder: 'job id (from a 202\'s Location)' });
+  const jobOut = el('div', { id: 'job-status' });
+  async function lookUp() {
+    const id = jobID.value.trim().replace(/^.*\/_jetway\/jobs\//, '');
+    if (!id) return;
+    const r = await api('GET', '/v1/jobs/' + encodeURIComponent(id));
+    jobOut.replaceChildren(r.ok ? el('pre', { class: 'diff', id: 'job-status-json' }, pretty(r.json)) : el('p', { class: 'error', id: 'job-status-error' }, errorText(r)));
+  }
+  // Purge the dead letters of one API, or all (an admin's): two clicks.
+  const purgeAPI = el('input', { type: 'text', id: 'purge-api', placeholder: 'API (empty: every API)' });
+  const purgeMsg = el('div', { id: 'purge-status' });
+  const purgeButton = el('button', { type: 'button', class: 'danger', id: 'purge', onclick: async () => {
+    const only = purgeAPI.value.trim();
+    if (!purgeButton.dataset.armed) {
+      purgeButton.dataset.armed = '1';
+      purgeButton.textContent = 'Remove every dead letter of ' + (only || 'every API') + '? Click again';
+      return;
+    }
+    delete purgeButton.dataset.armed;
+    purgeButton.textContent = 'Purge dead letters';
+    const r = await api('DELETE', '/v1/deadletters' + (only ? '?api=' + encodeURIComponent(only) : ''));
+    purgeMsg.replaceChildren(r.ok ? el('p', { class: 'notice', id: 'purged' }, 'Removed ' + ((r.json && r.json.removed) || 0) + ' dead letter(s) of ' + (only || 'every API') + '.')
+      : el('p', { class: 'error', id: 'purge-error' }, errorText(r)));
+    refresh();
+  } }, 'Purge dead letters');
+  purgeAPI.addEventListener('input', () => { delete purgeButton.dataset.armed; purgeButton.textContent = 'Purge dead letters'; });
   showQueues(queues);
   showDead(dead);
   if (!show(g, el('h1', {}, 'Jobs'),
     el('section', {}, el('h2', {}, 'Queues'), el('table', {}, el('thead', {}, el('tr', {}, ['API', 'queued', 'oldest', 'dead letters'].map(h => el('th', {}, h)))), queueRows)),
+    el('section', {}, el('h2', {}, 'A job\'s status'), el('div', { class: 'row' }, jobID, el('button', { type: 'button', id: 'job-lookup', onclick: lookUp }, 'Look up')), jobOut),
     el('section', {}, el('h2', {}, 'Dead letters'), el('p', { class: 'muted' }, 'The newest 200, newest first: jobs that ended without success. Replay sends one again, pending at the same address with no attempts spent.'),
-      msg, el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'at', 'API', 'job', 'app', 'reason', 'attempts', 'last error', ''].map(h => el('th', {}, h)))), deadRows)))) return;
+      msg, el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'at', 'API', 'job', 'app', 'reason', 'attempts', 'last error', ''].map(h => el('th', {}, h)))), deadRows), detail,
+      el('h2', {}, 'Purge'), el('div', { class: 'row' }, purgeAPI, purgeButton, el('span', { class: 'muted' }, 'an admin\'s; recorded in the audit trail')), purgeMsg))) return;
   const timer = setInterval(refresh, 5000);
   leave.push(() => clearInterval(timer));
+}
+
+// armed is a button that acts on its second click: the first asks.
+function armed(attrs, label, ask, act) {
+  const b = el('button', { type: 'button', ...attrs, onclick: () => {
+    if (!b.dataset.armed) { b.dataset.armed = '1'; b.textContent = ask; return; }
+    act(b);
+  } }, label);
+  return b;
+}
+
+// alertsScreen: the alert rules (docs/operations.md#alerts), each with
+// its revision; the editor puts one (a new name creates it, a known one
+// is changed at the revision listed) and a rule is deleted at its
+// revision. Writing one is an admin's: a rule may name a webhook.
+async function alertsScreen(g) {
+  const r = await api('GET', '/v1/alerts');
+  if (!r.ok) { show(g, el('p', { class: 'error' }, errorText(r))); return; }
+  const items = (r.json && r.json.items) || [];
+  const byName = new Map(items.map(it => [it.name, it]));
+  const editor = el('textarea', { id: 'alert-entry', spellcheck: 'false' });
+  editor.value = pretty({ name: 'orders-errors', kind: 'success_rate_below', api: 'orders.get', threshold: 0.99, window: '1m' });
+  const status = el('div', { id: 'alert-status' });
+  async function save() {
+    status.replaceChildren();
+    let doc;
+    try { doc = JSON.parse(editor.value); } catch (e) { status.append(el('p', { class: 'error' }, 'Not JSON: ' + e.message)); return; }
+    const name = String(doc.name || '');
+    const known = byName.get(name);
+    const w = await api('PUT', '/v1/alerts/' + encodeURIComponent(name), { body: doc, headers: known ? { 'If-Match': '"' + known.revision + '"' } : { 'If-None-Match': '*' } });
+    if (!w.ok) { status.append(el('p', { class: 'error', id: 'alert-error' }, errorText(w))); return; }
+    route();
+  }
+  async function remove(it) {
+    const w = await api('DELETE', '/v1/alerts/' + encodeURIComponent(it.name), { headers: { 'If-Match': '"' + it.revision + '"' } });
+    if (!w.ok) { status.replaceChildren(el('p', { class: 'error', id: 'alert-error' }, errorText(w))); return; }
+    route();
+  }
+  const condition = a => a.threshold ? 'success rate below ' + a.threshold : a.latency ? 'p99 above ' + a.latency : a.jobs ? 'queue above ' + a.jobs
+    : a.age ? 'oldest job above ' + a.age : a.dead_letters ? 'dead letters above ' + a.dead_letters : '';
+  const rows = items.map(it => { const a = it.rule || {};
+    return el('tr', { 'data-alert': it.name }, el('td', {}, it.name, it.error ? el('span', { class: 'tag bad', title: it.error }, 'invalid') : ''), el('td', {}, a.kind || ''),
+      el('td', {}, a.api || a.pool || ''), el('td', {}, condition(a)), el('td', {}, a.window || ''), el('td', {}, a.webhook ? 'yes' : '–'), el('td', { class: 'num' }, it.revision),
+      el('td', { class: 'actions' }, it.rule ? el('button', { type: 'button', class: 'alert-edit', onclick: () => { editor.value = pretty(it.rule); editor.focus(); } }, 'edit') : '',
+        armed({ class: 'danger alert-delete', 'data-alert': it.name }, 'delete', 'delete ' + it.name + '?', () => remove(it))));
+  });
+  show(g, el('h1', {}, 'Alert rules'),
+    el('section', {}, table(['rule', 'kind', 'watches', 'when', 'window', 'webhook', 'revision', ''], rows.length ? rows : [el('tr', {}, el('td', { colspan: 8, class: 'muted' }, 'no alert rules'))])),
+    el('section', {}, el('h2', {}, 'Put a rule'), editor, el('div', { class: 'row' }, el('button', { type: 'button', class: 'primary', id: 'alert-save', onclick: save }, 'Save'),
+      el('span', { class: 'muted' }, 'a new name creates it; a known one is changed at the revision listed (an admin\'s)')), status));
+}
+
+const pct3 = v => Number(v || 0).toFixed(3) + ' %';
+const ms1 = v => Number(v || 0).toFixed(1) + ' ms';
+const worst = w => w ? pct3(w.availability_percent) + ' at ' + when(w.start) : '–';
+
+// reportView draws a report as GET /v1/reports?format=json answers it,
+// the tables of `jetway report`.
+function reportView(rep) {
+  const none = cols => [el('tr', {}, el('td', { colspan: cols, class: 'muted' }, 'None.'))];
+  const tbl = (id, heads, rows) => el('table', { id }, el('thead', {}, el('tr', {}, heads.map(h => el('th', {}, h)))), el('tbody', {}, rows.length ? rows : none(heads.length)));
+  const n = v => el('td', { class: 'num' }, v);
+  const t = rep.total || {};
+  const out = [el('h2', { id: 'report-period' }, 'SLA report ' + when(rep.from) + ' — ' + when(rep.until) + (rep.filter ? ' (' + rep.filter + ')' : '')),
+    el('p', { class: 'muted' }, rep.rule + '. Target: ' + pct3(rep.target_percent) + ' per window.')];
+  for (const note of rep.notes || []) out.push(el('p', { class: 'error' }, note));
+  if (rep.note) out.push(el('p', { class: 'notice', id: 'report-note' }, rep.note));
+  out.push(el('p', {}, 'Records: ' + rep.records + ' API-minutes from ' + rep.nodes + ' node(s).'),
+    el('h3', {}, 'Summary'),
+    tbl('report-summary', ['calls', 'succeeded', 'gateway failures', 'backend failures', 'refused', 'availability', 'windows below', 'worst window', 'p50', 'p90', 'p99', 'p99.9', 'breakers'],
+      [el('tr', {}, n(t.calls), n(t.succeeded), n(t.gateway_failures), n(t.backend_failures), n(t.refused), n(pct3(t.availability_percent)), n(t.windows_below_target + ' of ' + t.windows),
+        el('td', {}, worst(t.worst_window)), n(ms1(t.p50_ms)), n(ms1(t.p90_ms)), n(ms1(t.p99_ms)), n(ms1(t.p999_ms)), n(t.breakers_opened))]),
+    el('h3', {}, 'By owner'),
+    tbl('report-owners', ['owner', 'APIs', 'calls', 'availability', 'windows below', 'worst window', 'p99', 'breakers'], (rep.owners || []).map(o => el('tr', {},
+      el('td', {}, o.owner), el('td', {}, (o.apis || []).join(', ')), n(o.calls), el('td', { class: 'num' + (o.windows_below_target ? ' error' : '') }, pct3(o.availability_percent)),
+      n(o.windows_below_target + ' of ' + o.windows), el('td', {}, worst(o.worst_window)), n(ms1(o.p99_ms)), n(o.breakers_opened)))),
+    el('h3', {}, 'By API'),
+    tbl('report-apis', ['API', 'owner', 'calls', 'succeeded', 'gateway failures', 'backend failures', 'refused', 'availability', 'windows below', 'p50', 'p99', 'p99.9', 'breakers', 'changed on'],
+      (rep.apis || []).map(a => el('tr', { 'data-api': a.api }, el('td', {}, a.api), el('td', {}, a.owner), n(a.calls), n(a.succeeded), n(a.gateway_failures), n(a.backend_failures), n(a.refused),
+        el('td', { class: 'num' + (a.windows_below_target ? ' error' : '') }, pct3(a.availability_percent)), n(a.windows_below_target + ' of ' + a.windows),
+        n(ms1(a.p50_ms)), n(ms1(a.p99_ms)), n(ms1(a.p999_ms)), n(a.breakers_opened), el('td', {}, (a.changed_on || []).join(', ') || '–')))),
+    el('h3', {}, 'Slowest APIs (p99 over the period)'),
+    tbl('report-slowest', ['API', 'owner', 'p99', 'p99.9', 'calls'], (rep.slowest || []).map(a => el('tr', {}, el('td', {}, a.api), el('td', {}, a.owner), n(ms1(a.p99_ms)), n(ms1(a.p999_ms)), n(a.calls)))),
+    el('h3', {}, 'Windows below ' + pct3(rep.target_percent)),
+    tbl('report-below', ['window (5 min)', 'API', 'owner', 'calls counted', 'succeeded', 'availability'], (rep.windows_below_target || []).map(w => el('tr', {},
+      el('td', {}, when(w.start)), el('td', {}, w.api || ''), el('td', {}, w.owner || ''), n(w.sla_calls), n(w.succeeded), el('td', { class: 'num error' }, pct3(w.availability_percent))))),
+    el('h3', {}, 'Errors by code'),
+    tbl('report-errors', ['API', 'code', 'kind', 'whose', 'calls'], (rep.errors || []).map(e => el('tr', {}, el('td', {}, e.api), el('td', {}, e.code), el('td', {}, e.kind), el('td', {}, e.cause), n(e.count)))),
+    el('h3', {}, 'Breakers opened'),
+    tbl('report-breakers', ['at', 'API', 'owner', 'worker', 'reason'], (rep.breakers_opened || []).map(b => el('tr', {}, el('td', {}, when(b.at)), el('td', {}, b.api), el('td', {}, b.owner), el('td', {}, b.worker), el('td', {}, b.reason || '')))),
+    el('h3', {}, 'Switches flipped'),
+    tbl('report-switches', ['at', 'switch', 'on/off', 'API', 'owner', 'by'], (rep.switches_flipped || []).map(c => el('tr', {}, el('td', {}, when(c.at)), el('td', {}, c.kind), el('td', {}, c.action), el('td', {}, c.api), el('td', {}, c.owner), el('td', {}, c.actor)))),
+    el('h3', {}, 'Registry changes'),
+    tbl('report-changes', ['at', 'action', 'API', 'owner', 'by'], (rep.registry_changes || []).map(c => el('tr', {}, el('td', {}, when(c.at)), el('td', {}, c.action), el('td', {}, c.api), el('td', {}, c.owner), el('td', {}, c.actor)))));
+  return out;
+}
+
+// reportsScreen: the SLA report of a period (GET /v1/reports, as `jetway
+// report` builds it), its HTML page downloaded over fetch — the token in
+// a header, never in a URL — and the owners' report schedules, written
+// and deleted at their revision (an admin's).
+async function reportsScreen(g) {
+  const [apis, scheds] = await Promise.all([api('GET', '/v1/apis'), api('GET', '/v1/reports/schedules')]);
+  const names = ((apis.ok && apis.json && apis.json.items) || []).map(it => it.name).filter(n => !n.startsWith('draft.'));
+  const since = el('input', { type: 'text', class: 'short', id: 'report-since', value: '24h', size: 12, title: 'a duration back from now (24h, 7d), a date (2006-01-02) or an RFC 3339 time' });
+  const until = el('input', { type: 'text', class: 'short', id: 'report-until', placeholder: 'now', size: 12 });
+  const which = el('select', { id: 'report-api' }, el('option', { value: '' }, 'every API'), names.map(n => el('option', { value: n }, n)));
+  const owner = el('input', { type: 'text', id: 'report-owner', placeholder: 'every owner (unowned: none named)' });
+  const target = el('input', { type: 'text', class: 'short', id: 'report-target', value: '99.99', size: 6 });
+  const out = el('div', { id: 'report' });
+  const dl = el('div', { id: 'report-download-status' });
+  function query(format) {
+    const p = new URLSearchParams({ since: since.value.trim() || '24h', target: target.value.trim() || '99.99', format });
+    if (until.value.trim()) p.set('until', until.value.trim());
+    if (which.value) p.set('api', which.value);
+    if (owner.value.trim()) p.set('owner', owner.value.trim());
+    return '/v1/reports?' + p;
+  }
+  async function build() {
+    out.replaceChildren(el('p', { class: 'muted' }, 'Building the report…'));
+    const r = await api('GET', query('json'));
+    if (g !== gen) return;
+    out.replaceChildren(...(r.ok ? reportView(r.json) : [el('p', { class: 'error', id: 'report-error' }, errorText(r))]));
+  }
+  async function download() {
+    dl.replaceChildren();
+    const r = await fetch(query('html'), { headers: { Authorization: 'Bearer ' + token() } });
+    if (!r.ok) {
+      let j = null; const text = await r.text();
+      try { j = JSON.parse(text); } catch { /* not JSON */ }
+      dl.replaceChildren(el('p', { class: 'error' }, errorText({ status: r.status, json: j, text })));
+      return;
+    }
+    const href = URL.createObjectURL(await r.blob());
+    const a = el('a', { href, download: 'sla-report-' + (since.value.trim() || '24h').replace(/[^A-Za-z0-9-]/g, '_') + '.html' });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(href), 60000);
+    dl.replaceChildren(el('p', { class: 'notice', id: 'report-downloaded' }, 'The HTML report is downloaded.'));
+  }
+
+  // The schedules.
+  const items = (scheds.ok && scheds.json && scheds.json.items) || [];
+  const byOwner = new Map(items.map(it => [it.owner, it]));
+  const editor = el('textarea', { id: 'schedule-entry', spellcheck: 'false' });
+  editor.value = pretty({ owner: 'Team Payments', every: 'weekly', weekday: 'monday', at: '07:00', format: 'html', webhook: { url: 'https://hooks.example.com/sla' } });
+  const status = el('div', { id: 'schedule-status' });
+  async function save() {
+    status.replaceChildren();
+    let doc;
+    try { doc = JSON.parse(editor.value); } catch (e) { status.append(el('p', { class: 'error' }, 'Not JSON: ' + e.message)); return; }
+    const known = byOwner.get(String(doc.owner || ''));
+    const w = await api('PUT', '/v1/reports/schedules/' + encodeURIComponent(String(doc.owner || '')), { body: doc, headers: known ? { 'If-Match': '"' + known.revision + '"' } : { 'If-None-Match': '*' } });
+    if (!w.ok) { status.append(el('p', { class: 'error', id: 'schedule-error' }, errorText(w))); return; }
+    route();
+  }
+  async function remove(it) {
+    const w = await api('DELETE', '/v1/reports/schedules/' + encodeURIComponent(it.owner), { headers: { 'If-Match': '"' + it.revision + '"' } });
+    if (!w.ok) { status.replaceChildren(el('p', { class: 'error', id: 'schedule-error' }, errorText(w))); return; }
+    route();
+  }
+  const rows = items.map(it => { const sc = it.schedule || {}, d = it.delivery;
+    const to = [sc.webhook && sc.webhook.url, sc.smtp && (sc.smtp.to || []).join(', ')].filter(Boolean).join('; ');
+    return el('tr', { 'data-owner': it.owner }, el('td', {}, it.owner), el('td', {}, sc.every + (sc.weekday ? ' (' + sc.weekday + ')' : '')), el('td', {}, sc.at + ' UTC'), el('td', {}, sc.format),
+      el('td', {}, to), el('td', {}, d ? d.state + ' (' + when(d.due) + ')' : '–'), el('td', {}, d ? when(d.last_sent) : '–'), el('td', { class: 'error' }, (d && d.last_error) || ''),
+      el('td', { class: 'num' }, it.revision),
+      el('td', { class: 'actions' }, el('button', { type: 'button', class: 'schedule-edit', onclick: () => { editor.value = pretty(sc); editor.focus(); } }, 'edit'),
+        armed({ class: 'danger schedule-delete', 'data-owner': it.owner }, 'delete', 'delete ' + it.owner + '\'s?', () => remove(it))));
+  });
+  const schedTable = scheds.ok ? table(['owner', 'every', 'at', 'format', 'to', 'last due', 'last sent', 'last error', 'revision', ''], rows.length ? rows : [el('tr', {}, el('td', { colspan: 10, class: 'muted' }, 'no schedules'))])
+    : el('p', { class: 'error' }, errorText(scheds));
+  if (!show(g, el('h1', {}, 'SLA reports'),
+    el('section', {}, el('div', { class: 'row' }, 'From ', since, ' until ', until, which, owner, ' target ', target, ' % ',
+      el('button', { type: 'button', class: 'primary', id: 'report-show', onclick: build }, 'Show'),
+      el('button', { type: 'button', id: 'report-download', onclick: download }, 'Download the HTML report')), dl, out),
+    el('section', {}, el('h2', {}, 'Schedules'), el('p', { class: 'muted' }, 'Each owner\'s report, sent daily or weekly by webhook or mail (docs/reports.md). A webhook\'s URL is shown without its path and query; saved so, the stored URL stays.'),
+      schedTable, el('h2', {}, 'Put a schedule'), editor, el('div', { class: 'row' }, el('button', { type: 'button', class: 'primary', id: 'schedule-save', onclick: save }, 'Save'),
+        el('span', { class: 'muted' }, 'a new owner creates one; a known one is changed at the revision listed (an admin\'s)')), status))) return;
+  build();
 }
 
 // age is a number of seconds, short.
@@ -717,6 +959,8 @@ async function route() {
     } else if (h === 'apps') await apps(g);
     else if (h === 'push') await pushScreen(g);
     else if (h === 'jobs') await jobsScreen(g);
+    else if (h === 'reports') await reportsScreen(g);
+    else if (h === 'alerts') await alertsScreen(g);
     else if (h === 'nodes') await nodes(g);
     else if (h === 'audit') await audit(g);
     else await cluster(g);
