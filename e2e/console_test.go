@@ -198,6 +198,22 @@ func TestConsole(t *testing.T) {
 		waitStatus(t, srv.edge+"/v1/hello/x", http.StatusOK)
 	})
 
+	t.Run("a fault drill of the calls with a header only", func(t *testing.T) {
+		openAPI(t, ctx, console, "demo.hello")
+		run(t, ctx, "start a drill with a filter", chromedp.SetValue(css("#fault-value"), "418"), chromedp.SetValue(css("#fault-headers"), "X-Drill: on"), chromedp.Click(css("#fault-start")))
+		waitJS(t, ctx, "the drill on", `!!document.getElementById('fault-end') && document.getElementById('fault-status').textContent.includes('headers X-Drill: on')`)
+		natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+			with, err1 := do("GET", srv.edge+"/v1/hello/x", nil, http.Header{"X-Drill": {"on"}})
+			without, err2 := do("GET", srv.edge+"/v1/hello/x", nil, nil)
+			if err1 != nil || err2 != nil || with.status != http.StatusTeapot || without.status != http.StatusOK {
+				return fmt.Errorf("with the header %v %v, without %v %v", with.status, err1, without.status, err2)
+			}
+			return nil
+		})
+		run(t, ctx, "end it", chromedp.Click(css("#fault-end")))
+		waitJS(t, ctx, "the drill over", `!!document.getElementById('fault-status') && document.getElementById('fault-status').textContent === 'none'`)
+	})
+
 	t.Run("a channel set listed, its release started and a channel cut from the console", func(t *testing.T) {
 		doc := `{"name":"e2e.channels","pool":"e2e","route":{"method":"GET","path":"/v1/e2e-channels"},
 			"channels":[{"name":"carrier-a","weight":3,"backend":{"type":"mock","body":"a"}},{"name":"carrier-b","backend":{"type":"mock","body":"b"}}],
@@ -348,6 +364,68 @@ func TestConsole(t *testing.T) {
 		screenshot(t, ctx, "jobs")
 		run(t, ctx, "replay", chromedp.Click(css(row+" button.replay")))
 		waitJS(t, ctx, "the replay's answer", fmt.Sprintf(`!!document.getElementById('replayed') && document.getElementById('replayed').textContent.includes(%q)`, job))
+		run(t, ctx, "the job's status", chromedp.SetValue(css("#job-id"), "/_jetway/jobs/"+job), chromedp.Click(css("#job-lookup")))
+		waitJS(t, ctx, "the status", fmt.Sprintf(`!!document.getElementById('job-status-json') && document.getElementById('job-status-json').textContent.includes(%q)`, job))
+		// The replayed job fails again: a dead letter to purge.
+		natstest.CheckFor(t, 15*time.Second, 100*time.Millisecond, func() error {
+			if b := restGet(t, srv.admin+"/v1/deadletters?api=e2e.jobs", token); !strings.Contains(b, job) {
+				return fmt.Errorf("the replayed job is no dead letter yet: %s", b)
+			}
+			return nil
+		})
+		run(t, ctx, "purge (asked)", chromedp.SetValue(css("#purge-api"), "e2e.jobs"), chromedp.Click(css("#purge")))
+		waitJS(t, ctx, "the question", `document.getElementById('purge').textContent.includes('Click again') && !document.getElementById('purged')`)
+		run(t, ctx, "purge (confirmed)", chromedp.Click(css("#purge")))
+		waitJS(t, ctx, "the purge's answer", `!!document.getElementById('purged') && /Removed [1-9]/.test(document.getElementById('purged').textContent)`)
+		trail := restGet(t, srv.admin+"/v1/audit?kind=dlq", token)
+		if !strings.Contains(trail, `"purge"`) {
+			t.Errorf("no purge in the audit trail: %s", trail)
+		}
+	})
+	t.Run("alerts: a rule put and edited from the console, seen over REST", func(t *testing.T) {
+		run(t, ctx, "alerts", chromedp.Navigate(console+"#/alerts"), chromedp.WaitVisible(css("#alert-entry")))
+		run(t, ctx, "put a rule", chromedp.SetValue(css("#alert-entry"), `{"name":"console-slow","kind":"p99_above","api":"demo.hello","latency":"800ms"}`), chromedp.Click(css("#alert-save")))
+		waitJS(t, ctx, "the rule listed", `!!document.querySelector('tr[data-alert="console-slow"]')`)
+		run(t, ctx, "edit it", chromedp.Click(css(`tr[data-alert="console-slow"] button.alert-edit`)))
+		entry := value(t, ctx, "the editor", chromedp.Value(css("#alert-entry")))
+		run(t, ctx, "save it", chromedp.SetValue(css("#alert-entry"), strings.Replace(entry, "800ms", "1.5s", 1)), chromedp.Click(css("#alert-save")))
+		waitJS(t, ctx, "the change listed", `!!document.querySelector('tr[data-alert="console-slow"]') && document.querySelector('tr[data-alert="console-slow"]').textContent.includes('1.5s')`)
+		if rules := restGet(t, srv.admin+"/v1/alerts", token); !strings.Contains(rules, `"console-slow"`) || !strings.Contains(rules, `"1.5s"`) {
+			t.Errorf("the rule over REST: %s", rules)
+		}
+		screenshot(t, ctx, "alerts")
+	})
+	t.Run("reports: the report of the demo's traffic, its HTML page and a schedule", func(t *testing.T) {
+		// The edge stores a minute's records when it ends: wait for one
+		// with the demo's traffic (the traffic has run since the start).
+		natstest.CheckFor(t, 75*time.Second, time.Second, func() error {
+			var rep struct{ Total struct{ Calls int64 } }
+			if b := restGet(t, srv.admin+"/v1/reports?since=1h&api=demo.hello", token); json.Unmarshal([]byte(b), &rep) != nil || rep.Total.Calls == 0 {
+				return fmt.Errorf("no calls of demo.hello stored yet: %.300s", b)
+			}
+			return nil
+		})
+		doc := `{"owner":"Team Console","every":"daily","at":"06:00","webhook":{"url":"https://hooks.example.com/t/s3cr3t?key=k3y"}}`
+		if r, err := do("PUT", srv.admin+"/v1/reports/schedules/Team%20Console", strings.NewReader(doc),
+			http.Header{"Authorization": {"Bearer " + token}, "If-None-Match": {"*"}}); err != nil || r.status != http.StatusOK {
+			t.Fatalf("put a schedule: %v %v", r, err)
+		}
+		run(t, ctx, "reports", chromedp.Navigate(console+"#/reports"), chromedp.WaitVisible(css("#report-since")))
+		waitJS(t, ctx, "the report", `!!document.getElementById('report-summary') && !!document.getElementById('report-period')`)
+		run(t, ctx, "demo.hello's", chromedp.SetValue(css("#report-since"), "1h"), chromedp.SetValue(css("#report-api"), "demo.hello"), chromedp.Click(css("#report-show")))
+		waitJS(t, ctx, "demo.hello's row with calls", `!!document.querySelector('#report-apis tr[data-api="demo.hello"]') &&
+			Number(document.querySelector('#report-apis tr[data-api="demo.hello"] td.num').textContent) > 0 &&
+			document.getElementById('report-period').textContent.includes('(api demo.hello)')`)
+		schedules := value(t, ctx, "schedules", chromedp.TextContent(css("#main")))
+		if !strings.Contains(schedules, "Team Console") || !strings.Contains(schedules, "https://hooks.example.com/…") || strings.Contains(schedules, "s3cr3t") || strings.Contains(schedules, "k3y") {
+			t.Errorf("the schedules:\n%s", schedules)
+		}
+		screenshot(t, ctx, "reports")
+		run(t, ctx, "download the HTML report", chromedp.Click(css("#report-download")))
+		waitJS(t, ctx, "the download", `!!document.getElementById('report-downloaded')`)
+		run(t, ctx, "delete the schedule (asked)", chromedp.Click(css(`button.schedule-delete[data-owner="Team Console"]`)))
+		run(t, ctx, "delete the schedule (confirmed)", chromedp.Click(css(`button.schedule-delete[data-owner="Team Console"]`)))
+		waitJS(t, ctx, "the schedule gone", `!!document.getElementById('report-since') && !document.querySelector('tr[data-owner="Team Console"]') && document.getElementById('main').textContent.includes('no schedules')`)
 	})
 	// Found by review: a screen still loading for an older hash drew over
 	// the newer one, and kept its live stream open unseen (the token has
@@ -403,4 +481,14 @@ func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// restGet GETs an admin API resource with the token, its body.
+func restGet(t *testing.T, url, token string) string {
+	t.Helper()
+	r, err := do("GET", url, nil, http.Header{"Authorization": {"Bearer " + token}})
+	if err != nil || r.status != http.StatusOK {
+		t.Fatalf("GET %s: %v %v", url, r, err)
+	}
+	return string(r.body)
 }
