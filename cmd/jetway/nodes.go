@@ -17,7 +17,9 @@ const nodesUsage = `Usage: jetway nodes [--nats URL] [--json] [--wait 1.5s]
 Lists the live nodes of the cluster. Every serve, edge and worker process
 publishes a heartbeat on jetway.heartbeat.<role>.<id> every second; this
 command listens for --wait and prints each node it heard: id, role, pools,
-version, calls in flight, uptime, admin address and host. A node that stops
+version, calls in flight, uptime, admin address, host and, for an edge
+with a standby cluster, the site its calls go to (primary or standby;
+blank for any other node: the edge's own word). A node that stops
 cleanly says so in its last heartbeat and is not listed; one silent for three
 heartbeats is dead. With --json it prints the nodes as a JSON array, the same
 document the admin listener serves at /nodes.
@@ -66,14 +68,15 @@ func cmdNodes(args []string, stdout, stderr io.Writer) error {
 		return bus.WriteNodesJSON(stdout, nodes)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tROLE\tPOOLS\tVERSION\tIN-FLIGHT\tUPTIME\tADMIN\tHOST")
+	fmt.Fprintln(tw, "ID\tROLE\tPOOLS\tVERSION\tIN-FLIGHT\tUPTIME\tADMIN\tHOST\tSITE")
 	for _, n := range nodes {
 		pools := strings.Join(n.Pools, ",")
 		if pools == "" && n.Role == string(roleServe) {
 			pools = "(all)" // serve's workers take every pool
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.ID, n.Role, nodesOrDash(pools), nodesOrDash(n.Version),
-			n.InFlight, n.UptimeDuration().Round(time.Second), nodesOrDash(n.Admin), nodesOrDash(n.Host))
+		// SITE last and blank when absent: most nodes have none.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", n.ID, n.Role, nodesOrDash(pools), nodesOrDash(n.Version),
+			n.InFlight, n.UptimeDuration().Round(time.Second), nodesOrDash(n.Admin), nodesOrDash(n.Host), n.Site)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -35,7 +35,7 @@ func runBeater(t *testing.T, url string, hb bus.Heartbeat) *bus.Beater {
 func TestNodesListsLiveNodes(t *testing.T) {
 	url := natstest.RunServer(t).ClientURL()
 	w := runBeater(t, url, bus.Heartbeat{Role: "worker", Pools: []string{"orders", "users"}, Version: "v9", Admin: "127.0.0.1:9991", Host: "box-w"})
-	e := runBeater(t, url, bus.Heartbeat{Role: "edge", Version: "v9", Host: "box-e"})
+	e := runBeater(t, url, bus.Heartbeat{Role: "edge", Version: "v9", Host: "box-e", Site: "standby"})
 	s := runBeater(t, url, bus.Heartbeat{Role: "serve", Version: "v9", Host: "box-s"})
 
 	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
@@ -52,11 +52,12 @@ func TestNodesListsLiveNodes(t *testing.T) {
 			return fmt.Errorf("serve line %q", lines[2])
 		}
 		lines = append(lines[:2], lines[3:]...)
-		if f := strings.Fields(lines[0]); strings.Join(f, " ") != "ID ROLE POOLS VERSION IN-FLIGHT UPTIME ADMIN HOST" {
+		if f := strings.Fields(lines[0]); strings.Join(f, " ") != "ID ROLE POOLS VERSION IN-FLIGHT UPTIME ADMIN HOST SITE" {
 			return fmt.Errorf("header %q", lines[0])
 		}
-		// Sorted by role: the edge first.
-		if f := strings.Fields(lines[1]); len(f) != 8 || f[0] != e.ID() || f[1] != "edge" || f[2] != "-" || f[4] != "5" || f[6] != "-" || f[7] != "box-e" {
+		// Sorted by role: the edge first, with its site; the others have
+		// none, and their SITE is blank.
+		if f := strings.Fields(lines[1]); len(f) != 9 || f[0] != e.ID() || f[1] != "edge" || f[2] != "-" || f[4] != "5" || f[6] != "-" || f[7] != "box-e" || f[8] != "standby" {
 			return fmt.Errorf("edge line %q", lines[1])
 		}
 		if f := strings.Fields(lines[2]); len(f) != 8 || f[0] != w.ID() || f[1] != "worker" || f[2] != "orders,users" || f[3] != "v9" || f[6] != "127.0.0.1:9991" {
