@@ -199,7 +199,7 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 			sch.Webhook.URL = cur.Webhook.URL
 		}
 	}
-	rev, err := st.Put(r.Context(), sch, opt)
+	rev, err := s.client(w, r).PutReportSchedule(r.Context(), st, sch, opt)
 	if err != nil {
 		writeRegistryError(w, err, s.log)
 		return
@@ -225,7 +225,7 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := st.Delete(r.Context(), owner, registry.IfRevision(rev)); err != nil {
+	if err := s.client(w, r).DeleteReportSchedule(r.Context(), st, owner, registry.IfRevision(rev)); err != nil {
 		writeRegistryError(w, err, s.log)
 		return
 	}

@@ -156,4 +156,20 @@ func TestReportSchedules(t *testing.T) {
 	if r := e.do(adm, "PUT", path, doc, "If-None-Match", "*"); r.status != 200 {
 		t.Errorf("create after delete: %d %s", r.status, r.body)
 	}
+	// Every write is in the audit trail (kind report), naming the token;
+	// the refused ones are not.
+	trail, err := e.c.Audit(ctx, time.Time{}, "report", 0)
+	var got []string
+	for _, ch := range trail {
+		if ch.Key != owner || !strings.HasPrefix(ch.Actor, "token:") {
+			t.Errorf("record %+v", ch)
+		}
+		got = append(got, ch.Action)
+	}
+	if err != nil || strings.Join(got, ",") != "put,put,delete,put" {
+		t.Errorf("audit trail: %v %q", err, got)
+	}
+	if r := e.do(viewer, "GET", "/v1/audit?kind=report", ""); r.status != 200 || !strings.Contains(r.body, `"kind":"report"`) {
+		t.Errorf("audit over REST: %d %s", r.status, r.body)
+	}
 }

@@ -94,7 +94,7 @@ func (c *Client) WithAuditErrors(f func(error)) *Client {
 }
 
 // AuditKinds are the kinds of change the trail records.
-var AuditKinds = []string{"api", "app", "degrade", "fault", "alert", "jsonschema", "schema", "cert", "token", "cache", "topic", "push", "secret", "dlq", "channel", "release"}
+var AuditKinds = []string{"api", "app", "degrade", "fault", "alert", "jsonschema", "schema", "cert", "token", "cache", "topic", "push", "secret", "dlq", "channel", "release", "report"}
 
 // Record adds a change made outside the registry's buckets (a cache
 // purge, a kick of push connections) to the audit trail.

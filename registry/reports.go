@@ -487,6 +487,27 @@ func (r *Reports) Delete(ctx context.Context, owner string, opts ...WriteOption)
 	return nil
 }
 
+// PutReportSchedule stores an owner's schedule in r (Reports.Put, with
+// its options) and records the write in the audit trail (kind report,
+// action put, the owner as key): the CLI's and the admin API's writes
+// of schedules, which decide where an owner's SLA figures are sent.
+func (c *Client) PutReportSchedule(ctx context.Context, r *Reports, s *ReportSchedule, opts ...WriteOption) (uint64, error) {
+	rev, err := r.Put(ctx, s, opts...)
+	if err != nil {
+		return 0, err
+	}
+	return rev, c.noted(ctx, "report", "put", s.Owner, rev, nil)
+}
+
+// DeleteReportSchedule removes an owner's schedule and its delivery
+// record (Reports.Delete) and records it (kind report, action delete).
+func (c *Client) DeleteReportSchedule(ctx context.Context, r *Reports, owner string, opts ...WriteOption) error {
+	if err := r.Delete(ctx, owner, opts...); err != nil {
+		return err
+	}
+	return c.noted(ctx, "report", "delete", owner, 0, nil)
+}
+
 // Delivery reads an owner's delivery record (nil: none yet).
 func (r *Reports) Delivery(ctx context.Context, owner string) (*ReportDelivery, error) {
 	e, err := r.kv.Get(ctx, ownerKey(reportDeliveryKey, owner))

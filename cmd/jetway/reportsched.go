@@ -547,7 +547,7 @@ func cmdReportSchedule(args []string, stdin io.Reader, stdout, stderr io.Writer)
 			return describeInvalid(err, stderr, "report schedule")
 		}
 	}
-	ctx, _, _, store, done, err := openReportStore(rf)
+	ctx, c, _, store, done, err := openReportStore(rf)
 	if err != nil {
 		return err
 	}
@@ -555,14 +555,14 @@ func cmdReportSchedule(args []string, stdin io.Reader, stdout, stderr io.Writer)
 	switch pos[0] {
 	case "put":
 		s, _ := registry.ParseReportSchedule(doc)
-		rev, err := store.Put(ctx, s)
+		rev, err := c.PutReportSchedule(ctx, store, s)
 		if err != nil {
 			return describeInvalid(err, stderr, "report schedule")
 		}
 		due, _ := s.Due(time.Now())
 		fmt.Fprintf(stdout, "report schedule of %s stored at revision %d (%s at %s UTC; last due %s)\n", s.Owner, rev, s.Every, s.At, due.Format(time.RFC3339))
 	case "delete":
-		if err := store.Delete(ctx, pos[1]); err != nil {
+		if err := c.DeleteReportSchedule(ctx, store, pos[1]); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "deleted the report schedule of %s\n", pos[1])

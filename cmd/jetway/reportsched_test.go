@@ -147,6 +147,12 @@ func TestReportScheduleWebhookOnce(t *testing.T) {
 	if code, _, errs := jw("", "report", "schedule", "delete", "Team Payments"); code == 0 || !strings.Contains(errs, "not found") {
 		t.Errorf("delete again: %d %s", code, errs)
 	}
+	// The put and the delete are in the audit trail, the CLI's user named.
+	code, out, errs = jw("", "audit", "--kind", "report")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 3 ||
+		!strings.Contains(lines[1], "put") || !strings.Contains(lines[2], "delete") || !strings.Contains(lines[2], "Team Payments") || !strings.Contains(lines[2], "cli:") {
+		t.Errorf("audit --kind report: %d %s %s", code, out, errs)
+	}
 }
 
 // A receiver that fails: the delivery is retried within the attempt, then
