@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/report"
 )
 
 // alertItem is a stored alert rule with its revision; a rule that does not
@@ -20,11 +21,71 @@ type alertItem struct {
 	Invalid  string          `json:"error,omitempty"`
 }
 
+// listAlerts answers every rule with its webhook's URL redacted
+// (report.RedactedURL: a webhook's path or query often is its key), for
+// every role, as the report schedules: the console edits a rule as
+// listed, and a PUT that gives the redacted URL back keeps the stored
+// one, so no one needs to see it, an admin included.
 func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) {
 	all, err := s.c.ListAlerts(r.Context())
+	for i, l := range all {
+		if l.Err == nil && l.Value != nil {
+			all[i].Value = redactedRule(l.Value)
+		}
+	}
 	writeListed(w, s, all, err, func(name string, rev uint64, v json.RawMessage, invalid string) any {
 		return alertItem{Name: name, Revision: rev, Rule: v, Invalid: invalid}
 	})
+}
+
+// redactedRule is a copy of rule with its webhook's URL redacted.
+func redactedRule(rule *registry.AlertRule) *registry.AlertRule {
+	v := *rule
+	if v.Webhook != "" {
+		v.Webhook = report.RedactedURL(v.Webhook)
+	}
+	return &v
+}
+
+// keepWebhook makes a rule written with its webhook's redacted URL (as
+// listed) keep the stored URL: doc is rewritten with the stored one. A
+// redacted URL with nothing to keep — no such rule, no webhook, another
+// scheme or host — is refused: it would store the placeholder, or send
+// the alerts of a host swapped in to a path that is not its. ok false
+// when it answered the request.
+func (s *Server) keepWebhook(w http.ResponseWriter, r *http.Request, parsed *registry.AlertRule, doc []byte) ([]byte, bool) {
+	if parsed.Webhook == "" || !report.IsRedacted(parsed.Webhook) {
+		return doc, true
+	}
+	all, err := s.c.ListAlerts(r.Context())
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return nil, false
+	}
+	var stored string
+	for _, l := range all {
+		if l.Key == parsed.Name && l.Err == nil && l.Value != nil {
+			stored = l.Value.Webhook
+		}
+	}
+	kept := report.KeptURL(parsed.Webhook, stored)
+	if kept == parsed.Webhook {
+		writeJSON(w, http.StatusBadRequest, apiError{Code: "INVALID_ENTRY", Message: "the webhook's URL is a redacted one that is not the stored rule's; give the whole URL",
+			Problems: []problem{{Path: "webhook", Message: "is redacted (…) and the stored rule has no webhook at this scheme and host to keep: give the whole URL"}}})
+		return nil, false
+	}
+	js, err := registry.ToJSON(doc)
+	var m map[string]json.RawMessage
+	if err == nil {
+		err = json.Unmarshal(js, &m)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "the rule does not read as one JSON object")
+		return nil, false
+	}
+	m["webhook"], _ = json.Marshal(kept)
+	out, _ := json.Marshal(m)
+	return out, true
 }
 
 // writeListed answers a list of stored entries, {"items": [...]}, each
@@ -63,12 +124,15 @@ func (s *Server) putAlert(w http.ResponseWriter, r *http.Request) {
 	if !sameName(w, "rule", chi.URLParam(r, "name"), parsed.Name) {
 		return
 	}
+	if doc, ok = s.keepWebhook(w, r, parsed, doc); !ok {
+		return
+	}
 	rule, err := s.client(w, r).PutAlert(r.Context(), doc, opt)
 	if err != nil {
 		writeRegistryError(w, err, s.log)
 		return
 	}
-	b, _ := json.Marshal(rule)
+	b, _ := json.Marshal(redactedRule(rule))
 	w.Header().Set("ETag", etag(rule.Revision))
 	writeJSON(w, http.StatusOK, alertItem{Name: rule.Name, Revision: rule.Revision, Rule: b})
 }

@@ -193,10 +193,20 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if sch.Webhook != nil {
-		cur, err := st.Get(r.Context(), owner)
-		if err == nil && cur.Webhook != nil && sch.Webhook.URL == report.RedactedURL(cur.Webhook.URL) {
-			sch.Webhook.URL = cur.Webhook.URL
+	if sch.Webhook != nil && report.IsRedacted(sch.Webhook.URL) {
+		// Only the exact redacted form of the stored URL keeps it (not
+		// another scheme or host with its secret path); a redacted URL
+		// with nothing to keep would store the placeholder.
+		var stored string
+		if cur, err := st.Get(r.Context(), owner); err == nil && cur.Webhook != nil {
+			stored = cur.Webhook.URL
+		}
+		if kept := report.KeptURL(sch.Webhook.URL, stored); kept != sch.Webhook.URL {
+			sch.Webhook.URL = kept
+		} else {
+			writeJSON(w, http.StatusBadRequest, apiError{Code: "INVALID_ENTRY", Message: "the webhook's URL is a redacted one that is not the stored schedule's; give the whole URL",
+				Problems: []problem{{Path: "webhook.url", Message: "is redacted (…) and the stored schedule has no webhook at this scheme and host to keep: give the whole URL"}}})
+			return
 		}
 	}
 	rev, err := s.client(w, r).PutReportSchedule(r.Context(), st, sch, opt)

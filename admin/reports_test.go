@@ -173,3 +173,80 @@ func TestReportSchedules(t *testing.T) {
 		t.Errorf("audit over REST: %d %s", r.status, r.body)
 	}
 }
+
+// An alert rule's webhook is listed redacted for every role (its path or
+// query may be its key), as the report schedules'; a PUT that gives the
+// redacted URL back keeps the stored one, and one that swaps the host (or
+// the scheme) under the redacted path, or gives a redacted URL with
+// nothing to keep, is refused and writes nothing.
+func TestAlertWebhookRedacted(t *testing.T) {
+	e := start(t)
+	viewer, op, adm := e.token("viewer"), e.token("operator"), e.token("admin")
+	secret := "https://ops:pw@hooks.example.com/T0/s3cr3t?key=k3y"
+	rule := `{"name":"slow","kind":"p99_above","api":"*","latency":"500ms","webhook":"` + secret + `"}`
+	put := e.do(adm, "PUT", "/v1/alerts/slow", rule, "If-None-Match", "*")
+	if put.status != 200 || strings.Contains(put.body, "s3cr3t") || strings.Contains(put.body, "k3y") || strings.Contains(put.body, "pw@") {
+		t.Fatalf("put: %d %s", put.status, put.body)
+	}
+	for _, tok := range []string{viewer, op, adm} {
+		r := e.do(tok, "GET", "/v1/alerts", "")
+		if r.status != 200 || !strings.Contains(r.body, `"webhook":"https://hooks.example.com/…"`) ||
+			strings.Contains(r.body, "s3cr3t") || strings.Contains(r.body, "k3y") || strings.Contains(r.body, "pw@") {
+			t.Errorf("list: %d %s", r.status, r.body)
+		}
+	}
+	stored := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		all, err := e.c.ListAlerts(ctx)
+		if err != nil || len(all) != 1 || all[0].Value == nil {
+			t.Fatalf("stored: %v %+v", err, all)
+		}
+		return all[0].Value.Webhook
+	}
+	etag := put.header.Get("ETag")
+	for _, bad := range []string{"https://evil.example/…", "http://hooks.example.com/…", "https://hooks.example.com:8443/…", "(the webhook url)"} {
+		doc := strings.Replace(strings.Replace(rule, secret, bad, 1), "500ms", "900ms", 1)
+		if r := e.do(adm, "PUT", "/v1/alerts/slow", doc, "If-Match", etag); r.status != 400 || r.err.Code != "INVALID_ENTRY" {
+			t.Errorf("%s: %d %s", bad, r.status, r.body)
+		}
+		if got := stored(); got != secret {
+			t.Fatalf("%s: stored %q", bad, got)
+		}
+	}
+	edited := strings.Replace(strings.Replace(rule, secret, "https://hooks.example.com/…", 1), "500ms", "900ms", 1)
+	if r := e.do(adm, "PUT", "/v1/alerts/slow", edited, "If-Match", etag); r.status != 200 || strings.Contains(r.body, "s3cr3t") {
+		t.Fatalf("edit as listed: %d %s", r.status, r.body)
+	}
+	if got := stored(); got != secret {
+		t.Errorf("the edit lost the webhook: %q", got)
+	}
+	// A redacted URL for a rule that has none to keep.
+	other := `{"name":"other","kind":"p99_above","api":"*","latency":"500ms","webhook":"https://hooks.example.com/…"}`
+	if r := e.do(adm, "PUT", "/v1/alerts/other", other, "If-None-Match", "*"); r.status != 400 {
+		t.Errorf("redacted with nothing kept: %d %s", r.status, r.body)
+	}
+}
+
+// A schedule's PUT with a redacted URL keeps the stored one only at the
+// same scheme and host: a host swapped in under the secret path, or a
+// redacted URL with no stored one, is refused.
+func TestScheduleRedactedURLNotSwapped(t *testing.T) {
+	e := start(t)
+	adm := e.token("admin")
+	path := "/v1/reports/schedules/ops"
+	secret := "https://hooks.example.com/T0/s3cr3t?key=k3y"
+	doc := `{"owner":"ops","every":"daily","webhook":{"url":"` + secret + `"}}`
+	if r := e.do(adm, "PUT", path, strings.Replace(doc, secret, "https://hooks.example.com/…", 1), "If-None-Match", "*"); r.status != 400 {
+		t.Errorf("redacted with nothing kept: %d %s", r.status, r.body)
+	}
+	made := e.do(adm, "PUT", path, doc, "If-None-Match", "*")
+	if made.status != 200 {
+		t.Fatalf("create: %d %s", made.status, made.body)
+	}
+	for _, bad := range []string{"https://evil.example/…", "http://hooks.example.com/…"} {
+		if r := e.do(adm, "PUT", path, strings.Replace(doc, secret, bad, 1), "If-Match", made.header.Get("ETag")); r.status != 400 || !strings.Contains(r.body, "webhook.url") {
+			t.Errorf("%s: %d %s", bad, r.status, r.body)
+		}
+	}
+}
