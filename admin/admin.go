@@ -105,6 +105,7 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/v1/openapi.json", s.need(viewer, func(w http.ResponseWriter, _ *http.Request) {
 		writeRaw(w, http.StatusOK, openAPIDoc)
 	}))
+	r.Get("/v1/whoami", s.need(viewer, s.whoami))
 	r.Get("/v1/schemas/api", s.need(viewer, s.apiSchema))
 	r.Get("/v1/degrade", s.need(viewer, s.listDegrade))
 	r.Get("/v1/apis", s.need(viewer, s.listAPIs))
@@ -173,8 +174,9 @@ func (s *Server) Handler() http.Handler {
 // principal is who a request is: the actor the audit trail names, and
 // the role.
 type principal struct {
-	actor string
-	role  registry.Role
+	actor    string
+	name, id string // the token's ("bootstrap-token", "" for the bootstrap one)
+	role     registry.Role
 }
 
 type principalKey struct{}
@@ -210,7 +212,7 @@ func (s *Server) check(ctx context.Context, token string) (principal, error) {
 	if s.hasBoot {
 		sum := sha256.Sum256([]byte(token))
 		if subtle.ConstantTimeCompare(sum[:], s.boot[:]) == 1 {
-			return principal{actor: "bootstrap-token", role: registry.RoleAdmin}, nil
+			return principal{actor: "bootstrap-token", name: "bootstrap-token", role: registry.RoleAdmin}, nil
 		}
 	}
 	if !strings.HasPrefix(token, "jwa_") {
@@ -222,7 +224,24 @@ func (s *Server) check(ctx context.Context, token string) (principal, error) {
 	if err != nil {
 		return principal{}, err
 	}
-	return principal{actor: "token:" + t.Name + "/" + t.ID, role: t.Role}, nil
+	return principal{actor: "token:" + t.Name + "/" + t.ID, name: t.Name, id: t.ID, role: t.Role}, nil
+}
+
+// Whoami is the request's token as GET /v1/whoami answers it: its name,
+// id and role, and the actor the audit trail names — never the token.
+type Whoami struct {
+	Name  string        `json:"name"`
+	ID    string        `json:"id,omitempty"`
+	Role  registry.Role `json:"role"`
+	Actor string        `json:"actor"`
+}
+
+// whoami answers who the request's token is, for any role: what the
+// console reads to offer only the actions the role may take.
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
+	p, _ := r.Context().Value(principalKey{}).(principal)
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, Whoami{Name: p.name, ID: p.id, Role: p.role, Actor: p.actor})
 }
 
 // bearer reads "Bearer <token>" (the scheme in any case, RFC 7235).

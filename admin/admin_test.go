@@ -718,3 +718,28 @@ func TestConsoleFiles(t *testing.T) {
 		t.Fatalf("degrade list: %d %s", r.status, r.body)
 	}
 }
+
+// GET /v1/whoami answers any role its token's name, id and role, never
+// the token itself; without a token, 401.
+func TestWhoami(t *testing.T) {
+	e := start(t)
+	if r := e.do("", "GET", "/v1/whoami", ""); r.status != 401 {
+		t.Errorf("no token: %d", r.status)
+	}
+	var me admin.Whoami
+	if r := e.do(boot, "GET", "/v1/whoami", ""); r.status != 200 || json.Unmarshal([]byte(r.body), &me) != nil ||
+		me.Name != "bootstrap-token" || me.Role != registry.RoleAdmin || me.Actor != "bootstrap-token" || strings.Contains(r.body, boot) {
+		t.Errorf("bootstrap: %d %s", r.status, r.body)
+	}
+	for _, role := range []string{"viewer", "operator", "admin"} {
+		tok := e.token(role)
+		r := e.do(tok, "GET", "/v1/whoami", "")
+		me = admin.Whoami{}
+		_, rest, _ := strings.Cut(tok, "jwa_")
+		id, secret, _ := strings.Cut(rest, "_")
+		if r.status != 200 || json.Unmarshal([]byte(r.body), &me) != nil || me.Name != role+"-1" || me.ID != id || me.Role.String() != role ||
+			me.Actor != "token:"+role+"-1/"+id || strings.Contains(r.body, secret) || r.header.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s: %d %s", role, r.status, r.body)
+		}
+	}
+}

@@ -452,6 +452,36 @@ func TestConsole(t *testing.T) {
 			waitJS(t, ctx, "the error for "+h, `document.getElementById('main').textContent.includes('no API is named')`)
 		}
 	})
+	t.Run("a viewer's token is offered no write", func(t *testing.T) {
+		// The admin's token is offered the writes (else the check below
+		// would pass on a screen that draws no button at all).
+		openAPI(t, ctx, console, "demo.hello")
+		if !value(t, ctx, "admin's save", chromedp.Evaluate[bool](`document.getElementById('save').offsetParent !== null`)) {
+			t.Fatal("the admin's token is not offered Save")
+		}
+		r, err := do("POST", srv.admin+"/v1/tokens", strings.NewReader(`{"name":"console-viewer","role":"viewer"}`), http.Header{"Authorization": {"Bearer " + token}})
+		var made struct{ Token string }
+		if err != nil || r.status != http.StatusCreated || json.Unmarshal(r.body, &made) != nil {
+			t.Fatalf("a viewer token: %v %v", r, err)
+		}
+		run(t, ctx, "sign out", chromedp.Click(css("#signout")), chromedp.WaitVisible(css("#login")))
+		run(t, ctx, "sign in as a viewer", chromedp.SendKeys(css("#token"), made.Token), chromedp.Click(css("#signin")))
+		waitJS(t, ctx, "the viewer named", `document.getElementById('whoami').textContent === 'console-viewer (viewer)'`)
+		writes := `/save|create|make|delete|purge|degrade|restore|drill|replay|kick|cut|hold|start|pause|resume|promote|rollback|edit|run|look up|request/i`
+		for hash, ready := range map[string]string{"#/api/demo.hello": "entry", "#/apps": "app-id", "#/push": "topic-entry", "#/jobs": "purge",
+			"#/reports": "report-since", "#/alerts": "alert-entry"} {
+			run(t, ctx, hash, chromedp.Navigate(console+hash))
+			waitJS(t, ctx, hash+" drawn", fmt.Sprintf(`!!document.getElementById(%q)`, ready))
+			offered := value(t, ctx, hash+"'s buttons", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#main button')].filter(b => b.offsetParent !== null && !b.disabled &&
+				`+writes+`.test(b.textContent)).map(b => b.textContent)`))
+			if len(offered) > 0 {
+				t.Errorf("%s offers a viewer %q", hash, offered)
+			}
+			if hash == "#/api/demo.hello" && !value(t, ctx, "read-only", chromedp.Evaluate[bool](`document.getElementById('entry').readOnly`)) {
+				t.Errorf("a viewer may edit the entry")
+			}
+		}
+	})
 	if calls.Load() == 0 {
 		t.Error("no traffic reached the edge")
 	}

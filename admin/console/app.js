@@ -9,6 +9,13 @@ const TOKEN = 'jetway.admin-token';
 const main = document.getElementById('main');
 let leave = []; // what the screen shown must stop (live streams) when another is
 let gen = 0; // the screen now shown; a screen still loading for an older one draws nothing
+let me = null; // the token's name, id and role (GET /v1/whoami); null: not known yet
+
+// can says whether the token's role may do what needs role: the console
+// offers only those actions (the server refuses the others anyway). A
+// role not known yet is taken as a viewer's.
+const RANKS = { viewer: 0, operator: 1, admin: 2 };
+function can(role) { return !!me && (RANKS[me.role] ?? -1) >= RANKS[role]; }
 
 // --- the API -------------------------------------------------------------
 
@@ -72,11 +79,18 @@ function live(g, query, onBatch) {
 // --- the page ------------------------------------------------------------
 
 // el builds an element: attributes, then children (strings become text).
+// need: the least role (operator, admin) its action needs: a button or an
+// input for a token below it is hidden and disabled, an editor read-only.
 function el(tag, attrs = {}, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    if (k === 'need') {
+      e.dataset.need = v;
+      if (can(v)) continue;
+      if (tag === 'textarea') e.readOnly = true;
+      else { e.hidden = true; e.disabled = true; }
+    } else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
     else if (k === 'class') e.className = v;
     else e.setAttribute(k, v === true ? '' : String(v));
   }
@@ -108,6 +122,7 @@ function errorText(r) {
 
 function signOut(why) {
   sessionStorage.removeItem(TOKEN);
+  me = null;
   document.getElementById('bar').hidden = true;
   stopScreen();
   login(why);
@@ -119,6 +134,7 @@ function login(why) {
   const form = el('form', { class: 'login', id: 'login', onsubmit: async ev => {
     ev.preventDefault();
     sessionStorage.setItem(TOKEN, input.value.trim());
+    me = null;
     try {
       const r = await api('GET', '/v1/apis');
       if (!r.ok) { msg.textContent = errorText(r); return; }
@@ -338,7 +354,7 @@ function channelsSection(g, path, entry) {
   const rows = el('tbody', { id: 'channels' });
   const hist = el('tbody', { id: 'channel-history' });
   const msg = el('div', { id: 'channel-status' });
-  const reason = el('input', { type: 'text', id: 'channel-reason', placeholder: 'reason (optional)', title: 'kept with a cut, a hold or a release command' });
+  const reason = el('input', { need: 'operator', type: 'text', id: 'channel-reason', placeholder: 'reason (optional)', title: 'kept with a cut, a hold or a release command' });
   const rel = entry.release ? { state: el('div', { id: 'release-state' }, '–'), command: el('div', { class: 'muted', id: 'release-command' }), rows: el('tbody', { id: 'release-history' }) } : null;
   const empty = (cols, r, none) => [el('tr', {}, el('td', { colspan: cols, class: 'muted' }, r && !r.ok ? errorText(r) : none))];
   const pct = n => String(Math.round(n * 100) / 100);
@@ -359,11 +375,11 @@ function channelsSection(g, path, entry) {
         el('td', { class: 'override', title: o && o.reason ? o.reason : null }, o ? o.state + ' by ' + o.by : '–'),
         el('td', {}, when(c.since)), el('td', {}, c.reason || ''),
         el('td', { class: 'actions' },
-          el('button', { type: 'button', class: 'danger channel-cut', 'data-channel': c.name, disabled: o && o.state === 'cut', title: 'hold it cut until restored (an operator\'s)',
+          el('button', { type: 'button', need: 'operator', class: 'danger channel-cut', 'data-channel': c.name, disabled: o && o.state === 'cut', title: 'hold it cut until restored (an operator\'s)',
             onclick: () => act('PUT', override(c.name), { state: 'cut', reason: reason.value }, c.name + ' is held cut.') }, 'Cut'),
-          el('button', { type: 'button', class: 'channel-hold', 'data-channel': c.name, disabled: o && o.state === 'available', title: 'hold it available at its full share until restored',
+          el('button', { type: 'button', need: 'operator', class: 'channel-hold', 'data-channel': c.name, disabled: o && o.state === 'available', title: 'hold it available at its full share until restored',
             onclick: () => act('PUT', override(c.name), { state: 'available', reason: reason.value }, c.name + ' is held available.') }, 'Hold'),
-          el('button', { type: 'button', class: 'channel-restore', 'data-channel': c.name, disabled: !o, title: 'clear the override: the controller\'s again',
+          el('button', { type: 'button', need: 'operator', class: 'channel-restore', 'data-channel': c.name, disabled: !o, title: 'clear the override: the controller\'s again',
             onclick: () => act('DELETE', override(c.name), undefined, c.name + ' is the controller\'s again.') }, 'Restore')));
     }) : empty(8, r, 'no channels')));
   }
@@ -402,7 +418,7 @@ function channelsSection(g, path, entry) {
     el('div', { class: 'row' }, reason, el('span', { class: 'muted' }, 'Cut and Hold beat the controller until Restore.')), msg,
     el('table', {}, head('channel', 'state', 'share', 'weight', 'override', 'since', 'reason', ''), rows),
     rel ? [el('h2', {}, 'Release'), rel.state, rel.command,
-      el('div', { class: 'row' }, ['start', 'pause', 'resume', 'promote', 'rollback'].map(a => el('button', { type: 'button', id: 'release-' + a, class: a === 'rollback' ? 'danger' : a === 'promote' ? 'primary' : null,
+      el('div', { class: 'row' }, ['start', 'pause', 'resume', 'promote', 'rollback'].map(a => el('button', { type: 'button', need: 'operator', id: 'release-' + a, class: a === 'rollback' ? 'danger' : a === 'promote' ? 'primary' : null,
         onclick: () => act('POST', path + '/release', { action: a, reason: reason.value }, 'Sent ' + a + ' to the release: the controller applies it within a second or two.') }, a[0].toUpperCase() + a.slice(1)))),
       el('table', {}, head('at', 'stage', 'percent', 'by', 'canary calls', 'failed', 'reason'), rel.rows)] : '',
     el('h2', {}, 'History'), el('table', {}, head('at', 'channel', 'change', 'share', 'by', 'calls', 'failed', 'reason'), hist));
@@ -424,7 +440,7 @@ async function apiScreen(g, name) {
   if (!got.ok) { show(g, el('h1', {}, name), el('p', { class: 'error' }, errorText(got))); return; }
   let etag = got.etag;
   const entry = got.json;
-  const editor = el('textarea', { id: 'entry', spellcheck: 'false' });
+  const editor = el('textarea', { need: 'admin', id: 'entry', spellcheck: 'false' });
   editor.value = pretty(entry);
   const status = el('div', { id: 'save-status' });
   const conflict = el('div', { id: 'conflict' });
@@ -451,7 +467,7 @@ async function apiScreen(g, name) {
         diffView(pretty(cur.json), pretty(doc), 'conflict-diff'),
         el('div', { class: 'row' },
           el('button', { type: 'button', onclick: () => { editor.value = pretty(cur.json); etag = cur.etag; conflict.replaceChildren(); } }, 'Take theirs'),
-          el('button', { type: 'button', class: 'danger', onclick: () => save(cur.etag) }, 'Save mine over theirs')));
+          el('button', { type: 'button', need: 'admin', class: 'danger', onclick: () => save(cur.etag) }, 'Save mine over theirs')));
       return;
     }
     status.append(el('p', { class: 'error', id: 'save-error' }, errorText(r)));
@@ -475,12 +491,12 @@ async function apiScreen(g, name) {
   // headers named.
   const drill = fault.ok ? fault.json : null;
   const drillMsg = el('span', { id: 'fault-status' }, drill ? describeDrill(drill) : 'none');
-  const kind = el('select', { id: 'fault-kind' }, el('option', { value: 'abort' }, 'abort with status'), el('option', { value: 'delay' }, 'delay by'));
-  const what = el('input', { type: 'text', id: 'fault-value', value: '503', size: 6 });
-  const share = el('input', { type: 'text', id: 'fault-percent', value: '100', size: 4 });
-  const minutes = el('input', { type: 'text', id: 'fault-minutes', value: '5', size: 4 });
-  const onlyApps = el('input', { type: 'text', id: 'fault-apps', placeholder: 'only these apps: app-1, app-2', value: drill && drill.apps ? drill.apps.join(', ') : '' });
-  const onlyHeaders = el('input', { type: 'text', id: 'fault-headers', placeholder: 'only with headers: X-Drill: on; X-Env: test',
+  const kind = el('select', { need: 'operator', id: 'fault-kind' }, el('option', { value: 'abort' }, 'abort with status'), el('option', { value: 'delay' }, 'delay by'));
+  const what = el('input', { need: 'operator', type: 'text', id: 'fault-value', value: '503', size: 6 });
+  const share = el('input', { need: 'operator', type: 'text', id: 'fault-percent', value: '100', size: 4 });
+  const minutes = el('input', { need: 'operator', type: 'text', id: 'fault-minutes', value: '5', size: 4 });
+  const onlyApps = el('input', { need: 'operator', type: 'text', id: 'fault-apps', placeholder: 'only these apps: app-1, app-2', value: drill && drill.apps ? drill.apps.join(', ') : '' });
+  const onlyHeaders = el('input', { need: 'operator', type: 'text', id: 'fault-headers', placeholder: 'only with headers: X-Drill: on; X-Env: test',
     value: drill && drill.headers ? Object.entries(drill.headers).map(([k, v]) => k + ': ' + v).join('; ') : '' });
   kind.addEventListener('change', () => { what.value = kind.value === 'abort' ? '503' : '200ms'; });
   async function startDrill() {
@@ -501,7 +517,7 @@ async function apiScreen(g, name) {
   }
 
   // Cases and promote.
-  const key = el('input', { type: 'password', id: 'case-key', placeholder: "a sandbox app's API key", autocomplete: 'off' });
+  const key = el('input', { need: 'operator', type: 'password', id: 'case-key', placeholder: "a sandbox app's API key", autocomplete: 'off' });
   const caseOut = el('div', { id: 'case-results' });
   function showCases(items) {
     caseOut.replaceChildren(table(['case', 'result'], (items || []).map(c => el('tr', {}, el('td', {}, c.name),
@@ -535,16 +551,16 @@ async function apiScreen(g, name) {
     el('p', { class: 'muted', id: 'description' }, entry.description || ''),
     el('section', {}, el('h2', {}, 'Latency (slowest node)'), canvas, el('h2', {}, 'Calls per second'), qps),
     el('section', {}, el('h2', {}, 'Switches'), el('div', { class: 'row' }, 'Degrade: ', switchMsg,
-      el('button', { type: 'button', id: 'degrade-toggle', class: degraded ? '' : 'danger', onclick: flip }, degraded ? 'Restore' : 'Degrade')),
-      el('div', { class: 'row' }, 'Fault drill: ', drillMsg, drill ? el('button', { type: 'button', id: 'fault-end', onclick: endDrill }, 'End the drill') : ''),
-      el('div', { class: 'row' }, kind, what, ' for ', share, '% of calls, ', minutes, ' minutes ', el('button', { type: 'button', class: 'danger', id: 'fault-start', onclick: startDrill }, drill ? 'Replace the drill' : 'Start a drill')),
+      el('button', { type: 'button', need: 'operator', id: 'degrade-toggle', class: degraded ? '' : 'danger', onclick: flip }, degraded ? 'Restore' : 'Degrade')),
+      el('div', { class: 'row' }, 'Fault drill: ', drillMsg, drill ? el('button', { type: 'button', need: 'operator', id: 'fault-end', onclick: endDrill }, 'End the drill') : ''),
+      el('div', { class: 'row' }, kind, what, ' for ', share, '% of calls, ', minutes, ' minutes ', el('button', { type: 'button', need: 'operator', class: 'danger', id: 'fault-start', onclick: startDrill }, drill ? 'Replace the drill' : 'Start a drill')),
       el('div', { class: 'row' }, 'Only calls of ', onlyApps, ' with ', onlyHeaders, el('span', { class: 'muted' }, 'empty: every call'))),
     channels ? channels.node : '',
-    el('section', {}, el('h2', {}, 'Entry'), editor, el('div', { class: 'row' }, el('button', { type: 'button', class: 'primary', id: 'save', onclick: () => save() }, 'Save'), el('span', { class: 'muted' }, 'revision ' + String(etag).replace(/"/g, ''))), status, conflict),
+    el('section', {}, el('h2', {}, 'Entry'), editor, el('div', { class: 'row' }, el('button', { type: 'button', need: 'admin', class: 'primary', id: 'save', onclick: () => save() }, 'Save'), el('span', { class: 'muted' }, 'revision ' + String(etag).replace(/"/g, ''))), status, conflict),
     el('section', {}, el('h2', {}, 'Cases and release'), el('div', { class: 'row' }, key,
-      el('button', { type: 'button', id: 'run-cases', onclick: () => runCases(false) }, 'Run cases'),
-      hasDraft ? el('button', { type: 'button', id: 'run-draft-cases', onclick: () => runCases(true) }, 'Run the draft\'s cases') : '',
-      hasDraft ? el('button', { type: 'button', class: 'primary', id: 'promote', onclick: promote }, 'Promote the draft (revision ' + draft.etag + ')') : ''), caseOut),
+      el('button', { type: 'button', need: 'operator', id: 'run-cases', onclick: () => runCases(false) }, 'Run cases'),
+      hasDraft ? el('button', { type: 'button', need: 'operator', id: 'run-draft-cases', onclick: () => runCases(true) }, 'Run the draft\'s cases') : '',
+      hasDraft ? el('button', { type: 'button', need: 'admin', class: 'primary', id: 'promote', onclick: promote }, 'Promote the draft (revision ' + draft.etag + ')') : ''), caseOut),
     el('section', {}, el('h2', {}, 'Revisions'), table(['revision', 'op', 'written', 'problem', ''], revRows), revDiff));
   if (channels) channels.start();
 
@@ -563,9 +579,9 @@ async function apiScreen(g, name) {
 async function apps(g) {
   const r = await api('GET', '/v1/apps');
   if (!r.ok) { show(g, el('p', { class: 'error' }, errorText(r))); return; }
-  const id = el('input', { type: 'text', id: 'app-id', placeholder: 'id' });
-  const grants = el('input', { type: 'text', id: 'app-apis', placeholder: 'APIs it may call: orders.*, users.get' });
-  const sandbox = el('input', { type: 'checkbox', id: 'app-sandbox' });
+  const id = el('input', { need: 'admin', type: 'text', id: 'app-id', placeholder: 'id' });
+  const grants = el('input', { need: 'admin', type: 'text', id: 'app-apis', placeholder: 'APIs it may call: orders.*, users.get' });
+  const sandbox = el('input', { need: 'admin', type: 'checkbox', id: 'app-sandbox' });
   const out = el('div', { id: 'app-created' });
   async function create() {
     const body = { id: id.value.trim(), apis: grants.value.split(',').map(s => s.trim()).filter(Boolean), sandbox: sandbox.checked };
@@ -576,7 +592,7 @@ async function apps(g) {
   const rows = ((r.json && r.json.items) || []).map(a => el('tr', {}, el('td', {}, a.id), el('td', {}, a.status || ''),
     el('td', {}, a.sandbox ? el('span', { class: 'tag warn' }, 'sandbox') : ''), el('td', {}, (a.apis || []).join(', ')), el('td', { class: 'num' }, a.revision)));
   show(g, el('h1', {}, 'Apps'), el('section', {}, el('h2', {}, 'Make an app'),
-    el('div', { class: 'row' }, id, grants, el('label', {}, sandbox, ' sandbox'), el('button', { type: 'button', class: 'primary', id: 'app-create', onclick: create }, 'Make')), out),
+    el('div', { class: 'row' }, id, grants, el('label', {}, sandbox, ' sandbox'), el('button', { type: 'button', need: 'admin', class: 'primary', id: 'app-create', onclick: create }, 'Make')), out),
   el('section', {}, table(['id', 'status', '', 'APIs', 'revision'], rows)));
 }
 
@@ -588,7 +604,7 @@ async function pushScreen(g) {
   if (!topics.ok) { show(g, el('p', { class: 'error' }, errorText(topics))); return; }
   const items = (topics.json && topics.json.items) || [];
   const byName = new Map(items.map(it => [it.name, it]));
-  const editor = el('textarea', { id: 'topic-entry', spellcheck: 'false' });
+  const editor = el('textarea', { need: 'admin', id: 'topic-entry', spellcheck: 'false' });
   editor.value = pretty({ name: 'orders', publish: ['my-backend-app'], subscribe: ['*'], retention: { max_age: '72h' } });
   const status = el('div', { id: 'topic-status' });
   async function save() {
@@ -606,7 +622,7 @@ async function pushScreen(g) {
     return el('tr', {}, el('td', {}, it.name, it.error ? el('span', { class: 'tag bad', title: it.error }, 'invalid') : ''), el('td', {}, t.mode || 'durable'),
       el('td', {}, (t.retention && t.retention.max_age) || '72h'), el('td', {}, (t.publish || []).join(', ')), el('td', {}, (t.subscribe || []).join(', ')),
       el('td', {}, (t.groups && t.groups.names || []).join(', ')), el('td', { class: 'num' }, it.revision),
-      el('td', {}, it.topic ? el('button', { type: 'button', onclick: () => { editor.value = pretty(it.topic); editor.focus(); } }, 'edit') : ''));
+      el('td', {}, it.topic ? el('button', { type: 'button', need: 'admin', onclick: () => { editor.value = pretty(it.topic); editor.focus(); } }, 'edit') : ''));
   });
   const edges = el('tbody', { id: 'push-edges' });
   function showStats(r) {
@@ -631,7 +647,7 @@ async function pushScreen(g) {
       for (const c of a.connections || []) {
         rows.push(el('tr', {}, el('td', {}, a.edge), el('td', {}, c.topic), el('td', {}, c.app), el('td', {}, c.device || '–'), el('td', {}, c.user || '–'), el('td', {}, c.transport),
           el('td', {}, c.since), el('td', { class: 'num' }, c.seq), el('td', { class: 'num' }, c.lag),
-          el('td', {}, el('button', { type: 'button', class: 'danger kick', 'data-app': c.app, onclick: ev => {
+          el('td', {}, el('button', { type: 'button', need: 'operator', class: 'danger kick', 'data-app': c.app, onclick: ev => {
             // Two clicks: the first asks, the second ends every connection of the app on every edge.
             const b = ev.currentTarget;
             if (!b.dataset.armed) { b.dataset.armed = '1'; b.textContent = 'end all of ' + c.app + '?'; return; }
@@ -644,7 +660,7 @@ async function pushScreen(g) {
   }
   if (!show(g, el('h1', {}, 'Push'),
     el('section', {}, el('h2', {}, 'Topics'), table(['topic', 'mode', 'kept', 'publish', 'subscribe', 'groups', 'revision', ''], topicRows),
-      el('h2', {}, 'Put a topic'), editor, el('div', { class: 'row' }, el('button', { type: 'button', class: 'primary', id: 'topic-save', onclick: save }, 'Save'),
+      el('h2', {}, 'Put a topic'), editor, el('div', { class: 'row' }, el('button', { type: 'button', need: 'admin', class: 'primary', id: 'topic-save', onclick: save }, 'Save'),
         el('span', { class: 'muted' }, 'a new name creates it; a known one is changed at the revision listed')), status),
     el('section', {}, el('h2', {}, 'Edges'), el('table', {}, el('thead', {}, el('tr', {}, ['edge', 'connections', 'topics', 'delivered', 'catch-ups', 'write timeouts', 'refused', 'acks'].map(h => el('th', {}, h)))), edges)),
     el('section', {}, el('h2', {}, 'Connections'), kickMsg, connSection))) return;
@@ -671,8 +687,8 @@ async function jobsScreen(g) {
     const rows = ((r && r.ok && r.json && r.json.items) || []).slice().reverse().map(d => el('tr', { 'data-job': d.job },
       el('td', { class: 'num' }, d.seq), el('td', { title: d.at }, String(d.at || '').replace('T', ' ').replace(/\.\d+/, '')), el('td', {}, d.api + (d.tier && d.tier !== 'api' ? '@' + d.tier : '')),
       el('td', {}, d.job), el('td', {}, d.app || '–'), el('td', {}, d.reason), el('td', { class: 'num' }, d.attempts), el('td', {}, d.error || '–'),
-      el('td', { class: 'actions' }, el('button', { type: 'button', class: 'replay', 'data-seq': d.seq, title: 'send the job again (an operator\'s)', onclick: ev => replay(d, ev.currentTarget) }, 'Replay'),
-        el('button', { type: 'button', class: 'dead-request', 'data-seq': d.seq, title: 'its request, body included (an operator\'s)', onclick: () => showRequest(d) }, 'Request'))));
+      el('td', { class: 'actions' }, el('button', { type: 'button', need: 'operator', class: 'replay', 'data-seq': d.seq, title: 'send the job again (an operator\'s)', onclick: ev => replay(d, ev.currentTarget) }, 'Replay'),
+        el('button', { type: 'button', need: 'operator', class: 'dead-request', 'data-seq': d.seq, title: 'its request, body included (an operator\'s)', onclick: () => showRequest(d) }, 'Request'))));
     deadRows.replaceChildren(...(rows.length ? rows : empty(9, r, 'no dead letters')));
   }
   async function refresh() {
@@ -698,7 +714,7 @@ async function jobsScreen(g) {
       : el('p', { class: 'error' }, errorText(r)));
   }
   // A job's status by its id (GET /v1/jobs/{id}), as its caller reads it.
-  const jobID = el('input', { type: 'text', id: 'job-id', placeholder: 'job id (from a 202\'s Location)' });
+  const jobID = el('input', { need: 'operator', type: 'text', id: 'job-id', placeholder: 'job id (from a 202\'s Location)' });
   const jobOut = el('div', { id: 'job-status' });
   async function lookUp() {
     const id = jobID.value.trim().replace(/^.*\/_jetway\/jobs\//, '');
@@ -707,9 +723,9 @@ async function jobsScreen(g) {
     jobOut.replaceChildren(r.ok ? el('pre', { class: 'diff', id: 'job-status-json' }, pretty(r.json)) : el('p', { class: 'error', id: 'job-status-error' }, errorText(r)));
   }
   // Purge the dead letters of one API, or all (an admin's): two clicks.
-  const purgeAPI = el('input', { type: 'text', id: 'purge-api', placeholder: 'API (empty: every API)' });
+  const purgeAPI = el('input', { need: 'admin', type: 'text', id: 'purge-api', placeholder: 'API (empty: every API)' });
   const purgeMsg = el('div', { id: 'purge-status' });
-  const purgeButton = el('button', { type: 'button', class: 'danger', id: 'purge', onclick: async () => {
+  const purgeButton = el('button', { type: 'button', need: 'admin', class: 'danger', id: 'purge', onclick: async () => {
     const only = purgeAPI.value.trim();
     if (!purgeButton.dataset.armed) {
       purgeButton.dataset.armed = '1';
@@ -728,7 +744,7 @@ async function jobsScreen(g) {
   showDead(dead);
   if (!show(g, el('h1', {}, 'Jobs'),
     el('section', {}, el('h2', {}, 'Queues'), el('table', {}, el('thead', {}, el('tr', {}, ['API', 'queued', 'oldest', 'dead letters'].map(h => el('th', {}, h)))), queueRows)),
-    el('section', {}, el('h2', {}, 'A job\'s status'), el('div', { class: 'row' }, jobID, el('button', { type: 'button', id: 'job-lookup', onclick: lookUp }, 'Look up')), jobOut),
+    el('section', {}, el('h2', {}, 'A job\'s status'), el('div', { class: 'row' }, jobID, el('button', { type: 'button', need: 'operator', id: 'job-lookup', onclick: lookUp }, 'Look up')), jobOut),
     el('section', {}, el('h2', {}, 'Dead letters'), el('p', { class: 'muted' }, 'The newest 200, newest first: jobs that ended without success. Replay sends one again, pending at the same address with no attempts spent.'),
       msg, el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'at', 'API', 'job', 'app', 'reason', 'attempts', 'last error', ''].map(h => el('th', {}, h)))), deadRows), detail,
       el('h2', {}, 'Purge'), el('div', { class: 'row' }, purgeAPI, purgeButton, el('span', { class: 'muted' }, 'an admin\'s; recorded in the audit trail')), purgeMsg))) return;
@@ -754,7 +770,7 @@ async function alertsScreen(g) {
   if (!r.ok) { show(g, el('p', { class: 'error' }, errorText(r))); return; }
   const items = (r.json && r.json.items) || [];
   const byName = new Map(items.map(it => [it.name, it]));
-  const editor = el('textarea', { id: 'alert-entry', spellcheck: 'false' });
+  const editor = el('textarea', { need: 'admin', id: 'alert-entry', spellcheck: 'false' });
   editor.value = pretty({ name: 'orders-errors', kind: 'success_rate_below', api: 'orders.get', threshold: 0.99, window: '1m' });
   const status = el('div', { id: 'alert-status' });
   async function save() {
@@ -777,12 +793,12 @@ async function alertsScreen(g) {
   const rows = items.map(it => { const a = it.rule || {};
     return el('tr', { 'data-alert': it.name }, el('td', {}, it.name, it.error ? el('span', { class: 'tag bad', title: it.error }, 'invalid') : ''), el('td', {}, a.kind || ''),
       el('td', {}, a.api || a.pool || ''), el('td', {}, condition(a)), el('td', {}, a.window || ''), el('td', {}, a.webhook ? 'yes' : '–'), el('td', { class: 'num' }, it.revision),
-      el('td', { class: 'actions' }, it.rule ? el('button', { type: 'button', class: 'alert-edit', onclick: () => { editor.value = pretty(it.rule); editor.focus(); } }, 'edit') : '',
-        armed({ class: 'danger alert-delete', 'data-alert': it.name }, 'delete', 'delete ' + it.name + '?', () => remove(it))));
+      el('td', { class: 'actions' }, it.rule ? el('button', { type: 'button', need: 'admin', class: 'alert-edit', onclick: () => { editor.value = pretty(it.rule); editor.focus(); } }, 'edit') : '',
+        armed({ need: 'admin', class: 'danger alert-delete', 'data-alert': it.name }, 'delete', 'delete ' + it.name + '?', () => remove(it))));
   });
   show(g, el('h1', {}, 'Alert rules'),
     el('section', {}, table(['rule', 'kind', 'watches', 'when', 'window', 'webhook', 'revision', ''], rows.length ? rows : [el('tr', {}, el('td', { colspan: 8, class: 'muted' }, 'no alert rules'))])),
-    el('section', {}, el('h2', {}, 'Put a rule'), editor, el('div', { class: 'row' }, el('button', { type: 'button', class: 'primary', id: 'alert-save', onclick: save }, 'Save'),
+    el('section', {}, el('h2', {}, 'Put a rule'), editor, el('div', { class: 'row' }, el('button', { type: 'button', need: 'admin', class: 'primary', id: 'alert-save', onclick: save }, 'Save'),
       el('span', { class: 'muted' }, 'a new name creates it; a known one is changed at the revision listed (an admin\'s)')), status));
 }
 
@@ -879,7 +895,7 @@ async function reportsScreen(g) {
   // The schedules.
   const items = (scheds.ok && scheds.json && scheds.json.items) || [];
   const byOwner = new Map(items.map(it => [it.owner, it]));
-  const editor = el('textarea', { id: 'schedule-entry', spellcheck: 'false' });
+  const editor = el('textarea', { need: 'admin', id: 'schedule-entry', spellcheck: 'false' });
   editor.value = pretty({ owner: 'Team Payments', every: 'weekly', weekday: 'monday', at: '07:00', format: 'html', webhook: { url: 'https://hooks.example.com/sla' } });
   const status = el('div', { id: 'schedule-status' });
   async function save() {
@@ -901,8 +917,8 @@ async function reportsScreen(g) {
     return el('tr', { 'data-owner': it.owner }, el('td', {}, it.owner), el('td', {}, sc.every + (sc.weekday ? ' (' + sc.weekday + ')' : '')), el('td', {}, sc.at + ' UTC'), el('td', {}, sc.format),
       el('td', {}, to), el('td', {}, d ? d.state + ' (' + when(d.due) + ')' : '–'), el('td', {}, d ? when(d.last_sent) : '–'), el('td', { class: 'error' }, (d && d.last_error) || ''),
       el('td', { class: 'num' }, it.revision),
-      el('td', { class: 'actions' }, el('button', { type: 'button', class: 'schedule-edit', onclick: () => { editor.value = pretty(sc); editor.focus(); } }, 'edit'),
-        armed({ class: 'danger schedule-delete', 'data-owner': it.owner }, 'delete', 'delete ' + it.owner + '\'s?', () => remove(it))));
+      el('td', { class: 'actions' }, el('button', { type: 'button', need: 'admin', class: 'schedule-edit', onclick: () => { editor.value = pretty(sc); editor.focus(); } }, 'edit'),
+        armed({ need: 'admin', class: 'danger schedule-delete', 'data-owner': it.owner }, 'delete', 'delete ' + it.owner + '\'s?', () => remove(it))));
   });
   const schedTable = scheds.ok ? table(['owner', 'every', 'at', 'format', 'to', 'last due', 'last sent', 'last error', 'revision', ''], rows.length ? rows : [el('tr', {}, el('td', { colspan: 10, class: 'muted' }, 'no schedules'))])
     : el('p', { class: 'error' }, errorText(scheds));
@@ -911,7 +927,7 @@ async function reportsScreen(g) {
       el('button', { type: 'button', class: 'primary', id: 'report-show', onclick: build }, 'Show'),
       el('button', { type: 'button', id: 'report-download', onclick: download }, 'Download the HTML report')), dl, out),
     el('section', {}, el('h2', {}, 'Schedules'), el('p', { class: 'muted' }, 'Each owner\'s report, sent daily or weekly by webhook or mail (docs/reports.md). A webhook\'s URL is shown without its path and query; saved so, the stored URL stays.'),
-      schedTable, el('h2', {}, 'Put a schedule'), editor, el('div', { class: 'row' }, el('button', { type: 'button', class: 'primary', id: 'schedule-save', onclick: save }, 'Save'),
+      schedTable, el('h2', {}, 'Put a schedule'), editor, el('div', { class: 'row' }, el('button', { type: 'button', need: 'admin', class: 'primary', id: 'schedule-save', onclick: save }, 'Save'),
         el('span', { class: 'muted' }, 'a new owner creates one; a known one is changed at the revision listed (an admin\'s)')), status))) return;
   build();
 }
@@ -951,6 +967,12 @@ async function route() {
   document.getElementById('bar').hidden = false;
   const g = ++gen;
   try {
+    if (!me) {
+      const w = await api('GET', '/v1/whoami');
+      if (w.ok && w.json) me = w.json;
+      document.getElementById('whoami').textContent = me ? me.name + ' (' + me.role + ')' : '';
+      if (g !== gen) return;
+    }
     const h = decodeURIComponent(location.hash.replace(/^#\/?/, ''));
     if (h.startsWith('api/')) {
       const name = h.slice(4);
