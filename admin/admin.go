@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -64,11 +65,17 @@ type Server struct {
 	hub     liveHub             // their one subscription to the records
 	js      jetstream.JetStream // over Conn: SLA records, report schedules; nil: none
 	reports chan struct{}       // the reports being built (maxReports)
+	// viewerReports are those of them a viewer builds (maxViewerReports);
+	// reportBy, the principals building one (under reportMu).
+	viewerReports chan struct{}
+	reportMu      sync.Mutex
+	reportBy      map[string]bool
 }
 
 // New returns the admin API over a registry client.
 func New(o Options) *Server {
-	s := &Server{o: o, c: o.Client, log: o.Logger, live: make(chan struct{}, maxLiveStreams), reports: make(chan struct{}, maxReports)}
+	s := &Server{o: o, c: o.Client, log: o.Logger, live: make(chan struct{}, maxLiveStreams), reports: make(chan struct{}, maxReports),
+		viewerReports: make(chan struct{}, maxViewerReports), reportBy: map[string]bool{}}
 	if o.Conn != nil {
 		s.js, _ = jetstream.New(o.Conn) // fails only on a nil connection
 	}

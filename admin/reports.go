@@ -27,7 +27,57 @@ import (
 var reportTimeout = 30 * time.Second
 
 // maxReports is how many reports are built at once; another is 429.
-const maxReports = 2
+// Viewers share one of them (viewerReports) and each token builds one at
+// a time, so no viewer token, nor all of them together, can keep an
+// operator or an admin from a report by asking for long ones in a loop.
+const (
+	maxReports       = 2
+	maxViewerReports = 1
+)
+
+// maxReportBytes bounds the SLA records one report over REST may read
+// (the stream keeps up to 8 GiB, and every record read is held until the
+// report is built): a period estimated to hold more is refused before
+// anything is read, naming the CLI, which runs in its own process. A var
+// for the tests (export_test.go).
+var maxReportBytes int64 = 256 << 20
+
+// reportSlot takes the request's slots for building a report: the
+// process's, the viewers' shared one for a viewer, and its token's own;
+// release gives them back. false: one is taken (429).
+func (s *Server) reportSlot(r *http.Request) (release func(), ok bool) {
+	p, _ := r.Context().Value(principalKey{}).(principal)
+	s.reportMu.Lock()
+	if s.reportBy[p.actor] {
+		s.reportMu.Unlock()
+		return nil, false
+	}
+	s.reportBy[p.actor] = true
+	s.reportMu.Unlock()
+	held := []chan struct{}{}
+	release = func() {
+		for _, c := range held {
+			<-c
+		}
+		s.reportMu.Lock()
+		delete(s.reportBy, p.actor)
+		s.reportMu.Unlock()
+	}
+	slots := []chan struct{}{s.reports}
+	if p.role < registry.RoleOperator {
+		slots = []chan struct{}{s.viewerReports, s.reports}
+	}
+	for _, c := range slots {
+		select {
+		case c <- struct{}{}:
+			held = append(held, c)
+		default:
+			release()
+			return nil, false
+		}
+	}
+	return release, true
+}
 
 // reportCSP is the policy of an HTML report: no script at all, its one
 // inline style sheet (by hash), no framing.
@@ -62,15 +112,24 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "REGISTRY_UNAVAILABLE", "this admin API has no NATS connection to read the SLA records over")
 		return
 	}
-	select {
-	case s.reports <- struct{}{}:
-		defer func() { <-s.reports }()
-	default:
-		writeError(w, http.StatusTooManyRequests, "TOO_MANY_REPORTS", "reports are being built already; try again in a moment")
+	release, ok := s.reportSlot(r)
+	if !ok {
+		writeError(w, http.StatusTooManyRequests, "TOO_MANY_REPORTS", "reports are being built already (one at a time per token, and viewers share one); try again in a moment")
 		return
 	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), reportTimeout)
 	defer cancel()
+	size, err := report.Estimate(ctx, s.js, o.From)
+	if err != nil {
+		writeRegistryError(w, err, s.log)
+		return
+	}
+	if size > maxReportBytes {
+		writeUsage(w, &report.UsageError{Param: "since", Message: "the period holds about " + strconv.FormatInt(size>>20, 10) + " MiB of SLA records, more than a report over the API reads (" +
+			strconv.FormatInt(maxReportBytes>>20, 10) + " MiB): narrow it, or run jetway report"})
+		return
+	}
 	in, err := report.Read(ctx, s.js, s.c, o)
 	if err != nil {
 		writeRegistryError(w, err, s.log)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetway-gw/jetway/admin"
 	"github.com/jetway-gw/jetway/otel"
 	"github.com/jetway-gw/jetway/registry"
 )
@@ -248,5 +249,77 @@ func TestScheduleRedactedURLNotSwapped(t *testing.T) {
 		if r := e.do(adm, "PUT", path, strings.Replace(doc, secret, bad, 1), "If-Match", made.header.Get("ETag")); r.status != 400 || !strings.Contains(r.body, "webhook.url") {
 			t.Errorf("%s: %d %s", bad, r.status, r.body)
 		}
+	}
+}
+
+// Reports are built two at a time, one at a time per token, and viewers
+// share one of the two: no viewer token, nor all of them, keeps an
+// operator or an admin from a report.
+func TestReportSlots(t *testing.T) {
+	s := admin.New(admin.Options{})
+	v1, ok := s.ReportSlot("token:v/1", registry.RoleViewer)
+	if !ok {
+		t.Fatal("a first viewer's report refused")
+	}
+	if _, ok := s.ReportSlot("token:v/1", registry.RoleViewer); ok {
+		t.Error("a viewer's second report at once")
+	}
+	if _, ok := s.ReportSlot("token:v/2", registry.RoleViewer); ok {
+		t.Error("another viewer's report while one builds (viewers share one)")
+	}
+	op, ok := s.ReportSlot("token:o/1", registry.RoleOperator)
+	if !ok {
+		t.Fatal("an operator kept from a report by a viewer")
+	}
+	if _, ok := s.ReportSlot("token:a/1", registry.RoleAdmin); ok {
+		t.Error("a third report at once")
+	}
+	if _, ok := s.ReportSlot("token:o/1", registry.RoleOperator); ok {
+		t.Error("an operator's second report at once")
+	}
+	v1()
+	v2, ok := s.ReportSlot("token:v/2", registry.RoleViewer)
+	if !ok {
+		t.Error("the viewers' slot not given back")
+	}
+	op()
+	if a, ok := s.ReportSlot("token:a/1", registry.RoleAdmin); !ok {
+		t.Error("the operator's slot not given back")
+	} else {
+		a()
+	}
+	v2()
+}
+
+// A period whose SLA records are estimated past the bound is refused
+// before they are read (400 naming since), not built in memory.
+func TestReportBoundedRead(t *testing.T) {
+	e := start(t)
+	viewer := e.token("viewer")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js, _ := jetstream.New(e.nc)
+	if _, err := otel.EnsureSLAStream(ctx, js, otel.SLAStreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		m := otel.SLAMinute{Node: "n1", Boot: "b1", Minute: time.Now().UTC().Truncate(time.Minute).Add(-time.Duration(30-i) * time.Minute),
+			APIs: []otel.SLAAPI{{API: "orders.get", Pool: "orders", SLAStats: otel.SLAStats{Succeeded: 99}}}}
+		b, _ := json.Marshal(m)
+		if _, err := js.Publish(ctx, otel.SLASubjectPrefix+m.Node, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := e.do(viewer, "GET", "/v1/reports?since=1h", ""); r.status != 200 {
+		t.Fatalf("under the bound: %d %s", r.status, r.body)
+	}
+	defer admin.SetMaxReportBytes(1000)()
+	if r := e.do(viewer, "GET", "/v1/reports?since=1h", ""); r.status != 400 || len(r.err.Problems) != 1 || r.err.Problems[0].Path != "since" || !strings.Contains(r.body, "jetway report") {
+		t.Errorf("past the bound: %d %s", r.status, r.body)
+	}
+	// A period after the records were stored reads none: built.
+	time.Sleep(1200 * time.Millisecond)
+	if r := e.do(viewer, "GET", "/v1/reports?since=1s", ""); r.status != 200 {
+		t.Errorf("a period with no records: %d %s", r.status, r.body)
 	}
 }

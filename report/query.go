@@ -1,11 +1,18 @@
 package report
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/otel"
 )
 
 // Query is a report asked for, as jetway report's flags and GET
@@ -75,4 +82,48 @@ func ParseWhen(s string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	return time.Time{}, fmt.Errorf("%q is no duration (24h, 7d), date (2006-01-02) or RFC 3339 time", s)
+}
+
+// Estimate is about how many bytes of SLA records a report from from on
+// reads: the records stored at or after from (their count, from where an
+// ordered consumer started at that time begins) times the stream's mean
+// record size. 0 when there is no stream or nothing after from. One
+// fetch of one record: cheap next to the read it guards.
+func Estimate(ctx context.Context, js jetstream.JetStream, from time.Time) (int64, error) {
+	st, err := js.Stream(ctx, otel.SLAStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("opening the SLA records: %w", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the SLA records: %w", err)
+	}
+	if info.State.Msgs == 0 || info.State.LastTime.Before(from) {
+		return 0, nil
+	}
+	mean := int64(info.State.Bytes / info.State.Msgs)
+	if !from.After(info.State.FirstTime) {
+		return int64(info.State.Bytes), nil
+	}
+	start := from
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy,
+		OptStartTime: &start, InactiveThreshold: 5 * time.Second})
+	if err != nil {
+		return 0, fmt.Errorf("reading the SLA records: %w", err)
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second))
+	if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the SLA records: %w", err)
+	}
+	md, err := msg.Metadata()
+	if err != nil {
+		return 0, fmt.Errorf("reading the SLA records: %w", err)
+	}
+	return int64(md.NumPending+1) * mean, nil
 }
