@@ -743,3 +743,34 @@ func TestWhoami(t *testing.T) {
 		}
 	}
 }
+
+// An API entry's backend and channel URLs are read below admin with
+// their query values hidden (a partner's key is often one), in the list,
+// the entry, a draft and the revisions; an admin, who edits it, reads
+// it whole.
+func TestEntryURLQueriesHiddenBelowAdmin(t *testing.T) {
+	e := start(t)
+	viewer, op := e.token("viewer"), e.token("operator")
+	doc := `{"name":"partner.get","pool":"p","route":{"path":"/partner/{id}"},"backend":{"type":"http","url":"https://api.partner.example/v1/items/{id}?api_key=s3cr3t&fmt=json"}}`
+	chans := `{"name":"partner.set","pool":"p","route":{"path":"/partner-set"},
+		"channels":[{"name":"a","backend":{"type":"http","url":"https://a.partner.example/x?token=k3y"}},{"name":"b","backend":{"type":"mock"}}]}`
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, d := range []string{doc, chans} {
+		if _, err := e.c.Put(ctx, []byte(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tok := range []string{viewer, op} {
+		for path, want := range map[string]string{"/v1/apis": "token=…", "/v1/apis/partner.get": "https://api.partner.example/v1/items/{id}?api_key=…",
+			"/v1/apis/partner.get/revisions": "api_key=…", "/v1/apis/partner.set": "https://a.partner.example/x?token=…"} {
+			r := e.do(tok, "GET", path, "")
+			if r.status != 200 || strings.Contains(r.body, "s3cr3t") || strings.Contains(r.body, "k3y") || !strings.Contains(r.body, want) {
+				t.Errorf("%s: %d %s", path, r.status, r.body)
+			}
+		}
+	}
+	if r := e.do(boot, "GET", "/v1/apis", ""); r.status != 200 || !strings.Contains(r.body, "api_key=s3cr3t") || !strings.Contains(r.body, "token=k3y") {
+		t.Errorf("admin: %d %s", r.status, r.body)
+	}
+}

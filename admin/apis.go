@@ -3,7 +3,9 @@ package admin
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -52,7 +54,9 @@ func (s *Server) listAPIs(w http.ResponseWriter, r *http.Request) {
 	}
 	items := make([]APIItem, 0, len(all))
 	for _, f := range all {
-		items = append(items, itemOf(f))
+		it := itemOf(f)
+		it.Entry = entryFor(r, it.Entry)
+		items = append(items, it)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items})
 }
@@ -80,7 +84,88 @@ func (s *Server) getEntry(w http.ResponseWriter, r *http.Request, key string) {
 		writeJSON(w, http.StatusConflict, apiError{Code: "NO_VALID_REVISION", Message: "no valid revision of the api is in force: " + f.NewestErr.Error(), Revision: latest(f)})
 		return
 	}
-	writeRaw(w, http.StatusOK, f.API.Marshal())
+	writeRaw(w, http.StatusOK, entryFor(r, f.API.Marshal()))
+}
+
+// entryFor is an API entry as the request's role may read it: in full
+// for an admin, who edits it; below, with the value of every query
+// parameter of its URLs (the backend's, each channel's) replaced by "…"
+// — a partner's key is often one (the user part of a URL is refused at
+// put). An entry that does not read as JSON is answered as it is.
+func entryFor(r *http.Request, raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || role(r) >= registry.RoleAdmin {
+		return raw
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return raw
+	}
+	if !redactURLQueries(v) {
+		return raw
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	return b
+}
+
+// redactURLQueries replaces, in a decoded JSON value, the query values
+// of every string under a key "url"; true when it changed one.
+func redactURLQueries(v any) bool {
+	changed := false
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			if str, ok := x.(string); ok && k == "url" {
+				if red, ok := redactedQuery(str); ok {
+					t[k], changed = red, true
+				}
+				continue
+			}
+			changed = redactURLQueries(x) || changed
+		}
+	case []any:
+		for _, x := range t {
+			changed = redactURLQueries(x) || changed
+		}
+	}
+	return changed
+}
+
+// redactedQuery is raw with each query value "…" (the names kept), and
+// its user part and fragment dropped; false when there is nothing to
+// hide.
+func redactedQuery(raw string) (string, bool) {
+	i := strings.IndexAny(raw, "?#")
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i < 0 {
+			return raw, false
+		}
+		return raw[:i] + "?…", true
+	}
+	if u.RawQuery == "" && u.User == nil && u.Fragment == "" {
+		return raw, false
+	}
+	names := []string{}
+	for _, kv := range strings.Split(u.RawQuery, "&") {
+		if name, _, _ := strings.Cut(kv, "="); name != "" {
+			names = append(names, name+"=…")
+		}
+	}
+	// The path as written (placeholders such as {id} kept unescaped).
+	head := raw
+	if i >= 0 {
+		head = raw[:i]
+	}
+	if u.User != nil {
+		head = u.Scheme + "://" + u.Host + "/…"
+	}
+	if len(names) == 0 {
+		return head, true
+	}
+	return head + "?" + strings.Join(names, "&"), true
 }
 
 // createAPI publishes a new API (POST /v1/apis): 409 when the name exists.
@@ -189,7 +274,7 @@ func (s *Server) apiRevisions(w http.ResponseWriter, r *http.Request) {
 		rv := revision{Revision: h.Revision, Op: h.Op, Created: h.Created}
 		if h.Op == "PUT" {
 			if json.Valid(h.Value) {
-				rv.Entry = h.Value
+				rv.Entry = entryFor(r, h.Value)
 			}
 			if _, err := registry.ParseAPI(h.Name, h.Value); err != nil {
 				rv.Invalid = err.Error()
