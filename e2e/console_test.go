@@ -421,8 +421,15 @@ func TestConsole(t *testing.T) {
 			t.Errorf("the schedules:\n%s", schedules)
 		}
 		screenshot(t, ctx, "reports")
+		value(t, ctx, "watch the blobs", chromedp.Evaluate[bool](`(() => { window.__blobTypes = []; const f = URL.createObjectURL;
+			URL.createObjectURL = b => { window.__blobTypes.push(b.type); return f(b); }; return true; })()`))
 		run(t, ctx, "download the HTML report", chromedp.Click(css("#report-download")))
 		waitJS(t, ctx, "the download", `!!document.getElementById('report-downloaded')`)
+		// The page is saved as bytes: a blob: URL of text/html would be of
+		// the console's origin, and render without the report's policy.
+		if types := value(t, ctx, "blob types", chromedp.Evaluate[[]string](`window.__blobTypes`)); len(types) != 1 || types[0] != "application/octet-stream" {
+			t.Errorf("the report's blob: %q", types)
+		}
 		run(t, ctx, "delete the schedule (asked)", chromedp.Click(css(`button.schedule-delete[data-owner="Team Console"]`)))
 		run(t, ctx, "delete the schedule (confirmed)", chromedp.Click(css(`button.schedule-delete[data-owner="Team Console"]`)))
 		waitJS(t, ctx, "the schedule gone", `!!document.getElementById('report-since') && !document.querySelector('tr[data-owner="Team Console"]') && document.getElementById('main').textContent.includes('no schedules')`)

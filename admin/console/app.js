@@ -883,7 +883,9 @@ async function reportsScreen(g) {
       dl.replaceChildren(el('p', { class: 'error' }, errorText({ status: r.status, json: j, text })));
       return;
     }
-    const href = URL.createObjectURL(await r.blob());
+    // As bytes, never as text/html: a blob: URL is of the console's
+    // origin, and opened it would render without the report's policy.
+    const href = URL.createObjectURL(new Blob([await r.arrayBuffer()], { type: 'application/octet-stream' }));
     const a = el('a', { href, download: 'sla-report-' + (since.value.trim() || '24h').replace(/[^A-Za-z0-9-]/g, '_') + '.html' });
     document.body.append(a);
     a.click();
