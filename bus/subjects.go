@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Subject and queue group prefixes. An API's requests travel on
@@ -435,7 +436,36 @@ const (
 	// HdrCallbackSubject names the NATS subject a callback message is
 	// for (an API's destination), in place of HdrCallbackURL.
 	HdrCallbackSubject = "Jetway-Callback-Subject"
+	// HdrJobStatus carries the pending status its edge wrote before it
+	// published the job (FormatJobStatus): its revision and the time of
+	// submission. A worker that gets the job first writes "running" at
+	// that revision without reading the status: one read less a job.
+	HdrJobStatus = "Jetway-Job-Status"
 )
+
+// FormatJobStatus is HdrJobStatus's value: the status's revision and the
+// submission time in Unix nanoseconds, separated by a space.
+func FormatJobStatus(rev uint64, submitted time.Time) string {
+	return strconv.FormatUint(rev, 10) + " " + strconv.FormatInt(submitted.UnixNano(), 10)
+}
+
+// ParseJobStatus reads HdrJobStatus's value (ok false when it is absent
+// or malformed: the status is to be read).
+func ParseJobStatus(v string) (rev uint64, submitted time.Time, ok bool) {
+	r, at, found := strings.Cut(v, " ")
+	if !found {
+		return 0, time.Time{}, false
+	}
+	rev, err := strconv.ParseUint(r, 10, 64)
+	if err != nil || rev == 0 {
+		return 0, time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(at, 10, 64)
+	if err != nil || ns <= 0 {
+		return 0, time.Time{}, false
+	}
+	return rev, time.Unix(0, ns).UTC(), true
+}
 
 // NonceBucketDeleted is the JetStream advisory of the nonce bucket's stream
 // deleted: the admin node re-creates it, edges then refuse requests signed

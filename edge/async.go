@@ -49,11 +49,19 @@ func prefersAsync(h http.Header) bool {
 const maxIdempotencyKey = 255
 
 // enqueue stores an async call as a job and answers 202 with its address;
-// a synchronous call goes on to send. The job is published before its
-// status is written, so a job whose status exists always runs; with an
-// Idempotency-Key the job's id is the key's (registry.IdempotentJobID),
-// so a repeat finds the job and a retry of a publish whose answer was
-// lost is dropped by the stream's deduplication.
+// a synchronous call goes on to send.
+//
+// A job without an Idempotency-Key has a new random id: its pending
+// status is written first and the job published with the status's
+// revision (bus.HdrJobStatus), so the worker that takes it writes
+// "running" without reading the status. A publish that fails removes
+// the status again (no one was told the id).
+//
+// With an Idempotency-Key the job's id is the key's
+// (registry.IdempotentJobID), so a repeat finds the job; there the job is
+// published before its status is written, so that a status a repeat
+// finds always belongs to a job that runs, and a retry of a publish whose
+// answer was lost is dropped by the stream's deduplication.
 func (c *call) enqueue() error {
 	if !c.isAsync() {
 		return nil
@@ -68,7 +76,8 @@ func (c *call) enqueue() error {
 		app = c.app.app.ID
 	}
 	id := registry.NewJobID(rt.api.Pool)
-	if key := c.r.Header.Get("Idempotency-Key"); key != "" {
+	key := c.r.Header.Get("Idempotency-Key")
+	if key != "" {
 		if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 			return c.refuse(bus.CodeBadRequest, "Idempotency-Key must be 1 to 255 printable characters")
 		}
@@ -104,6 +113,22 @@ func (c *call) enqueue() error {
 	if cb != nil && cb.key != "" {
 		out.Header[bus.HdrCallbackKey] = []string{cb.key}
 	}
+	st := &registry.JobStatus{ID: id, API: rt.api.Name, Tier: jobTier(rt.api), Pool: rt.api.Pool, App: app, User: user, RequestID: c.id,
+		State: registry.JobPending, MaxAttempts: as.Attempts, Submitted: time.Now().UTC()}
+	ttl := time.Duration(as.MaxAge + as.ResultTTL)
+	if key == "" {
+		if err := jobs.Create(ctx, st, ttl); err != nil {
+			return c.jobError(err)
+		}
+		out.Header[bus.HdrJobStatus] = []string{bus.FormatJobStatus(st.Revision, st.Submitted)}
+		if _, err := jobs.Publish(ctx, out); err != nil {
+			if derr := jobs.Discard(ctx, st); derr != nil {
+				c.e.log.Warn("removing the status of a job not stored", "api", rt.api.Name, "job", id, "request_id", c.id, "err", derr)
+			}
+			return c.jobError(err)
+		}
+		return c.accepted(id, registry.JobPending)
+	}
 	dup, err := jobs.Publish(ctx, out)
 	if err != nil {
 		return c.jobError(err)
@@ -114,12 +139,10 @@ func (c *call) enqueue() error {
 		// the job ran or runs; a new pending status would never end.
 		return c.accepted(id, registry.JobPending)
 	}
-	st := &registry.JobStatus{ID: id, API: rt.api.Name, Tier: jobTier(rt.api), Pool: rt.api.Pool, App: app, User: user, RequestID: c.id,
-		State: registry.JobPending, MaxAttempts: as.Attempts, Submitted: time.Now().UTC()}
 	// A worker that took the job first wrote its status already
 	// (ErrJobExists); any other failure leaves a job that runs, and whose
 	// status its worker writes.
-	if err := jobs.Create(ctx, st, time.Duration(as.MaxAge+as.ResultTTL)); err != nil && !errors.Is(err, registry.ErrJobExists) {
+	if err := jobs.Create(ctx, st, ttl); err != nil && !errors.Is(err, registry.ErrJobExists) {
 		c.e.log.Warn("writing a job's status", "api", rt.api.Name, "job", id, "request_id", c.id, "err", err)
 	}
 	return c.accepted(id, registry.JobPending)

@@ -197,7 +197,9 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, seq uint64) (*DeadLetter,
 	}
 	h := nats.Header{}
 	for k, vs := range m.Header {
-		if strings.HasPrefix(k, "Jetway-Dlq-") || strings.HasPrefix(k, "Nats-") {
+		// Not the status its edge wrote first: the job's status is
+		// another now, and the worker reads it.
+		if strings.HasPrefix(k, "Jetway-Dlq-") || strings.HasPrefix(k, "Nats-") || k == bus.HdrJobStatus {
 			continue
 		}
 		h[k] = vs

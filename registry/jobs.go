@@ -303,7 +303,7 @@ func (s *JobStore) write(ctx context.Context, key string, st *JobStatus, rev uin
 	if err != nil {
 		return err
 	}
-	n, err := s.put(ctx, key, b, rev, ttl)
+	n, err := s.put(ctx, key, b, rev, ttl, false)
 	switch {
 	case err == nil:
 		st.Revision = n
@@ -316,11 +316,24 @@ func (s *JobStore) write(ctx context.Context, key string, st *JobStatus, rev uin
 	return fmt.Errorf("writing job %s: %w", st.ID, err)
 }
 
+// Discard removes the status an edge wrote for a job it then could not
+// publish (bus.HdrJobStatus), at the revision written, with a delete
+// marker kept for a minute: no one was told the job's id, and the bucket
+// would keep a status that never ends until its TTL. Best effort.
+func (s *JobStore) Discard(ctx context.Context, st *JobStatus) error {
+	_, err := s.put(ctx, bus.JobKeyPrefix+st.ID, nil, st.Revision, jobStatusMarkerTTL, true)
+	return err
+}
+
 // put is a KV compare-and-set with the value's own TTL: a publish on the
-// key's subject with the expected last sequence (0: none) and Nats-TTL.
-func (s *JobStore) put(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
+// key's subject with the expected last sequence (0: none) and Nats-TTL;
+// del makes it a delete marker.
+func (s *JobStore) put(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration, del bool) (uint64, error) {
 	m := nats.NewMsg(kvSubject(bus.BucketJobs, key))
 	m.Data = value
+	if del {
+		m.Header.Set("KV-Operation", "DEL")
+	}
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	if ttl > 0 {
 		m.Header.Set("Nats-TTL", strconv.FormatInt(int64((ttl+time.Second-1)/time.Second), 10)+"s")

@@ -63,6 +63,9 @@ func destinationName(d registry.Destination) string {
 // written and before the job's ack; a failure is logged (the job's end
 // stands).
 func (j *job) sendCallbacks(targets []registry.Destination) {
+	if len(targets) == 0 {
+		return
+	}
 	st, m := j.st, j.m
 	body, err := json.Marshal(st)
 	if err != nil {

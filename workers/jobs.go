@@ -214,7 +214,8 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 	}
 	jobs := w.jobs
 	submitted := time.Now()
-	if md, err := m.Metadata(); err == nil {
+	md, mdErr := m.Metadata()
+	if mdErr == nil {
 		submitted = md.Timestamp
 	}
 	// The API tier as this worker serves it; a job with none here ends
@@ -245,15 +246,28 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 		}
 		defer inv.end()
 	}
-	st, err := jobs.Get(ctx, id)
+	// The status as the message says it is, which the edge wrote before it
+	// published the job: the app and request id are the message's own.
+	h := m.Headers()
+	pending := func(submitted time.Time) *registry.JobStatus {
+		return &registry.JobStatus{ID: id, API: name, Tier: tier, Pool: pool, State: registry.JobPending, Submitted: submitted.UTC(),
+			App: h.Get(bus.HdrApp), User: h.Get(bus.HdrJobUser), RequestID: h.Get(bus.HdrRequestID)}
+	}
+	var st *registry.JobStatus
+	var err error
+	if rev, at, ok := bus.ParseJobStatus(h.Get(bus.HdrJobStatus)); ok && mdErr == nil && md.NumDelivered == 1 {
+		// Its first delivery: the status is still as its edge wrote it,
+		// unless it was cancelled meanwhile — then "running" is refused
+		// at this revision and the next delivery reads it.
+		st = pending(at)
+		st.Revision = rev
+	} else {
+		st, err = jobs.Get(ctx, id)
+	}
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		// Its edge has not written it yet, or could not: this worker does.
-		// The app and request id are the message's own: the status
-		// says whose job it is as the edge's would.
-		h := m.Headers()
-		st = &registry.JobStatus{ID: id, API: name, Tier: tier, Pool: pool, State: registry.JobPending, Submitted: submitted.UTC(),
-			App: h.Get(bus.HdrApp), User: h.Get(bus.HdrJobUser), RequestID: h.Get(bus.HdrRequestID)}
+		st = pending(submitted)
 	case err != nil:
 		w.log.Warn("reading an async job's status", "job", id, "err", err)
 		_ = m.NakWithDelay(jobRetryDelay)

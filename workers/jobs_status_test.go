@@ -1,0 +1,139 @@
+package workers_test
+
+// A job without an Idempotency-Key: its edge writes the pending status
+// first and publishes the job with the status's revision
+// (bus.HdrJobStatus); the worker that takes it first writes "running" at
+// that revision without reading the status (docs/async.md, "How a job
+// runs").
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/internal/jetwaytest"
+	"github.com/jetway-gw/jetway/registry"
+	"github.com/jetway-gw/jetway/workers"
+)
+
+// startWithoutJobWorker is a gateway whose only worker serves another
+// pool, so that jobs of pool "jobs" wait in the stream until the test
+// adds a worker of it.
+func startWithoutJobWorker(t *testing.T) (*jetwaytest.Gateway, jetstream.JetStream) {
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Worker: workers.Options{Pools: []string{"other"}}})
+	js, err := jetstream.New(g.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, js
+}
+
+func TestAsyncJobCarriesItsPendingStatus(t *testing.T) {
+	g, js := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("first", b, `{}`, ""))
+	loc, id := submit(t, g, "/first", "x")
+
+	jobs, err := registry.NewJobStore(g.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := jobs.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(context.Background(), bus.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(context.Background(), bus.JobSubject("jobs", bus.TierAPI, "first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, at, ok := bus.ParseJobStatus(m.Header.Get(bus.HdrJobStatus))
+	if !ok || rev != pending.Revision || !at.Equal(pending.Submitted) {
+		t.Fatalf("job message says status %q; the status is at revision %d, submitted %v", m.Header.Get(bus.HdrJobStatus), pending.Revision, pending.Submitted)
+	}
+
+	g.AddWorker("jobs")
+	done := waitJob(t, g, loc, registry.JobSucceeded)
+	if done.Attempts != 1 || !done.Submitted.Equal(pending.Submitted) || done.App != pending.App || done.RequestID != pending.RequestID {
+		t.Fatalf("ended as %+v; pending was %+v", done, pending)
+	}
+}
+
+// A job cancelled before any worker took it is never run: the worker's
+// "running" at the revision the message carries is refused, and the next
+// delivery reads the cancel.
+func TestAsyncJobCancelledBeforeItsFirstDeliveryNeverRuns(t *testing.T) {
+	g, _ := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("early", b, `{}`, ""))
+	loc, id := submit(t, g, "/early", "x")
+	if r := g.Do("DELETE", loc, nil); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	g.AddWorker("jobs")
+	m := deadLetter(t, g, "early")
+	if m.Header.Get(registry.HdrDeadReason) != registry.ReasonCancelled || m.Header.Get(bus.HdrJobID) != id {
+		t.Fatalf("dead letter: %v", m.Header)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := b.count(); n != 0 {
+		t.Fatalf("a job cancelled before it was taken ran: %d calls", n)
+	}
+	if st := waitJob(t, g, loc, registry.JobCancelled); st.Attempts != 0 {
+		t.Fatalf("cancelled job: %+v", st)
+	}
+}
+
+// A job the stream refuses leaves no status behind: its edge wrote one
+// first, and removes it (no one was told the id; it would wait as
+// pending until its TTL, filling the bucket under a burst of refusals).
+func TestAsyncRefusedJobLeavesNoStatus(t *testing.T) {
+	g, js := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("full", b, `{}`, ""))
+	ctx := context.Background()
+	s, err := js.Stream(ctx, bus.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.MaxMsgsPerSubject = 1 // the API's queue holds one job
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, id := submit(t, g, "/full", "x")
+	r := g.Do("POST", "/full", nil, "Prefer", "respond-async")
+	if r.Status != http.StatusServiceUnavailable || r.Code != string(bus.CodeOverloaded) {
+		t.Fatalf("second job in a full queue: %d %s", r.Status, r.Body)
+	}
+
+	kv, err := js.Stream(ctx, "KV_"+bus.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := kv.Info(ctx, jetstream.WithSubjectFilter("$KV."+bus.BucketJobs+".>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []string
+	for subj := range info.State.Subjects {
+		m, err := kv.GetLastMsgForSubject(ctx, subj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op := m.Header.Get("KV-Operation"); op != "DEL" && op != "PURGE" {
+			live = append(live, subj)
+		}
+	}
+	if len(live) != 1 || live[0] != bus.JobStatusSubject(id) {
+		t.Fatalf("statuses kept: %v; want only the accepted job's (%s)", live, id)
+	}
+}
+
