@@ -36,12 +36,24 @@ import (
 
 // Job tuning.
 const (
-	jobSlots      = 64              // jobs one worker runs at once per pool
+	// jobs one worker runs at once per pool: enough that the round trips
+	// of a job's status writes do not bound a pool's rate (bench/async.sh:
+	// 64 gave half the jobs per second of 256 on 2 cores).
+	jobSlots      = 256
 	jobFetchWait  = 5 * time.Second // how long one pull waits for jobs
 	jobGather     = 2 * time.Millisecond
 	jobRetryDelay = time.Second // a job this worker cannot take now comes back after
 	jobWriteTries = 20          // tries of a job's final status write, 500ms apart
 )
+
+// DefaultJobBytes bounds the bytes of the jobs one worker holds at once
+// per pool (Options.JobBytes): 256 jobs of the largest body would be
+// 2 GiB. A job larger than the bound is taken when no other is held.
+const DefaultJobBytes = 64 << 20
+
+// maxJobMessage is the largest message of the jobs stream, with room for
+// its subject and headers (registry.OpenJobStreams).
+const maxJobMessage = int64(registry.MaxMaxBody) + 128<<10
 
 // DefaultJobAckWait is how long a job taken by a worker that went silent
 // waits before it is delivered again (Options.JobAckWait); a running job
@@ -124,6 +136,8 @@ func (w *Worker) takeJobs(ctx context.Context, pool string) {
 // its own goroutine, until ctx ends or a pull fails.
 func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consumer) error {
 	slots := make(chan struct{}, jobSlots)
+	var held atomic.Int64           // bytes of the jobs taken and not ended
+	ended := make(chan struct{}, 1) // a job ended (its bytes are free)
 	for {
 		select { // wait for one free slot, then take what else is free
 		case slots <- struct{}{}:
@@ -154,7 +168,14 @@ func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consu
 			}
 		}
 		gather.Stop()
-		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(jobFetchWait))
+		take, opts := n, []jetstream.FetchOpt{jetstream.FetchMaxWait(jobFetchWait)}
+		if room := w.o.JobBytes - held.Load(); held.Load() > 0 || room >= maxJobMessage {
+			opts = append(opts, jetstream.FetchMaxBytes(int(max(room, 1))))
+		} else {
+			take = 1 // with none held, one job of any size
+		}
+		asked := time.Now()
+		batch, err := cons.Fetch(take, opts...)
 		if err != nil {
 			for range n {
 				<-slots
@@ -169,8 +190,17 @@ func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consu
 				<-slots
 				continue
 			}
+			size := jobMsgSize(m)
+			held.Add(size)
 			go func() {
-				defer func() { <-slots }()
+				defer func() {
+					held.Add(-size)
+					<-slots
+					select {
+					case ended <- struct{}{}:
+					default:
+					}
+				}()
 				w.runJob(pool, m)
 			}()
 		}
@@ -180,7 +210,29 @@ func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consu
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
+		if got == 0 && held.Load() > 0 && time.Since(asked) < jobFetchWait/2 {
+			// An empty answer before the wait ran out: the next job is
+			// larger than the bytes left (the server says so, and the
+			// client reads it as the pull's end). After a job ends.
+			select {
+			case <-ended:
+			case <-ctx.Done():
+				return nil
+			}
+		}
 	}
+}
+
+// jobMsgSize is about what the server counts of a job's message against
+// a pull's max bytes: its subject, headers and body.
+func jobMsgSize(m jetstream.Msg) int64 {
+	n := len(m.Subject()) + len(m.Data())
+	for k, vs := range m.Headers() {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return int64(n)
 }
 
 // job is one delivery of a job: its message, status and API.

@@ -8,13 +8,16 @@ package workers_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus"
+	"github.com/jetway-gw/jetway/bus/natstest"
 	"github.com/jetway-gw/jetway/internal/jetwaytest"
 	"github.com/jetway-gw/jetway/registry"
 	"github.com/jetway-gw/jetway/workers"
@@ -137,3 +140,33 @@ func TestAsyncRefusedJobLeavesNoStatus(t *testing.T) {
 	}
 }
 
+// A worker holds its pool's jobs within its bytes (Options.JobBytes), not
+// only within its slots: six jobs of 300 KiB under 1 MiB run three at a
+// time, and all end.
+func TestAsyncWorkerHoldsJobsWithinItsBytes(t *testing.T) {
+	g, _ := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	b.hold = make(chan struct{})
+	g.Publish(asyncAPI("big", b, `{"attempt_timeout":"30s"}`, ""))
+	body := strings.Repeat("x", 300<<10)
+	var locs []string
+	for range 6 {
+		loc, _ := submit(t, g, "/big", body)
+		locs = append(locs, loc)
+	}
+	g.AddWorkerWith(workers.Options{Pools: []string{"jobs"}, JobBytes: 1 << 20})
+	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := b.count(); n != 3 {
+			return fmt.Errorf("%d jobs at the backend, want 3", n)
+		}
+		return nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	if n := b.count(); n != 3 {
+		t.Fatalf("%d jobs of 300 KiB held under 1 MiB", n)
+	}
+	close(b.hold)
+	for _, loc := range locs {
+		waitJob(t, g, loc, registry.JobSucceeded)
+	}
+}

@@ -46,6 +46,9 @@ type Options struct {
 	// silent waits before another worker takes it (jobs.go); 0 means
 	// DefaultJobAckWait.
 	JobAckWait time.Duration
+	// JobBytes bounds the bytes of the async jobs one worker holds at
+	// once per pool (their requests); 0 means DefaultJobBytes.
+	JobBytes int64
 }
 
 // Worker serves the APIs of its pools. Feed it registry snapshots with
@@ -149,6 +152,9 @@ func New(o Options) (*Worker, error) {
 	}
 	if o.JobAckWait <= 0 {
 		o.JobAckWait = DefaultJobAckWait
+	}
+	if o.JobBytes <= 0 {
+		o.JobBytes = DefaultJobBytes
 	}
 	maxResp := int64(bus.EmbeddedMaxPayload) - headerRoom
 	if mp := o.Conn.MaxPayload(); mp > 0 {
