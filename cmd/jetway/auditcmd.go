@@ -5,8 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jetway-gw/jetway/registry"
 )
 
 const auditUsage = `Usage: jetway audit [flags]
@@ -24,7 +27,7 @@ func cmdAudit(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	rf := addRegistryFlags(fs)
 	since := fs.Duration("since", 0, "only the changes of this last while (e.g. 24h); 0: all kept")
-	kind := fs.String("kind", "", "only changes of this kind: api, app, degrade, fault, alert, jsonschema, schema, cert")
+	kind := fs.String("kind", "", "only changes of this kind: "+strings.Join(registry.AuditKinds, ", "))
 	limit := fs.Int("limit", 100, "at most this many (the newest)")
 	asJSON := fs.Bool("json", false, "print the changes as JSON, one a line")
 	fs.Usage = func() {
