@@ -596,6 +596,28 @@ async function apps(g) {
   el('section', {}, table(['id', 'status', '', 'APIs', 'revision'], rows)));
 }
 
+// namedEditor is the editor of a resource kept by name at its revision
+// (push topics, alert rules; an admin's): a new name creates one, a
+// listed one is changed at the revision listed. Its elements' ids are
+// KIND-entry, KIND-status and KIND-error.
+function namedEditor(kind, path, items, sample) {
+  const byName = new Map(items.map(it => [it.name, it]));
+  const editor = el('textarea', { need: 'admin', id: kind + '-entry', spellcheck: 'false' });
+  editor.value = pretty(sample);
+  const status = el('div', { id: kind + '-status' });
+  async function save() {
+    status.replaceChildren();
+    let doc;
+    try { doc = JSON.parse(editor.value); } catch (e) { status.append(el('p', { class: 'error' }, 'Not JSON: ' + e.message)); return; }
+    const name = String(doc.name || '');
+    const known = byName.get(name);
+    const r = await api('PUT', path + encodeURIComponent(name), { body: doc, headers: known ? { 'If-Match': '"' + known.revision + '"' } : { 'If-None-Match': '*' } });
+    if (!r.ok) { status.append(el('p', { class: 'error', id: kind + '-error' }, errorText(r))); return; }
+    route();
+  }
+  return { editor, status, save };
+}
+
 // pushScreen: the topics (each editable at its revision), every edge's
 // push counters (read again every 3 s) and connections, and a kick of an
 // app's connections on every edge.
@@ -603,20 +625,7 @@ async function pushScreen(g) {
   const [topics, stats, conns] = await Promise.all([api('GET', '/v1/topics'), api('GET', '/v1/push/stats'), api('GET', '/v1/push/connections')]);
   if (!topics.ok) { show(g, el('p', { class: 'error' }, errorText(topics))); return; }
   const items = (topics.json && topics.json.items) || [];
-  const byName = new Map(items.map(it => [it.name, it]));
-  const editor = el('textarea', { need: 'admin', id: 'topic-entry', spellcheck: 'false' });
-  editor.value = pretty({ name: 'orders', publish: ['my-backend-app'], subscribe: ['*'], retention: { max_age: '72h' } });
-  const status = el('div', { id: 'topic-status' });
-  async function save() {
-    status.replaceChildren();
-    let doc;
-    try { doc = JSON.parse(editor.value); } catch (e) { status.append(el('p', { class: 'error' }, 'Not JSON: ' + e.message)); return; }
-    const name = String(doc.name || '');
-    const known = byName.get(name);
-    const r = await api('PUT', '/v1/topics/' + encodeURIComponent(name), { body: doc, headers: known ? { 'If-Match': '"' + known.revision + '"' } : { 'If-None-Match': '*' } });
-    if (!r.ok) { status.append(el('p', { class: 'error', id: 'topic-error' }, errorText(r))); return; }
-    route();
-  }
+  const { editor, status, save } = namedEditor('topic', '/v1/topics/', items, { name: 'orders', publish: ['my-backend-app'], subscribe: ['*'], retention: { max_age: '72h' } });
   const topicRows = items.map(it => {
     const t = it.topic || {};
     return el('tr', {}, el('td', {}, it.name, it.error ? el('span', { class: 'tag bad', title: it.error }, 'invalid') : ''), el('td', {}, t.mode || 'durable'),
@@ -769,20 +778,7 @@ async function alertsScreen(g) {
   const r = await api('GET', '/v1/alerts');
   if (!r.ok) { show(g, el('p', { class: 'error' }, errorText(r))); return; }
   const items = (r.json && r.json.items) || [];
-  const byName = new Map(items.map(it => [it.name, it]));
-  const editor = el('textarea', { need: 'admin', id: 'alert-entry', spellcheck: 'false' });
-  editor.value = pretty({ name: 'orders-errors', kind: 'success_rate_below', api: 'orders.get', threshold: 0.99, window: '1m' });
-  const status = el('div', { id: 'alert-status' });
-  async function save() {
-    status.replaceChildren();
-    let doc;
-    try { doc = JSON.parse(editor.value); } catch (e) { status.append(el('p', { class: 'error' }, 'Not JSON: ' + e.message)); return; }
-    const name = String(doc.name || '');
-    const known = byName.get(name);
-    const w = await api('PUT', '/v1/alerts/' + encodeURIComponent(name), { body: doc, headers: known ? { 'If-Match': '"' + known.revision + '"' } : { 'If-None-Match': '*' } });
-    if (!w.ok) { status.append(el('p', { class: 'error', id: 'alert-error' }, errorText(w))); return; }
-    route();
-  }
+  const { editor, status, save } = namedEditor('alert', '/v1/alerts/', items, { name: 'orders-errors', kind: 'success_rate_below', api: 'orders.get', threshold: 0.99, window: '1m' });
   async function remove(it) {
     const w = await api('DELETE', '/v1/alerts/' + encodeURIComponent(it.name), { headers: { 'If-Match': '"' + it.revision + '"' } });
     if (!w.ok) { status.replaceChildren(el('p', { class: 'error', id: 'alert-error' }, errorText(w))); return; }
