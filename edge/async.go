@@ -118,12 +118,20 @@ func (c *call) enqueue() error {
 	ttl := time.Duration(as.MaxAge + as.ResultTTL)
 	if key == "" {
 		if err := jobs.Create(ctx, st, ttl); err != nil {
-			return c.jobError(err)
+			return c.statusError(err)
 		}
 		out.Header[bus.HdrJobStatus] = []string{bus.FormatJobStatus(st.Revision, st.Submitted)}
 		if _, err := jobs.Publish(ctx, out); err != nil {
-			if derr := jobs.Discard(ctx, st); derr != nil {
-				c.e.log.Warn("removing the status of a job not stored", "api", rt.api.Name, "job", id, "request_id", c.id, "err", derr)
+			// Refused by the stream, the job is surely not stored: its
+			// status goes (on a context of its own: the caller may have
+			// gone). After a timeout it may be stored, and runs with it.
+			var ae *jetstream.APIError
+			if errors.As(err, &ae) || errors.Is(err, nats.ErrNoResponders) {
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+				if derr := jobs.Discard(dctx, st); derr != nil {
+					c.e.log.Warn("removing the status of a job not stored", "api", rt.api.Name, "job", id, "request_id", c.id, "err", derr)
+				}
+				cancel()
 			}
 			return c.jobError(err)
 		}
@@ -236,6 +244,19 @@ func (c *call) jobError(err error) error {
 		return c.refuse(bus.CodeBusUnavailable, "the job store did not answer in time: the job may be stored; retry with the same Idempotency-Key to find out")
 	}
 	return c.refuse(bus.CodeBusUnavailable, "the job could not be stored")
+}
+
+// statusError is the refusal of a job whose pending status could not be
+// written (it is written before the job is stored): nothing was stored.
+func (c *call) statusError(err error) error {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) && strings.Contains(ae.Description, "maximum") {
+		e := c.refuse(bus.CodeOverloaded, "the job status store is full; try again later")
+		e.RetryAfter = 5
+		return e
+	}
+	c.e.log.Warn("writing a job's status", "api", c.rt.api.Name, "request_id", c.id, "err", err)
+	return c.refuse(bus.CodeBusUnavailable, "the job store is not reachable from this edge")
 }
 
 // accepted answers an async call: 202, the job's address, and when to

@@ -101,6 +101,7 @@ func (w *Worker) applyJobs(want map[string]*registry.API) {
 // NATS outage, is tried again with a backoff.
 func (w *Worker) takeJobs(ctx context.Context, pool string) {
 	wait := time.Second
+	lim := newJobLimits() // across pulls: the jobs of a pull that failed still run
 	for ctx.Err() == nil {
 		cons, err := w.js.CreateOrUpdateConsumer(ctx, bus.StreamJobs, jetstream.ConsumerConfig{
 			Durable:       bus.JobConsumer(pool),
@@ -117,7 +118,7 @@ func (w *Worker) takeJobs(ctx context.Context, pool string) {
 			MaxWaiting:    512,
 		})
 		if err == nil {
-			err = w.pullJobs(ctx, pool, cons)
+			err = w.pullJobs(ctx, pool, cons, lim)
 		}
 		if ctx.Err() != nil || w.o.Conn.IsClosed() {
 			return
@@ -134,10 +135,46 @@ func (w *Worker) takeJobs(ctx context.Context, pool string) {
 
 // pullJobs pulls as many jobs as there are free slots and runs each on
 // its own goroutine, until ctx ends or a pull fails.
-func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consumer) error {
-	slots := make(chan struct{}, jobSlots)
-	var held atomic.Int64           // bytes of the jobs taken and not ended
-	ended := make(chan struct{}, 1) // a job ended (its bytes are free)
+// jobLimits are what one worker's jobs of one pool may hold at once.
+type jobLimits struct {
+	slots chan struct{} // one per job taken and not ended
+	held  atomic.Int64  // bytes of the jobs taken and not ended
+	ended chan struct{} // a job ended (its slot and bytes are free)
+}
+
+func newJobLimits() *jobLimits {
+	return &jobLimits{slots: make(chan struct{}, jobSlots), ended: make(chan struct{}, 1)}
+}
+
+// waitEnded waits until a job ends, at most d.
+func (l *jobLimits) waitEnded(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.ended:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// jobRoom is how many more calls the pool's APIs take on this worker now:
+// their concurrency less their calls in flight. A job pulled past it would
+// be put back for a second, to come again, and cycle through the worker.
+func (w *Worker) jobRoom(pool string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	room := int64(0)
+	for _, as := range w.subs {
+		if st := as.state.Load(); st != nil && st.api.Pool == pool {
+			room += max(0, st.limit-as.inflight.Load())
+		}
+	}
+	return int(min(room, jobSlots))
+}
+
+func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consumer, lim *jobLimits) error {
+	slots, ended := lim.slots, lim.ended
+	held := &lim.held
 	for {
 		select { // wait for one free slot, then take what else is free
 		case slots <- struct{}{}:
@@ -168,6 +205,19 @@ func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consu
 			}
 		}
 		gather.Stop()
+		if room := w.jobRoom(pool); room < n {
+			// Its APIs are at their concurrency (calls and jobs): no more
+			// jobs than they take now.
+			for range n - max(room, 1) {
+				<-slots
+			}
+			n = max(room, 1)
+			if room == 0 {
+				<-slots
+				lim.waitEnded(ctx, jobRetryDelay/10)
+				continue
+			}
+		}
 		take, opts := n, []jetstream.FetchOpt{jetstream.FetchMaxWait(jobFetchWait)}
 		if room := w.o.JobBytes - held.Load(); held.Load() > 0 || room >= maxJobMessage {
 			opts = append(opts, jetstream.FetchMaxBytes(int(max(room, 1))))
@@ -213,12 +263,9 @@ func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consu
 		if got == 0 && held.Load() > 0 && time.Since(asked) < jobFetchWait/2 {
 			// An empty answer before the wait ran out: the next job is
 			// larger than the bytes left (the server says so, and the
-			// client reads it as the pull's end). After a job ends.
-			select {
-			case <-ended:
-			case <-ctx.Done():
-				return nil
-			}
+			// client reads it as the pull's end). After a job ends, or
+			// a second (another worker may have taken it).
+			lim.waitEnded(ctx, time.Second)
 		}
 	}
 }
@@ -289,8 +336,9 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 	}
 	// Admitted before anything is read: a job put back because its API
 	// is at its concurrency costs the store nothing.
+	expired := time.Since(submitted) > time.Duration(cfg.MaxAge)
 	var inv invocation
-	if as != nil && time.Since(submitted) <= time.Duration(cfg.MaxAge) {
+	if as != nil && !expired {
 		var err error
 		if inv, err = w.admitUntil(as, time.Now().Add(time.Duration(cfg.AttemptTimeout))); err != nil {
 			_ = m.NakWithDelay(jobRetryDelay) // the API is at its concurrency: later
@@ -307,10 +355,12 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 	}
 	var st *registry.JobStatus
 	var err error
-	if rev, at, ok := bus.ParseJobStatus(h.Get(bus.HdrJobStatus)); ok && mdErr == nil && md.NumDelivered == 1 {
-		// Its first delivery: the status is still as its edge wrote it,
-		// unless it was cancelled meanwhile — then "running" is refused
-		// at this revision and the next delivery reads it.
+	if rev, at, ok := bus.ParseJobStatus(h.Get(bus.HdrJobStatus)); ok && mdErr == nil && md.NumDelivered == 1 && as != nil && !expired {
+		// Its first delivery, to be attempted: the status is still as its
+		// edge wrote it, unless it was cancelled meanwhile — then
+		// "running" is refused at this revision and the next delivery
+		// reads it. (A job to end without an attempt reads its status:
+		// a cancel stands.)
 		st = pending(at)
 		st.Revision = rev
 	} else {
@@ -340,7 +390,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 		return
 	}
 	st.MaxAttempts = cfg.Attempts
-	if time.Since(submitted) > time.Duration(cfg.MaxAge) {
+	if expired {
 		j.finish(registry.JobDead, registry.ReasonExpired)
 		return
 	}
@@ -355,9 +405,15 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 	if err := j.write(); err != nil {
 		st.Attempts--
 		j.count = nil
-		if errors.Is(err, registry.ErrJobConflict) || errors.Is(err, registry.ErrJobExists) {
-			_ = m.Nak() // cancelled, or written by its edge, meanwhile: the next delivery reads it again
-		} else {
+		switch {
+		case errors.Is(err, registry.ErrJobConflict):
+			_ = m.Nak() // cancelled meanwhile: the next delivery reads it
+		case errors.Is(err, registry.ErrJobExists):
+			// Written by its edge meanwhile, or removed by it (a delete
+			// marker, for a job it told its caller was not stored): read
+			// again in a second, not at once.
+			_ = m.NakWithDelay(jobRetryDelay)
+		default:
 			w.log.Warn("writing an async job's status", "job", id, "err", err)
 			_ = m.NakWithDelay(jobRetryDelay)
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,5 +169,113 @@ func TestAsyncWorkerHoldsJobsWithinItsBytes(t *testing.T) {
 	close(b.hold)
 	for _, loc := range locs {
 		waitJob(t, g, loc, registry.JobSucceeded)
+	}
+}
+
+// A job cancelled while it waited, and then past its max_age, stays
+// cancelled: the worker reads its status before it ends it without an
+// attempt (no "expired" over the cancel, no failure callback).
+func TestAsyncJobCancelledThenExpiredStaysCancelled(t *testing.T) {
+	g, _ := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("late", b, `{"max_age":"1s"}`, ""))
+	loc, _ := submit(t, g, "/late", "x")
+	if r := g.Do("DELETE", loc, nil); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	g.AddWorker("jobs")
+	m := deadLetter(t, g, "late")
+	if m.Header.Get(registry.HdrDeadReason) != registry.ReasonCancelled {
+		t.Fatalf("dead letter: %v", m.Header)
+	}
+	if st := waitJob(t, g, loc, registry.JobCancelled); st.Reason != registry.ReasonCancelled {
+		t.Fatalf("status: %+v", st)
+	}
+}
+
+// A worker pulls no more of a pool's jobs than its APIs' concurrency
+// takes: the rest wait in the stream, not delivered and put back each
+// second.
+func TestAsyncJobsPulledWithinTheConcurrency(t *testing.T) {
+	g, js := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	b.hold = make(chan struct{})
+	release := sync.OnceFunc(func() { close(b.hold) })
+	t.Cleanup(release) // a failure below must not leave the backend's calls held
+	g.Publish(asyncAPI("narrow", b, `{"attempt_timeout":"30s"}`, `,"concurrency":2`))
+	var locs []string
+	for range 20 {
+		loc, _ := submit(t, g, "/narrow", "x")
+		locs = append(locs, loc)
+	}
+	g.AddWorker("jobs")
+	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if n := b.count(); n != 2 {
+			return fmt.Errorf("%d jobs at the backend, want 2", n)
+		}
+		return nil
+	})
+	time.Sleep(1500 * time.Millisecond)
+	c, err := js.Consumer(context.Background(), bus.StreamJobs, bus.JobConsumer("jobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := info.Delivered.Consumer; d > 4 {
+		t.Fatalf("%d deliveries of 20 jobs with 2 running", d)
+	}
+	release()
+	for _, loc := range locs {
+		waitJob(t, g, loc, registry.JobSucceeded)
+	}
+}
+
+// A full status bucket refuses a job before it is stored, with a 503
+// that says so (not "the job store is not reachable"), and nothing of it
+// is left in the jobs stream.
+func TestAsyncFullStatusStoreRefusesTheJob(t *testing.T) {
+	g, js := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("statusfull", b, `{}`, ""))
+	ctx := context.Background()
+	kv, err := js.Stream(ctx, "KV_"+bus.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := kv.CachedInfo().Config
+	cfg.MaxBytes, cfg.MaxMsgSize = 4096, 2048 // a handful of statuses
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	accepted := 0
+	for range 50 {
+		r := g.Do("POST", "/statusfull", nil, "Prefer", "respond-async")
+		if r.Status == http.StatusAccepted {
+			accepted++
+			continue
+		}
+		if r.Status != http.StatusServiceUnavailable || r.Code != string(bus.CodeOverloaded) ||
+			!strings.Contains(string(r.Body), "status store is full") || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("job past a full status bucket: %d %v %s", r.Status, r.Header, r.Body)
+		}
+		break
+	}
+	if accepted == 0 || accepted == 50 {
+		t.Fatalf("%d jobs accepted before the bucket was full", accepted)
+	}
+	s, err := js.Stream(ctx, bus.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != uint64(accepted) {
+		t.Fatalf("%d jobs stored, %d accepted", info.State.Msgs, accepted)
 	}
 }
