@@ -299,9 +299,12 @@ func (s *JobStore) Update(ctx context.Context, st *JobStatus, ttl time.Duration)
 
 func (s *JobStore) write(ctx context.Context, key string, st *JobStatus, rev uint64, ttl time.Duration) error {
 	st.Updated = time.Now().UTC()
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
+	b, ok := appendJobStatus(make([]byte, 0, 512), st)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(st); err != nil {
+			return err
+		}
 	}
 	n, err := s.put(ctx, key, b, rev, ttl, false)
 	switch {
@@ -338,21 +341,15 @@ func (s *JobStore) put(ctx context.Context, key string, value []byte, rev uint64
 	if ttl > 0 {
 		m.Header.Set("Nats-TTL", strconv.FormatInt(int64((ttl+time.Second-1)/time.Second), 10)+"s")
 	}
-	ack, err := s.js.PublishMsg(ctx, m)
-	if err != nil {
-		return 0, err
-	}
-	return ack.Sequence, nil
+	seq, _, err := publishAck(ctx, s.nc, m)
+	return seq, err
 }
 
 // Publish stores a job's message in the jobs stream (deduplicated by its
 // Nats-Msg-Id within two minutes: duplicate says the stream had it).
 func (s *JobStore) Publish(ctx context.Context, m *nats.Msg) (duplicate bool, err error) {
-	ack, err := s.js.PublishMsg(ctx, m)
-	if err != nil {
-		return false, err
-	}
-	return ack.Duplicate, nil
+	_, duplicate, err = publishAck(ctx, s.nc, m)
+	return duplicate, err
 }
 
 // Job stream bounds. A job waits at most MaxAsyncAge; the stream refuses
