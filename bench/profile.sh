@@ -6,9 +6,15 @@
 # wrk -t2 -c64 for 13s, takes a 10s CPU profile in the middle, and prints
 # go tool pprof's top 25 (flat, then cumulative). The profile is kept in
 # $OUT (default /tmp/jetway-cpu.pprof) for `go tool pprof -http`.
+# ASYNC=1 makes the API async and sends every call with
+# Prefer: respond-async: the profile is then of accepting jobs and running
+# them in the same process (bench/async.sh's serve figure).
 # No CPU pinning (as run.sh). Needs go, wrk, curl.
 set -euo pipefail
 OUT=${OUT:-/tmp/jetway-cpu.pprof}
+ASYNC=${ASYNC:-0}
+async_field='' prefer=()
+if [ "$ASYNC" = 1 ]; then async_field=',"async":{}' prefer=(-H 'Prefer: respond-async'); fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 command -v wrk >/dev/null || { echo "profile.sh: wrk is needed (apt-get install wrk)" >&2; exit 1; }
@@ -48,13 +54,13 @@ pids+=($!)
 wait_http "http://127.0.0.1:$P_PPROF/healthz"
 for _ in $(seq 1 100); do
 	echo '{"name":"bench.hello","pool":"bench","route":{"method":"GET","path":"/hello"},"concurrency":4096,
-	  "backend":{"type":"http","url":"http://127.0.0.1:'"$P_BACKEND"'/hello"}}' |
+	  "backend":{"type":"http","url":"http://127.0.0.1:'"$P_BACKEND"'/hello"}'"$async_field"'}' |
 		"$tmp/jetway" api put - --nats "nats://127.0.0.1:$P_NATS" >/dev/null 2>&1 && break
 	sleep 0.1
 done
 wait_http "http://127.0.0.1:$P_EDGE/hello"
 
-wrk -t2 -c64 -d13s --latency "http://127.0.0.1:$P_EDGE/hello" >"$tmp/wrk.txt" &
+wrk -t2 -c64 -d13s --latency "${prefer[@]}" "http://127.0.0.1:$P_EDGE/hello" >"$tmp/wrk.txt" &
 pids+=($!)
 sleep 1.5
 curl -s -o "$OUT" "http://127.0.0.1:$P_PPROF/debug/pprof/profile?seconds=10"
