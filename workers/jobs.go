@@ -140,6 +140,10 @@ type jobLimits struct {
 	slots chan struct{} // one per job taken and not ended
 	held  atomic.Int64  // bytes of the jobs taken and not ended
 	ended chan struct{} // a job ended (its slot and bytes are free)
+	// unadmitted counts the jobs taken that their API has not admitted
+	// yet (nor turned away): the room they will take is not counted in
+	// the APIs' calls in flight yet.
+	unadmitted atomic.Int64
 }
 
 func newJobLimits() *jobLimits {
@@ -158,18 +162,19 @@ func (l *jobLimits) waitEnded(ctx context.Context, d time.Duration) {
 }
 
 // jobRoom is how many more calls the pool's APIs take on this worker now:
-// their concurrency less their calls in flight. A job pulled past it would
-// be put back for a second, to come again, and cycle through the worker.
-func (w *Worker) jobRoom(pool string) int {
+// their concurrency less their calls in flight and the jobs taken and not
+// admitted yet. A job pulled past it would be put back for a second, to
+// come again, and cycle through the worker.
+func (w *Worker) jobRoom(pool string, lim *jobLimits) int {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	room := int64(0)
 	for _, as := range w.subs {
 		if st := as.state.Load(); st != nil && st.api.Pool == pool {
 			room += max(0, st.limit-as.inflight.Load())
 		}
 	}
-	return int(min(room, jobSlots))
+	w.mu.Unlock()
+	return int(max(0, min(room-lim.unadmitted.Load(), jobSlots)))
 }
 
 func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consumer, lim *jobLimits) error {
@@ -205,17 +210,20 @@ func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consu
 			}
 		}
 		gather.Stop()
-		if room := w.jobRoom(pool); room < n {
+		if room := w.jobRoom(pool, lim); room < n {
 			// Its APIs are at their concurrency (calls and jobs): no more
-			// jobs than they take now.
-			for range n - max(room, 1) {
+			// jobs than they take now. With no room, one job once there
+			// is some (looked at each 100 ms and at a job's end), or
+			// after a second anyway: callbacks, and the jobs of an API
+			// this worker does not serve, take none, and must not wait
+			// for the APIs' calls to end.
+			keep := max(room, 1)
+			for range n - keep {
 				<-slots
 			}
-			n = max(room, 1)
-			if room == 0 {
-				<-slots
+			n = keep
+			for end := time.Now().Add(jobRetryDelay); room == 0 && ctx.Err() == nil && time.Now().Before(end); room = w.jobRoom(pool, lim) {
 				lim.waitEnded(ctx, jobRetryDelay/10)
-				continue
 			}
 		}
 		take, opts := n, []jetstream.FetchOpt{jetstream.FetchMaxWait(jobFetchWait)}
@@ -242,8 +250,16 @@ func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consu
 			}
 			size := jobMsgSize(m)
 			held.Add(size)
+			lim.unadmitted.Add(1)
+			var once atomic.Bool
+			admitted := func() {
+				if once.CompareAndSwap(false, true) {
+					lim.unadmitted.Add(-1)
+				}
+			}
 			go func() {
 				defer func() {
+					admitted()
 					held.Add(-size)
 					<-slots
 					select {
@@ -251,7 +267,7 @@ func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consu
 					default:
 					}
 				}()
-				w.runJob(pool, m)
+				w.runJob(pool, m, admitted)
 			}()
 		}
 		for range n - got {
@@ -294,8 +310,10 @@ type job struct {
 }
 
 // runJob runs one delivery of a job: an attempt, or its end without one
-// (cancelled, expired, its attempts spent, its API gone).
-func (w *Worker) runJob(pool string, m jetstream.Msg) {
+// (cancelled, expired, its attempts spent, its API gone). It calls
+// admitted once its API has admitted the attempt (the call is then
+// counted in flight).
+func (w *Worker) runJob(pool string, m jetstream.Msg, admitted func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), MaxJobRun)
 	defer cancel()
 	id := m.Headers().Get(bus.HdrJobID)
@@ -308,6 +326,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 		return
 	}
 	if tier == bus.TierCallback {
+		admitted() // a callback takes no API's room
 		w.runCallback(m, name)
 		return
 	}
@@ -330,9 +349,12 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 		if api = as.state.Load().api; api.Async != nil {
 			cfg = api.Async // else: the API stopped taking new jobs; those it took still run
 		}
-	} else if !w.apiGone(name, tier, pool) {
-		_ = m.NakWithDelay(jobRetryDelay) // not applied here yet
-		return
+	} else {
+		admitted() // no API here to take room of
+		if !w.apiGone(name, tier, pool) {
+			_ = m.NakWithDelay(jobRetryDelay) // not applied here yet
+			return
+		}
 	}
 	// Admitted before anything is read: a job put back because its API
 	// is at its concurrency costs the store nothing.
@@ -344,6 +366,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 			_ = m.NakWithDelay(jobRetryDelay) // the API is at its concurrency: later
 			return
 		}
+		admitted()
 		defer inv.end()
 	}
 	// The status as the message says it is, which the edge wrote before it
@@ -408,10 +431,13 @@ func (w *Worker) runJob(pool string, m jetstream.Msg) {
 		switch {
 		case errors.Is(err, registry.ErrJobConflict):
 			_ = m.Nak() // cancelled meanwhile: the next delivery reads it
+		case errors.Is(err, registry.ErrJobExists) && h.Get(bus.HdrJobStatus) == "":
+			_ = m.Nak() // a keyed job's status, written by its edge meanwhile: read it now
 		case errors.Is(err, registry.ErrJobExists):
-			// Written by its edge meanwhile, or removed by it (a delete
-			// marker, for a job it told its caller was not stored): read
-			// again in a second, not at once.
+			// An unkeyed job's status was written before the job: found
+			// missing, it was removed by its edge (a delete marker, for
+			// a job it told its caller was not stored). Read again in a
+			// second, not at once.
 			_ = m.NakWithDelay(jobRetryDelay)
 		default:
 			w.log.Warn("writing an async job's status", "job", id, "err", err)

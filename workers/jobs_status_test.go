@@ -8,6 +8,7 @@ package workers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -195,8 +196,9 @@ func TestAsyncJobCancelledThenExpiredStaysCancelled(t *testing.T) {
 }
 
 // A worker pulls no more of a pool's jobs than its APIs' concurrency
-// takes: the rest wait in the stream, not delivered and put back each
-// second.
+// takes — counting the jobs pulled and not admitted yet: the rest wait in
+// the stream, not delivered and put back each second, and as calls end
+// one by one each next job is delivered about once.
 func TestAsyncJobsPulledWithinTheConcurrency(t *testing.T) {
 	g, js := startWithoutJobWorker(t)
 	b := newJobBackend(t, 200)
@@ -204,8 +206,9 @@ func TestAsyncJobsPulledWithinTheConcurrency(t *testing.T) {
 	release := sync.OnceFunc(func() { close(b.hold) })
 	t.Cleanup(release) // a failure below must not leave the backend's calls held
 	g.Publish(asyncAPI("narrow", b, `{"attempt_timeout":"30s"}`, `,"concurrency":2`))
+	const jobs = 20
 	var locs []string
-	for range 20 {
+	for range jobs {
 		loc, _ := submit(t, g, "/narrow", "x")
 		locs = append(locs, loc)
 	}
@@ -221,16 +224,33 @@ func TestAsyncJobsPulledWithinTheConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := c.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	delivered := func() uint64 {
+		t.Helper()
+		info, err := c.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Delivered.Consumer
 	}
-	if d := info.Delivered.Consumer; d > 4 {
-		t.Fatalf("%d deliveries of 20 jobs with 2 running", d)
+	// Two running, and at most one a second pulled anyway (for the
+	// callbacks, which take no room) and put back.
+	if d := delivered(); d > 4 {
+		t.Fatalf("%d deliveries of %d jobs with 2 running", d, jobs)
+	}
+	for range jobs { // the calls end one by one
+		select {
+		case b.hold <- struct{}{}:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no call waiting at the backend")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	release()
 	for _, loc := range locs {
 		waitJob(t, g, loc, registry.JobSucceeded)
+	}
+	if d := delivered(); d > jobs+4 {
+		t.Fatalf("%d deliveries of %d jobs at concurrency 2", d, jobs)
 	}
 }
 
@@ -277,5 +297,64 @@ func TestAsyncFullStatusStoreRefusesTheJob(t *testing.T) {
 	}
 	if info.State.Msgs != uint64(accepted) {
 		t.Fatalf("%d jobs stored, %d accepted", info.State.Msgs, accepted)
+	}
+}
+
+// A callback is delivered while its pool's APIs are at their concurrency:
+// it takes no API's room, so a worker whose APIs have none still pulls
+// (one message a second at least) instead of waiting for a call to end.
+func TestAsyncCallbackNotHeldByAFullAPI(t *testing.T) {
+	g := jetwaytest.Start(t)
+	b := newJobBackend(t, 200)
+	cr := newCallbackReceiver(t)
+	// The first two attempts fail: the callback is retried a second
+	// later, twice (the first retry may fill a pull asked for before the
+	// API was full; the second needs a pull asked for while it is).
+	cr.fails.Store(2)
+	g.Publish(asyncAPI("full", b, fmt.Sprintf(`{"callbacks":{"allow":[%q],"allow_private":true,"backoff":"1s","max_backoff":"1s"}}`, cr.URL+"/hooks/"),
+		`,"concurrency":1,"timeout":"30s","auth":{"methods":["key"]}`))
+	key, rec, _ := registry.NewAPIKey()
+	secret, _ := registry.NewHMACSecret()
+	g.PutApps(&registry.App{ID: "acme", Status: registry.AppActive, Keys: []registry.AppKey{rec}, HMACSecrets: []registry.HMACSecret{secret}, APIs: []string{"*"}})
+
+	loc, _ := submit(t, g, "/full", "x", "X-Api-Key", key, "X-Callback-Url", cr.URL+"/hooks/done")
+	waitJob(t, g, loc, registry.JobSucceeded, "X-Api-Key", key)
+	natstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if cr.count() < 1 {
+			return errors.New("no callback attempt yet")
+		}
+		return nil
+	})
+	// The API's one call in flight, held at the backend, while the
+	// callback waits out its backoff.
+	hold := make(chan struct{})
+	b.mu.Lock()
+	b.hold = hold
+	b.mu.Unlock()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(hold)
+		}
+	}
+	t.Cleanup(release)
+	call := make(chan int, 1)
+	go func() { call <- g.Do("POST", "/full", strings.NewReader("y"), "X-Api-Key", key).Status }()
+	natstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if b.count() < 2 {
+			return errors.New("the call is not at the backend yet")
+		}
+		return nil
+	})
+	natstest.CheckFor(t, 8*time.Second, 20*time.Millisecond, func() error {
+		if cr.count() < 3 {
+			return errors.New("the callback was not retried while the API was full")
+		}
+		return nil
+	})
+	release()
+	if s := <-call; s != http.StatusOK {
+		t.Fatalf("the held call: %d", s)
 	}
 }
