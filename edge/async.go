@@ -232,9 +232,9 @@ func (c *call) jobError(err error) error {
 	if errors.As(err, &ae) && strings.Contains(ae.Description, "message size") {
 		return c.refuse(bus.CodePayloadTooLarge, "the job is larger than the jobs stream takes")
 	}
-	if errors.As(err, &ae) && strings.Contains(ae.Description, "maximum") {
-		// DiscardNew: the API's queue (or the stream) is full. Nothing
-		// was stored.
+	if storeFull(err) {
+		// DiscardNew: the API's queue (or the stream, or the server's
+		// storage) is full. Nothing was stored.
 		e := c.refuse(bus.CodeOverloaded, "the job queue of api "+c.rt.api.Name+" is full; try again later")
 		e.RetryAfter = 5
 		return e
@@ -246,11 +246,24 @@ func (c *call) jobError(err error) error {
 	return c.refuse(bus.CodeBusUnavailable, "the job could not be stored")
 }
 
+// storeFull reports whether a stream refused a message for want of room:
+// its limits (DiscardNew) or the server's storage.
+func storeFull(err error) bool {
+	var ae *jetstream.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode {
+	case 10023, 10028, 10047: // insufficient resources, memory, storage
+		return true
+	}
+	return strings.Contains(ae.Description, "maximum messages") || strings.Contains(ae.Description, "maximum bytes")
+}
+
 // statusError is the refusal of a job whose pending status could not be
 // written (it is written before the job is stored): nothing was stored.
 func (c *call) statusError(err error) error {
-	var ae *jetstream.APIError
-	if errors.As(err, &ae) && strings.Contains(ae.Description, "maximum") {
+	if storeFull(err) {
 		e := c.refuse(bus.CodeOverloaded, "the job status store is full; try again later")
 		e.RetryAfter = 5
 		return e
