@@ -16,7 +16,7 @@ import (
 // Reading a status stays with encoding/json.
 
 // appendJobStatus appends st as json.Marshal(st) would; ok is false for
-// what only json.Marshal says (a time outside years 0-9999).
+// what only json.Marshal says (a time it refuses).
 func appendJobStatus(b []byte, st *JobStatus) (_ []byte, ok bool) {
 	if !jsonTime(st.Submitted) || !jsonTime(st.Updated) || st.NextAttempt != nil && !jsonTime(*st.NextAttempt) {
 		return b, false
@@ -116,10 +116,12 @@ func appendJobStatus(b []byte, st *JobStatus) (_ []byte, ok bool) {
 	return append(b, '}'), true
 }
 
-// jsonTime reports whether t is a time time.Time.MarshalJSON writes.
+// jsonTime reports whether t is a time time.Time.MarshalJSON writes: a
+// year of four digits, a zone within ±24 h.
 func jsonTime(t time.Time) bool {
 	y := t.Year()
-	return y >= 0 && y <= 9999
+	_, off := t.Zone()
+	return y >= 0 && y <= 9999 && off > -24*3600 && off < 24*3600
 }
 
 func appendJSONTime(b []byte, t time.Time) []byte {

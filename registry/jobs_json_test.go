@@ -40,6 +40,8 @@ func TestJobStatusJSONIsEncodingJSONs(t *testing.T) {
 		{ID: "p.4", State: JobSucceeded, Submitted: at, Updated: at, Result: &JobResult{Status: 204, Headers: map[string][]string{}, BodyBase64: []byte{0, 1, 0xff}}},
 		{ID: "p.5", Submitted: time.Time{}, Updated: at, Callbacks: []CallbackStatus{}},
 		{ID: "p.6", Submitted: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), Updated: at},
+		{ID: "p.7", Submitted: at.In(time.FixedZone("far", 24*3600)), Updated: at},
+		{ID: "p.8", Submitted: at.In(time.FixedZone("far", -24*3600)), Updated: at.In(time.FixedZone("near", 23*3600+59*60+59))},
 		{ID: body, API: body, Tier: body, Pool: body, App: body, User: body, RequestID: body, State: body, Reason: body},
 	} {
 		sameAsEncodingJSON(t, st)
@@ -52,7 +54,7 @@ func FuzzJobStatusJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, s1, s2 string, raw []byte, nanos int64, n int) {
 		at := time.Unix(0, nanos).UTC()
 		st := &JobStatus{ID: id, API: s1, Tier: s2, Pool: s1 + s2, App: s2, State: s1, Attempts: n, MaxAttempts: -n,
-			Submitted: at, Updated: at.In(time.FixedZone("z", n%50000)), Reason: s2,
+			Submitted: at, Updated: at.In(time.FixedZone("z", n%100000)), Reason: s2, // zones to ±27 h
 			LastError: &JobError{Code: s1, Status: n, Message: s2},
 			Result:    &JobResult{Status: n, Headers: map[string][]string{s1: {s2}, s2: nil}, Body: &s2, BodyBase64: raw, Size: len(raw)},
 			Callbacks: []CallbackStatus{{To: s1, State: s2, Attempts: n, LastError: id}}}
