@@ -166,14 +166,14 @@ func (l *jobLimits) waitEnded(ctx context.Context, d time.Duration) {
 // admitted yet. A job pulled past it would be put back for a second, to
 // come again, and cycle through the worker.
 func (w *Worker) jobRoom(pool string, lim *jobLimits) int {
-	w.mu.Lock()
 	room := int64(0)
-	for _, as := range w.subs {
-		if st := as.state.Load(); st != nil && st.api.Pool == pool {
-			room += max(0, st.limit-as.inflight.Load())
+	if subs := w.poolSubs.Load(); subs != nil {
+		for _, as := range (*subs)[pool] {
+			if st := as.state.Load(); st != nil {
+				room += max(0, st.limit-as.inflight.Load())
+			}
 		}
 	}
-	w.mu.Unlock()
 	return int(max(0, min(room-lim.unadmitted.Load(), jobSlots)))
 }
 

@@ -62,6 +62,9 @@ type Worker struct {
 	mu      sync.Mutex // guards subs and closing; never taken by a request
 	subs    map[string]*apiSub
 	closing bool
+	// poolSubs is subs by pool as Apply left them, read without mu by
+	// each pull of jobs (jobRoom).
+	poolSubs atomic.Pointer[map[string][]*apiSub]
 
 	tracer       trace.Tracer         // nil: tracing off
 	clientTracer backend.Tracer       // the backend calls' spans; nil: tracing off
@@ -274,6 +277,11 @@ func (w *Worker) Apply(s *registry.Snapshot) {
 		w.subs[key] = as
 		added = true
 	}
+	byPool := map[string][]*apiSub{}
+	for _, as := range w.subs {
+		byPool[as.pool] = append(byPool[as.pool], as)
+	}
+	w.poolSubs.Store(&byPool)
 	if added {
 		// Make sure the server has the new subscriptions before the
 		// worker says it serves them, which shortens the moment an edge
@@ -721,6 +729,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		_ = as.sub.Drain()
 	}
 	w.subs = map[string]*apiSub{}
+	w.poolSubs.Store(nil)
 	for p, jp := range w.jobPools {
 		jp.stop() // no new jobs; the running ones count in flight
 		delete(w.jobPools, p)
