@@ -467,34 +467,9 @@ func appendJSON(dst []byte, v any) ([]byte, error) {
 	return nil, fmt.Errorf("not a JSON value: %T", v)
 }
 
-// appendJSONString quotes a string of valid UTF-8 (as the strict parser
-// gives them) for JSON.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	return append(append(dst, s[start:]...), '"')
-}
+// appendJSONString quotes a string for JSON (as encoding/json does,
+// without its HTML escaping: a rewritten body keeps its < > &).
+func appendJSONString(dst []byte, s string) []byte { return bus.AppendJSONString(dst, s, false) }
 
 // rewriteRequest applies the API's request rewrites: method, headers,
 // query, then the JSON body (parsed once with validation when both
