@@ -229,7 +229,7 @@ func jobTier(a *registry.API) string {
 // jobError is the refusal of a job the stream did not take.
 func (c *call) jobError(err error) error {
 	var ae *jetstream.APIError
-	if errors.As(err, &ae) && strings.Contains(ae.Description, "message size") {
+	if errors.As(err, &ae) && (strings.Contains(ae.Description, "message size") || strings.Contains(ae.Description, "message too large")) {
 		return c.refuse(bus.CodePayloadTooLarge, "the job is larger than the jobs stream takes")
 	}
 	if storeFull(err) {
@@ -254,7 +254,7 @@ func storeFull(err error) bool {
 		return false
 	}
 	switch ae.ErrorCode {
-	case 10023, 10028, 10047: // insufficient resources, memory, storage
+	case 10002, 10023, 10028, 10047: // the account's limits; insufficient resources, memory, storage
 		return true
 	}
 	return strings.Contains(ae.Description, "maximum messages") || strings.Contains(ae.Description, "maximum bytes")

@@ -225,6 +225,10 @@ func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consu
 			for end := time.Now().Add(jobRetryDelay); room == 0 && ctx.Err() == nil && time.Now().Before(end); room = w.jobRoom(pool, lim) {
 				lim.waitEnded(ctx, jobRetryDelay/10)
 			}
+			if ctx.Err() != nil { // the pool stopped while it waited
+				<-slots
+				return nil
+			}
 		}
 		take, opts := n, []jetstream.FetchOpt{jetstream.FetchMaxWait(jobFetchWait)}
 		if room := w.o.JobBytes - held.Load(); held.Load() > 0 || room >= maxJobMessage {
@@ -349,12 +353,9 @@ func (w *Worker) runJob(pool string, m jetstream.Msg, admitted func()) {
 		if api = as.state.Load().api; api.Async != nil {
 			cfg = api.Async // else: the API stopped taking new jobs; those it took still run
 		}
-	} else {
-		admitted() // no API here to take room of
-		if !w.apiGone(name, tier, pool) {
-			_ = m.NakWithDelay(jobRetryDelay) // not applied here yet
-			return
-		}
+	} else if !w.apiGone(name, tier, pool) {
+		_ = m.NakWithDelay(jobRetryDelay) // not applied here yet
+		return
 	}
 	// Admitted before anything is read: a job put back because its API
 	// is at its concurrency costs the store nothing.
@@ -368,6 +369,8 @@ func (w *Worker) runJob(pool string, m jetstream.Msg, admitted func()) {
 		}
 		admitted()
 		defer inv.end()
+	} else {
+		admitted() // to end without an attempt (expired, or no API here): it takes no room
 	}
 	// The status as the message says it is, which the edge wrote before it
 	// published the job: the app and request id are the message's own.
