@@ -774,3 +774,44 @@ func TestEntryURLQueriesHiddenBelowAdmin(t *testing.T) {
 		t.Errorf("admin: %d %s", r.status, r.body)
 	}
 }
+
+// The values an entry's request rewrites set or add to the backend's
+// headers and query (a partner's Authorization, an api_key) are read
+// below admin as "…", the names kept, with the backend URL's query hidden
+// as well; the sandbox tier's rewrite too. An admin reads them whole.
+func TestEntryRewriteValuesHiddenBelowAdmin(t *testing.T) {
+	e := start(t)
+	viewer, op := e.token("viewer"), e.token("operator")
+	doc := `{"name":"partner.rw","pool":"p","route":{"path":"/partner-rw"},
+		"backend":{"type":"http","url":"https://api.partner.example/v1?key=urlk3y"},"auth":{"methods":["key"]},
+		"rewrite":{"request":{"headers":{"set":{"Authorization":"Bearer hdrs3cr3t"},"add":{"X-Partner-Key":"addk3y"},"remove":["X-Debug"]},
+			"query":{"set":{"api_key":"qs3cr3t"},"add":{"src":"jetway"}}},
+			"response":{"headers":{"set":{"X-Api-Version":"2"}}}},
+		"sandbox":{"backend":{"type":"mock"},"rewrite":{"request":{"headers":{"set":{"Authorization":"Bearer sbs3cr3t"}}}}}}`
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.c.Put(ctx, []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{"urlk3y", "hdrs3cr3t", "addk3y", "qs3cr3t", "sbs3cr3t"}
+	for _, tok := range []string{viewer, op} {
+		for _, path := range []string{"/v1/apis", "/v1/apis/partner.rw", "/v1/apis/partner.rw/revisions"} {
+			r := e.do(tok, "GET", path, "")
+			if r.status != 200 || !strings.Contains(r.body, `"Authorization":"…"`) || !strings.Contains(r.body, `"api_key":"…"`) ||
+				!strings.Contains(r.body, `"X-Api-Version":"2"`) || !strings.Contains(r.body, `"X-Debug"`) {
+				t.Errorf("%s: %d %s", path, r.status, r.body)
+			}
+			for _, sec := range secrets {
+				if strings.Contains(r.body, sec) {
+					t.Errorf("%s shows %q below admin: %s", path, sec, r.body)
+				}
+			}
+		}
+	}
+	r := e.do(boot, "GET", "/v1/apis/partner.rw", "")
+	for _, sec := range secrets {
+		if r.status != 200 || !strings.Contains(r.body, sec) {
+			t.Errorf("admin: %q missing: %d %s", sec, r.status, r.body)
+		}
+	}
+}

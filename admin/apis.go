@@ -91,7 +91,9 @@ func (s *Server) getEntry(w http.ResponseWriter, r *http.Request, key string) {
 // for an admin, who edits it; below, with the value of every query
 // parameter of its URLs (the backend's, each channel's) replaced by "…"
 // — a partner's key is often one (the user part of a URL is refused at
-// put). An entry that does not read as JSON is answered as it is.
+// put) — and so the values its request rewrites set or add to the
+// backend's headers and query (an Authorization header, an api_key
+// parameter). An entry that does not read as JSON is answered as it is.
 func entryFor(r *http.Request, raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 || role(r) >= registry.RoleAdmin {
 		return raw
@@ -100,7 +102,8 @@ func entryFor(r *http.Request, raw json.RawMessage) json.RawMessage {
 	if json.Unmarshal(raw, &v) != nil {
 		return raw
 	}
-	if !redactURLQueries(v) {
+	urls := redactURLQueries(v)
+	if rewrites := redactRewriteValues(v); !urls && !rewrites {
 		return raw
 	}
 	b, err := json.Marshal(v)
@@ -128,6 +131,33 @@ func redactURLQueries(v any) bool {
 	case []any:
 		for _, x := range t {
 			changed = redactURLQueries(x) || changed
+		}
+	}
+	return changed
+}
+
+// redactRewriteValues replaces with "…" the values of the request
+// rewrites' headers and query set and add (rewrite.request, and the
+// sandbox tier's); true when it changed one. Names stay: they say what
+// the rewrite does.
+func redactRewriteValues(v any) bool {
+	entry, _ := v.(map[string]any)
+	if entry == nil {
+		return false
+	}
+	changed := false
+	for _, holder := range []any{entry, entry["sandbox"]} {
+		h, _ := holder.(map[string]any)
+		rw, _ := h["rewrite"].(map[string]any)
+		req, _ := rw["request"].(map[string]any)
+		for _, part := range []string{"headers", "query"} {
+			p, _ := req[part].(map[string]any)
+			for _, op := range []string{"set", "add"} {
+				vals, _ := p[op].(map[string]any)
+				for name := range vals {
+					vals[name], changed = "…", true
+				}
+			}
 		}
 	}
 	return changed
