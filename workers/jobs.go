@@ -150,6 +150,33 @@ func newJobLimits() *jobLimits {
 	return &jobLimits{slots: make(chan struct{}, jobSlots), ended: make(chan struct{}, 1)}
 }
 
+// jobTake is one job a pull took: what it holds of its pool's limits
+// until it ends.
+type jobTake struct {
+	lim      *jobLimits
+	size     int64
+	admitted atomic.Bool
+}
+
+// admit says the job no longer waits to be admitted: its API counts it
+// in flight, or it takes no API's room (once; later calls do nothing).
+func (t *jobTake) admit() {
+	if t.admitted.CompareAndSwap(false, true) {
+		t.lim.unadmitted.Add(-1)
+	}
+}
+
+// end gives back what the job held and tells a waiting pull.
+func (t *jobTake) end() {
+	t.admit()
+	t.lim.held.Add(-t.size)
+	<-t.lim.slots
+	select {
+	case t.lim.ended <- struct{}{}:
+	default:
+	}
+}
+
 // waitEnded waits until a job ends, at most d.
 func (l *jobLimits) waitEnded(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
@@ -178,8 +205,7 @@ func (w *Worker) jobRoom(pool string, lim *jobLimits) int {
 }
 
 func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consumer, lim *jobLimits) error {
-	slots, ended := lim.slots, lim.ended
-	held := &lim.held
+	slots, held := lim.slots, &lim.held
 	for {
 		select { // wait for one free slot, then take what else is free
 		case slots <- struct{}{}:
@@ -252,26 +278,12 @@ func (w *Worker) pullJobs(ctx context.Context, pool string, cons jetstream.Consu
 				<-slots
 				continue
 			}
-			size := jobMsgSize(m)
-			held.Add(size)
+			t := &jobTake{lim: lim, size: jobMsgSize(m)}
+			held.Add(t.size)
 			lim.unadmitted.Add(1)
-			var once atomic.Bool
-			admitted := func() {
-				if once.CompareAndSwap(false, true) {
-					lim.unadmitted.Add(-1)
-				}
-			}
 			go func() {
-				defer func() {
-					admitted()
-					held.Add(-size)
-					<-slots
-					select {
-					case ended <- struct{}{}:
-					default:
-					}
-				}()
-				w.runJob(pool, m, admitted)
+				defer t.end()
+				w.runJob(pool, m, t)
 			}()
 		}
 		for range n - got {
@@ -315,9 +327,9 @@ type job struct {
 
 // runJob runs one delivery of a job: an attempt, or its end without one
 // (cancelled, expired, its attempts spent, its API gone). It calls
-// admitted once its API has admitted the attempt (the call is then
-// counted in flight).
-func (w *Worker) runJob(pool string, m jetstream.Msg, admitted func()) {
+// t.admit once its API has admitted the attempt (the call is then
+// counted in flight) or once it is sure no API's room is taken.
+func (w *Worker) runJob(pool string, m jetstream.Msg, t *jobTake) {
 	ctx, cancel := context.WithTimeout(context.Background(), MaxJobRun)
 	defer cancel()
 	id := m.Headers().Get(bus.HdrJobID)
@@ -330,7 +342,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg, admitted func()) {
 		return
 	}
 	if tier == bus.TierCallback {
-		admitted() // a callback takes no API's room
+		t.admit() // a callback takes no API's room
 		w.runCallback(m, name)
 		return
 	}
@@ -367,10 +379,10 @@ func (w *Worker) runJob(pool string, m jetstream.Msg, admitted func()) {
 			_ = m.NakWithDelay(jobRetryDelay) // the API is at its concurrency: later
 			return
 		}
-		admitted()
+		t.admit()
 		defer inv.end()
 	} else {
-		admitted() // to end without an attempt (expired, or no API here): it takes no room
+		t.admit() // to end without an attempt (expired, or no API here): it takes no room
 	}
 	// The status as the message says it is, which the edge wrote before it
 	// published the job: the app and request id are the message's own.
