@@ -235,15 +235,21 @@ func (c *call) jobError(err error) error {
 	if storeFull(err) {
 		// DiscardNew: the API's queue (or the stream, or the server's
 		// storage) is full. Nothing was stored.
-		e := c.refuse(bus.CodeOverloaded, "the job queue of api "+c.rt.api.Name+" is full; try again later")
-		e.RetryAfter = 5
-		return e
+		return c.full("the job queue of api " + c.rt.api.Name + " is full; try again later")
 	}
 	c.e.log.Warn("storing a job", "api", c.rt.api.Name, "request_id", c.id, "err", err)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		return c.refuse(bus.CodeBusUnavailable, "the job store did not answer in time: the job may be stored; retry with the same Idempotency-Key to find out")
 	}
 	return c.refuse(bus.CodeBusUnavailable, "the job could not be stored")
+}
+
+// full refuses a job for want of room in a store: OVERLOADED, to be
+// tried again in a few seconds.
+func (c *call) full(msg string) error {
+	e := c.refuse(bus.CodeOverloaded, msg)
+	e.RetryAfter = 5
+	return e
 }
 
 // storeFull reports whether a stream refused a message for want of room:
@@ -264,9 +270,7 @@ func storeFull(err error) bool {
 // written (it is written before the job is stored): nothing was stored.
 func (c *call) statusError(err error) error {
 	if storeFull(err) {
-		e := c.refuse(bus.CodeOverloaded, "the job status store is full; try again later")
-		e.RetryAfter = 5
-		return e
+		return c.full("the job status store is full; try again later")
 	}
 	c.e.log.Warn("writing a job's status", "api", c.rt.api.Name, "request_id", c.id, "err", err)
 	return c.refuse(bus.CodeBusUnavailable, "the job store is not reachable from this edge")
