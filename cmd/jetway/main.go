@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/jetway-gw/jetway/registry"
@@ -74,18 +73,9 @@ JETWAY_NATS_URL, or nats://127.0.0.1:4222.
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "serve" || os.Args[1] == "edge" || os.Args[1] == "worker" || os.Args[1] == "admin") {
 		gcDefault()
+		go newTrimmer().run()
 	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-}
-
-// gcDefault makes a node collect garbage half as often when the user has
-// not chosen (GOGC unset): a node's live heap is small and most of what it
-// allocates dies with its call, so the default GOGC=100 spends CPU on
-// frequent cycles. A GOMEMLIMIT the user sets is still honoured.
-func gcDefault() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(200)
-	}
 }
 
 // errUsage marks errors that should print usage and exit 2.
