@@ -441,11 +441,6 @@ const (
 	// submission. A worker that gets the job first writes "running" at
 	// that revision without reading the status: one read less a job.
 	HdrJobStatus = "Jetway-Job-Status"
-	// HdrJobQueued marks a job whose edge wrote no status: until a
-	// worker takes it, its message is its pending status. Its id is
-	// HdrJobID's with its stream sequence (registry.JobSeqID), which its
-	// caller was given; the value is its API's attempts then.
-	HdrJobQueued = "Jetway-Job-Queued"
 )
 
 // FormatJobStatus is HdrJobStatus's value: the status's revision and the

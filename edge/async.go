@@ -51,20 +51,11 @@ const maxIdempotencyKey = 255
 // enqueue stores an async call as a job and answers 202 with its address;
 // a synchronous call goes on to send.
 //
-// A job without an Idempotency-Key has a new random id, and its edge
-// writes no status: the job is published (bus.HdrJobQueued) and its
-// caller given the id with the job's stream sequence (registry.JobSeqID),
-// by which a status lookup finds the message while it waits
-// (JobStore.Lookup). The worker that takes it creates its status,
-// "running" — unless a cancel created "cancelled" first. One stored
-// write a job at the edge instead of two.
-//
-// Such a job whose callbacks are signed (a callback key, derived from
-// the id before the job is stored) keeps the id it was published with:
-// its pending status is written first and the job published with the
-// status's revision (bus.HdrJobStatus), so the worker that takes it
-// writes "running" without reading the status. A publish that fails
-// removes the status again (no one was told the id).
+// A job without an Idempotency-Key has a new random id: its pending
+// status is written first and the job published with the status's
+// revision (bus.HdrJobStatus), so the worker that takes it writes
+// "running" without reading the status. A publish that fails removes
+// the status again (no one was told the id).
 //
 // With an Idempotency-Key the job's id is the key's
 // (registry.IdempotentJobID), so a repeat finds the job; there the job is
@@ -122,14 +113,6 @@ func (c *call) enqueue() error {
 	if cb != nil && cb.key != "" {
 		out.Header[bus.HdrCallbackKey] = []string{cb.key}
 	}
-	if key == "" && (cb == nil || cb.key == "") {
-		out.Header[bus.HdrJobQueued] = []string{strconv.Itoa(as.Attempts)}
-		seq, _, err := jobs.Publish(ctx, out)
-		if err != nil {
-			return c.jobError(err)
-		}
-		return c.accepted(registry.JobSeqID(id, seq), registry.JobPending)
-	}
 	st := &registry.JobStatus{ID: id, API: rt.api.Name, Tier: jobTier(rt.api), Pool: rt.api.Pool, App: app, User: user, RequestID: c.id,
 		State: registry.JobPending, MaxAttempts: as.Attempts, Submitted: time.Now().UTC()}
 	ttl := time.Duration(as.MaxAge + as.ResultTTL)
@@ -138,7 +121,7 @@ func (c *call) enqueue() error {
 			return c.statusError(err)
 		}
 		out.Header[bus.HdrJobStatus] = []string{bus.FormatJobStatus(st.Revision, st.Submitted)}
-		if _, _, err := jobs.Publish(ctx, out); err != nil {
+		if _, err := jobs.Publish(ctx, out); err != nil {
 			// Refused by the stream, the job is surely not stored: its
 			// status goes (on a context of its own: the caller may have
 			// gone). After a timeout it may be stored, and runs with it.
@@ -154,7 +137,7 @@ func (c *call) enqueue() error {
 		}
 		return c.accepted(id, registry.JobPending)
 	}
-	_, dup, err := jobs.Publish(ctx, out)
+	dup, err := jobs.Publish(ctx, out)
 	if err != nil {
 		return c.jobError(err)
 	}
@@ -354,7 +337,7 @@ func (e *Edge) serveJob(w http.ResponseWriter, r *http.Request, id, rest, sent s
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	jobs := e.jobs
-	st, err := jobs.Lookup(ctx, jobID)
+	st, err := jobs.Get(ctx, jobID)
 	if errors.Is(err, registry.ErrNotFound) {
 		notFound()
 		return
@@ -410,21 +393,19 @@ func (e *Edge) cancelJob(ctx context.Context, w http.ResponseWriter, jobs *regis
 			writeError(w, bus.CodeConflict, "job "+st.ID+" is "+st.State+": only a pending job can be cancelled", id)
 			return
 		}
-		// At its revision, or created when it has no status yet (a job
-		// no worker has taken: a worker's "running" then loses).
 		st.State, st.Reason, st.NextAttempt = registry.JobCancelled, registry.ReasonCancelled, nil
 		err := jobs.Update(ctx, st, registry.DefaultAsyncAge)
 		if err == nil {
 			_ = writeJSON(w, http.StatusOK, st)
 			return
 		}
-		if !errors.Is(err, registry.ErrJobConflict) && !errors.Is(err, registry.ErrJobExists) {
+		if !errors.Is(err, registry.ErrJobConflict) {
 			e.log.Warn("cancelling a job", "job", st.ID, "request_id", id, "err", err)
 			writeError(w, bus.CodeBusUnavailable, "the job store is not reachable from this edge", id)
 			return
 		}
 		// A worker took it meanwhile: look again.
-		if st, err = jobs.Lookup(ctx, st.ID); err != nil {
+		if st, err = jobs.Get(ctx, st.ID); err != nil {
 			writeError(w, bus.CodeBusUnavailable, "the job store is not reachable from this edge", id)
 			return
 		}
@@ -520,12 +501,11 @@ func (e *Edge) jobEvents(w http.ResponseWriter, r *http.Request, jobs *registry.
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	var last uint64
-	sent := false
 	send := func(st *registry.JobStatus) bool {
-		if sent && st.Revision <= last {
-			return true // seen already (a queued job's pending status has revision 0)
+		if st.Revision <= last {
+			return true // seen already
 		}
-		last, sent = st.Revision, true
+		last = st.Revision
 		b, _ := json.Marshal(st)
 		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if _, err := w.Write(append(append([]byte("event: status\ndata: "), b...), "\n\n"...)); err != nil {

@@ -199,7 +199,7 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, seq uint64) (*DeadLetter,
 	for k, vs := range m.Header {
 		// Not the status its edge wrote first: the job's status is
 		// another now, and the worker reads it.
-		if strings.HasPrefix(k, "Jetway-Dlq-") || strings.HasPrefix(k, "Nats-") || k == bus.HdrJobStatus || k == bus.HdrJobQueued {
+		if strings.HasPrefix(k, "Jetway-Dlq-") || strings.HasPrefix(k, "Nats-") || k == bus.HdrJobStatus {
 			continue
 		}
 		h[k] = vs

@@ -205,15 +205,7 @@ func NewJobID(pool string) string {
 	return bus.PoolToken(pool) + "." + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
-// JobSeqID is the id of a job whose edge wrote no status
-// (bus.HdrJobQueued): its base id (NewJobID), a '-' and its sequence in
-// the jobs stream, which finds its message while it waits (Lookup).
-func JobSeqID(base string, seq uint64) string {
-	return base + "-" + strconv.FormatUint(seq, 10)
-}
-
-// ValidJobID reports whether s has the shape NewJobID, JobSeqID or
-// IdempotentJobID makes.
+// ValidJobID reports whether s has the shape NewJobID makes.
 func ValidJobID(s string) bool {
 	_, ok := JobPool(s)
 	return ok
@@ -221,34 +213,19 @@ func ValidJobID(s string) bool {
 
 // JobPool is the pool token of a job id (ok: s is a job id).
 func JobPool(s string) (poolToken string, ok bool) {
-	poolToken, _, _, ok = parseJobID(s)
-	return poolToken, ok
-}
-
-// parseJobID splits a job id into its pool token, its base (the id
-// without a sequence) and its stream sequence (0: none).
-func parseJobID(s string) (poolToken, base string, seq uint64, ok bool) {
-	base = s
-	if i := strings.LastIndexByte(s, '-'); i > strings.LastIndexByte(s, '.') {
-		n, err := strconv.ParseUint(s[i+1:], 10, 64)
-		if err != nil || n == 0 || s[i+1] == '0' || s[i+1] == '+' {
-			return "", "", 0, false
-		}
-		base, seq = s[:i], n
+	if len(s) < 28 || s[len(s)-27] != '.' {
+		return "", false
 	}
-	if len(base) < 28 || base[len(base)-27] != '.' {
-		return "", "", 0, false
-	}
-	poolToken, r := base[:len(base)-27], base[len(base)-26:]
+	poolToken, r := s[:len(s)-27], s[len(s)-26:]
 	for i := 0; i < len(r); i++ {
 		if c := r[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
-			return "", "", 0, false
+			return "", false
 		}
 	}
 	if bus.ValidName(strings.ReplaceAll(poolToken, ":", ".")) != nil || strings.Contains(poolToken, ".") {
-		return "", "", 0, false
+		return "", false
 	}
-	return poolToken, base, seq, true
+	return poolToken, true
 }
 
 // IdempotentJobID is the id of the job an Idempotency-Key of an app
@@ -309,59 +286,13 @@ func (s *JobStore) Get(ctx context.Context, id string) (*JobStatus, error) {
 	return &st, nil
 }
 
-// Lookup reads a job's status as its caller sees it: the one kept, or,
-// for a job whose edge wrote none (JobSeqID) and that no worker has
-// taken yet, pending as its message in the jobs stream says.
-func (s *JobStore) Lookup(ctx context.Context, id string) (*JobStatus, error) {
-	st, err := s.Get(ctx, id)
-	_, base, seq, _ := parseJobID(id)
-	if seq == 0 || !errors.Is(err, ErrNotFound) {
-		return st, err
-	}
-	st, err = s.queued(ctx, id, base, seq)
-	if !errors.Is(err, ErrNotFound) {
-		return st, err
-	}
-	// Taken meanwhile: its worker writes its status before it acks the
-	// message away.
-	return s.Get(ctx, id)
-}
-
-// queued is the pending status of job id as its message at seq in the
-// jobs stream says: ErrNotFound unless that message is the job's (the
-// sequence alone is guessable; the random base is not).
-func (s *JobStore) queued(ctx context.Context, id, base string, seq uint64) (*JobStatus, error) {
-	m, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+bus.StreamJobs, []byte(`{"seq":`+strconv.FormatUint(seq, 10)+`}`))
-	if err != nil {
-		return nil, fmt.Errorf("reading job %s: %w", id, err)
-	}
-	switch st := m.Header.Get("Status"); {
-	case st == "404":
-		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
-	case st != "":
-		return nil, fmt.Errorf("reading job %s: status %s %s", id, st, m.Header.Get("Description"))
-	}
-	h := m.Header
-	tok, tier, api, ok := bus.ParseJobSubject(h.Get(jetstream.SubjectHeader))
-	if !ok || h.Get(bus.HdrJobID) != base || h.Get(bus.HdrJobQueued) == "" || tier == bus.TierCallback {
-		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
-	}
-	submitted, _ := time.Parse(time.RFC3339Nano, h.Get(jetstream.TimeStampHeaer))
-	attempts, _ := strconv.Atoi(h.Get(bus.HdrJobQueued))
-	return &JobStatus{ID: id, API: api, Tier: tier, Pool: strings.ReplaceAll(tok, ":", "."), App: h.Get(bus.HdrApp),
-		User: h.Get(bus.HdrJobUser), RequestID: h.Get(bus.HdrRequestID), State: JobPending, MaxAttempts: attempts,
-		Submitted: submitted.UTC(), Updated: submitted.UTC()}, nil
-}
-
 // Create stores a new job's status (ErrJobExists when its id has one).
 func (s *JobStore) Create(ctx context.Context, st *JobStatus, ttl time.Duration) error {
 	return s.write(ctx, bus.JobKeyPrefix+st.ID, st, 0, ttl)
 }
 
 // Update stores st at its Revision only (ErrJobConflict when the status
-// changed since it was read; a Revision of 0, as Lookup gives a job no
-// worker has taken, creates it: ErrJobExists when it has one now), and
-// sets st.Revision to the new one.
+// changed since it was read), and sets st.Revision to the new one.
 func (s *JobStore) Update(ctx context.Context, st *JobStatus, ttl time.Duration) error {
 	return s.write(ctx, bus.JobKeyPrefix+st.ID, st, st.Revision, ttl)
 }
@@ -414,11 +345,11 @@ func (s *JobStore) put(ctx context.Context, key string, value []byte, rev uint64
 	return seq, err
 }
 
-// Publish stores a job's message in the jobs stream, at seq
-// (deduplicated by its Nats-Msg-Id within two minutes: duplicate says the
-// stream had it).
-func (s *JobStore) Publish(ctx context.Context, m *nats.Msg) (seq uint64, duplicate bool, err error) {
-	return publishAck(ctx, s.nc, m)
+// Publish stores a job's message in the jobs stream (deduplicated by its
+// Nats-Msg-Id within two minutes: duplicate says the stream had it).
+func (s *JobStore) Publish(ctx context.Context, m *nats.Msg) (duplicate bool, err error) {
+	_, duplicate, err = publishAck(ctx, s.nc, m)
+	return duplicate, err
 }
 
 // Job stream bounds. A job waits at most MaxAsyncAge; the stream refuses

@@ -21,7 +21,7 @@ func (c *Client) JobStatus(ctx context.Context, id string) (*JobStatus, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	return jobs.Lookup(ctx, id)
+	return jobs.Get(ctx, id)
 }
 
 // JobQueues reads the job queues of every API tier (ReadJobQueues).

@@ -332,20 +332,9 @@ type job struct {
 func (w *Worker) runJob(pool string, m jetstream.Msg, t *jobTake) {
 	ctx, cancel := context.WithTimeout(context.Background(), MaxJobRun)
 	defer cancel()
-	h := m.Headers()
-	md, mdErr := m.Metadata()
-	id := h.Get(bus.HdrJobID)
-	queued := h.Get(bus.HdrJobQueued) != "" // its edge wrote no status; its id has its sequence
-	if queued && mdErr == nil {
-		base := id
-		id = registry.JobSeqID(base, md.Sequence.Stream)
-		if v := h["Idempotency-Key"]; len(v) == 1 && v[0] == base {
-			// The backend sees the id its caller was given.
-			h["Idempotency-Key"] = []string{id}
-		}
-	}
+	id := m.Headers().Get(bus.HdrJobID)
 	tok, tier, name, ok := bus.ParseJobSubject(m.Subject())
-	if idTok, idOK := registry.JobPool(id); !ok || !idOK || tok != bus.PoolToken(pool) || idTok != tok || (queued && mdErr != nil) {
+	if idTok, idOK := registry.JobPool(id); !ok || !idOK || tok != bus.PoolToken(pool) || idTok != tok {
 		// Nothing can run it: only a node with an edge's credentials
 		// could have written it.
 		w.log.Warn("async job malformed; dropped", "subject", m.Subject(), "job", id)
@@ -359,6 +348,7 @@ func (w *Worker) runJob(pool string, m jetstream.Msg, t *jobTake) {
 	}
 	jobs := w.jobs
 	submitted := time.Now()
+	md, mdErr := m.Metadata()
 	if mdErr == nil {
 		submitted = md.Timestamp
 	}
@@ -396,14 +386,14 @@ func (w *Worker) runJob(pool string, m jetstream.Msg, t *jobTake) {
 	}
 	// The status as the message says it is, which the edge wrote before it
 	// published the job: the app and request id are the message's own.
+	h := m.Headers()
 	pending := func(submitted time.Time) *registry.JobStatus {
 		return &registry.JobStatus{ID: id, API: name, Tier: tier, Pool: pool, State: registry.JobPending, Submitted: submitted.UTC(),
 			App: h.Get(bus.HdrApp), User: h.Get(bus.HdrJobUser), RequestID: h.Get(bus.HdrRequestID)}
 	}
 	var st *registry.JobStatus
 	var err error
-	first := mdErr == nil && md.NumDelivered == 1 && as != nil && !expired
-	if rev, at, ok := bus.ParseJobStatus(h.Get(bus.HdrJobStatus)); ok && first {
+	if rev, at, ok := bus.ParseJobStatus(h.Get(bus.HdrJobStatus)); ok && mdErr == nil && md.NumDelivered == 1 && as != nil && !expired {
 		// Its first delivery, to be attempted: the status is still as its
 		// edge wrote it, unless it was cancelled meanwhile — then
 		// "running" is refused at this revision and the next delivery
@@ -411,11 +401,6 @@ func (w *Worker) runJob(pool string, m jetstream.Msg, t *jobTake) {
 		// a cancel stands.)
 		st = pending(at)
 		st.Revision = rev
-	} else if queued && first {
-		// Its first delivery, and no status was written for it: "running"
-		// is created, unless a cancel created "cancelled" first — then
-		// the next delivery reads it.
-		st = pending(submitted)
 	} else {
 		st, err = jobs.Get(ctx, id)
 	}
@@ -461,14 +446,13 @@ func (w *Worker) runJob(pool string, m jetstream.Msg, t *jobTake) {
 		switch {
 		case errors.Is(err, registry.ErrJobConflict):
 			_ = m.Nak() // cancelled meanwhile: the next delivery reads it
-		case errors.Is(err, registry.ErrJobExists) && h.Get(bus.HdrJobStatus) == "" && first:
-			// A keyed job's status, written by its edge meanwhile, or a
-			// queued job's cancel: read it now.
-			_ = m.Nak()
+		case errors.Is(err, registry.ErrJobExists) && h.Get(bus.HdrJobStatus) == "":
+			_ = m.Nak() // a keyed job's status, written by its edge meanwhile: read it now
 		case errors.Is(err, registry.ErrJobExists):
-			// Read and found missing, the status is a delete marker: an
-			// edge removed it (for a job it told its caller was not
-			// stored). Read again in a second, not at once.
+			// An unkeyed job's status was written before the job: found
+			// missing, it was removed by its edge (a delete marker, for
+			// a job it told its caller was not stored). Read again in a
+			// second, not at once.
 			_ = m.NakWithDelay(jobRetryDelay)
 		default:
 			w.log.Warn("writing an async job's status", "job", id, "err", err)
@@ -666,10 +650,6 @@ func (j *job) deadLetter(reason string) {
 	for k, vs := range m.Headers() {
 		h[k] = vs
 	}
-	// The job's id as its caller knows it (with the sequence of a queued
-	// job's message), which a replay keeps.
-	h.Set(bus.HdrJobID, st.ID)
-	h.Del(bus.HdrJobQueued)
 	h.Set(jetstream.MsgIDHeader, "dlq."+st.ID+"."+j.seq())
 	h.Set(registry.HdrDeadReason, reason)
 	h.Set(registry.HdrDeadState, st.State)

@@ -1,13 +1,10 @@
 package workers_test
 
-// A job without an Idempotency-Key. Most are queued (bus.HdrJobQueued):
-// their edge writes no status, the caller's id carries the job's stream
-// sequence, a lookup reads the waiting message, and the worker that takes
-// it creates "running". A job whose callbacks are signed keeps the older
-// order: its edge writes the pending status first and publishes the job
-// with the status's revision (bus.HdrJobStatus); the worker that takes it
-// first writes "running" at that revision without reading the status
-// (docs/async.md, "How a job runs").
+// A job without an Idempotency-Key: its edge writes the pending status
+// first and publishes the job with the status's revision
+// (bus.HdrJobStatus); the worker that takes it first writes "running" at
+// that revision without reading the status (docs/async.md, "How a job
+// runs").
 
 import (
 	"context"
@@ -40,79 +37,11 @@ func startWithoutJobWorker(t *testing.T) (*jetwaytest.Gateway, jetstream.JetStre
 	return g, js
 }
 
-// signedAsyncAPI publishes an async API whose jobs are signed for their
-// callbacks (a callbacks block, and an app with a signing secret): their
-// edge writes the pending status first. Calls need X-Api-Key: key.
-func signedAsyncAPI(t *testing.T, g *jetwaytest.Gateway, name string, b *jobBackend) (key string) {
-	t.Helper()
-	g.Publish(asyncAPI(name, b, `{"callbacks":{"allow":["http://127.0.0.1:1/"],"allow_private":true}}`, `,"auth":{"methods":["key"]}`))
-	key, rec, _ := registry.NewAPIKey()
-	secret, _ := registry.NewHMACSecret()
-	g.PutApps(&registry.App{ID: "acme", Status: registry.AppActive, Keys: []registry.AppKey{rec}, HMACSecrets: []registry.HMACSecret{secret}, APIs: []string{"*"}})
-	return key
-}
-
-// A queued job has no status until a worker takes it: a lookup finds its
-// message by the sequence in its id and says pending, with what the
-// message says (its app, its request id, when it was stored); the
-// worker's status then carries the same.
-func TestAsyncQueuedJobIsItsOwnPendingStatus(t *testing.T) {
+func TestAsyncJobCarriesItsPendingStatus(t *testing.T) {
 	g, js := startWithoutJobWorker(t)
 	b := newJobBackend(t, 200)
-	g.Publish(asyncAPI("queued", b, `{"attempts":4}`, ""))
-	loc, id := submit(t, g, "/queued", "x")
-	ctx := context.Background()
-
-	jobs, err := registry.NewJobStore(g.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := jobs.Get(ctx, id); !errors.Is(err, registry.ErrNotFound) {
-		t.Fatalf("a queued job's status was written at the edge: %v", err)
-	}
-	s, err := js.Stream(ctx, bus.StreamJobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := s.GetLastMsgForSubject(ctx, bus.JobSubject("jobs", bus.TierAPI, "queued"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := registry.JobSeqID(m.Header.Get(bus.HdrJobID), m.Sequence); id != want || m.Header.Get(bus.HdrJobQueued) != "4" {
-		t.Fatalf("job id %s, message %d with headers %v", id, m.Sequence, m.Header)
-	}
-	pending := waitJob(t, g, loc, registry.JobPending)
-	if pending.ID != id || pending.API != "queued" || pending.Pool != "jobs" || pending.MaxAttempts != 4 || pending.RequestID == "" ||
-		!pending.Submitted.Equal(m.Time.UTC()) {
-		t.Fatalf("pending %+v; message stored at %v", pending, m.Time)
-	}
-	// Another id of the same sequence finds nothing: the sequence alone
-	// is guessable.
-	other := registry.JobSeqID(registry.NewJobID("jobs"), m.Sequence)
-	if r := g.Do("GET", strings.TrimSuffix(loc, id)+other, nil); r.Status != http.StatusNotFound {
-		t.Fatalf("a guessed id of a queued job's sequence: %d %s", r.Status, r.Body)
-	}
-
-	g.AddWorker("jobs")
-	done := waitJob(t, g, loc, registry.JobSucceeded)
-	if done.ID != id || done.Attempts != 1 || !done.Submitted.Equal(pending.Submitted) || done.RequestID != pending.RequestID {
-		t.Fatalf("ended as %+v; pending was %+v", done, pending)
-	}
-	b.mu.Lock()
-	call := b.calls[0]
-	b.mu.Unlock()
-	if call.Header.Get("Idempotency-Key") != id {
-		t.Fatalf("the backend's Idempotency-Key is %q, the caller's id %s", call.Header.Get("Idempotency-Key"), id)
-	}
-}
-
-// A job whose callbacks are signed carries the status its edge wrote
-// first, and keeps the id it was published with.
-func TestAsyncSignedJobCarriesItsPendingStatus(t *testing.T) {
-	g, js := startWithoutJobWorker(t)
-	b := newJobBackend(t, 200)
-	key := signedAsyncAPI(t, g, "first", b)
-	loc, id := submit(t, g, "/first", "x", "X-Api-Key", key)
+	g.Publish(asyncAPI("first", b, `{}`, ""))
+	loc, id := submit(t, g, "/first", "x")
 
 	jobs, err := registry.NewJobStore(g.Conn)
 	if err != nil {
@@ -131,20 +60,20 @@ func TestAsyncSignedJobCarriesItsPendingStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	rev, at, ok := bus.ParseJobStatus(m.Header.Get(bus.HdrJobStatus))
-	if !ok || rev != pending.Revision || !at.Equal(pending.Submitted) || m.Header.Get(bus.HdrJobID) != id || m.Header.Get(bus.HdrJobQueued) != "" {
+	if !ok || rev != pending.Revision || !at.Equal(pending.Submitted) {
 		t.Fatalf("job message says status %q; the status is at revision %d, submitted %v", m.Header.Get(bus.HdrJobStatus), pending.Revision, pending.Submitted)
 	}
 
 	g.AddWorker("jobs")
-	done := waitJob(t, g, loc, registry.JobSucceeded, "X-Api-Key", key)
+	done := waitJob(t, g, loc, registry.JobSucceeded)
 	if done.Attempts != 1 || !done.Submitted.Equal(pending.Submitted) || done.App != pending.App || done.RequestID != pending.RequestID {
 		t.Fatalf("ended as %+v; pending was %+v", done, pending)
 	}
 }
 
 // A job cancelled before any worker took it is never run: the worker's
-// "running" is refused (the cancel created the status first), and the
-// next delivery reads the cancel.
+// "running" at the revision the message carries is refused, and the next
+// delivery reads the cancel.
 func TestAsyncJobCancelledBeforeItsFirstDeliveryNeverRuns(t *testing.T) {
 	g, _ := startWithoutJobWorker(t)
 	b := newJobBackend(t, 200)
@@ -167,14 +96,13 @@ func TestAsyncJobCancelledBeforeItsFirstDeliveryNeverRuns(t *testing.T) {
 	}
 }
 
-// A signed job the stream refuses leaves no status behind: its edge
-// wrote one first, and removes it (no one was told the id; it would wait
-// as pending until its TTL, filling the bucket under a burst of
-// refusals).
+// A job the stream refuses leaves no status behind: its edge wrote one
+// first, and removes it (no one was told the id; it would wait as
+// pending until its TTL, filling the bucket under a burst of refusals).
 func TestAsyncRefusedJobLeavesNoStatus(t *testing.T) {
 	g, js := startWithoutJobWorker(t)
 	b := newJobBackend(t, 200)
-	key := signedAsyncAPI(t, g, "full", b)
+	g.Publish(asyncAPI("full", b, `{}`, ""))
 	ctx := context.Background()
 	s, err := js.Stream(ctx, bus.StreamJobs)
 	if err != nil {
@@ -185,8 +113,8 @@ func TestAsyncRefusedJobLeavesNoStatus(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	_, id := submit(t, g, "/full", "x", "X-Api-Key", key)
-	r := g.Do("POST", "/full", nil, "Prefer", "respond-async", "X-Api-Key", key)
+	_, id := submit(t, g, "/full", "x")
+	r := g.Do("POST", "/full", nil, "Prefer", "respond-async")
 	if r.Status != http.StatusServiceUnavailable || r.Code != string(bus.CodeOverloaded) {
 		t.Fatalf("second job in a full queue: %d %s", r.Status, r.Body)
 	}
@@ -326,13 +254,13 @@ func TestAsyncJobsPulledWithinTheConcurrency(t *testing.T) {
 	}
 }
 
-// A full status bucket refuses a signed job (whose status is written
-// first) before it is stored, with a 503 that says so (not "the job store
-// is not reachable"), and nothing of it is left in the jobs stream.
+// A full status bucket refuses a job before it is stored, with a 503
+// that says so (not "the job store is not reachable"), and nothing of it
+// is left in the jobs stream.
 func TestAsyncFullStatusStoreRefusesTheJob(t *testing.T) {
 	g, js := startWithoutJobWorker(t)
 	b := newJobBackend(t, 200)
-	key := signedAsyncAPI(t, g, "statusfull", b)
+	g.Publish(asyncAPI("statusfull", b, `{}`, ""))
 	ctx := context.Background()
 	kv, err := js.Stream(ctx, "KV_"+bus.BucketJobs)
 	if err != nil {
@@ -345,7 +273,7 @@ func TestAsyncFullStatusStoreRefusesTheJob(t *testing.T) {
 	}
 	accepted := 0
 	for range 50 {
-		r := g.Do("POST", "/statusfull", nil, "Prefer", "respond-async", "X-Api-Key", key)
+		r := g.Do("POST", "/statusfull", nil, "Prefer", "respond-async")
 		if r.Status == http.StatusAccepted {
 			accepted++
 			continue
@@ -369,37 +297,6 @@ func TestAsyncFullStatusStoreRefusesTheJob(t *testing.T) {
 	}
 	if info.State.Msgs != uint64(accepted) {
 		t.Fatalf("%d jobs stored, %d accepted", info.State.Msgs, accepted)
-	}
-}
-
-// A queued job needs no status to be accepted: with the status bucket
-// full it is stored and pending, waits while its worker cannot write
-// "running", and runs once the bucket has room.
-func TestAsyncQueuedJobWaitsOutAFullStatusStore(t *testing.T) {
-	g, js := startWithoutJobWorker(t)
-	b := newJobBackend(t, 200)
-	g.Publish(asyncAPI("waits", b, `{}`, ""))
-	ctx := context.Background()
-	kv, err := js.Stream(ctx, "KV_"+bus.BucketJobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	full := kv.CachedInfo().Config
-	full.MaxBytes, full.MaxMsgSize = 1, 1 // no status fits
-	if _, err := js.UpdateStream(ctx, full); err != nil {
-		t.Fatal(err)
-	}
-	loc, _ := submit(t, g, "/waits", "x")
-	g.AddWorker("jobs")
-	time.Sleep(300 * time.Millisecond)
-	if st := waitJob(t, g, loc, registry.JobPending); st.Attempts != 0 || b.count() != 0 {
-		t.Fatalf("a job whose status could not be written ran: %+v, %d calls", st, b.count())
-	}
-	if _, err := js.UpdateStream(ctx, kv.CachedInfo().Config); err != nil {
-		t.Fatal(err)
-	}
-	if st := waitJob(t, g, loc, registry.JobSucceeded); st.Attempts != 1 || b.count() != 1 {
-		t.Fatalf("after room was made: %+v, %d calls", st, b.count())
 	}
 }
 
