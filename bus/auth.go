@@ -126,8 +126,9 @@ func RolePermissions(role string, pools ...string) *server.Permissions {
 			// before, whose nonces went with it (registry.NonceStore).
 			NonceBucketDeleted,
 			CachePurgeSubject,
-			// A job's status changes, for its event stream (edge/async.go).
-			"$KV." + BucketJobs + "." + JobKeyPrefix + "*",
+			// A job's status changes, for its event stream (edge/async.go):
+			// a job id is two tokens, its pool's and its own.
+			"$KV." + BucketJobs + "." + JobKeyPrefix + "*.*",
 		}
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub},

@@ -81,10 +81,18 @@ func TestJobsAreEachPoolsOwn(t *testing.T) {
 	}
 	// The edge follows a job's status (its event stream) and nothing else
 	// of the bucket's subjects.
-	if _, err := edge.SubscribeSync(JobStatusSubject("abc")); err != nil {
+	// (A job id is its pool's token, a dot and 26 random letters.)
+	follow, err := edge.SubscribeSync(JobStatusSubject("orders.abcdefghijklmnopqrstuvwxyz"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	edge.allowed(t, "edge follows a job's status")
+	if _, err := ajs.Publish(ctx, JobStatusSubject("orders.abcdefghijklmnopqrstuvwxyz"), []byte(`{"state":"running"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := follow.NextMsg(2 * time.Second); err != nil {
+		t.Fatalf("edge hears a job's status change: %v", err)
+	}
 	edge.denied(t, "edge takes jobs", "$JS.API.CONSUMER.CREATE."+StreamJobs+"."+JobConsumer("orders")+"."+JobsPrefix+"orders.>", func() {
 		_ = edge.PublishRequest("$JS.API.CONSUMER.CREATE."+StreamJobs+"."+JobConsumer("orders")+"."+JobsPrefix+"orders.>", edge.NewInbox(), nil)
 	})
