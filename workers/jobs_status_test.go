@@ -96,6 +96,30 @@ func TestAsyncJobCancelledBeforeItsFirstDeliveryNeverRuns(t *testing.T) {
 	}
 }
 
+// A cancel is kept as long as its job may wait in the stream: a status
+// that expired first would let a worker that takes the job later run it.
+func TestAsyncCancelOutlivesTheJobsWait(t *testing.T) {
+	g, js := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("late", b, `{"max_age":"168h"}`, ""))
+	loc, id := submit(t, g, "/late", "x")
+	if r := g.Do("DELETE", loc, nil); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	kv, err := js.Stream(context.Background(), "KV_"+bus.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := kv.GetLastMsgForSubject(context.Background(), bus.JobStatusSubject(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl, err := time.ParseDuration(m.Header.Get("Nats-TTL"))
+	if err != nil || ttl < registry.MaxAsyncAge {
+		t.Fatalf("the cancel is kept %q (%v); the job may wait %v", m.Header.Get("Nats-TTL"), err, registry.MaxAsyncAge)
+	}
+}
+
 // A job the stream refuses leaves no status behind: its edge wrote one
 // first, and removes it (no one was told the id; it would wait as
 // pending until its TTL, filling the bucket under a burst of refusals).
