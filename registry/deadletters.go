@@ -33,6 +33,7 @@ type DeadLetter struct {
 	Tier      string    `json:"tier"`
 	Pool      string    `json:"pool"`
 	App       string    `json:"app,omitempty"`
+	User      string    `json:"user,omitempty"` // the token subject the job was submitted with
 	Reason    string    `json:"reason"`
 	State     string    `json:"state"`
 	Attempts  int       `json:"attempts"`
@@ -130,7 +131,7 @@ func (c *Client) DeadLetters(ctx context.Context, api string, limit int) ([]Dead
 func deadLetterOf(subject string, h nats.Header, seq uint64, at time.Time) DeadLetter {
 	tok, tier, api, _ := bus.ParseJobSubject(subject)
 	d := DeadLetter{Seq: seq, Job: h.Get(bus.HdrJobID), API: api, Tier: tier, Pool: strings.ReplaceAll(tok, ":", "."),
-		App: h.Get(HdrDeadApp), Reason: h.Get(HdrDeadReason), State: h.Get(HdrDeadState), Error: h.Get(HdrDeadError), At: at.UTC(),
+		App: h.Get(HdrDeadApp), User: h.Get(bus.HdrJobUser), Reason: h.Get(HdrDeadReason), State: h.Get(HdrDeadState), Error: h.Get(HdrDeadError), At: at.UTC(),
 		Method: h.Get(bus.HdrMethod), Path: h.Get(bus.HdrPath), RequestID: h.Get(bus.HdrRequestID)}
 	d.Attempts, _ = strconv.Atoi(h.Get(HdrDeadAttempts))
 	d.Size, _ = strconv.Atoi(h.Get("Nats-Msg-Size")) // a headers-only read says the size
@@ -226,7 +227,7 @@ func (c *Client) resetJob(ctx context.Context, d *DeadLetter, api, tier string) 
 	js, err := jobs.Get(ctx, d.Job)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		js = &JobStatus{ID: d.Job, API: api, Tier: tier, Pool: d.Pool, App: d.App, RequestID: d.RequestID, Submitted: time.Now().UTC()}
+		js = &JobStatus{ID: d.Job, API: api, Tier: tier, Pool: d.Pool, App: d.App, User: d.User, RequestID: d.RequestID, Submitted: time.Now().UTC()}
 	case err != nil:
 		return err
 	case !js.Final():

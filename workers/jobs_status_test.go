@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetway-gw/jetway/bus"
@@ -380,5 +381,37 @@ func TestAsyncCallbackNotHeldByAFullAPI(t *testing.T) {
 	release()
 	if s := <-call; s != http.StatusOK {
 		t.Fatalf("the held call: %d", s)
+	}
+}
+
+// A replayed dead letter whose status has expired gets a new one that is
+// still its user's: only the token subject that submitted the job reads
+// it (not another user of the app, nor its key).
+func TestAsyncReplayKeepsTheJobsUser(t *testing.T) {
+	g, js := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("mine", b, `{}`, ""))
+	id := registry.NewJobID("jobs")
+	h := nats.Header{}
+	h.Set(bus.HdrJobID, id)
+	h.Set(bus.HdrJobUser, "alice")
+	h.Set(registry.HdrDeadApp, "acme")
+	h.Set(registry.HdrDeadReason, registry.ReasonExhausted)
+	h.Set(registry.HdrDeadState, registry.JobFailed)
+	ack, err := js.PublishMsg(context.Background(), &nats.Msg{Subject: bus.DeadLetterSubject("jobs", bus.TierAPI, "mine"), Header: h, Data: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := g.Client.ReplayDeadLetter(context.Background(), ack.Sequence)
+	if err != nil || d.User != "alice" {
+		t.Fatalf("replay: %+v %v", d, err)
+	}
+	jobs, err := registry.NewJobStore(g.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := jobs.Get(context.Background(), id)
+	if err != nil || st.User != "alice" || st.App != "acme" || st.State != registry.JobPending {
+		t.Fatalf("the replayed job's new status: %+v %v", st, err)
 	}
 }
