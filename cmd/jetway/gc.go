@@ -22,55 +22,76 @@ func gcDefault() {
 // goal — at GOGC=200 three times the live heap — and returns the rest
 // slowly; after thousands of connections each made a call, that is
 // megabytes of garbage a node holds while idle. So a node looks once a
-// second at what it allocated: after a look or two with almost nothing
-// (the node is idle; under load it allocates megabytes a second), if at
-// least burst bytes were allocated since it last trimmed and at least
-// minFree bytes of heap are free, it returns them (debug.FreeOSMemory: a
-// collection and a release, once per burst, when nothing else is running).
+// second at what it allocated. A look with at most quiet bytes is quiet
+// (an idle node's heartbeats and records; a few dozen calls a second);
+// looks that are not, in a row, make a burst once they add up to burst
+// bytes. When a burst has been seen, the looks since are quiet, at least
+// minFree bytes of heap are spare and the last trim is minGap old, it
+// returns them (debug.FreeOSMemory: a collection and a release). Steady
+// light traffic never trims (its looks are quiet, so nothing adds up);
+// steady heavy traffic never does either (no look is quiet); traffic that
+// stops trims once, and bursts with lulls at most once per minGap.
 type trimmer struct {
 	every   time.Duration // how often it looks
-	idle    int           // looks in a row that must be quiet
-	quiet   uint64        // bytes allocated between looks that still count as quiet
-	burst   uint64        // bytes allocated since the last trim that make one worth doing
-	minFree uint64        // free heap worth returning
+	idle    int           // quiet looks in a row after a burst
+	quiet   uint64        // bytes allocated in a look that still count as quiet
+	burst   uint64        // bytes allocated in looks not quiet, in a row, that make a burst
+	minFree uint64        // spare heap worth returning (spareHeap)
+	minGap  time.Duration // between two trims
 	free    func()
 
 	samples   []metrics.Sample
 	prev      uint64 // bytes allocated at the last look
-	lastTrim  uint64 // … at the last trim
+	busy      uint64 // bytes allocated in the looks not quiet since the last quiet one
+	sawBurst  bool   // since the last trim
 	quietRuns int
+	lastTrim  time.Time
 }
 
 func newTrimmer() *trimmer {
-	return &trimmer{every: time.Second, idle: 2, quiet: 1 << 20, burst: 64 << 20, minFree: 16 << 20, free: debug.FreeOSMemory}
+	return &trimmer{every: time.Second, idle: 2, quiet: 1 << 20, burst: 32 << 20, minFree: 16 << 20, minGap: 30 * time.Second, free: debug.FreeOSMemory}
 }
 
 // run looks every t.every, for the life of the process.
 func (t *trimmer) run() {
+	t.samples = []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	metrics.Read(t.samples)
+	t.prev = t.samples[0].Value.Uint64()
 	for {
 		time.Sleep(t.every)
-		t.look()
+		metrics.Read(t.samples)
+		t.look(t.samples[0].Value.Uint64(), spareHeap(t.samples[1].Value.Uint64(), t.samples[2].Value.Uint64(), t.samples[3].Value.Uint64()), time.Now())
 	}
 }
 
-// look reads the allocation and free-heap counters and trims when a burst
-// has ended; it reports whether it trimmed.
-func (t *trimmer) look() bool {
-	if t.samples == nil {
-		t.samples = []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
+// spareHeap is the heap a collection and a release could give back: what
+// the heap holds (objects, dead ones included until the next collection
+// sweeps them, and free pages) less what was live at the last one. A
+// burst's garbage stays among the objects until a collection runs, which
+// on an idle node is minutes away.
+func spareHeap(objects, free, live uint64) uint64 {
+	if held := objects + free; held > live {
+		return held - live
 	}
-	metrics.Read(t.samples)
-	allocs, free := t.samples[0].Value.Uint64(), t.samples[1].Value.Uint64()
-	if allocs-t.prev <= t.quiet {
-		t.quietRuns++
-	} else {
-		t.quietRuns = 0
-	}
+	return 0
+}
+
+// look takes the bytes allocated so far and the spare heap now, and trims
+// when a burst has ended; it reports whether it trimmed.
+func (t *trimmer) look(allocs, free uint64, now time.Time) bool {
+	n := allocs - t.prev
 	t.prev = allocs
-	if t.quietRuns < t.idle || allocs-t.lastTrim < t.burst || free < t.minFree {
+	if n <= t.quiet {
+		t.quietRuns, t.busy = t.quietRuns+1, 0
+	} else {
+		t.quietRuns, t.busy = 0, t.busy+n
+		t.sawBurst = t.sawBurst || t.busy >= t.burst
+	}
+	if !t.sawBurst || t.quietRuns < t.idle || free < t.minFree || now.Sub(t.lastTrim) < t.minGap {
 		return false
 	}
 	t.free()
-	t.lastTrim, t.quietRuns = allocs, 0
+	t.sawBurst, t.quietRuns, t.lastTrim = false, 0, now
 	return true
 }
