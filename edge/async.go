@@ -393,11 +393,13 @@ func (e *Edge) cancelJob(ctx context.Context, w http.ResponseWriter, jobs *regis
 			writeError(w, bus.CodeConflict, "job "+st.ID+" is "+st.State+": only a pending job can be cancelled", id)
 			return
 		}
-		// Kept while the job may still wait in the stream (at most
-		// MaxAsyncAge: its worker must read the cancel, or a status gone
-		// would let it run), and a day after.
+		// Kept while the job may still wait in the stream (its worker
+		// must read the cancel, or a status gone would let it run): no
+		// message outlives MaxAsyncAge from now — counted from now, as a
+		// replayed job's message is newer than its submission — and a
+		// day after.
 		st.State, st.Reason, st.NextAttempt = registry.JobCancelled, registry.ReasonCancelled, nil
-		err := jobs.Update(ctx, st, time.Until(st.Submitted.Add(registry.MaxAsyncAge))+registry.DefaultAsyncAge)
+		err := jobs.Update(ctx, st, registry.JobKeepAge)
 		if err == nil {
 			_ = writeJSON(w, http.StatusOK, st)
 			return

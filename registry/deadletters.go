@@ -223,7 +223,7 @@ func (c *Client) resetJob(ctx context.Context, d *DeadLetter, api, tier string) 
 	if err != nil {
 		return err
 	}
-	ttl := 2 * DefaultAsyncAge
+	ttl := JobKeepAge // the job may wait its API's max_age from the replay
 	js, err := jobs.Get(ctx, d.Job)
 	switch {
 	case errors.Is(err, ErrNotFound):

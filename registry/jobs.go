@@ -371,6 +371,11 @@ const (
 	jobStatusBucketMaxAge = MaxAsyncAge + 24*time.Hour // each value has its own, shorter TTL
 )
 
+// JobKeepAge keeps a status that must outlast any wait of its job's
+// message in the jobs stream (a cancel, a replay's pending): the stream's
+// bound on a job's wait and a day, as long as the bucket keeps anything.
+const JobKeepAge = jobStatusBucketMaxAge
+
 // OpenJobStreams opens what async jobs are kept in, creating it when
 // missing: the jobs stream (work queue: a job is gone once a worker acks
 // it), the status bucket, the results stream and the dead letters. The

@@ -415,3 +415,52 @@ func TestAsyncReplayKeepsTheJobsUser(t *testing.T) {
 		t.Fatalf("the replayed job's new status: %+v %v", st, err)
 	}
 }
+
+// A job replayed long after its submission and cancelled at once: the
+// replay's pending status and the cancel both outlive the new message's
+// wait (up to max_age from the replay, not from the submission).
+func TestAsyncCancelOfAReplayedJobOutlivesItsWait(t *testing.T) {
+	g, js := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("again", b, `{"max_age":"168h","result_ttl":"168h"}`, ""))
+	ctx := context.Background()
+	id := registry.NewJobID("jobs")
+	jobs, err := registry.NewJobStore(g.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-7*24*time.Hour - 12*time.Hour).UTC()
+	if err := jobs.Create(ctx, &registry.JobStatus{ID: id, API: "again", Tier: bus.TierAPI, Pool: "jobs", State: registry.JobFailed, Submitted: old}, 168*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	h.Set(bus.HdrJobID, id)
+	h.Set(registry.HdrDeadReason, registry.ReasonExhausted)
+	h.Set(registry.HdrDeadState, registry.JobFailed)
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: bus.DeadLetterSubject("jobs", bus.TierAPI, "again"), Header: h, Data: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.Stream(ctx, "KV_"+bus.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := func(what string) {
+		t.Helper()
+		m, err := kv.GetLastMsgForSubject(ctx, bus.JobStatusSubject(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl, err := time.ParseDuration(m.Header.Get("Nats-TTL")); err != nil || ttl < registry.MaxAsyncAge {
+			t.Fatalf("%s is kept %q; the replayed job may wait %v", what, m.Header.Get("Nats-TTL"), registry.MaxAsyncAge)
+		}
+	}
+	if _, err := g.Client.ReplayDeadLetter(ctx, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	kept("the replay's pending status")
+	if r := g.Do("DELETE", "/_jetway/jobs/"+id, nil); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
+	}
+	kept("the cancel")
+}
