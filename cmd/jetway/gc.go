@@ -22,19 +22,22 @@ func gcDefault() {
 // goal — at GOGC=200 three times the live heap — and returns the rest
 // slowly; after thousands of connections each made a call, that is
 // megabytes of garbage a node holds while idle. So a node looks once a
-// second at what it allocated. A look with at most quiet bytes is quiet
-// (an idle node's heartbeats and records; a few dozen calls a second);
-// looks that are not, in a row, make a burst once they add up to burst
-// bytes. When a burst has been seen, the looks since are quiet, at least
-// minFree bytes of heap are spare and the last trim is minGap old, it
-// returns them (debug.FreeOSMemory: a collection and a release). Steady
-// light traffic never trims (its looks are quiet, so nothing adds up);
-// steady heavy traffic never does either (no look is quiet); traffic that
-// stops trims once, and bursts with lulls at most once per minGap.
+// second at what it allocated. A look with at most quiet bytes (256 KiB)
+// is quiet: an idle node's heartbeats and records. One with more than
+// light bytes (1 MiB, some sixty calls) is busy; busy looks in a row
+// that add up to burst bytes are a burst. A look between the two is light
+// traffic, which ends any burst without a trim. When a burst is followed
+// by idle quiet looks, at least minFree bytes of heap are spare and the
+// last trim is minGap old, it returns them (debug.FreeOSMemory: a
+// collection and a release). Steady traffic never trims: light traffic
+// sits in the band between, and busy traffic that does not stop is never
+// quiet; traffic that stops trims once, and bursts with lulls at most
+// once per minGap.
 type trimmer struct {
 	every   time.Duration // how often it looks
 	idle    int           // quiet looks in a row after a burst
 	quiet   uint64        // bytes allocated in a look that still count as quiet
+	light   uint64        // … as light traffic, neither quiet nor busy
 	burst   uint64        // bytes allocated in looks not quiet, in a row, that make a burst
 	minFree uint64        // spare heap worth returning (spareHeap)
 	minGap  time.Duration // between two trims
@@ -49,7 +52,7 @@ type trimmer struct {
 }
 
 func newTrimmer() *trimmer {
-	return &trimmer{every: time.Second, idle: 2, quiet: 1 << 20, burst: 32 << 20, minFree: 16 << 20, minGap: 30 * time.Second, free: debug.FreeOSMemory}
+	return &trimmer{every: time.Second, idle: 2, quiet: 256 << 10, light: 1 << 20, burst: 32 << 20, minFree: 16 << 20, minGap: 30 * time.Second, free: debug.FreeOSMemory}
 }
 
 // run looks every t.every, for the life of the process.
@@ -82,11 +85,14 @@ func spareHeap(objects, free, live uint64) uint64 {
 func (t *trimmer) look(allocs, free uint64, now time.Time) bool {
 	n := allocs - t.prev
 	t.prev = allocs
-	if n <= t.quiet {
+	switch {
+	case n <= t.quiet:
 		t.quietRuns, t.busy = t.quietRuns+1, 0
-	} else {
+	case n <= t.light: // light traffic: no burst is ending
+		t.quietRuns, t.busy, t.sawBurst = 0, 0, false
+	default:
 		t.quietRuns, t.busy = 0, t.busy+n
-		t.sawBurst = t.sawBurst || t.busy >= t.burst
+		t.sawBurst = t.busy >= t.burst
 	}
 	if !t.sawBurst || t.quietRuns < t.idle || free < t.minFree || now.Sub(t.lastTrim) < t.minGap {
 		return false

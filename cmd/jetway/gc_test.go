@@ -35,7 +35,7 @@ func TestTrimmerTrimsOnceABurstIsOver(t *testing.T) {
 	start := time.Unix(1_000_000, 0)
 	newT := func() (*trimmer, *int) {
 		trims := 0
-		return &trimmer{idle: 2, quiet: mib, burst: 32 * mib, minFree: 16 * mib, minGap: 30 * time.Second, free: func() { trims++ }}, &trims
+		return &trimmer{idle: 2, quiet: 256 << 10, light: mib, burst: 32 * mib, minFree: 16 * mib, minGap: 30 * time.Second, free: func() { trims++ }}, &trims
 	}
 	// run feeds looks one second apart: bytes allocated in each, and the
 	// heap free at each; it returns the trims.
@@ -99,6 +99,27 @@ func TestTrimmerTrimsOnceABurstIsOver(t *testing.T) {
 	if *trims != 0 {
 		t.Fatalf("light traffic: %d trims", *trims)
 	}
+	// Traffic around a megabyte a second, whose busier seconds add up to
+	// a burst now and then, with a quieter one between: light traffic
+	// ends the burst, so no trim follows.
+	tr, trims = newT()
+	for range 100 {
+		run(tr, trims, start, append(repeat(2*mib, 20), 600<<10, 200<<10, 200<<10), 100*mib)
+	}
+	if *trims != 0 {
+		t.Fatalf("traffic around 1 MiB/s: %d trims", *trims)
+	}
+	// The bounds: 256 KiB is quiet, 1 MiB light.
+	tr, trims = newT()
+	run(tr, trims, start, []uint64{40 * mib, 256 << 10, 256 << 10}, 100*mib)
+	if *trims != 1 {
+		t.Fatalf("a burst, then two looks of 256 KiB: %d trims, want 1", *trims)
+	}
+	tr, trims = newT()
+	run(tr, trims, start, []uint64{40 * mib, mib, 0, 0}, 100*mib)
+	if *trims != 0 {
+		t.Fatalf("a burst, a look of 1 MiB, then quiet: %d trims, want 0", *trims)
+	}
 
 	// Little free heap: nothing worth returning.
 	tr, trims = newT()
@@ -141,7 +162,11 @@ func TestTrimmerReturnsABurstsGarbage(t *testing.T) {
 		metrics.Read(s)
 		return s[0].Value.Uint64(), spareHeap(s[1].Value.Uint64(), s[2].Value.Uint64(), s[3].Value.Uint64())
 	}
+	debug.FreeOSMemory() // what earlier tests left is neither free nor spare now
 	tr.prev, _ = read()
+	// No collection during the burst: its garbage is all unswept objects,
+	// as on a node whose heap goal the burst did not reach.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	// A burst: 64 MiB allocated, 16 MiB of it held until the burst ends
 	// (as connections hold their buffers while their calls run).
 	for i := range 64 << 20 / (64 << 10) {
@@ -151,6 +176,11 @@ func TestTrimmerReturnsABurstsGarbage(t *testing.T) {
 		}
 	}
 	sink, held = nil, nil // garbage now, which no collection has swept yet
+	f := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+	metrics.Read(f)
+	if _, spare := read(); spare < 4<<20 || f[0].Value.Uint64() >= 4<<20 {
+		t.Fatalf("after the burst: %d bytes spare, %d free; want the garbage counted as spare before any collection", spare, f[0].Value.Uint64())
+	}
 	now := time.Now()
 	for i := range 3 {
 		a, f := read()
@@ -159,7 +189,6 @@ func TestTrimmerReturnsABurstsGarbage(t *testing.T) {
 	if trims != 1 {
 		t.Fatalf("after a burst and two quiet looks: %d trims, want 1", trims)
 	}
-	f := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
 	if metrics.Read(f); f[0].Value.Uint64() >= 4<<20 {
 		t.Fatalf("%d bytes of heap still free (kept from the OS) after the trim", f[0].Value.Uint64())
 	}
