@@ -228,7 +228,10 @@ func TestGaps(t *testing.T) {
 // A client that reads slower than messages come loses none: it falls
 // behind the edge's ring of live messages, and catches up from the stream.
 func TestSlowClientLosesNothing(t *testing.T) {
-	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{RingLen: 2}})
+	// A write timeout longer than the 300 publishes take on a loaded CI
+	// machine under -race: this client is slow, not gone (a write
+	// blocked past the timeout closes the connection, tested apart).
+	g := jetwaytest.StartWith(t, jetwaytest.Options{Push: push.Options{RingLen: 2, WriteTimeout: 2 * time.Minute}})
 	g.PutTopic(topic)
 	pub, shop := g.PutKeyedApp("pub"), g.PutKeyedApp("shop")
 	c, err := pushclient.Dial(context.Background(), pushclient.Options{Edge: g.URL, Topic: "orders", Transport: "ws", Header: http.Header{"X-Api-Key": {shop}}})
