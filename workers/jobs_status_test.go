@@ -464,3 +464,26 @@ func TestAsyncCancelOfAReplayedJobOutlivesItsWait(t *testing.T) {
 	}
 	kept("the cancel")
 }
+
+// A finished job's status is kept past a redelivery after a lost ack,
+// however short its result_ttl: a job found with no status would run
+// again.
+func TestAsyncShortResultTTLOutlivesARedelivery(t *testing.T) {
+	g, js := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("brief", b, `{"result_ttl":"1s"}`, ""))
+	loc, id := submit(t, g, "/brief", "x")
+	g.AddWorker("jobs")
+	waitJob(t, g, loc, registry.JobSucceeded)
+	kv, err := js.Stream(context.Background(), "KV_"+bus.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := kv.GetLastMsgForSubject(context.Background(), bus.JobStatusSubject(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl, err := time.ParseDuration(m.Header.Get("Nats-TTL")); err != nil || ttl < 5*time.Minute {
+		t.Fatalf("the final status is kept %q", m.Header.Get("Nats-TTL"))
+	}
+}
