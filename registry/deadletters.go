@@ -191,8 +191,9 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, seq uint64) (*DeadLetter,
 	if !ok || !ValidJobID(d.Job) {
 		return nil, fmt.Errorf("%w: dead letter %d is not a job's (subject %s)", ErrNotReplayable, seq, m.Subject)
 	}
+	var undo func()
 	if tier != bus.TierCallback { // a callback goes again as it was; its job has ended
-		if err := c.resetJob(ctx, &d, api, tier); err != nil {
+		if undo, err = c.resetJob(ctx, &d, api, tier); err != nil {
 			return nil, err
 		}
 	}
@@ -208,6 +209,13 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, seq uint64) (*DeadLetter,
 	h.Set(jetstream.MsgIDHeader, "replay."+d.Job+"."+strconv.FormatUint(seq, 10))
 	out := &nats.Msg{Subject: bus.JobsPrefix + tok + "." + tier + "." + api, Header: h, Data: m.Data}
 	if _, err := c.js.PublishMsg(ctx, out); err != nil {
+		// Refused, the job is surely not back: its status is put back
+		// as it was, or the replay could not be tried again while the
+		// pending status lives. After a timeout it may be back, and runs.
+		var ae *jetstream.APIError
+		if undo != nil && (errors.As(err, &ae) || errors.Is(err, nats.ErrNoResponders)) {
+			undo()
+		}
 		return nil, fmt.Errorf("sending job %s again: %w", d.Job, err)
 	}
 	if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -217,21 +225,27 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, seq uint64) (*DeadLetter,
 }
 
 // resetJob makes a dead letter's job pending again, with no attempts
-// spent, at its status's address (a new status when it was not kept).
-func (c *Client) resetJob(ctx context.Context, d *DeadLetter, api, tier string) error {
+// spent, at its status's address (a new status when it was not kept). Its
+// undo puts the status back as it was (best effort), for a job the
+// stream then refused.
+func (c *Client) resetJob(ctx context.Context, d *DeadLetter, api, tier string) (undo func(), err error) {
 	jobs, err := NewJobStore(c.js.Conn())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ttl := JobKeepAge // the job may wait its API's max_age from the replay
 	js, err := jobs.Get(ctx, d.Job)
+	var prev *JobStatus
 	switch {
 	case errors.Is(err, ErrNotFound):
 		js = &JobStatus{ID: d.Job, API: api, Tier: tier, Pool: d.Pool, App: d.App, User: d.User, RequestID: d.RequestID, Submitted: time.Now().UTC()}
 	case err != nil:
-		return err
+		return nil, err
 	case !js.Final():
-		return fmt.Errorf("%w: job %s is %s, it has not ended", ErrNotReplayable, d.Job, js.State)
+		return nil, fmt.Errorf("%w: job %s is %s, it has not ended", ErrNotReplayable, d.Job, js.State)
+	default:
+		was := *js
+		prev = &was
 	}
 	js.State, js.Attempts, js.Reason, js.LastError, js.Result, js.NextAttempt, js.Callbacks = JobPending, 0, "", nil, nil, nil, nil
 	if js.Revision == 0 {
@@ -240,9 +254,18 @@ func (c *Client) resetJob(ctx context.Context, d *DeadLetter, api, tier string) 
 		err = jobs.Update(ctx, js, ttl)
 	}
 	if err != nil {
-		return fmt.Errorf("resetting job %s: %w", d.Job, err)
+		return nil, fmt.Errorf("resetting job %s: %w", d.Job, err)
 	}
-	return nil
+	return func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if prev == nil {
+			_ = jobs.Discard(uctx, js)
+			return
+		}
+		prev.Revision = js.Revision
+		_ = jobs.Update(uctx, prev, DefaultAsyncAge)
+	}, nil
 }
 
 // PurgeDeadLetters removes the dead letters of one API, or all (api ""),

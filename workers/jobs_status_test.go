@@ -487,3 +487,58 @@ func TestAsyncShortResultTTLOutlivesARedelivery(t *testing.T) {
 		t.Fatalf("the final status is kept %q", m.Header.Get("Nats-TTL"))
 	}
 }
+
+// A replay the jobs stream refuses puts the job's status back as it was:
+// left pending, with no message behind it, the replay could not be tried
+// again (a job that has not ended is not replayed) for as long as the
+// pending status lives.
+func TestAsyncRefusedReplayCanBeTriedAgain(t *testing.T) {
+	g, js := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("crowded", b, `{}`, ""))
+	ctx := context.Background()
+	s, err := js.Stream(ctx, bus.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := s.CachedInfo().Config
+	full := room
+	full.MaxMsgsPerSubject = 1 // the API's queue holds one job: the one below
+	if _, err := js.UpdateStream(ctx, full); err != nil {
+		t.Fatal(err)
+	}
+	submit(t, g, "/crowded", "x")
+
+	id := registry.NewJobID("jobs")
+	jobs, err := registry.NewJobStore(g.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jobs.Create(ctx, &registry.JobStatus{ID: id, API: "crowded", Tier: bus.TierAPI, Pool: "jobs", State: registry.JobFailed,
+		Reason: registry.ReasonExhausted, Attempts: 3, Submitted: time.Now().UTC()}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	h.Set(bus.HdrJobID, id)
+	h.Set(registry.HdrDeadReason, registry.ReasonExhausted)
+	h.Set(registry.HdrDeadState, registry.JobFailed)
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: bus.DeadLetterSubject("jobs", bus.TierAPI, "crowded"), Header: h, Data: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Client.ReplayDeadLetter(ctx, ack.Sequence); err == nil {
+		t.Fatal("a replay into a full queue was taken")
+	}
+	if st, err := jobs.Get(ctx, id); err != nil || st.State != registry.JobFailed || st.Attempts != 3 {
+		t.Fatalf("after a refused replay the status is %+v (%v), want it failed as before", st, err)
+	}
+	if _, err := js.UpdateStream(ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Client.ReplayDeadLetter(ctx, ack.Sequence); err != nil {
+		t.Fatalf("the replay tried again: %v", err)
+	}
+	if st, err := jobs.Get(ctx, id); err != nil || st.State != registry.JobPending {
+		t.Fatalf("replayed: %+v %v", st, err)
+	}
+}
