@@ -115,7 +115,10 @@ func (c *call) enqueue() error {
 	}
 	st := &registry.JobStatus{ID: id, API: rt.api.Name, Tier: jobTier(rt.api), Pool: rt.api.Pool, App: app, User: user, RequestID: c.id,
 		State: registry.JobPending, MaxAttempts: as.Attempts, Submitted: time.Now().UTC()}
-	ttl := time.Duration(as.MaxAge + as.ResultTTL)
+	// Kept while the job may wait in the stream, whatever its API's
+	// max_age says then (a status gone would show 404 and let a raised
+	// max_age run a job no one could see or cancel).
+	ttl := registry.JobKeepAge
 	if key == "" {
 		if err := jobs.Create(ctx, st, ttl); err != nil {
 			return c.statusError(err)

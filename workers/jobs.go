@@ -631,16 +631,15 @@ func (j *job) finish(state, reason string) {
 
 // write stores the job's status: created when it has none yet, else at
 // the revision it was read at. A pending or running job's status is kept
-// as long as the job may still wait, a final one for the result TTL —
+// as long as any job may still wait (registry.JobKeepAge: its API's
+// max_age may be raised meanwhile), a final one for the result TTL —
 // but no less than minFinalKeep and two ack waits: a job whose ack was
 // lost is delivered again an ack wait later, and must find its end there
 // rather than no status (which would run it again).
 func (j *job) write() error {
-	ttl := time.Duration(j.cfg.ResultTTL)
-	if !j.st.Final() {
-		ttl += time.Duration(j.cfg.MaxAge)
-	} else {
-		ttl = max(ttl, minFinalKeep, 2*j.w.o.JobAckWait)
+	ttl := registry.JobKeepAge
+	if j.st.Final() {
+		ttl = max(time.Duration(j.cfg.ResultTTL), minFinalKeep, 2*j.w.o.JobAckWait)
 	}
 	if j.st.Revision == 0 {
 		return j.jobs.Create(j.ctx, j.st, ttl)

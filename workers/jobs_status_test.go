@@ -542,3 +542,25 @@ func TestAsyncRefusedReplayCanBeTriedAgain(t *testing.T) {
 		t.Fatalf("replayed: %+v %v", st, err)
 	}
 }
+
+// A waiting job's status is kept as long as any job may wait in the
+// stream, not its API's max_age: a status gone would show the job as
+// unknown while it waits, and a max_age raised meanwhile would run a job
+// no one could see or cancel.
+func TestAsyncPendingStatusOutlivesAnyWait(t *testing.T) {
+	g, js := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	g.Publish(asyncAPI("waiting", b, `{"max_age":"1h","result_ttl":"1h"}`, ""))
+	_, id := submit(t, g, "/waiting", "x")
+	kv, err := js.Stream(context.Background(), "KV_"+bus.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := kv.GetLastMsgForSubject(context.Background(), bus.JobStatusSubject(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl, err := time.ParseDuration(m.Header.Get("Nats-TTL")); err != nil || ttl < registry.MaxAsyncAge {
+		t.Fatalf("the pending status is kept %q; a job may wait %v", m.Header.Get("Nats-TTL"), registry.MaxAsyncAge)
+	}
+}
