@@ -562,7 +562,13 @@ func (j *job) judge(resp *backend.Response, err error) {
 		return
 	}
 	delay := jobBackoff(cfg, st.Attempts, resp)
-	if time.Since(st.Submitted)+delay > time.Duration(cfg.MaxAge) {
+	// Its wait is counted as at delivery, from its message (a replay's is
+	// newer than the job's submission).
+	since := st.Submitted
+	if md, err := j.m.Metadata(); err == nil {
+		since = md.Timestamp
+	}
+	if time.Since(since)+delay > time.Duration(cfg.MaxAge) {
 		j.finish(registry.JobDead, registry.ReasonExpired)
 		return
 	}

@@ -564,3 +564,39 @@ func TestAsyncPendingStatusOutlivesAnyWait(t *testing.T) {
 		t.Fatalf("the pending status is kept %q; a job may wait %v", m.Header.Get("Nats-TTL"), registry.MaxAsyncAge)
 	}
 }
+
+// A replayed job's wait is counted from the replay, at its retries as at
+// its delivery: a job submitted two days ago, replayed, whose first
+// attempt fails, is retried — not ended as expired under a max_age of a
+// day.
+func TestAsyncReplayedJobIsRetriedWithinItsWait(t *testing.T) {
+	g, js := startWithoutJobWorker(t)
+	b := newJobBackend(t, 200)
+	b.script = []int{500, 200}
+	g.Publish(asyncAPI("retried", b, `{"max_age":"24h","attempts":3,"backoff":"10ms"}`, ""))
+	ctx := context.Background()
+	id := registry.NewJobID("jobs")
+	jobs, err := registry.NewJobStore(g.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jobs.Create(ctx, &registry.JobStatus{ID: id, API: "retried", Tier: bus.TierAPI, Pool: "jobs", State: registry.JobFailed,
+		Submitted: time.Now().Add(-48 * time.Hour).UTC()}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	h.Set(bus.HdrJobID, id)
+	h.Set(registry.HdrDeadReason, registry.ReasonExhausted)
+	h.Set(registry.HdrDeadState, registry.JobFailed)
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: bus.DeadLetterSubject("jobs", bus.TierAPI, "retried"), Header: h, Data: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Client.ReplayDeadLetter(ctx, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	g.AddWorker("jobs")
+	if st := waitJob(t, g, "/_jetway/jobs/"+id, registry.JobSucceeded); st.Attempts != 2 {
+		t.Fatalf("replayed: %+v", st)
+	}
+}
