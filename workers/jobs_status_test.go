@@ -107,17 +107,8 @@ func TestAsyncCancelOutlivesTheJobsWait(t *testing.T) {
 	if r := g.Do("DELETE", loc, nil); r.Status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)
 	}
-	kv, err := js.Stream(context.Background(), "KV_"+bus.BucketJobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := kv.GetLastMsgForSubject(context.Background(), bus.JobStatusSubject(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ttl, err := time.ParseDuration(m.Header.Get("Nats-TTL"))
-	if err != nil || ttl < registry.MaxAsyncAge {
-		t.Fatalf("the cancel is kept %q (%v); the job may wait %v", m.Header.Get("Nats-TTL"), err, registry.MaxAsyncAge)
+	if kept := statusKept(t, js, id); kept < registry.MaxAsyncAge {
+		t.Fatalf("the cancel is kept %v; the job may wait %v", kept, registry.MaxAsyncAge)
 	}
 }
 
@@ -392,17 +383,8 @@ func TestAsyncReplayKeepsTheJobsUser(t *testing.T) {
 	b := newJobBackend(t, 200)
 	g.Publish(asyncAPI("mine", b, `{}`, ""))
 	id := registry.NewJobID("jobs")
-	h := nats.Header{}
-	h.Set(bus.HdrJobID, id)
-	h.Set(bus.HdrJobUser, "alice")
-	h.Set(registry.HdrDeadApp, "acme")
-	h.Set(registry.HdrDeadReason, registry.ReasonExhausted)
-	h.Set(registry.HdrDeadState, registry.JobFailed)
-	ack, err := js.PublishMsg(context.Background(), &nats.Msg{Subject: bus.DeadLetterSubject("jobs", bus.TierAPI, "mine"), Header: h, Data: []byte("x")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := g.Client.ReplayDeadLetter(context.Background(), ack.Sequence)
+	seq := putDeadLetter(t, js, "mine", id, bus.HdrJobUser, "alice", registry.HdrDeadApp, "acme")
+	d, err := g.Client.ReplayDeadLetter(context.Background(), seq)
 	if err != nil || d.User != "alice" {
 		t.Fatalf("replay: %+v %v", d, err)
 	}
@@ -433,29 +415,14 @@ func TestAsyncCancelOfAReplayedJobOutlivesItsWait(t *testing.T) {
 	if err := jobs.Create(ctx, &registry.JobStatus{ID: id, API: "again", Tier: bus.TierAPI, Pool: "jobs", State: registry.JobFailed, Submitted: old}, 168*time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	h := nats.Header{}
-	h.Set(bus.HdrJobID, id)
-	h.Set(registry.HdrDeadReason, registry.ReasonExhausted)
-	h.Set(registry.HdrDeadState, registry.JobFailed)
-	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: bus.DeadLetterSubject("jobs", bus.TierAPI, "again"), Header: h, Data: []byte("x")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.Stream(ctx, "KV_"+bus.BucketJobs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seq := putDeadLetter(t, js, "again", id)
 	kept := func(what string) {
 		t.Helper()
-		m, err := kv.GetLastMsgForSubject(ctx, bus.JobStatusSubject(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ttl, err := time.ParseDuration(m.Header.Get("Nats-TTL")); err != nil || ttl < registry.MaxAsyncAge {
-			t.Fatalf("%s is kept %q; the replayed job may wait %v", what, m.Header.Get("Nats-TTL"), registry.MaxAsyncAge)
+		if kept := statusKept(t, js, id); kept < registry.MaxAsyncAge {
+			t.Fatalf("%s is kept %v; the replayed job may wait %v", what, kept, registry.MaxAsyncAge)
 		}
 	}
-	if _, err := g.Client.ReplayDeadLetter(ctx, ack.Sequence); err != nil {
+	if _, err := g.Client.ReplayDeadLetter(ctx, seq); err != nil {
 		t.Fatal(err)
 	}
 	kept("the replay's pending status")
@@ -475,16 +442,8 @@ func TestAsyncShortResultTTLOutlivesARedelivery(t *testing.T) {
 	loc, id := submit(t, g, "/brief", "x")
 	g.AddWorker("jobs")
 	waitJob(t, g, loc, registry.JobSucceeded)
-	kv, err := js.Stream(context.Background(), "KV_"+bus.BucketJobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := kv.GetLastMsgForSubject(context.Background(), bus.JobStatusSubject(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ttl, err := time.ParseDuration(m.Header.Get("Nats-TTL")); err != nil || ttl < 5*time.Minute {
-		t.Fatalf("the final status is kept %q", m.Header.Get("Nats-TTL"))
+	if kept := statusKept(t, js, id); kept < 5*time.Minute {
+		t.Fatalf("the final status is kept %v", kept)
 	}
 }
 
@@ -518,15 +477,8 @@ func TestAsyncRefusedReplayCanBeTriedAgain(t *testing.T) {
 		Reason: registry.ReasonExhausted, Attempts: 3, Submitted: time.Now().UTC()}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	h := nats.Header{}
-	h.Set(bus.HdrJobID, id)
-	h.Set(registry.HdrDeadReason, registry.ReasonExhausted)
-	h.Set(registry.HdrDeadState, registry.JobFailed)
-	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: bus.DeadLetterSubject("jobs", bus.TierAPI, "crowded"), Header: h, Data: []byte("x")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.Client.ReplayDeadLetter(ctx, ack.Sequence); err == nil {
+	seq := putDeadLetter(t, js, "crowded", id)
+	if _, err := g.Client.ReplayDeadLetter(ctx, seq); err == nil {
 		t.Fatal("a replay into a full queue was taken")
 	}
 	if st, err := jobs.Get(ctx, id); err != nil || st.State != registry.JobFailed || st.Attempts != 3 {
@@ -535,7 +487,7 @@ func TestAsyncRefusedReplayCanBeTriedAgain(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, room); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Client.ReplayDeadLetter(ctx, ack.Sequence); err != nil {
+	if _, err := g.Client.ReplayDeadLetter(ctx, seq); err != nil {
 		t.Fatalf("the replay tried again: %v", err)
 	}
 	if st, err := jobs.Get(ctx, id); err != nil || st.State != registry.JobPending {
@@ -552,16 +504,8 @@ func TestAsyncPendingStatusOutlivesAnyWait(t *testing.T) {
 	b := newJobBackend(t, 200)
 	g.Publish(asyncAPI("waiting", b, `{"max_age":"1h","result_ttl":"1h"}`, ""))
 	_, id := submit(t, g, "/waiting", "x")
-	kv, err := js.Stream(context.Background(), "KV_"+bus.BucketJobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := kv.GetLastMsgForSubject(context.Background(), bus.JobStatusSubject(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ttl, err := time.ParseDuration(m.Header.Get("Nats-TTL")); err != nil || ttl < registry.MaxAsyncAge {
-		t.Fatalf("the pending status is kept %q; a job may wait %v", m.Header.Get("Nats-TTL"), registry.MaxAsyncAge)
+	if kept := statusKept(t, js, id); kept < registry.MaxAsyncAge {
+		t.Fatalf("the pending status is kept %v; a job may wait %v", kept, registry.MaxAsyncAge)
 	}
 }
 
@@ -584,19 +528,50 @@ func TestAsyncReplayedJobIsRetriedWithinItsWait(t *testing.T) {
 		Submitted: time.Now().Add(-48 * time.Hour).UTC()}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	h := nats.Header{}
-	h.Set(bus.HdrJobID, id)
-	h.Set(registry.HdrDeadReason, registry.ReasonExhausted)
-	h.Set(registry.HdrDeadState, registry.JobFailed)
-	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: bus.DeadLetterSubject("jobs", bus.TierAPI, "retried"), Header: h, Data: []byte("x")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.Client.ReplayDeadLetter(ctx, ack.Sequence); err != nil {
+	seq := putDeadLetter(t, js, "retried", id)
+	if _, err := g.Client.ReplayDeadLetter(ctx, seq); err != nil {
 		t.Fatal(err)
 	}
 	g.AddWorker("jobs")
 	if st := waitJob(t, g, "/_jetway/jobs/"+id, registry.JobSucceeded); st.Attempts != 2 {
 		t.Fatalf("replayed: %+v", st)
 	}
+}
+
+// statusKept is how long the status bucket keeps job id's status as it
+// is now (its Nats-TTL).
+func statusKept(t *testing.T, js jetstream.JetStream, id string) time.Duration {
+	t.Helper()
+	kv, err := js.Stream(context.Background(), "KV_"+bus.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := kv.GetLastMsgForSubject(context.Background(), bus.JobStatusSubject(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl, err := time.ParseDuration(m.Header.Get("Nats-TTL"))
+	if err != nil {
+		t.Fatalf("job %s's status has TTL %q: %v", id, m.Header.Get("Nats-TTL"), err)
+	}
+	return ttl
+}
+
+// putDeadLetter stores the dead letter of job id of API api (pool jobs),
+// its retries exhausted, with the headers given in pairs, and returns its
+// sequence.
+func putDeadLetter(t *testing.T, js jetstream.JetStream, api, id string, headers ...string) uint64 {
+	t.Helper()
+	h := nats.Header{}
+	h.Set(bus.HdrJobID, id)
+	for i := 0; i+1 < len(headers); i += 2 {
+		h.Set(headers[i], headers[i+1])
+	}
+	h.Set(registry.HdrDeadReason, registry.ReasonExhausted)
+	h.Set(registry.HdrDeadState, registry.JobFailed)
+	ack, err := js.PublishMsg(context.Background(), &nats.Msg{Subject: bus.DeadLetterSubject("jobs", bus.TierAPI, api), Header: h, Data: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence
 }
