@@ -25,6 +25,17 @@ import (
 // of a trip to a worker that refuses it. Calls shed here count as
 // requests, never as accepts, which is what keeps the share stable.
 //
+// The share is capped at MaxShare (0.9): however far past capacity, one
+// call in ten still goes to the workers. Without a cap, an overload a
+// thousand times capacity (a flood) drives the share to 0.999, and once
+// it ends the calls still shed keep it there — each counts as a request
+// with no accept, and one call in a thousand is too few for the workers'
+// accepts to pull it down — so an API with steady traffic stayed shed for
+// well past a window after its workers were idle again. With one call in
+// ten passing, their accepts end the shedding within about a window of
+// the overload's end, whatever its size. Envoy's admission control caps
+// its rejection probability the same way (at 0.8 by default).
+//
 // Only an OVERLOADED reply (the worker's bulkhead) or a shed call moves
 // the share off zero: an API whose workers take what they are sent has
 // K·accepts ≥ requests and is never shed; timeouts, 5xx and missing
@@ -51,6 +62,9 @@ type Shedding struct {
 	// (bench/README.md, "Load shedding": with K = 2 and a bulkhead of 4,
 	// goodput 0.81 × capacity random, 0.89 even).
 	Random bool
+	// MaxShare is the largest share of calls shed, in (0, 1]; 0 means
+	// DefaultShedMaxShare. 1 is the SRE book's uncapped throttle.
+	MaxShare float64
 }
 
 const (
@@ -76,7 +90,20 @@ const (
 	// shedRetryAfter is the Retry-After of a shed call, in seconds: the
 	// share changes at most once a bucket.
 	shedRetryAfter = 1
+	// DefaultShedMaxShare: at most nine calls in ten are shed. At 16×
+	// capacity the share is 1 − K/16 ≈ 0.81, below the cap, which only
+	// binds past 30× capacity: there the workers are sent a tenth of the
+	// calls instead of three times what they take, refusals that cost
+	// them a NATS trip each and no backend call.
+	DefaultShedMaxShare = 0.9
 )
+
+// shedRule is how a shedder decides: k, the share's cap, and u, a draw
+// in [0, 1) (Random), or nil for even pacing.
+type shedRule struct {
+	k, most float64
+	u       func() float64
+}
 
 // shedder is the edge's shedding state: a throttle per API tier, by
 // API.Key, so that it survives the registry's rebuilds of the routes. The
@@ -84,9 +111,8 @@ const (
 // first call of a tier (or a sweep) takes mu, which nothing else takes.
 type shedder struct {
 	off   bool
-	k     float64
-	u     func() float64 // Random: a draw in [0, 1); nil: even pacing
-	width int64          // a bucket's span, ns
+	rule  shedRule
+	width int64 // a bucket's span, ns
 
 	mu    sync.Mutex
 	apis  atomic.Pointer[map[string]*throttle]
@@ -94,12 +120,15 @@ type shedder struct {
 }
 
 func newShedder(o Shedding) *shedder {
-	s := &shedder{off: o.Off, k: max(o.K, 1), width: int64(o.Window / shedBuckets)}
+	s := &shedder{off: o.Off, rule: shedRule{k: max(o.K, 1), most: o.MaxShare}, width: int64(o.Window / shedBuckets)}
 	if o.Random {
-		s.u = rand.Float64 // math/rand/v2: per-thread state, no lock
+		s.rule.u = rand.Float64 // math/rand/v2: per-thread state, no lock
 	}
 	if o.K == 0 {
-		s.k = DefaultShedK
+		s.rule.k = DefaultShedK
+	}
+	if s.rule.most <= 0 || s.rule.most > 1 {
+		s.rule.most = DefaultShedMaxShare
 	}
 	if o.Window <= 0 {
 		s.width = int64(DefaultShedWindow / shedBuckets)
@@ -229,20 +258,25 @@ func (t *throttle) odds(slot int64, k float64) float64 {
 	return max(0, (float64(req)-k*float64(acc))/float64(req+1))
 }
 
+// share is the share of calls to shed at slot under r: odds, capped.
+func (t *throttle) share(slot int64, r shedRule) float64 {
+	return min(t.odds(slot, r.k), r.most)
+}
+
 // paceUnit is one call in throttle.pace.
 const paceUnit = 1 << 20
 
 // sheds decides one call at slot: true when it is shed, which counts it
-// as a request the workers did not accept. With u (uniform in [0, 1)) a
-// call is shed at random with the share, else evenly: of every
+// as a request the workers did not accept. With r.u (uniform in [0, 1))
+// a call is shed at random with the share, else evenly: of every
 // 1/(1 − share) calls one passes.
-func (t *throttle) sheds(slot int64, k float64, u func() float64) bool {
-	p := t.odds(slot, k)
+func (t *throttle) sheds(slot int64, r shedRule) bool {
+	p := t.share(slot, r)
 	if p <= 0 {
 		return false
 	}
-	if u != nil {
-		if u() >= p {
+	if r.u != nil {
+		if r.u() >= p {
 			return false
 		}
 	} else {
@@ -302,7 +336,15 @@ func (c *call) shed() error {
 		return nil
 	}
 	t := s.of(c.rt)
-	if !t.sheds(s.slot(c.started), s.k, s.u) {
+	slot := s.slot(c.started)
+	if t.odds(slot, s.rule.k) > 0 && c.r.Context().Err() != nil {
+		// A caller gone already (an HTTP/2 stream reset as it opened, a
+		// closed connection) is no demand: counted as a request, a
+		// rapid-reset flood would keep the API shed for everyone for a
+		// window after it ended.
+		return errCallerGone
+	}
+	if !t.sheds(slot, s.rule) {
 		return nil
 	}
 	c.endFlight(flightFailed) // the calls waiting on this one would be shed alike

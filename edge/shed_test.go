@@ -32,7 +32,7 @@ func TestShedNeverWithoutOverload(t *testing.T) {
 		th := newThrottle("")
 		for slot := int64(1000); slot < 1100; slot++ {
 			for i := range 500 {
-				if th.sheds(slot, DefaultShedK, u) {
+				if th.sheds(slot, shedRule{k: DefaultShedK, most: 1, u: u}) {
 					t.Fatalf("slot %d call %d shed with no refusal", slot, i)
 				}
 				th.note(slot, false)
@@ -41,7 +41,7 @@ func TestShedNeverWithoutOverload(t *testing.T) {
 		th = newThrottle("")
 		for slot := int64(0); slot < 100; slot++ {
 			for i := range 500 {
-				if th.sheds(slot, 2, u) {
+				if th.sheds(slot, shedRule{k: 2, most: 1, u: u}) {
 					t.Fatalf("slot %d call %d shed with a third of calls refused (K=2)", slot, i)
 				}
 				th.note(slot, i%3 == 2) // requests ≤ 1.5 × accepts, always
@@ -58,18 +58,19 @@ func TestShedNeverWithoutOverload(t *testing.T) {
 // per slot the calls shed, sent and accepted.
 type sim struct {
 	th          *throttle
-	k           float64
-	u           func() float64 // nil: even pacing
+	rule        shedRule
 	shed, sent  []int
 	accepted    []int
 	firstSlot   int64
 	currentSlot int64
 }
 
+// newSim is a sim of the SRE book's uncapped throttle (most 1); set
+// rule.most for a cap.
 func newSim(k float64, random bool) *sim {
-	s := &sim{th: newThrottle(""), k: k, firstSlot: 5000, currentSlot: 5000}
+	s := &sim{th: newThrottle(""), rule: shedRule{k: k, most: 1}, firstSlot: 5000, currentSlot: 5000}
 	if random {
-		s.u = rand.New(rand.NewPCG(1, 2)).Float64
+		s.rule.u = rand.New(rand.NewPCG(1, 2)).Float64
 	}
 	return s
 }
@@ -78,7 +79,7 @@ func (s *sim) run(slots, offered, capacity int) {
 	for range slots {
 		var shed, sent, acc int
 		for range offered {
-			if s.th.sheds(s.currentSlot, s.k, s.u) {
+			if s.th.sheds(s.currentSlot, s.rule) {
 				shed++
 				continue
 			}
@@ -159,6 +160,35 @@ func TestShedRecovers(t *testing.T) {
 	}
 }
 
+// Far past capacity (a flood of a thousand times what the workers take)
+// the share stops at the cap, and once the flood ends the API's steady
+// callers are served again within half a window of the flood leaving
+// the window (one call in ten meanwhile). Uncapped, the share reaches
+// 0.999; the calls it sheds after the flood keep it there (each a request
+// without an accept) and the one in a thousand that passes brings too few
+// accepts to pull it down: the same callers are mostly shed for another
+// window and a half (simulated: the last shed call 5 slots after the
+// flood left the window with the cap, 25 without).
+func TestShedCapRecoversFromAFlood(t *testing.T) {
+	const flood, steady, capacity = 100000, 100, 100
+	for _, most := range []float64{DefaultShedMaxShare, 1} {
+		s := newSim(DefaultShedK, false)
+		s.rule.most = most
+		s.run(3, flood, capacity)
+		if sent := s.sent[2]; most < 1 && sent < flood/20 {
+			t.Errorf("cap %v: %d of %d calls sent during the flood, want about a tenth", most, sent, flood)
+		}
+		s.run(3*shedBuckets, steady, capacity)
+		late := sum(s.shed, 3+shedBuckets+shedBuckets/2, len(s.shed)) // from half a window after the flood left it
+		switch {
+		case most < 1 && late != 0:
+			t.Errorf("cap %v: %d calls shed from a window after the flood, want none", most, late)
+		case most == 1 && late < steady*shedBuckets/2:
+			t.Errorf("uncapped: %d calls shed from a window after the flood; the cap's test proves nothing if this recovers too", late)
+		}
+	}
+}
+
 // Replies older than the window are out of it, and a reply too old for
 // its bucket is dropped, not counted in a newer one.
 func TestShedWindow(t *testing.T) {
@@ -184,17 +214,18 @@ func TestShedWindow(t *testing.T) {
 
 func TestShedderOptions(t *testing.T) {
 	for _, c := range []struct {
-		o     Shedding
-		k     float64
-		width time.Duration
+		o       Shedding
+		k, most float64
+		width   time.Duration
 	}{
-		{Shedding{}, DefaultShedK, DefaultShedWindow / shedBuckets},
-		{Shedding{K: 0.5, Window: 2 * time.Second}, 1, 200 * time.Millisecond},
-		{Shedding{K: 1.5, Window: -1, Random: true}, 1.5, DefaultShedWindow / shedBuckets},
+		{Shedding{}, DefaultShedK, DefaultShedMaxShare, DefaultShedWindow / shedBuckets},
+		{Shedding{K: 0.5, Window: 2 * time.Second, MaxShare: 1}, 1, 1, 200 * time.Millisecond},
+		{Shedding{K: 1.5, Window: -1, Random: true, MaxShare: 0.5}, 1.5, 0.5, DefaultShedWindow / shedBuckets},
+		{Shedding{MaxShare: 1.5}, DefaultShedK, DefaultShedMaxShare, DefaultShedWindow / shedBuckets},
 	} {
 		s := newShedder(c.o)
-		if s.k != c.k || s.width != int64(c.width) {
-			t.Errorf("%+v: k %v width %v, want %v %v", c.o, s.k, time.Duration(s.width), c.k, c.width)
+		if s.rule.k != c.k || s.rule.most != c.most || s.width != int64(c.width) {
+			t.Errorf("%+v: k %v most %v width %v, want %v %v %v", c.o, s.rule.k, s.rule.most, time.Duration(s.width), c.k, c.most, c.width)
 		}
 	}
 }
@@ -210,7 +241,7 @@ func TestShedAllocatesNothing(t *testing.T) {
 		for _, u := range []func() float64{nil, rand.Float64} {
 			n := testing.AllocsPerRun(1000, func() {
 				th := s.of(rt)
-				th.sheds(s.slot(now), s.k, u)
+				th.sheds(s.slot(now), shedRule{k: s.rule.k, most: s.rule.most, u: u})
 				th.note(s.slot(now), overloaded)
 			})
 			if n != 0 {
@@ -227,7 +258,7 @@ func TestShedderTidy(t *testing.T) {
 	a, b := &route{key: "a", api: &registry.API{Name: "a"}}, &route{key: "b", api: &registry.API{Name: "b"}}
 	s.of(a).note(100, false)
 	s.of(b).note(100, true)
-	if !s.of(b).sheds(100, 2, never) {
+	if !s.of(b).sheds(100, shedRule{k: 2, most: 1, u: never}) {
 		t.Fatal("b not shed")
 	}
 	s.tidy(100)
@@ -369,5 +400,33 @@ func TestShedAtOverload(t *testing.T) {
 	_ = m.WritePrometheus(&b)
 	if want := fmt.Sprintf(`jetway_requests_shed_total{api="slow",pool="shed",node="shed-edge",role="edge"} %d`, shed); !strings.Contains(b.String(), want) {
 		t.Errorf("metrics lack %s:\n%s", want, b.String())
+	}
+}
+
+// A call whose caller is gone before the edge decides on it (an HTTP/2
+// stream reset as it opened: the rapid-reset flood) is neither shed nor
+// counted as demand: counted, a flood of resets would keep the API shed
+// for its other callers for a window after the flood ended.
+func TestShedSkipsCallersGone(t *testing.T) {
+	u, e := shedGateway(t, Options{}, 1, 50*time.Millisecond)
+	natstest.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		overload(u+"/slow", 400, 300*time.Millisecond)
+		if e.Shed("slow") == 0 {
+			return fmt.Errorf("nothing shed yet")
+		}
+		return nil
+	})
+	before := e.Shed("slow")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, httptest.NewRequestWithContext(ctx, http.MethodGet, "/slow", nil))
+		if w.Code != 499 {
+			t.Fatalf("call %d of a caller gone answered %d, want 499", i, w.Code)
+		}
+	}
+	if n := e.Shed("slow") - before; n != 0 {
+		t.Errorf("%d calls of callers gone were shed, want none", n)
 	}
 }
