@@ -148,7 +148,7 @@ func BenchmarkShedOverload(b *testing.B) {
 	}{
 		{"off", startJetwayWith(b, edge.Options{Shedding: edge.Shedding{Off: true}}, workers.Options{}, slowAPI(slow.URL))},
 		{"on", startJetwayWith(b, edge.Options{}, workers.Options{}, slowAPI(slow.URL))},
-		{"sre", startJetwayWith(b, edge.Options{Shedding: edge.Shedding{K: 2, Random: true}}, workers.Options{}, slowAPI(slow.URL))},
+		{"sre", startJetwayWith(b, edge.Options{Shedding: edge.Shedding{K: 2, Random: true, MaxShare: 1}}, workers.Options{}, slowAPI(slow.URL))},
 	}
 	rate := shedFactor * shedCapacity
 	sums := map[string][]overloadResult{}

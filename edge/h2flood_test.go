@@ -111,11 +111,11 @@ func others(t *testing.T, addr string, ca *jetwaytest.CA, path string, n int) {
 // and other clients' calls of other APIs go on being served meanwhile. The
 // flooded API itself may refuse others with OVERLOADED while the flood
 // fills its worker concurrency, as many HTTP/1.1 connections would: the
-// per-caller defence is a rate limit keyed by ip or app. It serves again
-// right after: the edge sheds at most nine calls in ten however hard the
-// flood drove its share (TestShedCapRecoversFromAFlood), and a stream
-// reset before the edge decided on it counts for nothing
-// (TestShedSkipsCallersGone).
+// per-caller defence is a rate limit keyed by ip or app. Right after, one
+// call in ten at least is served: the edge sheds at most nine in ten
+// however hard the flood drove its share, and stops within about a
+// window (TestShedCapRecoversFromAFlood); a stream reset before the edge
+// decided on it counts for nothing (TestShedSkipsCallersGone).
 func TestH2RapidResetFlood(t *testing.T) {
 	g, addr, ca := h2Gateway(t)
 	f := newFlooder(t, addr, ca)

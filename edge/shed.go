@@ -62,8 +62,9 @@ type Shedding struct {
 	// (bench/README.md, "Load shedding": with K = 2 and a bulkhead of 4,
 	// goodput 0.81 × capacity random, 0.89 even).
 	Random bool
-	// MaxShare is the largest share of calls shed, in (0, 1]; 0 means
-	// DefaultShedMaxShare. 1 is the SRE book's uncapped throttle.
+	// MaxShare is the largest share of calls shed, in (0, 1]; 0 (or
+	// less) means DefaultShedMaxShare, more than 1 is 1: the SRE book's
+	// uncapped throttle.
 	MaxShare float64
 }
 
@@ -120,14 +121,19 @@ type shedder struct {
 }
 
 func newShedder(o Shedding) *shedder {
-	s := &shedder{off: o.Off, rule: shedRule{k: max(o.K, 1), most: o.MaxShare}, width: int64(o.Window / shedBuckets)}
+	s := &shedder{off: o.Off, rule: shedRule{k: o.K, most: min(o.MaxShare, 1)}, width: int64(o.Window / shedBuckets)}
 	if o.Random {
 		s.rule.u = rand.Float64 // math/rand/v2: per-thread state, no lock
 	}
-	if o.K == 0 {
+	// Written so that NaN, which fails every comparison, takes the
+	// default: a NaN share would shed every call of every API.
+	switch {
+	case o.K == 0 || o.K != o.K:
 		s.rule.k = DefaultShedK
+	case !(o.K >= 1):
+		s.rule.k = 1
 	}
-	if s.rule.most <= 0 || s.rule.most > 1 {
+	if !(s.rule.most > 0) {
 		s.rule.most = DefaultShedMaxShare
 	}
 	if o.Window <= 0 {
@@ -271,12 +277,16 @@ const paceUnit = 1 << 20
 // a call is shed at random with the share, else evenly: of every
 // 1/(1 − share) calls one passes.
 func (t *throttle) sheds(slot int64, r shedRule) bool {
-	p := t.share(slot, r)
-	if p <= 0 {
+	return t.shedsAt(slot, t.share(slot, r), r.u)
+}
+
+// shedsAt is sheds with the share p already known.
+func (t *throttle) shedsAt(slot int64, p float64, u func() float64) bool {
+	if !(p > 0) {
 		return false
 	}
-	if r.u != nil {
-		if r.u() >= p {
+	if u != nil {
+		if u() >= p {
 			return false
 		}
 	} else {
@@ -337,14 +347,18 @@ func (c *call) shed() error {
 	}
 	t := s.of(c.rt)
 	slot := s.slot(c.started)
-	if t.odds(slot, s.rule.k) > 0 && c.r.Context().Err() != nil {
+	p := t.share(slot, s.rule)
+	if !(p > 0) {
+		return nil // the fast path of every call of a healthy API
+	}
+	if c.r.Context().Err() != nil {
 		// A caller gone already (an HTTP/2 stream reset as it opened, a
 		// closed connection) is no demand: counted as a request, a
-		// rapid-reset flood would keep the API shed for everyone for a
-		// window after it ended.
+		// rapid-reset flood would keep the API shed for its real callers
+		// after it ended.
 		return errCallerGone
 	}
-	if !t.sheds(slot, s.rule) {
+	if !t.shedsAt(slot, p, s.rule.u) {
 		return nil
 	}
 	c.endFlight(flightFailed) // the calls waiting on this one would be shed alike

@@ -167,24 +167,28 @@ func TestShedRecovers(t *testing.T) {
 // 0.999; the calls it sheds after the flood keep it there (each a request
 // without an accept) and the one in a thousand that passes brings too few
 // accepts to pull it down: the same callers are mostly shed for another
-// window and a half (simulated: the last shed call 5 slots after the
-// flood left the window with the cap, 25 without).
+// window and a half (simulated: the last shed call 4 slots after the
+// flood left the window with the cap, 15 without — 25 after it ended).
 func TestShedCapRecoversFromAFlood(t *testing.T) {
 	const flood, steady, capacity = 100000, 100, 100
-	for _, most := range []float64{DefaultShedMaxShare, 1} {
-		s := newSim(DefaultShedK, false)
+	for _, c := range []struct {
+		most   float64
+		random bool
+	}{{DefaultShedMaxShare, false}, {DefaultShedMaxShare, true}, {1, false}} {
+		most := c.most
+		s := newSim(DefaultShedK, c.random)
 		s.rule.most = most
 		s.run(3, flood, capacity)
 		if sent := s.sent[2]; most < 1 && sent < flood/20 {
-			t.Errorf("cap %v: %d of %d calls sent during the flood, want about a tenth", most, sent, flood)
+			t.Errorf("cap %v random %v: %d of %d calls sent during the flood, want about a tenth", most, c.random, sent, flood)
 		}
 		s.run(3*shedBuckets, steady, capacity)
 		late := sum(s.shed, 3+shedBuckets+shedBuckets/2, len(s.shed)) // from half a window after the flood left it
 		switch {
 		case most < 1 && late != 0:
-			t.Errorf("cap %v: %d calls shed from a window after the flood, want none", most, late)
+			t.Errorf("cap %v random %v: %d calls shed from half a window after the flood left it, want none", most, c.random, late)
 		case most == 1 && late < steady*shedBuckets/2:
-			t.Errorf("uncapped: %d calls shed from a window after the flood; the cap's test proves nothing if this recovers too", late)
+			t.Errorf("uncapped: %d calls shed from half a window after the flood left it; the cap's test proves nothing if this recovers too", late)
 		}
 	}
 }
@@ -221,7 +225,9 @@ func TestShedderOptions(t *testing.T) {
 		{Shedding{}, DefaultShedK, DefaultShedMaxShare, DefaultShedWindow / shedBuckets},
 		{Shedding{K: 0.5, Window: 2 * time.Second, MaxShare: 1}, 1, 1, 200 * time.Millisecond},
 		{Shedding{K: 1.5, Window: -1, Random: true, MaxShare: 0.5}, 1.5, 0.5, DefaultShedWindow / shedBuckets},
-		{Shedding{MaxShare: 1.5}, DefaultShedK, DefaultShedMaxShare, DefaultShedWindow / shedBuckets},
+		{Shedding{MaxShare: 1.5}, DefaultShedK, 1, DefaultShedWindow / shedBuckets},
+		{Shedding{K: math.NaN(), MaxShare: math.NaN()}, DefaultShedK, DefaultShedMaxShare, DefaultShedWindow / shedBuckets},
+		{Shedding{K: -2, MaxShare: -1}, 1, DefaultShedMaxShare, DefaultShedWindow / shedBuckets},
 	} {
 		s := newShedder(c.o)
 		if s.rule.k != c.k || s.rule.most != c.most || s.width != int64(c.width) {
