@@ -619,7 +619,7 @@ func TestChannelsManualCutAndRestore(t *testing.T) {
 	last := waitQuiet(t, a, time.Second, 6*time.Second)
 	stoppedIn := last.Sub(cutAt)
 	t.Logf("a's last call %v after `jetway channel cut` began (the CLI itself took %v)", stoppedIn.Round(time.Millisecond), cliTook.Round(time.Millisecond))
-	if stoppedIn > 3*time.Second {
+	if stoppedIn > 5*time.Second { // about 2 s; race-built processes on a busy box take longer
 		t.Fatalf("a was called %v after the cut began: want about 2 s", stoppedIn.Round(time.Millisecond))
 	}
 	// Held cut: not even probes (a is healthy; the controller would

@@ -135,7 +135,9 @@ func TestHangingBackendIsolated(t *testing.T) {
 	edge := c.startEdge(t, "edge")
 	c.startWorker(t, "worker-slow", "slow")
 	c.startWorker(t, "worker-fast", "fast")
-	const timeout = 2 * time.Second
+	// Long enough for the 20 fast calls to be served while the slow ones
+	// hang, on race-built processes of a busy box.
+	const timeout = 5 * time.Second
 	putAPI(t, c.url, entry("slow.hang", "slow", "GET", "/v1/hang", httpBackend(hang.URL+"/hang"), map[string]any{"timeout": timeout.String()}))
 	putAPI(t, c.url, entry("fast.items", "fast", "GET", "/v1/fast/{id}", httpBackend(fast.URL+"/items/{id}"), map[string]any{"timeout": timeout.String()}))
 	waitBody(t, edge.edge+"/v1/fast/0", "item 0")

@@ -146,7 +146,7 @@ func TestResponseCacheStale(t *testing.T) {
 	be := newCacheBackend(t)
 	g := newGateway(t)
 	g.Publish(`{"name":"prices","pool":"p","route":{"path":"/prices"},"backend":{"type":"http","url":"` + be.URL + `/p"},
-		"auth":{"methods":["key"]},"cache":{"ttl":"200ms","stale_while_revalidate":"300ms","stale_if_error":"1h"}}`)
+		"auth":{"methods":["key"]},"cache":{"ttl":"200ms","stale_while_revalidate":"1s","stale_if_error":"1h"}}`)
 	one, two := g.PutKeyedApp("one"), g.PutKeyedApp("two")
 	get := func(key string) jetwaytest.Result { return g.Do("GET", "/prices", nil, "X-Api-Key", key) }
 
@@ -173,7 +173,7 @@ func TestResponseCacheStale(t *testing.T) {
 		t.Errorf("the refresh took %d backend calls", n)
 	}
 	be.fail.Store(true)
-	time.Sleep(600 * time.Millisecond) // past stale-while-revalidate
+	time.Sleep(1300 * time.Millisecond) // past stale-while-revalidate
 	if r := get(one); r.Status != 200 || r.Header.Get("X-Cache") != "stale" || !strings.Contains(r.Body, "v1") {
 		t.Fatalf("stale-if-error: %d %q %s", r.Status, r.Header.Get("X-Cache"), r.Body)
 	}
@@ -271,7 +271,7 @@ func TestResponseCacheReview(t *testing.T) {
 
 	g.Publish(`{"name":"h","pool":"p","route":{"path":"/h/{id}"},"backend":{"type":"http","url":"` + be.URL + `/h/{id}"},"timeout":"2s",
 		"fallback":{"static":{"status":200,"body":"sorry"}},
-		"cache":{"ttl":"200ms","stale_while_revalidate":"200ms","stale_if_error":"1h","key":{"query":[]}}}`)
+		"cache":{"ttl":"200ms","stale_while_revalidate":"1s","stale_if_error":"1h","key":{"query":[]}}}`)
 	if _, body := doHost("Shop.Example:6666.", "/h/1"); !strings.Contains(body, "host=shop.example ") {
 		t.Fatalf("the backend of a cached call got the caller's spelling of the host: %s", body)
 	}
@@ -299,7 +299,7 @@ func TestResponseCacheReview(t *testing.T) {
 	// The backend fails: the stale answer beats the static fallback, and
 	// the fallback's answer is never kept.
 	fail.Store(true)
-	time.Sleep(450 * time.Millisecond)
+	time.Sleep(1300 * time.Millisecond) // past stale-while-revalidate
 	if h, body := doHost("shop.example", "/h/1"); h.Get("X-Cache") != "stale" || body == "sorry" {
 		t.Fatalf("stale-if-error against a fallback: %q %s", h.Get("X-Cache"), body)
 	}
@@ -323,7 +323,7 @@ func TestResponseCacheReview(t *testing.T) {
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "new backend") }))
 	t.Cleanup(other.Close)
 	g.Publish(`{"name":"h","pool":"p","route":{"path":"/h/{id}"},"backend":{"type":"http","url":"` + other.URL + `"},"timeout":"2s",
-		"cache":{"ttl":"200ms","stale_while_revalidate":"200ms","stale_if_error":"1h","key":{"query":[]}}}`)
+		"cache":{"ttl":"200ms","stale_while_revalidate":"1s","stale_if_error":"1h","key":{"query":[]}}}`)
 	if _, body := doHost("shop.example", "/h/kept"); body != "new backend" {
 		t.Fatalf("after a new backend: %s", body)
 	}
@@ -352,7 +352,7 @@ func TestResponseCacheCollapsesMisses(t *testing.T) {
 	t.Cleanup(be.Close)
 	g := newGateway(t)
 	g.Publish(`{"name":"burst","pool":"p","route":{"path":"/burst"},"backend":{"type":"http","url":"` + be.URL + `/b"},"timeout":"5s",
-		"cache":{"ttl":"50ms","stale_if_error":"1m"}}`)
+		"cache":{"ttl":"1s","stale_if_error":"1m"}}`)
 
 	burst := func(path string, n int) []jetwaytest.Result {
 		out := make([]jetwaytest.Result, n)
@@ -364,7 +364,12 @@ func TestResponseCacheCollapsesMisses(t *testing.T) {
 		for calls.Load() == 0 && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond) // the others arrive and wait
+		natstest.CheckFor(t, 5*time.Second, time.Millisecond, func() error { // the others arrive and wait
+			if f := g.Edge.InFlight(); f != int64(n) {
+				return fmt.Errorf("%d of %d calls at the edge", f, n)
+			}
+			return nil
+		})
 		stop := make(chan struct{})
 		go func() { // the first call, and any further ones, go through
 			for {
@@ -381,6 +386,7 @@ func TestResponseCacheCollapsesMisses(t *testing.T) {
 	}
 
 	rs := burst("/burst", 20)
+	kept := time.Now()
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("20 concurrent misses made %d backend calls, want 1", n)
 	}
@@ -410,6 +416,7 @@ func TestResponseCacheCollapsesMisses(t *testing.T) {
 	// back to the stale answer of the first burst.
 	calls.Store(0)
 	fail.Store(true)
+	time.Sleep(time.Until(kept.Add(1100 * time.Millisecond))) // the kept answer is stale now
 	for _, r := range burst("/burst", 10) {
 		if r.Status != 200 || r.Header.Get("X-Cache") != "stale" || r.Body != "call 1" {
 			t.Fatalf("%d %s %s", r.Status, r.Header.Get("X-Cache"), r.Body)
@@ -443,8 +450,21 @@ func TestResponseCacheShared(t *testing.T) {
 		t.Fatalf("first: %d %s", first.Status, first.Header.Get("X-Cache"))
 	}
 	// The publish to the bucket is not acknowledged: the other edge may
-	// look a moment before it is stored.
-	time.Sleep(50 * time.Millisecond)
+	// look before it is stored, so wait for it.
+	js, err := jetstream.New(g.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		st, err := js.Stream(t.Context(), "KV_"+bus.BucketCache)
+		if err != nil {
+			return err
+		}
+		if st.CachedInfo().State.Msgs == 0 {
+			return fmt.Errorf("the answer is not in the bucket yet")
+		}
+		return nil
+	})
 	r := g.Do("GET", "/shared/1?a=1", nil)
 	if r.Header.Get("X-Cache") != "hit" || r.Body != first.Body || r.Header.Get("Age") == "" || be.calls.Load() != 1 {
 		t.Fatalf("the other edge: %s %q vs %q, Age %q, %d backend calls", r.Header.Get("X-Cache"), r.Body, first.Body, r.Header.Get("Age"), be.calls.Load())
@@ -465,10 +485,6 @@ func TestResponseCacheShared(t *testing.T) {
 	}
 
 	// A purge drops it from the bucket before the edges drop theirs.
-	js, err := jetstream.New(g.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := edge.PurgeShared(t.Context(), js, "shared", "/shared/1"); err != nil {
 		t.Fatal(err)
 	}
@@ -518,15 +534,16 @@ func TestResponseCacheCollapseLeaderGone(t *testing.T) {
 		wg.Wait()
 		return int(n.Load())
 	}
-	// A leader with a 50ms X-Request-Timeout: its call and one more.
-	burst("/burst/a", func() { g.Do("GET", "/burst/a", nil, "X-Request-Timeout", "50ms") })
+	// A leader with a 150ms X-Request-Timeout (time enough to reach the
+	// backend, which takes 300ms, on a busy box): its call and one more.
+	burst("/burst/a", func() { g.Do("GET", "/burst/a", nil, "X-Request-Timeout", "150ms") })
 	if n := calls.Load(); n != 2 {
 		t.Errorf("a short-deadline leader: %d backend calls, want 2", n)
 	}
 	// A leader whose caller goes away.
 	calls.Store(0)
 	burst("/burst/b", func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "GET", g.URL+"/burst/b", nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {

@@ -27,7 +27,7 @@ func TestClassify(t *testing.T) {
 			w.WriteHeader(503)
 			fmt.Fprint(w, `{"code":0}`)
 		case "slow":
-			time.Sleep(60 * time.Millisecond)
+			time.Sleep(600 * time.Millisecond) // twice "slow": a fast answer on a busy box stays under it
 			fmt.Fprint(w, `{"code":0}`)
 		default:
 			fmt.Fprint(w, `{"code":7,"message":"insufficient funds"}`)
@@ -36,7 +36,7 @@ func TestClassify(t *testing.T) {
 	t.Cleanup(be.Close)
 	g := newGateway(t)
 	g.Publish(`{"name":"third","pool":"p","route":{"path":"/third"},"backend":{"type":"http","url":"` + be.URL + `"},
-		"classify":{"failure_statuses":["500-502"],"failure_when":"response.json.code != 0","slow":"30ms"},
+		"classify":{"failure_statuses":["500-502"],"failure_when":"response.json.code != 0","slow":"300ms"},
 		"retry":{"attempts":2,"on":["5xx"],"backoff":"1ms","max_backoff":"2ms"},
 		"breaker":{"consecutive_failures":2,"open_for":"1m"}}`)
 
@@ -61,7 +61,7 @@ func TestClassify(t *testing.T) {
 	// A 503 the entry does not list is a success: neither retried nor
 	// counted as failed; a slow answer fails.
 	g.Publish(`{"name":"third2","pool":"p","route":{"path":"/third2"},"backend":{"type":"http","url":"` + be.URL + `"},
-		"classify":{"failure_statuses":["500-502"],"slow":"30ms"},"retry":{"attempts":2,"on":["5xx"],"backoff":"1ms","max_backoff":"2ms"}}`)
+		"classify":{"failure_statuses":["500-502"],"slow":"300ms"},"retry":{"attempts":2,"on":["5xx"],"backoff":"1ms","max_backoff":"2ms"}}`)
 	mode.Store("503")
 	before := calls.Load()
 	if r := g.Do("GET", "/third2", nil); r.Status != 503 || r.Code != "" {

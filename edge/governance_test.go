@@ -48,7 +48,7 @@ func TestBreakerOpensAndProbesBack(t *testing.T) {
 	g := newGateway(t)
 	events := g.BreakerEvents("br")
 	g.Publish(`{"name":"br","pool":"p","route":{"path":"/br"},"backend":{"type":"http","url":"` + be.URL + `"},
-		"breaker":{"consecutive_failures":3,"open_for":"300ms","half_open_probes":1,"slow_start":"-1s"}}`)
+		"breaker":{"consecutive_failures":3,"open_for":"2s","half_open_probes":1,"slow_start":"-1s"}}`)
 	be.failing.Store(true)
 	for i := 0; i < 3; i++ {
 		if r := g.Do("GET", "/br", nil); r.Status != 500 || r.Body != "backend failed" {
@@ -67,7 +67,7 @@ func TestBreakerOpensAndProbesBack(t *testing.T) {
 	}
 	// The backend recovers; after the open period one probe closes it.
 	be.failing.Store(false)
-	natstest.CheckFor(t, 3*time.Second, 20*time.Millisecond, func() error {
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if r := g.Do("GET", "/br", nil); r.Status != 200 {
 			return fmt.Errorf("still %d %s", r.Status, r.Code)
 		}

@@ -116,7 +116,7 @@ func TestGatewayErrors(t *testing.T) {
 	g := newGateway(t, "main")
 	g.Publish(`{"name":"small","pool":"main","route":{"method":"POST","path":"/small"},"max_body":"1KiB",
 		"backend":{"type":"http","url":"` + backend.URL + `/small"}}`)
-	g.Publish(`{"name":"hang","pool":"main","route":{"path":"/hang"},"timeout":"200ms","concurrency":2,
+	g.Publish(`{"name":"hang","pool":"main","route":{"path":"/hang"},"timeout":"2s","concurrency":2,
 		"backend":{"type":"http","url":"` + backend.URL + `/hang"}}`)
 	g.Publish(`{"name":"down","pool":"main","route":{"path":"/down"},"backend":{"type":"http","url":"http://127.0.0.1:1/x"}}`)
 	// An API of a pool no worker serves.
@@ -186,8 +186,9 @@ func TestGatewayErrors(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); results[i] = g.Do("GET", "/hang", nil) }()
 		}
-		// Both slots are taken once the worker reports them in flight.
-		natstest.CheckFor(t, time.Second, time.Millisecond, func() error {
+		// Both slots are taken once the worker reports them in flight;
+		// the third call must reach the worker before their 2 s timeout.
+		natstest.CheckFor(t, 1500*time.Millisecond, time.Millisecond, func() error {
 			if n := g.Worker.InFlight(); n != 2 {
 				return fmt.Errorf("in flight %d", n)
 			}
@@ -219,8 +220,14 @@ func TestExpiredRequestIsDropped(t *testing.T) {
 	if _, err := g.Conn.RequestMsg(msg, 300*time.Millisecond); err != nats.ErrTimeout {
 		t.Fatalf("expired request answered: %v", err)
 	}
-	if hits.Load() != 0 || g.Worker.Dropped() != 1 {
-		t.Fatalf("backend hits %d, dropped %d", hits.Load(), g.Worker.Dropped())
+	natstest.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if n := g.Worker.Dropped(); n != 1 {
+			return fmt.Errorf("dropped %d", n)
+		}
+		return nil
+	})
+	if hits.Load() != 0 {
+		t.Fatalf("backend hits %d", hits.Load())
 	}
 }
 
@@ -396,7 +403,7 @@ func TestDegradeSwitch(t *testing.T) {
 			}
 			rev = set.Revision
 		}
-		natstest.CheckFor(t, time.Second, 2*time.Millisecond, func() error {
+		natstest.CheckFor(t, jetwaytest.Wait, 2*time.Millisecond, func() error {
 			cur := g.EdgeWatcher.Current().Degrade[api]
 			if on := d != nil && d.On; (cur != nil) != on || on && cur.Revision != rev {
 				return fmt.Errorf("switch of %s not applied", api)
@@ -449,7 +456,7 @@ func TestDegradeCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	natstest.CheckFor(t, time.Second, 2*time.Millisecond, func() error {
+	natstest.CheckFor(t, jetwaytest.Wait, 2*time.Millisecond, func() error {
 		if d := g.EdgeWatcher.Current().Degrade["dc"]; d == nil || d.Revision != set.Revision {
 			return fmt.Errorf("switch not applied")
 		}

@@ -57,7 +57,7 @@ func TestRegistryCertificatesOnEveryEdge(t *testing.T) {
 	}
 	waitServed := func(want int64) {
 		t.Helper()
-		natstest.CheckFor(t, time.Second, 10*time.Millisecond, func() error {
+		natstest.CheckFor(t, jetwaytest.Wait, 10*time.Millisecond, func() error {
 			for i, a := range addrs {
 				if s := served(a, "shop.partner.test"); s != want {
 					return fmt.Errorf("edge %d serves certificate %d for shop.partner.test, want %d", i, s, want)
@@ -98,7 +98,7 @@ func TestRegistryCertificatesOnEveryEdge(t *testing.T) {
 		}
 	}
 	waitServed(107)
-	natstest.CheckFor(t, time.Second, 10*time.Millisecond, func() error {
+	natstest.CheckFor(t, jetwaytest.Wait, 10*time.Millisecond, func() error {
 		if s := served(addrs[1], "other.partner.test"); s != 106 {
 			return fmt.Errorf("other.partner.test got %d, want the wildcard 106", s)
 		}

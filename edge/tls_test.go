@@ -238,7 +238,7 @@ func TestEdgeTLSReload(t *testing.T) {
 		b, _ := os.ReadFile(p[0])
 		jetwaytest.WriteFile(t, p[1], b)
 	}
-	natstest.CheckFor(t, time.Second, 10*time.Millisecond, func() error {
+	natstest.CheckFor(t, jetwaytest.Wait, 10*time.Millisecond, func() error {
 		if s := served(); s != 31 {
 			return fmt.Errorf("new handshakes get certificate %d, want 31", s)
 		}

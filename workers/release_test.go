@@ -47,7 +47,7 @@ func waitRelease(t *testing.T, g *jetwaytest.Gateway, api string, within time.Du
 func TestReleaseRampsToPromotion(t *testing.T) {
 	v1, v2 := newBackend(t, "v1"), newBackend(t, "v2")
 	g := jetwaytest.Start(t)
-	g.Publish(releaseAPI("shop", "/shop", v1, v2, `{"canary":"v2","steps":[20,60],"window":"1s","min_calls":5}`))
+	g.Publish(releaseAPI("shop", "/shop", v1, v2, `{"canary":"v2","steps":[20,60],"window":"3s","min_calls":5}`))
 	waitRelease(t, g, "shop", 5*time.Second, func(r *resilience.ReleaseState) bool { return r.Stage == resilience.ReleasePending })
 	for range 50 {
 		if r := g.Do("GET", "/shop", nil); r.Status != 200 || !strings.HasPrefix(r.Body, "v1") {
@@ -65,13 +65,14 @@ func TestReleaseRampsToPromotion(t *testing.T) {
 			canary++
 		}
 	}
-	// Each call is drawn: 20 % of 400 is 80, and 40..120 is far outside
-	// any honest draw's spread (σ = 8) unless the percent rose meanwhile.
+	// Each call is drawn: 20 % of 400 is 80, and 40..240 is far outside
+	// any honest draw's spread (σ = 8) unless the percent rose meanwhile
+	// (a window is 3 s: the 400 calls take about one, more under -race).
 	if canary < 40 || canary > 240 {
 		t.Fatalf("the canary took %d of 400 calls at 20 %%", canary)
 	}
 	l := startLoad(g, "/shop", 5*time.Millisecond)
-	waitRelease(t, g, "shop", 10*time.Second, func(r *resilience.ReleaseState) bool { return r.Stage == resilience.ReleasePromoted })
+	waitRelease(t, g, "shop", 20*time.Second, func(r *resilience.ReleaseState) bool { return r.Stage == resilience.ReleasePromoted })
 	l.stop()
 	if n := l.failed.Load(); n != 0 {
 		t.Fatalf("%d calls failed", n)
