@@ -144,6 +144,9 @@ func (ss *Session) groupPump(ctx context.Context, out sink) (reason string, err 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
+		if r, ok := sb.kicked(); ok { // as in pump: an end goes first
+			return r, nil
+		}
 		if err := ss.flush(out); err != nil {
 			return "", err
 		}

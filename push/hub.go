@@ -147,6 +147,16 @@ func (sb *sub) end(reason string) {
 	}
 }
 
+// kicked takes an end asked for, without waiting.
+func (sb *sub) kicked() (reason string, ok bool) {
+	select {
+	case r := <-sb.kick:
+		return r, true
+	default:
+		return "", false
+	}
+}
+
 // entry returns ring entry i, or false when it is gone (overwritten or
 // evicted): the reader has fallen behind.
 func (h *hub) entry(i uint64) (*delivery, bool) {

@@ -264,6 +264,13 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 	}
 	catchUp := ss.catchUp
 	for {
+		// An end asked for (a revocation, a kick) goes before anything
+		// more is written: a wake and a kick both ready would be a coin
+		// toss in the select below, and a message published after the
+		// revocation reached the edge must not reach the connection.
+		if r, ok := ss.sb.kicked(); ok {
+			return r, nil
+		}
 		if catchUp {
 			// Marks of entries before here are the replay's to cover.
 			ss.sb.next.Store(0)
