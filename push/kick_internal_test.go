@@ -40,3 +40,22 @@ func TestKickGoesBeforeAPendingMessage(t *testing.T) {
 		t.Errorf("reason %q, err %v, %d messages written after the end was asked", reason, err, out.messages)
 	}
 }
+
+// A pull's wait ending (its timer's kick, at once for wait 0) is no end
+// of that kind: the pump still collects what is waiting, then stops.
+func TestPullWaitOverStillCollects(t *testing.T) {
+	s := &Server{stop: make(chan struct{})}
+	h := &hub{s: s, topic: "orders", ring: make([]atomic.Pointer[delivery], 8)}
+	sb := newSub("shop", "")
+	ss := &Session{s: s, topic: "orders", h: h, sb: sb, caughtUp: true}
+	sb.end(waitReason)
+	h.ring[0].Store(&delivery{idx: 0, seq: 1, kind: kindAll, data: []byte("waiting"), at: time.Now()})
+	h.head.Store(1)
+	h.last.Store(1)
+	sb.next.Store(1)
+	out := &recordingSink{}
+	reason, err := ss.pump(context.Background(), out)
+	if err != nil || reason != waitReason || out.messages != 1 {
+		t.Errorf("reason %q, err %v, %d messages collected, want the 1 waiting", reason, err, out.messages)
+	}
+}

@@ -263,13 +263,19 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 		out.gap(ss.topic, *ss.gap)
 	}
 	catchUp := ss.catchUp
+	waitOver := false // a pull's wait is over: it answers with what there is
 	for {
 		// An end asked for (a revocation, a kick) goes before anything
 		// more is written: a wake and a kick both ready would be a coin
 		// toss in the select below, and a message published after the
-		// revocation reached the edge must not reach the connection.
+		// revocation reached the edge must not reach the connection. A
+		// pull's wait ending is no such end: what is there is collected
+		// first (a pull with wait 0 answers at once, with what it finds).
 		if r, ok := ss.sb.kicked(); ok {
-			return r, nil
+			if r != waitReason {
+				return r, nil
+			}
+			waitOver = true
 		}
 		if catchUp {
 			// Marks of entries before here are the replay's to cover.
@@ -296,13 +302,11 @@ func (ss *Session) pump(ctx context.Context, out sink) (reason string, err error
 				return "", err
 			}
 		}
-		if more { // more in the ring: only look whether to stop
-			select {
-			case r := <-ss.sb.kick:
-				return r, nil
-			default:
-				continue
-			}
+		if more { // more in the ring: the loop's top looks whether to stop
+			continue
+		}
+		if waitOver {
+			return waitReason, nil
 		}
 		ss.sb.idle.Store(true) // everything for it is written: no lag until it is marked
 		select {
