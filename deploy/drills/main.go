@@ -193,10 +193,25 @@ func runDrill(cfg config, d drill, dir string, haproxy string) (*result, error) 
 	}
 	c, err := startCluster(cfg, dir, haproxy, d.standby)
 	if err != nil {
+		// Setting up is not the drill: a start that fails (a port taken
+		// between freePort and the process binding it) is told with its
+		// processes' logs and made once more, from new ports.
 		if c != nil {
 			c.stop()
 		}
-		return nil, err
+		fmt.Fprintf(os.Stderr, "drill %s: starting its processes failed, once more: %v\n", d.name, err)
+		tailLogs(os.Stderr, dir, 20)
+		dir = filepath.Join(dir, "again")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if c, err = startCluster(cfg, dir, haproxy, d.standby); err != nil {
+			if c != nil {
+				c.stop()
+			}
+			tailLogs(os.Stderr, dir, 20)
+			return nil, err
+		}
 	}
 	defer c.stop()
 	ld := newLoad(c.entry, cfg.concurrency, cfg.rate, d.other)
@@ -253,6 +268,19 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// tailLogs writes the last n lines of each process log in dir to w.
+func tailLogs(w io.Writer, dir string, n int) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		fmt.Fprintf(w, "--- %s (last %d lines)\n%s\n", filepath.Base(l), n, strings.Join(lines[max(0, len(lines)-n):], "\n"))
+	}
 }
 
 // freePort asks the kernel for a free loopback port.
