@@ -23,10 +23,11 @@ import (
 func TestCallsSurviveTheEdgesNATSNodeKilled(t *testing.T) {
 	t.Parallel()
 	servers, urls := natstest.RunCluster(t, 3, nil)
-	var hits atomic.Int64
+	var hits, posts atomic.Int64
 	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		if r.Method == http.MethodPost {
+			posts.Add(1)
 			time.Sleep(1500 * time.Millisecond) // in flight when the node dies (its shutdown takes a moment)
 		} else {
 			time.Sleep(2 * time.Millisecond)
@@ -68,7 +69,14 @@ func TestCallsSurviveTheEdgesNATSNodeKilled(t *testing.T) {
 		}
 		post <- fmt.Sprintf("%d %s after %s", r.status, r.gwErr().Code, time.Since(start).Round(time.Millisecond))
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// The POST is in flight on the edge's connection once the backend has
+	// it (a fixed pause was not enough on race-built processes).
+	natstest.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+		if posts.Load() == 0 {
+			return fmt.Errorf("the POST has not reached the backend")
+		}
+		return nil
+	})
 	servers[0].Shutdown()
 	killed := time.Now()
 	time.Sleep(2 * time.Second)
