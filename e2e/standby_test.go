@@ -47,11 +47,12 @@ func TestStandbyClusterTakesOver(t *testing.T) {
 	wp := startNode(t, "worker-primary", "worker", "", "--nats", purls, "--pool", "site")
 	ws := startNode(t, "worker-standby", "worker", "", "--nats", surls, "--pool", "site")
 	edge := startNode(t, "edge", "edge", "", "--nats", purls, "--nats-standby", surls, "--failover-after", "2s", "--failback-after", "0",
-		// Longer than the move takes (the 2 s wait and the detection,
-		// 3.6 s once on a loaded CI machine), which the registry spends
-		// stale; shorter than the move and the 4.5 s after it, past which
+		// Longer than the move and the registry's re-watch on the standby
+		// take (the 2 s wait and the detection: 3.6 s once on a loaded CI
+		// machine, stale 8 s once under -race), which the registry spends
+		// stale; shorter than the move and the 10.5 s after it, past which
 		// the test checks the edge stays ready.
-		"--ready-max-stale", "6s")
+		"--ready-max-stale", "12s")
 	for _, n := range []*node{wp, ws, edge} {
 		n.waitReady(t)
 	}
@@ -132,7 +133,7 @@ func TestStandbyClusterTakesOver(t *testing.T) {
 		return nil
 	})
 	moved := time.Since(down)
-	time.Sleep(4500 * time.Millisecond) // past --ready-max-stale: on the standby, the edge stays ready
+	time.Sleep(10500 * time.Millisecond) // past --ready-max-stale: on the standby, the edge stays ready
 	close(stop)
 	wg.Wait()
 	recovered := time.Duration(0)
