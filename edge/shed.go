@@ -2,6 +2,7 @@ package edge
 
 import (
 	"maps"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -128,7 +129,7 @@ func newShedder(o Shedding) *shedder {
 	// Written so that NaN, which fails every comparison, takes the
 	// default: a NaN share would shed every call of every API.
 	switch {
-	case o.K == 0 || o.K != o.K:
+	case o.K == 0 || math.IsNaN(o.K):
 		s.rule.k = DefaultShedK
 	case !(o.K >= 1):
 		s.rule.k = 1
